@@ -1,0 +1,192 @@
+// Loading settings from the four layers, later wins: built-in defaults < YAML
+// file (--config FILE) < environment variables < command-line flags.
+// Any bad value stops start-up with a ConfigError naming the setting, its
+// source and what is wrong (the CLI turns it into exit code 2).
+
+import fs from 'node:fs';
+import YAML from 'yaml';
+import { ConfigError } from '../errors.js';
+import { ValueError } from './parsers.js';
+import { SETTINGS, envName, settingNames, type SettingDef, type SettingName, type Settings } from './settings.js';
+
+export type Source = 'default' | 'file' | 'env' | 'flag';
+
+export interface LoadedSettings {
+  settings: Settings;
+  sources: Readonly<Record<SettingName, Source>>;
+}
+
+export interface LoadInput {
+  argv: readonly string[];
+  env: Readonly<Record<string, string | undefined>>;
+}
+
+/** Env vars that are not settings but are read by the CLI itself. */
+const NON_SETTING_ENV = new Set(['SIGLAKE_CONFIG']);
+
+const byFlag = new Map<string, SettingName>(settingNames().map((n) => [SETTINGS[n].flag, n]));
+const byKey = new Map<string, SettingName>(settingNames().map((n) => [SETTINGS[n].key, n]));
+
+function where(name: SettingName, source: Source, file?: string): string {
+  const d = SETTINGS[name];
+  switch (source) {
+    case 'flag':
+      return `flag ${d.flag}`;
+    case 'env':
+      return `env ${envName(d.flag)}`;
+    case 'file':
+      return `file ${file ?? ''} key ${d.key}`;
+    default:
+      return `default of ${d.key}`;
+  }
+}
+
+function parseOne(name: SettingName, raw: unknown, source: Source, file?: string): unknown {
+  const d = SETTINGS[name] as SettingDef<unknown>;
+  try {
+    return d.parse(raw);
+  } catch (e) {
+    if (e instanceof ValueError) throw new ConfigError(`invalid ${d.key} (${where(name, source, file)}): ${e.message}`);
+    throw e;
+  }
+}
+
+/** Splits argv into `--config` and setting flags. Booleans take `--flag` or `--flag=true|false`. */
+function parseArgv(argv: readonly string[]): { configFile?: string; values: Map<SettingName, string> } {
+  const values = new Map<SettingName, string>();
+  let configFile: string | undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (!arg.startsWith('--')) throw new ConfigError(`unexpected argument ${JSON.stringify(arg)}`);
+    const eq = arg.indexOf('=');
+    const flag = eq === -1 ? arg : arg.slice(0, eq);
+    let value: string | undefined = eq === -1 ? undefined : arg.slice(eq + 1);
+    if (flag === '--config') {
+      if (value === undefined) value = argv[++i];
+      if (value === undefined) throw new ConfigError('flag --config needs a file');
+      configFile = value;
+      continue;
+    }
+    const name = byFlag.get(flag);
+    if (name === undefined) throw new ConfigError(`unknown flag ${flag} (see \`siglake config reference\`)`);
+    const isBool = typeof SETTINGS[name].default === 'boolean';
+    if (value === undefined) {
+      if (isBool) value = 'true';
+      else {
+        value = argv[++i];
+        if (value === undefined) throw new ConfigError(`flag ${flag} needs a value`);
+      }
+    }
+    values.set(name, value);
+  }
+  return configFile === undefined ? { values } : { configFile, values };
+}
+
+function flatten(obj: unknown, prefix: string, out: Map<string, unknown>, file: string): void {
+  if (obj === null || obj === undefined) return;
+  if (typeof obj !== 'object' || Array.isArray(obj)) {
+    throw new ConfigError(`invalid file ${file}: ${prefix === '' ? 'the top level' : prefix} must be a map`);
+  }
+  for (const [k, v] of Object.entries(obj as Record<string, unknown>)) {
+    const path = prefix === '' ? k : `${prefix}.${k}`;
+    if (byKey.has(path)) out.set(path, v);
+    else if (v !== null && typeof v === 'object' && !Array.isArray(v)) flatten(v, path, out, file);
+    else throw new ConfigError(`invalid file ${file}: unknown key ${path} (see \`siglake config reference\`)`);
+  }
+}
+
+function readYaml(file: string): Map<string, unknown> {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new ConfigError(`cannot read config file ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+  let doc: unknown;
+  try {
+    doc = YAML.parse(text);
+  } catch (e) {
+    throw new ConfigError(`invalid file ${file}: not YAML (${(e as Error).message.split('\n')[0]})`);
+  }
+  const out = new Map<string, unknown>();
+  flatten(doc, '', out, file);
+  return out;
+}
+
+export function loadSettings(input: LoadInput): LoadedSettings {
+  const { configFile: flagConfig, values: flagValues } = parseArgv(input.argv);
+  const configFile = flagConfig ?? input.env['SIGLAKE_CONFIG'];
+  const fileValues = configFile !== undefined ? readYaml(configFile) : new Map<string, unknown>();
+
+  const out: Record<string, unknown> = {};
+  const sources = {} as Record<SettingName, Source>;
+  const computed: SettingName[] = [];
+
+  for (const name of settingNames()) {
+    const d = SETTINGS[name];
+    const env = input.env[envName(d.flag)];
+    if (flagValues.has(name)) {
+      out[name] = parseOne(name, flagValues.get(name), 'flag');
+      sources[name] = 'flag';
+    } else if (env !== undefined && !NON_SETTING_ENV.has(envName(d.flag))) {
+      out[name] = parseOne(name, env, 'env');
+      sources[name] = 'env';
+    } else if (fileValues.has(d.key)) {
+      out[name] = parseOne(name, fileValues.get(d.key), 'file', configFile);
+      sources[name] = 'file';
+    } else {
+      sources[name] = 'default';
+      if (typeof d.default === 'function') computed.push(name);
+      else out[name] = d.default;
+    }
+  }
+  for (const name of computed) {
+    const fn = SETTINGS[name].default as (s: Readonly<Record<string, unknown>>) => unknown;
+    out[name] = fn(out);
+  }
+  const settings = out as Settings;
+  validateTogether(settings, sources, configFile);
+  return { settings, sources };
+}
+
+/** Rules that involve more than one setting. */
+function validateTogether(s: Settings, sources: Record<SettingName, Source>, file?: string): void {
+  const at = (n: SettingName) => where(n, sources[n], file);
+  if (s.tenantClaim !== undefined && s.oidcIssuer === undefined) {
+    throw new ConfigError(`invalid ingester.tenantClaim (${at('tenantClaim')}): needs OIDC (set auth.oidc.issuer)`);
+  }
+  if (s.oidcIssuer === undefined) {
+    for (const n of ['oidcAudience', 'oidcJwksFile'] as const) {
+      if (s[n] !== undefined) throw new ConfigError(`invalid ${SETTINGS[n].key} (${at(n)}): needs auth.oidc.issuer`);
+    }
+    if (sources.oidcJwksUrl !== 'default') {
+      throw new ConfigError(`invalid auth.oidc.jwksUrl (${at('oidcJwksUrl')}): needs auth.oidc.issuer`);
+    }
+  }
+  if (s.oidcJwksFile !== undefined) {
+    try {
+      fs.accessSync(s.oidcJwksFile, fs.constants.R_OK);
+    } catch {
+      throw new ConfigError(`invalid auth.oidc.jwksFile (${at('oidcJwksFile')}): cannot read ${s.oidcJwksFile}`);
+    }
+  }
+  if (s.authBearerTokensFile !== undefined) {
+    try {
+      fs.accessSync(s.authBearerTokensFile, fs.constants.R_OK);
+    } catch {
+      throw new ConfigError(
+        `invalid auth.bearerTokensFile (${at('authBearerTokensFile')}): cannot read ${s.authBearerTokensFile}`,
+      );
+    }
+  }
+  if (s.oidcAlgorithms.length === 0) {
+    throw new ConfigError(`invalid auth.oidc.algorithms (${at('oidcAlgorithms')}): must name at least one algorithm`);
+  }
+  if (s.rateLimitPerSec > 0 && s.rateLimitBurst / s.rateLimitPerSec > 1000) {
+    throw new ConfigError(
+      `invalid ingester.rateLimit.burst (${at('rateLimitBurst')}): burst / ratePerSec must be at most 1000 s, got ${(
+        s.rateLimitBurst / s.rateLimitPerSec
+      ).toFixed(1)} s`,
+    );
+  }
+}

@@ -1,0 +1,391 @@
+// The one table of settings. Flags, environment variables, YAML keys, the
+// defaults, `siglake config reference` and docs/configuration.md are all
+// derived from it, so none of them can drift from the code (contract §2).
+//
+// Naming rule, no exceptions: the env var is SIGLAKE_ + the flag without its
+// leading dashes, upper-cased, with `-` turned into `_`.
+
+import os from 'node:os';
+import {
+  boolean,
+  integer,
+  list,
+  listenAddress,
+  number,
+  oneOf,
+  string,
+  url,
+  type ListenAddress,
+  type Parser,
+} from './parsers.js';
+
+export type Category = 'server' | 'ingester' | 'wal' | 'tenancy' | 'limits' | 'auth' | 'logging';
+
+export interface SettingDef<T> {
+  /** YAML key: the Helm-values path. */
+  readonly key: string;
+  readonly flag: string;
+  readonly category: Category;
+  readonly doc: string;
+  readonly parse: Parser<T>;
+  /** The built-in default, or a function of the other settings. `undefined` means unset. */
+  readonly default: T | undefined | ((s: Readonly<Record<string, unknown>>) => T | undefined);
+  /** How the default is shown in the reference (for computed ones). */
+  readonly defaultDoc?: string;
+  /** Never printed: tokens and URLs with credentials. */
+  readonly secret?: boolean;
+}
+
+function def<T>(d: SettingDef<T>): SettingDef<T> {
+  return d;
+}
+
+const defaultWorkers = Math.max(1, os.availableParallelism() - 1);
+
+const ASYMMETRIC_ALGS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'];
+
+export const SETTINGS = {
+  httpListen: def<ListenAddress>({
+    key: 'server.httpListen',
+    flag: '--http-listen',
+    category: 'server',
+    default: { host: '0.0.0.0', port: 4318 },
+    defaultDoc: '0.0.0.0:4318',
+    doc: 'Address for OTLP/HTTP and the admin endpoints (/metrics, /healthz, /readyz). Port 0 picks a free port.',
+    parse: listenAddress,
+  }),
+  grpcListen: def<ListenAddress>({
+    key: 'server.grpcListen',
+    flag: '--grpc-listen',
+    category: 'server',
+    default: { host: '0.0.0.0', port: 4317 },
+    defaultDoc: '0.0.0.0:4317',
+    doc: 'Address for OTLP/gRPC. Port 0 picks a free port.',
+    parse: listenAddress,
+  }),
+  maxRequestBytes: def<number>({
+    key: 'server.maxRequestBytes',
+    flag: '--max-request-bytes',
+    category: 'server',
+    default: 16 * 1024 * 1024,
+    doc: 'Request body cap in bytes, enforced while the body streams in and again after gzip decompression (413).',
+    parse: integer({ min: 1024, max: 512 * 1024 * 1024 }),
+  }),
+  requestTimeoutSecs: def<number>({
+    key: 'server.requestTimeoutSecs',
+    flag: '--request-timeout-secs',
+    category: 'server',
+    default: 30,
+    doc: 'A request body must arrive whole within this many seconds, or the connection is answered 408 and closed. Connections idle for 10 s are closed by the HTTP server itself.',
+    parse: integer({ min: 1, max: 3600 }),
+  }),
+  shutdownTimeoutSecs: def<number>({
+    key: 'server.shutdownTimeoutSecs',
+    flag: '--shutdown-timeout-secs',
+    category: 'server',
+    default: 25,
+    doc: 'On SIGTERM, how long to wait for queued requests to be written before exiting anyway.',
+    parse: integer({ min: 1, max: 3600 }),
+  }),
+  allowUwsFallback: def<boolean>({
+    key: 'server.allowUwsFallback',
+    flag: '--allow-uws-fallback',
+    category: 'server',
+    default: false,
+    doc: "Start even when uWebSockets.js's native binary cannot load, on its slow JavaScript fallback. Off: start-up fails.",
+    parse: boolean,
+  }),
+  workers: def<number>({
+    key: 'ingester.workers',
+    flag: '--workers',
+    category: 'ingester',
+    default: defaultWorkers,
+    defaultDoc: 'cores − 1, at least 1',
+    doc: 'Writer worker threads. Each owns a shard of the (tenant, index) lanes and their WAL files.',
+    parse: integer({ min: 1, max: 256 }),
+  }),
+  walDir: def<string>({
+    key: 'ingester.walDir',
+    flag: '--wal-dir',
+    category: 'wal',
+    default: './data/wal',
+    doc: 'WAL root directory (contract §7 layout).',
+    parse: string({ nonEmpty: true }),
+  }),
+  walFsync: def<'batch' | 'interval' | 'never'>({
+    key: 'ingester.wal.fsync',
+    flag: '--wal-fsync',
+    category: 'wal',
+    default: 'batch',
+    doc: '`batch`: acknowledge after fdatasync (group commit); `interval`: acknowledge after write, fdatasync every --wal-fsync-interval-ms; `never`: leave flushing to the OS.',
+    parse: oneOf(['batch', 'interval', 'never'] as const),
+  }),
+  walFsyncIntervalMs: def<number>({
+    key: 'ingester.wal.fsyncIntervalMs',
+    flag: '--wal-fsync-interval-ms',
+    category: 'wal',
+    default: 100,
+    doc: 'fdatasync period in `interval` mode: the window of acknowledged data a machine crash can lose.',
+    parse: integer({ min: 1, max: 60_000 }),
+  }),
+  walSegmentBytes: def<number>({
+    key: 'ingester.wal.segmentBytes',
+    flag: '--wal-segment-bytes',
+    category: 'wal',
+    default: 64 * 1024 * 1024,
+    doc: 'Segment rotation size in bytes. A record never crosses segments.',
+    parse: integer({ min: 4096, max: 2 ** 31 }),
+  }),
+  walSegmentMaxAgeSecs: def<number>({
+    key: 'ingester.wal.segmentMaxAgeSecs',
+    flag: '--wal-segment-max-age-secs',
+    category: 'wal',
+    default: 60,
+    doc: "A lane's live segment is sealed at this age (and at shutdown) so the compactor can take it. 0 seals only by size.",
+    parse: integer({ min: 0 }),
+  }),
+  walMaxOpenFiles: def<number>({
+    key: 'ingester.wal.maxOpenFiles',
+    flag: '--wal-max-open-files',
+    category: 'wal',
+    default: 1024,
+    doc: 'Open WAL segment files across all workers (an LRU). Bounds file descriptors however many lanes exist.',
+    parse: integer({ min: 1, max: 1_000_000 }),
+  }),
+  tenantClaim: def<string>({
+    key: 'ingester.tenantClaim',
+    flag: '--tenant-claim',
+    category: 'tenancy',
+    default: undefined,
+    defaultDoc: 'unset',
+    doc: 'JWT claim that names the tenant. Needs OIDC. Wins over --trust-tenant-header when both are set.',
+    parse: string({ nonEmpty: true }),
+  }),
+  trustTenantHeader: def<boolean>({
+    key: 'ingester.trustTenantHeader',
+    flag: '--trust-tenant-header',
+    category: 'tenancy',
+    default: false,
+    doc: 'Route by X-Scope-OrgID as set by a trusted gateway that strips caller-supplied values.',
+    parse: boolean,
+  }),
+  allowedTenants: def<string[]>({
+    key: 'ingester.allowedTenants',
+    flag: '--allowed-tenants',
+    category: 'tenancy',
+    default: [],
+    defaultDoc: '[] (open)',
+    doc: 'Only these tenants may write (403 not_allowed otherwise). Comma list on the flag and env var.',
+    parse: list(),
+  }),
+  maxTenants: def<number>({
+    key: 'ingester.maxTenants',
+    flag: '--max-tenants',
+    category: 'tenancy',
+    default: 0,
+    defaultDoc: '0 (unbounded)',
+    doc: 'Distinct tenants this process admits, first come, empty at every start (403 at_capacity past it). 0 keeps no set.',
+    parse: integer({ min: 0 }),
+  }),
+  maxLanes: def<number>({
+    key: 'ingester.maxLanes',
+    flag: '--ingest-max-lanes',
+    category: 'ingester',
+    default: 4096,
+    doc: 'Distinct (tenant, index) lanes per process. A novel lane past it gets 503 without Retry-After.',
+    parse: integer({ min: 1, max: 1_000_000 }),
+  }),
+  queueCapacity: def<number>({
+    key: 'ingester.backpressure.capacity',
+    flag: '--ingest-queue-capacity',
+    category: 'ingester',
+    default: 1024,
+    doc: "Commands queued per lane. A full lane refuses only its own requests with 503 + Retry-After: 1.",
+    parse: integer({ min: 1, max: 1_000_000 }),
+  }),
+  memBreakerLimitMib: def<number>({
+    key: 'ingester.memBreaker.limitMib',
+    flag: '--mem-breaker-limit-mib',
+    category: 'limits',
+    default: 0,
+    defaultDoc: '0 (off)',
+    doc: 'RSS in MiB at or above which every ingest request is shed with 503 + Retry-After: 1.',
+    parse: integer({ min: 0 }),
+  }),
+  memBreakerSampleSecs: def<number>({
+    key: 'ingester.memBreaker.sampleSecs',
+    flag: '--mem-breaker-sample-secs',
+    category: 'limits',
+    default: 1,
+    doc: 'RSS sampling period in seconds (reads /proc/self/status; never trips where /proc is missing).',
+    parse: number({ min: 0.05, max: 3600 }),
+  }),
+  rateLimitPerSec: def<number>({
+    key: 'ingester.rateLimit.ratePerSec',
+    flag: '--rate-limit-per-sec',
+    category: 'limits',
+    default: 0,
+    defaultDoc: '0 (off)',
+    doc: 'Token refill rate in requests per second, for the global bucket and each tenant bucket. 0 turns the limiter off.',
+    parse: number({ min: 0, max: 10_000_000 }),
+  }),
+  rateLimitBurst: def<number>({
+    key: 'ingester.rateLimit.burst',
+    flag: '--rate-limit-burst',
+    category: 'limits',
+    default: (s) => Math.max(1, Math.ceil((s['rateLimitPerSec'] as number) ?? 0)),
+    defaultDoc: 'ratePerSec',
+    doc: 'Bucket size: requests admitted at once from a full bucket.',
+    parse: integer({ min: 1, max: 100_000_000 }),
+  }),
+  rateLimitMaxTenantBuckets: def<number>({
+    key: 'ingester.rateLimit.maxTenantBuckets',
+    flag: '--rate-limit-max-tenant-buckets',
+    category: 'limits',
+    default: 65536,
+    doc: 'Tenant buckets kept in memory; the longest-idle one is evicted (an idle bucket is full anyway).',
+    parse: integer({ min: 1, max: 10_000_000 }),
+  }),
+  redisUrl: def<string>({
+    key: 'redis.url',
+    flag: '--redis-url',
+    category: 'limits',
+    default: undefined,
+    defaultDoc: 'unset',
+    doc: 'Share rate buckets across replicas through this Redis (redis:// or rediss://). A Redis failure admits and counts siglake_rate_budget_backend_errors_total.',
+    parse: url(['redis:', 'rediss:']),
+    secret: true,
+  }),
+  redisTimeoutMs: def<number>({
+    key: 'redis.timeoutMs',
+    flag: '--redis-timeout-ms',
+    category: 'limits',
+    default: 100,
+    doc: 'Timeout of one Redis command; past it the request is admitted and counted as a backend error.',
+    parse: integer({ min: 1, max: 60_000 }),
+  }),
+  authBearerTokens: def<string[]>({
+    key: 'auth.bearerTokens',
+    flag: '--auth-bearer-tokens',
+    category: 'auth',
+    default: [],
+    defaultDoc: 'unset',
+    doc: 'Comma list of static bearer tokens. Prefer --auth-bearer-tokens-file so tokens stay out of process listings.',
+    parse: list(),
+    secret: true,
+  }),
+  authBearerTokensFile: def<string>({
+    key: 'auth.bearerTokensFile',
+    flag: '--auth-bearer-tokens-file',
+    category: 'auth',
+    default: undefined,
+    defaultDoc: 'unset',
+    doc: 'File with one static bearer token per line (blank lines and # comments ignored).',
+    parse: string({ nonEmpty: true }),
+  }),
+  oidcIssuer: def<string>({
+    key: 'auth.oidc.issuer',
+    flag: '--oidc-issuer',
+    category: 'auth',
+    default: undefined,
+    defaultDoc: 'unset',
+    doc: 'Enables OIDC: the required `iss`. Takes precedence over static tokens.',
+    parse: string({ nonEmpty: true }),
+  }),
+  oidcAudience: def<string>({
+    key: 'auth.oidc.audience',
+    flag: '--oidc-audience',
+    category: 'auth',
+    default: undefined,
+    defaultDoc: 'unset',
+    doc: 'The required `aud`.',
+    parse: string({ nonEmpty: true }),
+  }),
+  oidcJwksUrl: def<string>({
+    key: 'auth.oidc.jwksUrl',
+    flag: '--oidc-jwks-url',
+    category: 'auth',
+    default: (s) =>
+      s['oidcIssuer'] === undefined ? undefined : `${String(s['oidcIssuer']).replace(/\/+$/, '')}/.well-known/jwks.json`,
+    defaultDoc: '<issuer>/.well-known/jwks.json',
+    doc: 'JWKS URL: fetched, cached, refetched on an unknown `kid` at most once per --oidc-jwks-cooldown-secs.',
+    parse: url(['http:', 'https:']),
+  }),
+  oidcJwksFile: def<string>({
+    key: 'auth.oidc.jwksFile',
+    flag: '--oidc-jwks-file',
+    category: 'auth',
+    default: undefined,
+    defaultDoc: 'unset',
+    doc: 'A static JWKS file instead of the URL.',
+    parse: string({ nonEmpty: true }),
+  }),
+  oidcAlgorithms: def<string[]>({
+    key: 'auth.oidc.algorithms',
+    flag: '--oidc-algorithms',
+    category: 'auth',
+    default: ASYMMETRIC_ALGS,
+    defaultDoc: ASYMMETRIC_ALGS.join(','),
+    doc: 'Accepted JWS algorithms. `none` and HMAC (HS*) are refused.',
+    parse: list(oneOf(ASYMMETRIC_ALGS)),
+  }),
+  oidcClockSkewSecs: def<number>({
+    key: 'auth.oidc.clockSkewSecs',
+    flag: '--oidc-clock-skew-secs',
+    category: 'auth',
+    default: 30,
+    doc: 'Tolerance in seconds for `exp` and `nbf`.',
+    parse: integer({ min: 0, max: 3600 }),
+  }),
+  oidcJwksCooldownSecs: def<number>({
+    key: 'auth.oidc.jwksCooldownSecs',
+    flag: '--oidc-jwks-cooldown-secs',
+    category: 'auth',
+    default: 30,
+    doc: 'Minimum seconds between JWKS refetches triggered by an unknown `kid`.',
+    parse: integer({ min: 1, max: 86_400 }),
+  }),
+  oidcJwksTimeoutMs: def<number>({
+    key: 'auth.oidc.jwksTimeoutMs',
+    flag: '--oidc-jwks-timeout-ms',
+    category: 'auth',
+    default: 5000,
+    doc: 'Timeout of one JWKS fetch.',
+    parse: integer({ min: 1, max: 120_000 }),
+  }),
+  oidcTokenCacheSize: def<number>({
+    key: 'auth.oidc.tokenCacheSize',
+    flag: '--oidc-token-cache-size',
+    category: 'auth',
+    default: 10_000,
+    doc: 'Verified tokens kept (never past `exp`), so the hot path does not pay a signature check per request.',
+    parse: integer({ min: 0, max: 10_000_000 }),
+  }),
+  logLevel: def<'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace'>({
+    key: 'log.level',
+    flag: '--log-level',
+    category: 'logging',
+    default: 'info',
+    doc: 'Log level. Telemetry and token text never appear at info or above.',
+    parse: oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const),
+  }),
+} as const;
+
+type ValueOf<D> = D extends SettingDef<infer T> ? T : never;
+type Optional = 'tenantClaim' | 'redisUrl' | 'authBearerTokensFile' | 'oidcIssuer' | 'oidcAudience' | 'oidcJwksUrl' | 'oidcJwksFile';
+
+export type SettingName = keyof typeof SETTINGS;
+export type Settings = {
+  readonly [K in Exclude<SettingName, Optional>]: ValueOf<(typeof SETTINGS)[K]>;
+} & {
+  readonly [K in Optional]: ValueOf<(typeof SETTINGS)[K]> | undefined;
+};
+
+/** Environment variable of a flag: SIGLAKE_ + flag without dashes, upper case, `-` → `_`. */
+export function envName(flag: string): string {
+  return 'SIGLAKE_' + flag.replace(/^--/, '').toUpperCase().replace(/-/g, '_');
+}
+
+export function settingNames(): SettingName[] {
+  return Object.keys(SETTINGS) as SettingName[];
+}

@@ -1,0 +1,189 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadSettings } from '../../src/config/load.js';
+import { configReference } from '../../src/config/reference.js';
+import { SETTINGS, envName, settingNames } from '../../src/config/settings.js';
+import { ConfigError } from '../../src/errors.js';
+
+const load = (argv: string[], env: Record<string, string> = {}) => loadSettings({ argv, env });
+
+function yamlFile(text: string): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'siglake-cfg-'));
+  const p = path.join(dir, 'siglake.yaml');
+  fs.writeFileSync(p, text);
+  return p;
+}
+
+function errorOf(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (e) {
+    expect(e).toBeInstanceOf(ConfigError);
+    return (e as Error).message;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('the settings table', () => {
+  it('derives every env var from its flag by the one naming rule', () => {
+    for (const n of settingNames()) {
+      const d = SETTINGS[n];
+      expect(d.flag).toMatch(/^--[a-z0-9-]+$/);
+      expect(envName(d.flag)).toBe('SIGLAKE_' + d.flag.slice(2).toUpperCase().replace(/-/g, '_'));
+    }
+    expect(envName('--ingest-max-lanes')).toBe('SIGLAKE_INGEST_MAX_LANES');
+  });
+
+  it('has unique flags and YAML keys, and covers every setting of contract §2', () => {
+    const flags = settingNames().map((n) => SETTINGS[n].flag);
+    const keys = settingNames().map((n) => SETTINGS[n].key);
+    expect(new Set(flags).size).toBe(flags.length);
+    expect(new Set(keys).size).toBe(keys.length);
+    const contract: [string, string][] = [
+      ['server.httpListen', '--http-listen'],
+      ['server.grpcListen', '--grpc-listen'],
+      ['server.maxRequestBytes', '--max-request-bytes'],
+      ['ingester.workers', '--workers'],
+      ['ingester.walDir', '--wal-dir'],
+      ['ingester.wal.fsync', '--wal-fsync'],
+      ['ingester.wal.fsyncIntervalMs', '--wal-fsync-interval-ms'],
+      ['ingester.wal.segmentBytes', '--wal-segment-bytes'],
+      ['ingester.tenantClaim', '--tenant-claim'],
+      ['ingester.trustTenantHeader', '--trust-tenant-header'],
+      ['ingester.allowedTenants', '--allowed-tenants'],
+      ['ingester.maxTenants', '--max-tenants'],
+      ['ingester.maxLanes', '--ingest-max-lanes'],
+      ['ingester.backpressure.capacity', '--ingest-queue-capacity'],
+      ['ingester.memBreaker.limitMib', '--mem-breaker-limit-mib'],
+      ['ingester.memBreaker.sampleSecs', '--mem-breaker-sample-secs'],
+      ['ingester.rateLimit.ratePerSec', '--rate-limit-per-sec'],
+      ['ingester.rateLimit.burst', '--rate-limit-burst'],
+      ['redis.url', '--redis-url'],
+      ['auth.bearerTokens', '--auth-bearer-tokens'],
+      ['auth.oidc.issuer', '--oidc-issuer'],
+      ['auth.oidc.audience', '--oidc-audience'],
+      ['auth.oidc.jwksUrl', '--oidc-jwks-url'],
+      ['auth.oidc.jwksFile', '--oidc-jwks-file'],
+      ['ingester.wal.segmentMaxAgeSecs', '--wal-segment-max-age-secs'],
+    ];
+    for (const [key, flag] of contract) {
+      const name = settingNames().find((n) => SETTINGS[n].key === key);
+      expect(name, key).toBeDefined();
+      expect(SETTINGS[name!].flag).toBe(flag);
+    }
+  });
+});
+
+describe('loading', () => {
+  it('applies the contract defaults', () => {
+    const { settings: s, sources } = load([]);
+    expect(s.httpListen).toEqual({ host: '0.0.0.0', port: 4318 });
+    expect(s.grpcListen).toEqual({ host: '0.0.0.0', port: 4317 });
+    expect(s.maxRequestBytes).toBe(16777216);
+    expect(s.workers).toBe(Math.max(1, os.availableParallelism() - 1));
+    expect(s.walDir).toBe('./data/wal');
+    expect(s.walFsync).toBe('batch');
+    expect(s.walFsyncIntervalMs).toBe(100);
+    expect(s.walSegmentBytes).toBe(67108864);
+    expect(s.tenantClaim).toBeUndefined();
+    expect(s.trustTenantHeader).toBe(false);
+    expect(s.allowedTenants).toEqual([]);
+    expect(s.maxTenants).toBe(0);
+    expect(s.maxLanes).toBe(4096);
+    expect(s.queueCapacity).toBe(1024);
+    expect(s.memBreakerLimitMib).toBe(0);
+    expect(s.memBreakerSampleSecs).toBe(1);
+    expect(s.rateLimitPerSec).toBe(0);
+    expect(s.redisUrl).toBeUndefined();
+    expect(s.oidcJwksUrl).toBeUndefined();
+    expect(sources.maxTenants).toBe('default');
+  });
+
+  it('layers file < env < flag', () => {
+    const file = yamlFile('ingester:\n  maxTenants: 5\n  maxLanes: 7\n  workers: 3\n');
+    const { settings: s, sources } = load(['--config', file, '--ingest-max-lanes', '9'], {
+      SIGLAKE_WORKERS: '2',
+      SIGLAKE_INGEST_MAX_LANES: '8',
+    });
+    expect(s.maxTenants).toBe(5);
+    expect(sources.maxTenants).toBe('file');
+    expect(s.workers).toBe(2);
+    expect(sources.workers).toBe('env');
+    expect(s.maxLanes).toBe(9);
+    expect(sources.maxLanes).toBe('flag');
+  });
+
+  it('reads SIGLAKE_CONFIG, lists as comma strings or YAML lists, booleans in all forms', () => {
+    const file = yamlFile('ingester:\n  allowedTenants: [a, b]\n  trustTenantHeader: true\n');
+    expect(load([], { SIGLAKE_CONFIG: file }).settings.allowedTenants).toEqual(['a', 'b']);
+    expect(load([], { SIGLAKE_CONFIG: file }).settings.trustTenantHeader).toBe(true);
+    expect(load(['--allowed-tenants', 'x, y,,z']).settings.allowedTenants).toEqual(['x', 'y', 'z']);
+    expect(load(['--trust-tenant-header']).settings.trustTenantHeader).toBe(true);
+    expect(load(['--trust-tenant-header=false']).settings.trustTenantHeader).toBe(false);
+    expect(load([], { SIGLAKE_TRUST_TENANT_HEADER: 'true' }).settings.trustTenantHeader).toBe(true);
+    expect(load(['--max-tenants=3']).settings.maxTenants).toBe(3);
+  });
+
+  it('computes defaults from other settings', () => {
+    expect(load(['--rate-limit-per-sec', '50']).settings.rateLimitBurst).toBe(50);
+    expect(load(['--rate-limit-per-sec', '50', '--rate-limit-burst', '5']).settings.rateLimitBurst).toBe(5);
+    const oidc = load(['--oidc-issuer', 'https://idp.example/', '--tenant-claim', 'org']).settings;
+    expect(oidc.oidcJwksUrl).toBe('https://idp.example/.well-known/jwks.json');
+    expect(oidc.tenantClaim).toBe('org');
+  });
+
+  it('names the setting and the source of a bad value', () => {
+    expect(errorOf(() => load(['--max-tenants', '-1']))).toBe(
+      'invalid ingester.maxTenants (flag --max-tenants): must not be negative, got -1',
+    );
+    expect(errorOf(() => load([], { SIGLAKE_WAL_FSYNC: 'sometimes' }))).toBe(
+      'invalid ingester.wal.fsync (env SIGLAKE_WAL_FSYNC): must be one of batch, interval, never, got "sometimes"',
+    );
+    const file = yamlFile('ingester:\n  maxLanes: lots\n');
+    expect(errorOf(() => load(['--config', file]))).toBe(
+      `invalid ingester.maxLanes (file ${file} key ingester.maxLanes): must be an integer, got "lots"`,
+    );
+    expect(errorOf(() => load(['--http-listen', 'nope']))).toMatch(/server\.httpListen \(flag --http-listen\): must be host:port/);
+    expect(errorOf(() => load(['--workers', '1.5']))).toMatch(/ingester\.workers .*must be an integer/);
+  });
+
+  it('refuses unknown keys and flags, unreadable files, and settings that need others', () => {
+    expect(errorOf(() => load(['--config', yamlFile('ingester:\n  maxTenant: 1\n')]))).toMatch(/unknown key ingester\.maxTenant/);
+    expect(errorOf(() => load(['--max-tenant', '1']))).toMatch(/unknown flag --max-tenant/);
+    expect(errorOf(() => load(['--config', '/nonexistent/siglake.yaml']))).toMatch(/cannot read config file .*ENOENT/);
+    expect(errorOf(() => load(['--tenant-claim', 'org']))).toBe(
+      'invalid ingester.tenantClaim (flag --tenant-claim): needs OIDC (set auth.oidc.issuer)',
+    );
+    expect(errorOf(() => load(['--oidc-jwks-file', '/x']))).toMatch(/auth\.oidc\.jwksFile .*needs auth\.oidc\.issuer/);
+    expect(errorOf(() => load(['--oidc-issuer', 'https://i', '--oidc-algorithms', 'RS256,none']))).toMatch(
+      /auth\.oidc\.algorithms .*item 2: must be one of/,
+    );
+    expect(errorOf(() => load(['--oidc-issuer', 'https://i', '--oidc-algorithms', 'HS256']))).toMatch(/auth\.oidc\.algorithms/);
+  });
+
+  it('ignores unknown SIGLAKE_ variables (Kubernetes service links) but not unknown flags', () => {
+    expect(load([], { SIGLAKE_PORT_4318_TCP_ADDR: '10.0.0.1', SIGLAKE_SERVICE_HOST: 'x' }).settings.maxLanes).toBe(4096);
+  });
+
+  it('never echoes a Redis URL with credentials in an error', () => {
+    const msg = errorOf(() => load(['--redis-url', 'http://user:s3cret@host']));
+    expect(msg).not.toContain('s3cret');
+  });
+});
+
+describe('the configuration reference', () => {
+  it('lists every setting with its flag, env var, YAML key and default', () => {
+    const ref = configReference();
+    for (const n of settingNames()) {
+      const d = SETTINGS[n];
+      expect(ref).toContain(`| \`${d.key}\` | \`${d.flag}\` | \`${envName(d.flag)}\` |`);
+    }
+  });
+
+  it('is what docs/configuration.md holds (run npm run docs:config after changing settings)', () => {
+    const doc = fs.readFileSync(new URL('../../docs/configuration.md', import.meta.url), 'utf8');
+    expect(doc).toBe(configReference());
+  });
+});
