@@ -1,0 +1,170 @@
+// `siglake wal verify DIR` and `siglake wal dump DIR`: offline, read-only
+// checks and prints of WAL segments (docs/wal-format.md). DIR is the WAL root
+// or one lane directory. Exit codes: 0 clean (a torn tail in a lane's last
+// segment is allowed, and reported), 1 damage recovery would not repair, 2 DIR
+// cannot be read.
+
+import { statSync } from 'node:fs';
+import { listLaneDirs, locateLaneDir, tableLabel, type WalTable } from './layout.js';
+import { recordTypeName, type RecordType } from './format.js';
+import { listLaneFiles, type LaneFiles, type SegmentFile } from './segment-files.js';
+import { SegmentReader, type SegmentStop } from './segment-reader.js';
+
+/** Decodes a payload into short texts for dump (log bodies, span names). */
+export type DescribePayload = (type: RecordType, payload: Uint8Array) => string[];
+
+export const EXIT_OK = 0;
+export const EXIT_DAMAGED = 1;
+export const EXIT_UNREADABLE = 2;
+
+interface Target {
+  readonly dir: string;
+  /** Null when a lane was given by a path that does not follow the layout. */
+  readonly tenant: string | null;
+  readonly table: WalTable | null;
+}
+
+export async function walVerify(dir: string, out: (line: string) => void): Promise<number> {
+  const targets = resolveTargets(dir, out);
+  if (targets === null) return EXIT_UNREADABLE;
+  let segments = 0;
+  let records = 0;
+  let torn = 0;
+  let problems = 0;
+  for (const t of targets) {
+    const files = listLaneFiles(t.dir);
+    const naming = namingProblems(files);
+    const lines: string[] = [];
+    for (const p of naming) lines.push(`  DAMAGED: ${p}`);
+    for (const tmp of files.tmp) lines.push(`  leftover ${tmp.name} (recovery deletes it)`);
+    for (const u of files.unknown) lines.push(`  unexpected entry ${u} (ignored)`);
+    problems += naming.length;
+    let laneRecords = 0;
+    let laneBytes = 0;
+    files.segments.forEach((seg, i) => {
+      const scan = SegmentReader.scan(seg.path);
+      laneRecords += scan.records;
+      laneBytes += scan.size;
+      const last = i === files.segments.length - 1;
+      const verdict = judge(scan.stop, last);
+      if (verdict === 'torn-ok') {
+        torn++;
+        lines.push(`  torn tail in ${seg.name} at offset ${scan.stop.offset}: ${whyOf(scan.stop)}; recovery cuts ${scan.size - scan.stop.offset} bytes`);
+      } else if (verdict === 'damaged') {
+        problems++;
+        const what = scan.stop.kind === 'torn' ? `torn, but not the last segment: ${whyOf(scan.stop)}` : whyOf(scan.stop);
+        lines.push(`  DAMAGED: ${seg.name} at offset ${scan.stop.offset}: ${what}`);
+      }
+    });
+    segments += files.segments.length;
+    records += laneRecords;
+    out(`lane ${laneLabel(t)} ${t.dir}: ${files.segments.length} segments, ${laneRecords} records, ${laneBytes} bytes`);
+    for (const l of lines) out(l);
+  }
+  const verdict = problems === 0 ? 'OK' : 'FAILED';
+  out(`verify: ${targets.length} lanes, ${segments} segments, ${records} records, ${torn} torn tails, ${problems} problems: ${verdict}`);
+  return problems === 0 ? EXIT_OK : EXIT_DAMAGED;
+}
+
+/** Prints one JSON line per record (and one per early stop); returns the exit code verify would. */
+export async function walDump(dir: string, out: (line: string) => void, describe: DescribePayload): Promise<number> {
+  const targets = resolveTargets(dir, (line) => out(JSON.stringify({ error: line })));
+  if (targets === null) return EXIT_UNREADABLE;
+  let damaged = false;
+  for (const t of targets) {
+    const files = listLaneFiles(t.dir);
+    if (namingProblems(files).length > 0) damaged = true;
+    const prefix = lanePrefix(t);
+    files.segments.forEach((seg, i) => {
+      const reader = new SegmentReader(seg.path);
+      try {
+        for (let r = reader.next(); r !== null; r = reader.next()) {
+          let texts: string[] = [];
+          let describeError: string | undefined;
+          try {
+            texts = describe(r.type, r.payload);
+          } catch (err) {
+            describeError = err instanceof Error ? err.message : String(err);
+          }
+          out(
+            JSON.stringify({
+              ...prefix,
+              segment: seg.name,
+              offset: r.offset,
+              type: recordTypeName(r.type),
+              records: r.count,
+              timeMs: r.timeMs,
+              texts,
+              ...(describeError === undefined ? {} : { describeError }),
+            }),
+          );
+        }
+        const stop = reader.stop as SegmentStop;
+        if (stop.kind !== 'end') {
+          out(JSON.stringify({ ...prefix, segment: seg.name, offset: stop.offset, stop: stop.kind, why: whyOf(stop) }));
+          if (judge(stop, i === files.segments.length - 1) === 'damaged') damaged = true;
+        }
+      } finally {
+        reader.close();
+      }
+    });
+  }
+  return damaged ? EXIT_DAMAGED : EXIT_OK;
+}
+
+function judge(stop: SegmentStop, last: boolean): 'ok' | 'torn-ok' | 'damaged' {
+  if (stop.kind === 'end') return 'ok';
+  if (stop.kind === 'torn' && last) return 'torn-ok';
+  return 'damaged';
+}
+
+function whyOf(stop: SegmentStop): string {
+  return stop.kind === 'torn' ? stop.why : stop.kind === 'corrupt' ? stop.error.why : 'end';
+}
+
+/** Naming problems of a lane: non-canonical names and numbers held by two files. */
+function namingProblems(files: LaneFiles): string[] {
+  const problems: string[] = [];
+  let prev: SegmentFile | null = null;
+  for (const s of files.segments) {
+    if (!s.canonical) problems.push(`non-canonical segment name ${s.name}`);
+    if (prev !== null && prev.number === s.number) problems.push(`segment number ${s.number} used twice: ${prev.name}, ${s.name}`);
+    prev = s;
+  }
+  return problems;
+}
+
+function lanePrefix(t: Target): Record<string, string | null> {
+  const table = t.table;
+  if (table === null) return { tenant: t.tenant, table: null };
+  if (table.kind === 'index') return { tenant: t.tenant, table: 'index', index: table.name };
+  return { tenant: t.tenant, table: table.kind };
+}
+
+function laneLabel(t: Target): string {
+  return `${t.tenant ?? '?'} ${t.table === null ? '?' : tableLabel(t.table)}`;
+}
+
+/**
+ * The lanes DIR stands for: itself when it holds segment files (or is an
+ * empty directory whose path reads as a lane), else every lane beneath it as
+ * a WAL root. Null (after a line to `say`) when DIR cannot be read.
+ */
+function resolveTargets(dir: string, say: (line: string) => void): Target[] | null {
+  try {
+    if (!statSync(dir).isDirectory()) {
+      say(`${dir}: not a directory`);
+      return null;
+    }
+  } catch (err) {
+    say(`${dir}: ${(err as Error).message}`);
+    return null;
+  }
+  const own = listLaneFiles(dir);
+  const lanes = own.segments.length + own.tmp.length > 0 ? [] : listLaneDirs(dir);
+  if (lanes.length > 0) return lanes.map((l) => ({ dir: l.dir, tenant: l.tenant, table: l.table }));
+  const loc = locateLaneDir(dir);
+  if (loc !== null) return [{ dir, tenant: loc.tenant, table: loc.table }];
+  if (own.segments.length + own.tmp.length > 0) return [{ dir, tenant: null, table: null }];
+  return [];
+}

@@ -1,0 +1,211 @@
+// Bounds the segment file descriptors one worker holds open across all its
+// lanes: a least-recently-used set with a capacity. Ten thousand lanes share,
+// say, 256 descriptors; a lane whose descriptor was evicted gets its segment
+// reopened (`r+`, positional writes at its known offset) when next written.
+//
+// A descriptor leaves only clean: eviction fdatasyncs it first if it was
+// written since its last sync (an error seen by a later fsync on a new
+// descriptor could be lost, so it is taken now). A failed fdatasync at
+// eviction is kept on the handle and thrown by the lane's next sync().
+// A descriptor with an async fdatasync in flight is never closed under it: it
+// lingers, counted, until the sync returns.
+
+import { NODE_FILE_OPS, type FileOps } from './file-ops.js';
+import { WalArgumentError } from './wal-argument-error.js';
+
+/** One segment file as the cache tracks it. Fields are written by the cache only. */
+export interface FdHandle {
+  readonly path: string;
+  /** The open descriptor, or -1 while evicted or closed. */
+  readonly fd: number;
+  /** Written since its last fdatasync started. */
+  readonly dirty: boolean;
+  /** Async fdatasyncs in flight. */
+  readonly busy: number;
+  /** No longer a lane's live segment: never reopened. */
+  readonly retired: boolean;
+  /** A failed fdatasync at eviction, kept for the owner's next sync(). */
+  readonly error: Error | null;
+}
+
+interface Entry {
+  path: string;
+  fd: number;
+  dirty: boolean;
+  busy: number;
+  retired: boolean;
+  error: Error | null;
+  inLru: boolean;
+  /** The newest async fdatasync in flight; it covers every write made before it started. */
+  inflight: Promise<void> | null;
+}
+
+export class FdCache {
+  readonly #capacity: number;
+  readonly #ops: FileOps;
+  /** Open, reusable entries, least recently used first. */
+  readonly #lru = new Map<Entry, true>();
+  /** Entries out of the LRU whose descriptor waits for an fdatasync in flight before it is closed. */
+  #lingering = 0;
+
+  constructor(capacity: number, ops: FileOps = NODE_FILE_OPS) {
+    if (!Number.isInteger(capacity) || capacity < 1) throw new WalArgumentError(`fd cache capacity ${capacity} must be a positive integer`);
+    this.#capacity = capacity;
+    this.#ops = ops;
+  }
+
+  get capacity(): number {
+    return this.#capacity;
+  }
+
+  get ops(): FileOps {
+    return this.#ops;
+  }
+
+  /** Descriptors this cache holds open now (at most capacity, plus any lingering for a sync in flight). */
+  get openCount(): number {
+    return this.#lru.size + this.#lingering;
+  }
+
+  /** Takes charge of a descriptor just opened on `path` (a new segment). */
+  adopt(path: string, fd: number): FdHandle {
+    const e: Entry = { path, fd, dirty: false, busy: 0, retired: false, error: null, inLru: false, inflight: null };
+    this.#insert(e);
+    return e;
+  }
+
+  /** The handle's descriptor, reopening its file if it was evicted. Throws what open throws. */
+  fd(handle: FdHandle): number {
+    const e = handle as Entry;
+    if (e.retired) throw new WalArgumentError(`fd handle for ${e.path} is retired`);
+    if (e.inLru) {
+      this.#lru.delete(e);
+      this.#lru.set(e, true);
+      return e.fd;
+    }
+    if (e.fd >= 0) this.#lingering--; // evicted while a sync ran, not closed yet: take it back
+    else e.fd = this.#ops.open(e.path, 'r+');
+    this.#insert(e);
+    return e.fd;
+  }
+
+  markDirty(handle: FdHandle): void {
+    (handle as Entry).dirty = true;
+  }
+
+  /** Takes (and clears) an error left by a failed fdatasync at eviction. */
+  takeError(handle: FdHandle): Error | null {
+    const e = handle as Entry;
+    const err = e.error;
+    e.error = null;
+    return err;
+  }
+
+  /**
+   * Makes everything written through this handle durable: an async fdatasync
+   * if it is dirty, else the one already in flight, if any.
+   */
+  sync(handle: FdHandle): Promise<void> {
+    const e = handle as Entry;
+    const err = this.takeError(e);
+    if (err !== null) return Promise.reject(err);
+    if (!e.dirty || e.fd < 0) return e.inflight ?? Promise.resolve();
+    e.dirty = false;
+    e.busy++;
+    const p = this.#ops.fdatasync(e.fd).finally(() => {
+      e.busy--;
+      if (e.inflight === p) e.inflight = null;
+      this.#closeIfIdle(e);
+    });
+    e.inflight = p;
+    return p;
+  }
+
+  /**
+   * The handle's file is done with. With `durable`, a dirty descriptor is
+   * fdatasynced (synchronously) before it is closed; a failure is thrown after
+   * the handle is retired all the same.
+   */
+  retire(handle: FdHandle, durable: boolean): void {
+    const e = handle as Entry;
+    if (e.retired) return;
+    e.retired = true;
+    this.#detach(e);
+    let failure: unknown = null;
+    if (durable && e.fd >= 0 && e.dirty) {
+      try {
+        this.#ops.fdatasyncSync(e.fd);
+        e.dirty = false;
+      } catch (err) {
+        failure = err;
+      }
+    }
+    this.#closeIfIdle(e);
+    if (failure === null && durable) failure = this.takeError(e);
+    if (failure !== null) throw failure;
+  }
+
+  /** As retire(handle, true), with the fdatasync on the thread pool. */
+  async retireAsync(handle: FdHandle): Promise<void> {
+    const e = handle as Entry;
+    if (e.retired) return;
+    const pending = this.sync(e);
+    e.retired = true;
+    this.#detach(e);
+    try {
+      await pending;
+    } finally {
+      this.#closeIfIdle(e);
+    }
+  }
+
+  /** Closes every descriptor, without syncing (after the lanes were sealed, or on a failure path). */
+  closeAll(): void {
+    for (const e of [...this.#lru.keys()]) {
+      this.#detach(e);
+      this.#closeIfIdle(e);
+    }
+  }
+
+  #insert(e: Entry): void {
+    e.inLru = true;
+    this.#lru.set(e, true);
+    while (this.#lru.size > this.#capacity) {
+      const oldest = this.#lru.keys().next().value as Entry;
+      this.#evict(oldest);
+    }
+  }
+
+  #evict(e: Entry): void {
+    this.#detach(e);
+    if (e.dirty && e.fd >= 0) {
+      try {
+        this.#ops.fdatasyncSync(e.fd);
+        e.dirty = false;
+      } catch (err) {
+        e.error = err as Error;
+      }
+    }
+    this.#closeIfIdle(e);
+  }
+
+  /** Takes `e` out of the LRU; its descriptor, if open, now lingers until closed. */
+  #detach(e: Entry): void {
+    if (!e.inLru) return;
+    this.#lru.delete(e);
+    e.inLru = false;
+    if (e.fd >= 0) this.#lingering++;
+  }
+
+  #closeIfIdle(e: Entry): void {
+    if (e.inLru || e.busy > 0 || e.fd < 0) return;
+    const fd = e.fd;
+    e.fd = -1;
+    this.#lingering--;
+    try {
+      this.#ops.close(fd);
+    } catch (err) {
+      e.error ??= err as Error;
+    }
+  }
+}

@@ -1,0 +1,441 @@
+// One lane's writer: stages records, writes each flush's batch with pwritev,
+// rotates segments by size, and makes them durable on sync() (group commit:
+// the worker flushes every lane it touched in a drain round, then syncs them
+// all at once).
+//
+// - Lazy: nothing touches the disk until a flush has records, so a lane whose
+//   requests were all refused leaves no directory behind.
+// - A new life starts a new segment: on its first open the writer takes the
+//   `nextSegment` recovery found, or repairs the lane itself.
+// - No copies: staged payloads are kept as the caller's views (they may lie
+//   on a SharedArrayBuffer) and written straight from there. Record headers are
+//   built in one slab that is reused every round, through header views made
+//   once per slot.
+// - A failed write is cut back to the last good offset and the whole staged
+//   batch is dropped; the error (code SIGLAKE_WAL_WRITE) makes the caller
+//   answer 500. The segment stays valid and later flushes append to it.
+// - A batch that spans a rotation and fails in the new segment leaves its
+//   earlier records in the old segment (already fdatasynced by the rotation):
+//   the client is told 500 and may retry, so the WAL is at-least-once there.
+
+import { dirname, join } from 'node:path';
+import { FdCache, type FdHandle } from './fd-cache.js';
+import { errnoCode, NODE_FILE_OPS, writevAll, type FileOps } from './file-ops.js';
+import {
+  MAX_PAYLOAD_LENGTH,
+  MAX_RECORD_COUNT,
+  RECORD_HEADER_SIZE,
+  SEGMENT_HEADER_SIZE,
+  encodeRecordHeader,
+  encodeSegmentHeader,
+  formatSegmentName,
+  isRecordType,
+  type RecordType,
+} from './format.js';
+import { repairLane, type LaneRecovery } from './repair.js';
+import { WalArgumentError } from './wal-argument-error.js';
+import { WalWriteError } from './wal-write-error.js';
+
+export interface LaneWriterOptions {
+  /** The lane directory (see laneDir). */
+  readonly dir: string;
+  /** Rotate before a segment would grow past this many bytes. */
+  readonly segmentBytes: number;
+  /** From recoverWal; when absent the writer repairs the lane itself on its first open. */
+  readonly nextSegment?: number;
+  /** The worker's descriptor cache, shared by its lanes; default: a private cache of one. */
+  readonly fdCache?: FdCache;
+  /** File-system calls, for a private cache (a shared cache brings its own). Default node:fs. */
+  readonly fileOps?: FileOps;
+  /** Unix time in ms (a coarse shared clock is fine). Default Date.now. */
+  readonly now?: () => number;
+  /** Record slots in the header slab at start; it doubles when a batch needs more. Default 64. */
+  readonly slabRecords?: number;
+}
+
+export class LaneWriter {
+  readonly #dir: string;
+  readonly #segmentBytes: number;
+  readonly #cache: FdCache;
+  readonly #ops: FileOps;
+  readonly #now: () => number;
+  readonly #segHeader = Buffer.alloc(SEGMENT_HEADER_SIZE);
+  readonly #segHeaderIov: Uint8Array[] = [this.#segHeader];
+
+  /** 0 until the first open of this life has chosen the number. */
+  #next: number;
+  #recovery: LaneRecovery | null = null;
+  #dirReady = false;
+  #closed = false;
+
+  #handle: FdHandle | null = null;
+  #segment = 0;
+  #path = '';
+  #size = 0;
+  #createdMs = 0;
+  /** A failed write whose cut-back failed too: cut to this size before anything else. -1 when none. */
+  #truncateTo = -1;
+  /** A failure to hand to the next sync(). */
+  #deferred: Error | null = null;
+  /** A segment seal() is making durable: the next segment may not exist before it is. */
+  #sealing: FdHandle | null = null;
+
+  // Staging: header slab, one 24-byte view per slot, payload views.
+  #slab: Buffer;
+  #heads: Buffer[] = [];
+  #payloads: Uint8Array[] = [];
+  #staged = 0;
+  #stagedBytes = 0;
+  readonly #iov: Uint8Array[] = [];
+
+  constructor(opts: LaneWriterOptions) {
+    if (!Number.isSafeInteger(opts.segmentBytes) || opts.segmentBytes <= SEGMENT_HEADER_SIZE) {
+      throw new WalArgumentError(`segmentBytes ${opts.segmentBytes} must be an integer above ${SEGMENT_HEADER_SIZE}`);
+    }
+    const next = opts.nextSegment ?? 0;
+    if (!Number.isSafeInteger(next) || next < 0) throw new WalArgumentError(`nextSegment ${next} out of range`);
+    if (opts.fdCache !== undefined && opts.fileOps !== undefined && opts.fdCache.ops !== opts.fileOps) {
+      throw new WalArgumentError('fileOps differ from the fdCache ones');
+    }
+    this.#dir = opts.dir;
+    this.#segmentBytes = opts.segmentBytes;
+    this.#ops = opts.fdCache?.ops ?? opts.fileOps ?? NODE_FILE_OPS;
+    this.#cache = opts.fdCache ?? new FdCache(1, this.#ops);
+    this.#now = opts.now ?? Date.now;
+    this.#next = next;
+    this.#slab = Buffer.alloc(0);
+    this.#growSlab(Math.max(1, opts.slabRecords ?? 64));
+  }
+
+  get dir(): string {
+    return this.#dir;
+  }
+
+  /** The live segment's number; 0 when there is none (before the first flush, after seal). */
+  get segment(): number {
+    return this.#segment;
+  }
+
+  /** The live segment's size in bytes (header included); 0 when there is none. */
+  get segmentSize(): number {
+    return this.#size;
+  }
+
+  get stagedRecords(): number {
+    return this.#staged;
+  }
+
+  /** Bytes the staged records will take on disk, headers included. */
+  get stagedBytes(): number {
+    return this.#stagedBytes;
+  }
+
+  /** What the writer's own repair found on its first open; null when it was handed `nextSegment` or has not opened yet. */
+  get recovery(): LaneRecovery | null {
+    return this.#recovery;
+  }
+
+  /** Age of the live segment in ms, or null when there is none. */
+  liveSegmentAgeMs(): number | null {
+    return this.#handle === null ? null : this.#now() - this.#createdMs;
+  }
+
+  /**
+   * Queues one record for the next flush. `payload` is kept, not copied: it
+   * must stay unchanged until flush() returns.
+   */
+  stage(type: RecordType, count: number, timeMs: number, payload: Uint8Array): void {
+    if (this.#closed) throw new WalWriteError('closed', this.#dir);
+    if (!isRecordType(type)) throw new WalArgumentError(`unknown record type ${type}`);
+    if (!Number.isInteger(count) || count < 0 || count > MAX_RECORD_COUNT) throw new WalArgumentError(`record count ${count} out of range`);
+    if (!Number.isSafeInteger(timeMs) || timeMs < 0) throw new WalArgumentError(`record time ${timeMs} out of range`);
+    if (payload.length > MAX_PAYLOAD_LENGTH) throw new WalArgumentError(`payload of ${payload.length} bytes is too large`);
+    const i = this.#staged;
+    if (i === this.#heads.length) this.#growSlab(i * 2);
+    encodeRecordHeader(this.#slab, i * RECORD_HEADER_SIZE, type, count, timeMs, payload);
+    this.#payloads[i] = payload;
+    this.#staged = i + 1;
+    this.#stagedBytes += RECORD_HEADER_SIZE + payload.length;
+  }
+
+  /**
+   * Writes the staged records and returns the bytes written. On failure the
+   * batch is dropped, the segment is cut back to its last good size and a
+   * WalWriteError is thrown. Not durable until sync() (or a rotation) says so.
+   */
+  flush(): number {
+    if (this.#closed) throw new WalWriteError('closed', this.#dir);
+    if (this.#staged === 0) return 0;
+    try {
+      return this.#writeBatch();
+    } finally {
+      this.#clearStaged();
+    }
+  }
+
+  /** fdatasync of the live segment if it was written since its last sync; rotations sync old segments themselves. */
+  async sync(): Promise<void> {
+    const deferred = this.#deferred;
+    if (deferred !== null) {
+      this.#deferred = null;
+      throw deferred;
+    }
+    const h = this.#handle;
+    if (h === null) return;
+    try {
+      await this.#cache.sync(h);
+    } catch (err) {
+      // What was written since the last good sync may not be on disk: stop
+      // appending to this segment; the next flush starts a new one.
+      if (this.#handle === h) this.#abandon();
+      throw new WalWriteError('fdatasync', h.path, err);
+    }
+  }
+
+  /**
+   * Closes the live segment, durable, so that the next flush starts a new one
+   * (age-based sealing, shutdown). Staged records stay staged.
+   */
+  async seal(): Promise<void> {
+    const h = this.#handle;
+    if (h === null) return;
+    this.#settleTail();
+    this.#handle = null;
+    this.#segment = 0;
+    this.#size = 0;
+    this.#sealing = h;
+    try {
+      await this.#cache.retireAsync(h);
+    } catch (err) {
+      throw new WalWriteError('fdatasync', h.path, err);
+    } finally {
+      if (this.#sealing === h) this.#sealing = null;
+    }
+  }
+
+  /** Seals the live segment and refuses further use. Staged records are dropped. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#clearStaged();
+    await this.seal();
+  }
+
+  // ---------------------------------------------------------------- writing
+
+  #writeBatch(): number {
+    this.#settleTail();
+    if (this.#handle !== null) {
+      const evictionError = this.#cache.takeError(this.#handle);
+      if (evictionError !== null) {
+        this.#abandon();
+        this.#deferred = new WalWriteError('fdatasync', this.#path, evictionError);
+      }
+    }
+    const n = this.#staged;
+    const payloads = this.#payloads;
+    const limit = this.#segmentBytes;
+    let written = 0;
+    let i = 0;
+    while (i < n) {
+      if (this.#handle === null) this.#openSegment();
+      let j = i;
+      let bytes = 0;
+      while (j < n) {
+        const len = RECORD_HEADER_SIZE + payloads[j].length;
+        const end = this.#size + bytes;
+        if (end + len > limit && end > SEGMENT_HEADER_SIZE) break; // full; a lone oversized record still goes in
+        bytes += len;
+        j++;
+      }
+      if (j > i) {
+        this.#writeGroup(i, j);
+        written += bytes;
+        i = j;
+      }
+      if (i < n) this.#rotate();
+    }
+    return written;
+  }
+
+  /** Writes staged records [from, to) at the end of the live segment, with pwritev calls of at most IOV_MAX buffers. */
+  #writeGroup(from: number, to: number): void {
+    const h = this.#handle as FdHandle;
+    const iov = this.#iov;
+    iov.length = 0;
+    for (let k = from; k < to; k++) {
+      iov.push(this.#heads[k]);
+      if (this.#payloads[k].length > 0) iov.push(this.#payloads[k]);
+    }
+    let fd: number;
+    try {
+      fd = this.#cache.fd(h);
+    } catch (err) {
+      throw new WalWriteError('open', this.#path, err);
+    }
+    const start = this.#size;
+    try {
+      const done = writevAll(this.#ops, fd, iov, start);
+      this.#cache.markDirty(h);
+      this.#size = start + done;
+    } catch (err) {
+      this.#cache.markDirty(h);
+      this.#cutBack(fd, start);
+      throw new WalWriteError('write', this.#path, err);
+    } finally {
+      iov.length = 0;
+    }
+  }
+
+  /** After a failed write: truncate to `size`, or remember to before anything else. */
+  #cutBack(fd: number, size: number): void {
+    try {
+      this.#ops.ftruncate(fd, size);
+      this.#size = size;
+    } catch {
+      this.#truncateTo = size;
+    }
+  }
+
+  /** Retries a cut-back that failed earlier; throws while it still fails. */
+  #settleTail(): void {
+    if (this.#truncateTo < 0 || this.#handle === null) return;
+    try {
+      this.#ops.ftruncate(this.#cache.fd(this.#handle), this.#truncateTo);
+    } catch (err) {
+      throw new WalWriteError('truncate', this.#path, err);
+    }
+    this.#size = this.#truncateTo;
+    this.#truncateTo = -1;
+  }
+
+  #rotate(): void {
+    const h = this.#handle as FdHandle;
+    this.#handle = null;
+    this.#segment = 0;
+    this.#size = 0;
+    try {
+      this.#cache.retire(h, true);
+    } catch (err) {
+      throw new WalWriteError('fdatasync', h.path, err);
+    }
+  }
+
+  /** Drops the live segment without a sync (its durability is already in doubt). */
+  #abandon(): void {
+    const h = this.#handle as FdHandle;
+    this.#handle = null;
+    this.#segment = 0;
+    this.#size = 0;
+    this.#truncateTo = -1;
+    try {
+      this.#cache.retire(h, false);
+    } catch {
+      // Closing a descriptor we are giving up on: nothing more to learn from it.
+    }
+  }
+
+  // ---------------------------------------------------------------- segments
+
+  /** Creates the next segment atomically: header to `.tmp`, fdatasync, rename, fsync the directory. */
+  #openSegment(): void {
+    const sealing = this.#sealing;
+    if (sealing !== null && sealing.fd >= 0) {
+      // A flush while seal() awaits its fdatasync: make the sealed segment
+      // durable now, so that no segment is ever followed by one that could
+      // outlive it in a crash.
+      try {
+        this.#ops.fdatasyncSync(sealing.fd);
+      } catch (err) {
+        throw new WalWriteError('fdatasync', sealing.path, err);
+      }
+    }
+    if (this.#next === 0) {
+      this.#recovery = repairLane(this.#dir, { ops: this.#ops });
+      this.#next = this.#recovery.nextSegment;
+    }
+    if (!this.#dirReady) {
+      try {
+        this.#mkdirs(this.#dir);
+      } catch (err) {
+        throw new WalWriteError('mkdir', this.#dir, err);
+      }
+      this.#dirReady = true;
+    }
+    const n = this.#next;
+    this.#next = n + 1; // burnt even if creation fails: numbers are never reused
+    const path = join(this.#dir, formatSegmentName(n));
+    const tmp = `${path}.tmp`;
+    const created = this.#now();
+    encodeSegmentHeader(this.#segHeader, 0, n, created);
+    let fd = -1;
+    try {
+      fd = this.#ops.open(tmp, 'wx');
+      writevAll(this.#ops, fd, this.#segHeaderIov, 0);
+      this.#ops.fdatasyncSync(fd);
+      this.#ops.rename(tmp, path);
+    } catch (err) {
+      if (fd >= 0) this.#quietly(() => this.#ops.close(fd));
+      this.#quietly(() => this.#ops.unlink(tmp));
+      throw new WalWriteError('create', tmp, err);
+    }
+    try {
+      this.#ops.fsyncDir(this.#dir);
+    } catch (err) {
+      this.#quietly(() => this.#ops.close(fd));
+      throw new WalWriteError('create', path, err);
+    }
+    this.#handle = this.#cache.adopt(path, fd);
+    this.#segment = n;
+    this.#path = path;
+    this.#size = SEGMENT_HEADER_SIZE;
+    this.#createdMs = created;
+  }
+
+  /** mkdir -p, fsyncing the parent of every directory made. */
+  #mkdirs(dir: string): void {
+    try {
+      this.#ops.mkdir(dir);
+    } catch (err) {
+      const code = errnoCode(err);
+      if (code === 'EEXIST') return;
+      const parent = dirname(dir);
+      if (code !== 'ENOENT' || parent === dir) throw err;
+      this.#mkdirs(parent);
+      try {
+        this.#ops.mkdir(dir);
+      } catch (again) {
+        if (errnoCode(again) === 'EEXIST') return;
+        throw again;
+      }
+    }
+    this.#ops.fsyncDir(dirname(dir));
+  }
+
+  #quietly(f: () => void): void {
+    try {
+      f();
+    } catch {
+      // Cleanup on a path that already failed; the first error is the one reported.
+    }
+  }
+
+  // ---------------------------------------------------------------- staging
+
+  #growSlab(slots: number): void {
+    const slab = Buffer.alloc(slots * RECORD_HEADER_SIZE);
+    this.#slab.copy(slab, 0, 0, this.#staged * RECORD_HEADER_SIZE);
+    const heads: Buffer[] = [];
+    for (let k = 0; k < slots; k++) heads.push(slab.subarray(k * RECORD_HEADER_SIZE, (k + 1) * RECORD_HEADER_SIZE));
+    this.#slab = slab;
+    this.#heads = heads;
+  }
+
+  #clearStaged(): void {
+    this.#payloads.fill(EMPTY, 0, this.#staged); // let go of the callers' buffers
+    this.#staged = 0;
+    this.#stagedBytes = 0;
+  }
+}
+
+const EMPTY = new Uint8Array(0);

@@ -1,0 +1,143 @@
+// Where a lane's segments live (contract §7, docs/wal-format.md "Directories").
+//
+// The default tenant's lanes sit at the WAL root; every other tenant has a
+// directory of the same shape. Identifiers handed to laneDir are assumed to be
+// validated already (src/tenancy/identifier.ts); listLaneDirs validates what
+// it finds on disk, because a disk holds whatever was put there.
+
+import { readdirSync, type Dirent } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
+import { DEFAULT_TENANT, isValidIdentifier } from '../tenancy/identifier.js';
+
+/** The table a lane feeds: the tenant's logs, its traces, or one of its managed indexes. */
+export type WalTable =
+  | { readonly kind: 'logs' }
+  | { readonly kind: 'traces' }
+  | { readonly kind: 'index'; readonly name: string };
+
+export const LOGS_TABLE: WalTable = Object.freeze({ kind: 'logs' });
+export const TRACES_TABLE: WalTable = Object.freeze({ kind: 'traces' });
+
+export function indexTable(name: string): WalTable {
+  return { kind: 'index', name };
+}
+
+/** One lane directory found on disk, with what it belongs to. */
+export interface LaneLocation {
+  readonly dir: string;
+  readonly tenant: string;
+  readonly table: WalTable;
+}
+
+const LOGS_DIR = 'logs';
+const TRACES_DIR = 'traces';
+const INDEXES_DIR = 'indexes';
+
+/** The directory of the lane (tenant, table) under `walDir`. */
+export function laneDir(walDir: string, tenant: string, table: WalTable): string {
+  const base = tenant === DEFAULT_TENANT ? walDir : join(walDir, tenant);
+  switch (table.kind) {
+    case 'logs':
+      return join(base, LOGS_DIR);
+    case 'traces':
+      return join(base, TRACES_DIR);
+    case 'index':
+      return join(base, INDEXES_DIR, table.name);
+  }
+}
+
+/** A short stable label: `logs`, `traces` or `index:<name>`. */
+export function tableLabel(table: WalTable): string {
+  return table.kind === 'index' ? `index:${table.name}` : table.kind;
+}
+
+/**
+ * Every lane directory under `walDir`, sorted by tenant (default first) then
+ * table. Reserved names, hidden entries, a root directory named `default`,
+ * non-directories and names that are not identifiers are skipped. A missing
+ * `walDir` has no lanes.
+ */
+export function listLaneDirs(walDir: string): LaneLocation[] {
+  const out: LaneLocation[] = [];
+  const root = subdirs(walDir);
+  collectTenant(walDir, DEFAULT_TENANT, root, out);
+  for (const name of [...root].sort()) {
+    // isValidIdentifier refuses the reserved names and anything starting with '.'.
+    if (name === DEFAULT_TENANT || !isValidIdentifier(name)) continue;
+    const base = join(walDir, name);
+    collectTenant(base, name, subdirs(base), out);
+  }
+  return out;
+}
+
+function collectTenant(base: string, tenant: string, children: ReadonlySet<string>, out: LaneLocation[]): void {
+  if (children.has(LOGS_DIR)) out.push({ dir: join(base, LOGS_DIR), tenant, table: LOGS_TABLE });
+  if (children.has(TRACES_DIR)) out.push({ dir: join(base, TRACES_DIR), tenant, table: TRACES_TABLE });
+  if (!children.has(INDEXES_DIR)) return;
+  const indexes = join(base, INDEXES_DIR);
+  for (const name of [...subdirs(indexes)].sort()) {
+    if (isValidIdentifier(name)) out.push({ dir: join(indexes, name), tenant, table: indexTable(name) });
+  }
+}
+
+/**
+ * Reads a lane directory's tenant and table from its path, for commands given
+ * one lane instead of the root. The table comes from the last components
+ * (`…/logs`, `…/traces`, `…/indexes/<name>`); null when they are none of
+ * these. The directory above the table part is taken as a tenant directory
+ * when its parent looks like a WAL root holding other lanes (see
+ * docs/wal-format.md); otherwise the lane is the default tenant's.
+ */
+export function locateLaneDir(dir: string): LaneLocation | null {
+  const abs = resolve(dir);
+  const name = basename(abs);
+  const parent = dirname(abs);
+  let table: WalTable;
+  let above: string;
+  if (name === LOGS_DIR) {
+    table = LOGS_TABLE;
+    above = parent;
+  } else if (name === TRACES_DIR) {
+    table = TRACES_TABLE;
+    above = parent;
+  } else if (basename(parent) === INDEXES_DIR && isValidIdentifier(name)) {
+    table = indexTable(name);
+    above = dirname(parent);
+  } else {
+    return null;
+  }
+  const tenant = basename(above);
+  const isTenant = tenant !== DEFAULT_TENANT && isValidIdentifier(tenant) && looksLikeRoot(dirname(above), tenant);
+  return { dir, tenant: isTenant ? tenant : DEFAULT_TENANT, table };
+}
+
+/** Whether `root` holds lanes of its own, or of a tenant other than `except`. */
+function looksLikeRoot(root: string, except: string): boolean {
+  const children = subdirs(root);
+  if (children.has(LOGS_DIR) || children.has(TRACES_DIR) || children.has(INDEXES_DIR)) return true;
+  for (const c of children) {
+    if (c === except || c === DEFAULT_TENANT || !isValidIdentifier(c)) continue;
+    const inner = subdirs(join(root, c));
+    if (inner.has(LOGS_DIR) || inner.has(TRACES_DIR) || inner.has(INDEXES_DIR)) return true;
+  }
+  return false;
+}
+
+/** Names of the sub-directories of `dir` (not following symlinks); empty when `dir` is unreadable. */
+export function subdirs(dir: string): Set<string> {
+  let entries: Dirent[];
+  try {
+    entries = readdirSync(dir, { withFileTypes: true });
+  } catch (err) {
+    if (isNotFound(err)) return new Set();
+    throw err;
+  }
+  const names = new Set<string>();
+  for (const e of entries) if (e.isDirectory()) names.add(e.name);
+  return names;
+}
+
+function isNotFound(err: unknown): boolean {
+  const code = (err as NodeJS.ErrnoException | null)?.code;
+  return code === 'ENOENT' || code === 'ENOTDIR';
+}

@@ -1,0 +1,117 @@
+// Start-up repair of one lane directory (docs/wal-format.md "Repair"):
+// delete `.seg.tmp` leftovers, cut the last segment back to its last whole
+// record, and choose the next segment number. It returns facts and logs
+// nothing; the caller logs the cut and adds it to
+// siglake_wal_truncated_bytes_total.
+
+import { CorruptionError } from '../errors.js';
+import { NODE_FILE_OPS, type FileOps } from './file-ops.js';
+import { listLaneFiles } from './segment-files.js';
+import { SegmentReader, type SegmentStop } from './segment-reader.js';
+import { WalWriteError } from './wal-write-error.js';
+
+/** A cut made at the end of a lane's last segment. */
+export interface TailCut {
+  /** Path of the segment that was cut. */
+  readonly segment: string;
+  /** `torn`: an unfinished append. `corrupt`: written bytes went bad; whole records after the cut may be lost. */
+  readonly kind: 'torn' | 'corrupt';
+  /** The new size of the segment: the offset of the first bad byte (0 when its header was bad). */
+  readonly offset: number;
+  /** Bytes removed. */
+  readonly bytes: number;
+  readonly why: string;
+}
+
+export interface LaneRecovery {
+  readonly dir: string;
+  /** `.seg` files in the directory. */
+  readonly segments: number;
+  /** Highest segment number in use (0 when none). */
+  readonly lastSegment: number;
+  /** The number a writer must use for its next (first) segment. */
+  readonly nextSegment: number;
+  /** `.seg.tmp` files deleted. */
+  readonly removedTmp: readonly string[];
+  /** Bytes cut from the last segment (0 when it ended cleanly). */
+  readonly truncatedBytes: number;
+  readonly cut: TailCut | null;
+  /** Earlier segments that do not end cleanly; not repaired. Filled only with `scanAll`. */
+  readonly damaged: readonly CorruptionError[];
+  /** Entries that are neither segments nor tmp files; left alone. */
+  readonly unknownFiles: readonly string[];
+}
+
+export interface RepairOptions {
+  readonly ops?: FileOps;
+  /** Also read every earlier segment and report damage (costs a read of the whole lane). */
+  readonly scanAll?: boolean;
+}
+
+export function repairLane(dir: string, opts: RepairOptions = {}): LaneRecovery {
+  const ops = opts.ops ?? NODE_FILE_OPS;
+  const files = listLaneFiles(dir);
+  const removedTmp: string[] = [];
+  for (const t of files.tmp) {
+    ops.unlink(t.path);
+    removedTmp.push(t.name);
+  }
+  if (removedTmp.length > 0) ops.fsyncDir(dir);
+
+  const segs = files.segments;
+  const damaged: CorruptionError[] = [];
+  if (opts.scanAll) {
+    for (let i = 0; i < segs.length - 1; i++) {
+      const err = stopAsError(SegmentReader.scan(segs[i].path).stop, segs[i].path);
+      if (err !== null) damaged.push(err);
+    }
+  }
+
+  let cut: TailCut | null = null;
+  const last = segs.length > 0 ? segs[segs.length - 1] : null;
+  if (last !== null) {
+    const scan = SegmentReader.scan(last.path);
+    const stop = scan.stop;
+    if (stop.kind !== 'end') {
+      truncateFile(ops, last.path, stop.offset);
+      const why = stop.kind === 'torn' ? stop.why : stop.error.why;
+      cut = { segment: last.path, kind: stop.kind, offset: stop.offset, bytes: scan.size - stop.offset, why };
+    }
+  }
+
+  return {
+    dir,
+    segments: segs.length,
+    lastSegment: last?.number ?? 0,
+    nextSegment: files.maxNumber + 1,
+    removedTmp,
+    truncatedBytes: cut?.bytes ?? 0,
+    cut,
+    damaged,
+    unknownFiles: files.unknown,
+  };
+}
+
+/** A stop other than a clean end, as the CorruptionError that names it. */
+export function stopAsError(stop: SegmentStop, segment: string): CorruptionError | null {
+  if (stop.kind === 'end') return null;
+  if (stop.kind === 'corrupt') return stop.error;
+  return new CorruptionError(segment, stop.offset, `torn: ${stop.why}`);
+}
+
+function truncateFile(ops: FileOps, path: string, length: number): void {
+  let fd: number;
+  try {
+    fd = ops.open(path, 'r+');
+  } catch (err) {
+    throw new WalWriteError('open', path, err);
+  }
+  try {
+    ops.ftruncate(fd, length);
+    ops.fdatasyncSync(fd);
+  } catch (err) {
+    throw new WalWriteError('truncate', path, err);
+  } finally {
+    ops.close(fd);
+  }
+}
