@@ -1,0 +1,369 @@
+// Rate budgets shared by every replica through Redis (`redis.url`), without
+// Redis on the request's critical path.
+//
+// Each budget (the global one, one per tenant) is one GCRA bucket in Redis,
+// updated atomically by LEASE_SCRIPT with Redis' own clock (TIME). A replica
+// leases small batches of tokens into a local counter and spends them
+// synchronously; it asks for the next batch asynchronously when the counter runs
+// low. While a lease request is in flight and the counter is empty, a replica may
+// admit up to `leaseSize` requests on credit ("debt"); the next request charges
+// that debt to the Redis bucket unconditionally, so the shared bucket remembers
+// it. docs/limits.md derives the bound this gives: over any window of Δ seconds
+// the N replicas together admit at most burst + rate·Δ + 2·N·leaseSize requests
+// per budget while Redis answers.
+//
+// A failed or timed-out Redis command admits (fail open) and counts a backend
+// error; for `backoffMs` afterwards no budget asks Redis and requests without a
+// lease are admitted. ioredis reconnects by itself; the first lease request after
+// the back-off is the probe that resumes enforcement.
+
+import { createHash } from 'node:crypto';
+import { Redis } from 'ioredis';
+import type { RateBudget } from './rate-budget.js';
+import { LimitsError } from './limits-error.js';
+import { resolveRateOptions } from './rate-options.js';
+import { TenantSlots } from './tenant-slots.js';
+
+/**
+ * KEYS[1]: the bucket. ARGV: want (tokens to lease), force (tokens to charge
+ * unconditionally: debt, or a negative number to return an unspent lease),
+ * period (µs per token, may be fractional), burst.
+ * The key holds the theoretical arrival time in µs of Redis' clock; a missing key
+ * is a full bucket, and the key expires when the bucket would be full again.
+ * Returns {granted, µs until the bucket next holds a whole token}.
+ */
+export const LEASE_SCRIPT = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local want = tonumber(ARGV[1])
+local force = tonumber(ARGV[2])
+local period = tonumber(ARGV[3])
+local burst = tonumber(ARGV[4])
+local tat = tonumber(redis.call('GET', KEYS[1]))
+if tat == nil or tat < now then tat = now end
+local avail = math.floor((now + burst * period - tat) / period)
+local grant = avail - force
+if grant > want then grant = want end
+if grant < 0 then grant = 0 end
+tat = tat + (force + grant) * period
+if tat <= now then
+  redis.call('DEL', KEYS[1])
+  tat = now
+else
+  redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.ceil((tat - now) / 1000))
+end
+local wait = tat - now - (burst - 1) * period
+if wait < 0 then wait = 0 end
+return {grant, math.ceil(wait)}
+`;
+
+const LEASE_SCRIPT_SHA = createHash('sha1').update(LEASE_SCRIPT).digest('hex');
+
+export interface RedisBudgetOptions {
+  /** `redis://[user:pass@]host:port[/db]` */
+  url: string;
+  /** Refill rate per budget, requests/s, shared by all replicas. 0 turns the budget off (no connection). */
+  ratePerSec: number;
+  /** Bucket size; defaults to ratePerSec rounded up, at least 1. */
+  burst?: number;
+  /** Tenant budgets whose lease state is kept at once in this replica. */
+  maxTenantBuckets: number;
+  /** Tokens per lease (1..burst); default ceil(ratePerSec / 100) capped at burst: one lease per 10 ms at full rate. */
+  leaseSize?: number;
+  /** A Redis command that has not answered after this long counts as failed. Default 100 ms. */
+  commandTimeoutMs?: number;
+  /** After a failure, how long requests without a lease are admitted before Redis is asked again. Default 1000 ms. */
+  backoffMs?: number;
+  /** Prefix of every key. Default `siglake:rate:`. */
+  keyPrefix?: string;
+  /** Called once per failed command: the caller counts siglake_rate_budget_backend_errors_total. */
+  onBackendError?: (err: Error) => void;
+}
+
+const GLOBAL_SLOT = 0;
+const OVERFLOW_SLOT = 1;
+const FIRST_TENANT_SLOT = 2;
+
+function positiveInteger(value: number, param: string, max: number): number {
+  if (!Number.isInteger(value) || value < 1 || value > max) {
+    throw new LimitsError('SIGLAKE_LIMITS_BAD_PARAM', `${param} must be an integer in [1, ${max}], got ${String(value)}`, param);
+  }
+  return value;
+}
+
+export class RedisBudget implements RateBudget {
+  readonly #client: Redis | null;
+  readonly #lease: number = 0;
+  /** Ask for the next lease when the counter falls to this. */
+  readonly #lowWater: number = 0;
+  readonly #period: string;
+  readonly #burst: string;
+  readonly #backoffUs: number = 0;
+  readonly #keyPrefix: string;
+  readonly #onBackendError: ((err: Error) => void) | undefined;
+  readonly #tenants: TenantSlots;
+  readonly #isIdle: (slot: number) => boolean;
+  /** Per budget (slot 0 global, 1 overflow, 2.. tenants): Redis key. */
+  readonly #keys: string[];
+  /** Leased tokens not yet spent. */
+  readonly #avail: Int32Array;
+  /** Requests admitted on credit, not yet charged to Redis. */
+  readonly #debt: Int32Array;
+  /** Local µs before which Redis said the budget is empty. */
+  readonly #deniedUntil: Float64Array;
+  readonly #inflight: Uint8Array;
+  readonly #sentWant: Int32Array;
+  readonly #sentForce: Int32Array;
+  readonly #pending = new Set<Promise<void>>();
+  /** Local µs before which no budget asks Redis (after a failure). */
+  #downUntil = 0;
+  /** The last command failed and none has succeeded since: a request beyond the credit is admitted too. */
+  #suspect = false;
+  #backendErrors = 0;
+  #closed = false;
+
+  constructor(options: RedisBudgetOptions) {
+    const { ratePerSec, burst } = resolveRateOptions(options.ratePerSec, options.burst);
+    this.#tenants = new TenantSlots(options.maxTenantBuckets);
+    const slots = FIRST_TENANT_SLOT + options.maxTenantBuckets;
+    this.#keys = new Array<string>(slots).fill('');
+    this.#avail = new Int32Array(slots);
+    this.#debt = new Int32Array(slots);
+    this.#deniedUntil = new Float64Array(slots);
+    this.#inflight = new Uint8Array(slots);
+    this.#sentWant = new Int32Array(slots);
+    this.#sentForce = new Int32Array(slots);
+    this.#keyPrefix = options.keyPrefix ?? 'siglake:rate:';
+    this.#keys[GLOBAL_SLOT] = `${this.#keyPrefix}global`;
+    this.#keys[OVERFLOW_SLOT] = `${this.#keyPrefix}overflow`;
+    this.#onBackendError = options.onBackendError;
+    this.#isIdle = (slot) => this.#idle(FIRST_TENANT_SLOT + slot);
+    const on = ratePerSec > 0;
+    if (on) positiveInteger(burst, 'burst', 2 ** 31 - 1);
+    const defaultLease = Math.min(burst, Math.max(1, Math.ceil(ratePerSec / 100)));
+    this.#lease = on ? positiveInteger(options.leaseSize ?? defaultLease, 'leaseSize', burst) : 1;
+    this.#lowWater = Math.floor(this.#lease / 2);
+    this.#period = String(on ? 1e6 / ratePerSec : 0);
+    this.#burst = String(burst);
+    const commandTimeoutMs = positiveInteger(options.commandTimeoutMs ?? 100, 'commandTimeoutMs', 60_000);
+    this.#backoffUs = positiveInteger(options.backoffMs ?? 1000, 'backoffMs', 3_600_000) * 1000;
+    if (typeof options.url !== 'string' || !/^rediss?:\/\//.test(options.url)) {
+      throw new LimitsError('SIGLAKE_LIMITS_BAD_PARAM', 'url must be a redis:// or rediss:// URL', 'url');
+    }
+    if (!on) {
+      this.#client = null;
+      return;
+    }
+    this.#client = new Redis(options.url, {
+      commandTimeout: commandTimeoutMs,
+      connectTimeout: Math.max(1000, commandTimeoutMs),
+      // Fail at once while disconnected instead of queueing: a queued lease request would only delay the fail-open answer.
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      autoResendUnfulfilledCommands: false,
+    });
+    // Connection errors are reported by the commands that fail; reconnection is ioredis' own (retryStrategy).
+    this.#client.on('error', () => undefined);
+  }
+
+  get enabled(): boolean {
+    return this.#client !== null;
+  }
+
+  /** Failed or timed-out Redis commands so far (each also reported to onBackendError). */
+  get backendErrors(): number {
+    return this.#backendErrors;
+  }
+
+  /** Tenants whose lease state this replica holds now (≤ maxTenantBuckets). */
+  get tenantBuckets(): number {
+    return this.#tenants.size;
+  }
+
+  get leaseSize(): number {
+    return this.#lease;
+  }
+
+  /** Resolves once connected to Redis; rejects after `timeoutMs`. Requests before that fail open and count errors. */
+  async ready(timeoutMs = 5000): Promise<void> {
+    const client = this.#client;
+    if (client === null || client.status === 'ready') return;
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        client.off('ready', onReady);
+        reject(new LimitsError('SIGLAKE_LIMITS_BACKEND', `Redis not ready after ${timeoutMs} ms`));
+      }, timeoutMs);
+      const onReady = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      client.once('ready', onReady);
+    });
+  }
+
+  /** Spend a token of the global budget: 0, or seconds for Retry-After. */
+  takeGlobal(): number {
+    if (this.#client === null) return 0;
+    return this.#take(GLOBAL_SLOT);
+  }
+
+  /** Spend a token of `tenant`'s budget: 0, or seconds for Retry-After. */
+  takeTenant(tenant: string): number {
+    if (this.#client === null) return 0;
+    let slot = this.#tenants.lookup(tenant);
+    if (slot < 0) {
+      slot = this.#tenants.assign(tenant, this.#isIdle);
+      if (slot < 0) return this.#take(OVERFLOW_SLOT);
+      this.#adopt(FIRST_TENANT_SLOT + slot, tenant);
+    }
+    return this.#take(FIRST_TENANT_SLOT + slot);
+  }
+
+  /**
+   * Settle with Redis (return unspent leases, charge outstanding debt), then
+   * disconnect. Takes after close admit.
+   */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    const client = this.#client;
+    if (client === null) return;
+    await Promise.allSettled([...this.#pending]);
+    const settling: Promise<void>[] = [];
+    for (let i = 0; i < this.#keys.length; i++) {
+      const force = this.#debt[i] - this.#avail[i];
+      if (force !== 0 && this.#keys[i] !== '') settling.push(this.#settle(this.#keys[i], force));
+      this.#avail[i] = 0;
+      this.#debt[i] = 0;
+    }
+    await Promise.allSettled(settling);
+    client.disconnect();
+  }
+
+  #take(i: number): number {
+    const avail = this.#avail[i];
+    if (avail > 0) {
+      this.#avail[i] = avail - 1;
+      if (avail - 1 <= this.#lowWater && this.#inflight[i] === 0) this.#prefetch(i);
+      return 0;
+    }
+    const now = this.#nowUs();
+    const until = this.#deniedUntil[i];
+    if (now < until) return Math.ceil((until - now) / 1e6);
+    if (now < this.#downUntil || this.#closed) return 0; // fail open
+    if (this.#inflight[i] === 0) this.#refill(i);
+    if (this.#debt[i] < this.#lease) {
+      this.#debt[i]++;
+      return 0;
+    }
+    // Credit spent and the lease request still in flight: refuse for at most one
+    // round trip, or one command timeout, unless Redis is already known to be failing.
+    return this.#suspect ? 0 : 1;
+  }
+
+  #prefetch(i: number): void {
+    const now = this.#nowUs();
+    if (now >= this.#deniedUntil[i] && now >= this.#downUntil && !this.#closed) this.#refill(i);
+  }
+
+  /** An idle tenant budget: nothing owed to Redis, nothing in flight, not refused. */
+  #idle(i: number): boolean {
+    return this.#debt[i] === 0 && this.#inflight[i] === 0 && this.#nowUs() >= this.#deniedUntil[i];
+  }
+
+  /** Slot `i` now belongs to `tenant`; return the evicted tenant's unspent lease to Redis. */
+  #adopt(i: number, tenant: string): void {
+    const unspent = this.#avail[i];
+    if (unspent > 0 && this.#tenants.lastEvicted !== undefined) this.#settle(this.#keys[i], -unspent);
+    this.#keys[i] = this.#keyPrefix + 't:' + tenant;
+    this.#avail[i] = 0;
+    this.#debt[i] = 0;
+    this.#deniedUntil[i] = 0;
+  }
+
+  #refill(i: number): void {
+    const want = this.#lease - this.#avail[i];
+    const force = this.#debt[i];
+    this.#inflight[i] = 1;
+    this.#sentWant[i] = want;
+    this.#sentForce[i] = force;
+    this.#track(
+      this.#evalLease(this.#keys[i], want, force).then(
+        (reply) => this.#onReply(i, reply),
+        (err: unknown) => {
+          // Fail open: requests admitted on credit while Redis failed are forgiven (a
+          // timed-out script may even have charged them), so none is refused for them.
+          this.#inflight[i] = 0;
+          this.#debt[i] = 0;
+          this.#failed(err);
+        },
+      ),
+    );
+  }
+
+  #onReply(i: number, reply: [number, number]): void {
+    const granted = reply[0];
+    this.#suspect = false;
+    this.#inflight[i] = 0;
+    this.#debt[i] -= this.#sentForce[i];
+    this.#avail[i] += granted;
+    const now = this.#nowUs();
+    this.#deniedUntil[i] = granted < this.#sentWant[i] ? now + Math.max(1, reply[1]) : 0;
+    if (this.#closed || now < this.#deniedUntil[i]) return;
+    if (this.#debt[i] > 0 || this.#avail[i] <= this.#lowWater) this.#refill(i);
+  }
+
+  /** Charge (force > 0) or return (force < 0) tokens outside any lease request. */
+  #settle(key: string, force: number): Promise<void> {
+    return this.#track(
+      this.#evalLease(key, 0, force).then(
+        () => undefined,
+        (err: unknown) => this.#failed(err),
+      ),
+    );
+  }
+
+  #track(p: Promise<void>): Promise<void> {
+    this.#pending.add(p);
+    const done = () => {
+      this.#pending.delete(p);
+    };
+    p.then(done, done);
+    return p;
+  }
+
+  #failed(err: unknown): void {
+    this.#backendErrors++;
+    this.#suspect = true;
+    this.#downUntil = this.#nowUs() + this.#backoffUs;
+    const cb = this.#onBackendError;
+    if (cb === undefined) return;
+    try {
+      cb(err instanceof Error ? err : new Error(String(err)));
+    } catch {
+      // A failing metrics callback must not turn into an unhandled rejection.
+    }
+  }
+
+  /** Monotonic µs (CLOCK_MONOTONIC via process.hrtime(): no boxed double once inlined, unlike performance.now() on Node 20). */
+  #nowUs(): number {
+    const t = process.hrtime();
+    return t[0] * 1e6 + t[1] / 1000;
+  }
+
+  /** EVALSHA, falling back to EVAL (which also caches the script) when Redis answers NOSCRIPT. */
+  async #evalLease(key: string, want: number, force: number): Promise<[number, number]> {
+    const client = this.#client as Redis;
+    let reply: unknown;
+    try {
+      reply = await client.evalsha(LEASE_SCRIPT_SHA, 1, key, want, force, this.#period, this.#burst);
+    } catch (err) {
+      if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
+      reply = await client.eval(LEASE_SCRIPT, 1, key, want, force, this.#period, this.#burst);
+    }
+    if (!Array.isArray(reply) || typeof reply[0] !== 'number' || typeof reply[1] !== 'number') {
+      throw new LimitsError('SIGLAKE_LIMITS_BACKEND', 'unexpected reply from the lease script');
+    }
+    return [reply[0], reply[1]];
+  }
+}

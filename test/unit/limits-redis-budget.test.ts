@@ -1,0 +1,262 @@
+// RedisBudget against a real redis-server (test/helpers/redis-server.ts).
+
+import { createHash } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LimitsError } from '../../src/limits/limits-error.js';
+import { LEASE_SCRIPT, RedisBudget } from '../../src/limits/redis-budget.js';
+import { RedisServer } from '../helpers/redis-server.js';
+
+const tick = () => new Promise<void>((r) => setImmediate(r));
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** Call `probe` every `everyMs` until it returns true; false after `timeoutMs`. */
+async function until(probe: () => boolean, timeoutMs: number, everyMs = 10): Promise<boolean> {
+  const end = performance.now() + timeoutMs;
+  while (performance.now() < end) {
+    if (probe()) return true;
+    await sleep(everyMs);
+  }
+  return false;
+}
+
+let prefixSeq = 0;
+const freshPrefix = () => `test:${process.pid}:${++prefixSeq}:`;
+
+describe('RedisBudget with a shared redis-server', () => {
+  let server: RedisServer;
+  let admin: Redis;
+
+  beforeAll(async () => {
+    server = await RedisServer.start();
+    admin = new Redis(server.url);
+  });
+
+  afterAll(async () => {
+    admin.disconnect();
+    await server.stop();
+  });
+
+  it('two replicas together respect one budget within burst + rate·Δ + 2·N·leaseSize', async () => {
+    const rate = 200;
+    const burst = 40;
+    const leaseSize = 5;
+    const keyPrefix = freshPrefix();
+    const replicas = [0, 1].map(
+      () => new RedisBudget({ url: server.url, ratePerSec: rate, burst, maxTenantBuckets: 16, leaseSize, keyPrefix }),
+    );
+    await Promise.all(replicas.map((r) => r.ready()));
+    const admitted = [0, 0];
+    let refused = 0;
+    const start = performance.now();
+    const end = start + 2000;
+    let last = start;
+    while (last < end) {
+      for (let k = 0; k < 10; k++) {
+        for (let i = 0; i < replicas.length; i++) {
+          if (replicas[i].takeTenant('acme') === 0) admitted[i]++;
+          else refused++;
+        }
+      }
+      last = performance.now();
+      await tick();
+    }
+    const spanSecs = (last - start) / 1000;
+    const total = admitted[0] + admitted[1];
+    const budget = burst + rate * spanSecs;
+    const bound = budget + 2 * replicas.length * leaseSize;
+    expect(admitted[0]).toBeGreaterThan(0);
+    expect(admitted[1]).toBeGreaterThan(0);
+    expect(refused).toBeGreaterThan(total); // the load really was over budget
+    expect(total).toBeLessThanOrEqual(bound);
+    expect(total).toBeGreaterThanOrEqual(0.8 * budget);
+    // Each replica alone would have granted the whole budget: sharing is what held the total down.
+    expect(total).toBeLessThan(2 * budget * 0.75);
+    expect(replicas.every((r) => r.backendErrors === 0)).toBe(true);
+    await Promise.all(replicas.map((r) => r.close()));
+  });
+
+  it('keeps the global budget and each tenant budget apart', async () => {
+    const keyPrefix = freshPrefix();
+    const b = new RedisBudget({ url: server.url, ratePerSec: 1, burst: 3, maxTenantBuckets: 4, leaseSize: 1, keyPrefix });
+    await b.ready();
+    const drain = async (take: () => number) => {
+      let n = 0;
+      const refusedSoon = await until(() => {
+        const r = take();
+        if (r === 0) n++;
+        return r > 0;
+      }, 3000, 5);
+      expect(refusedSoon).toBe(true);
+      return n;
+    };
+    const g = await drain(() => b.takeGlobal());
+    const a = await drain(() => b.takeTenant('a'));
+    const c = await drain(() => b.takeTenant('c'));
+    // Each budget admits its burst (plus at most the lease credit) before refusing.
+    for (const n of [g, a, c]) {
+      expect(n).toBeGreaterThanOrEqual(3);
+      expect(n).toBeLessThanOrEqual(3 + 2 * 1);
+    }
+    expect(await admin.exists(`${keyPrefix}global`, `${keyPrefix}t:a`, `${keyPrefix}t:c`)).toBe(3);
+    await b.close();
+  });
+
+  it('returns unspent leases to Redis on close', async () => {
+    const keyPrefix = freshPrefix();
+    const rate = 10;
+    const b = new RedisBudget({ url: server.url, ratePerSec: rate, burst: 20, maxTenantBuckets: 4, leaseSize: 10, keyPrefix });
+    await b.ready();
+    expect(b.takeTenant('a')).toBe(0); // on credit: starts the first lease
+    await sleep(100); // let the lease of 10 land (1 of them owed)
+    expect(b.takeTenant('a')).toBe(0);
+    await b.close(); // 2 spent, 8 unspent go back
+    const [secs, micros] = (await admin.time()) as [number | string, number | string];
+    const now = Number(secs) * 1e6 + Number(micros);
+    const tat = Number(await admin.get(`${keyPrefix}t:a`));
+    // Two tokens' worth (2 × 100 ms) charged, less what refilled since: never the 10 leased.
+    const charged = (tat - now) / (1e6 / rate);
+    expect(charged).toBeGreaterThan(0.5);
+    expect(charged).toBeLessThanOrEqual(2);
+  });
+
+  it('falls back from EVALSHA to EVAL when Redis has lost the script (NOSCRIPT)', async () => {
+    const sha = createHash('sha1').update(LEASE_SCRIPT).digest('hex');
+    const keyPrefix = freshPrefix();
+    const b = new RedisBudget({ url: server.url, ratePerSec: 1, burst: 2, maxTenantBuckets: 4, leaseSize: 1, keyPrefix });
+    await b.ready();
+    b.takeGlobal();
+    await sleep(50);
+    expect(await admin.script('EXISTS', sha)).toEqual([1]);
+    await admin.script('FLUSH');
+    expect(await admin.script('EXISTS', sha)).toEqual([0]);
+    expect(await until(() => b.takeTenant('x') > 0, 3000)).toBe(true);
+    expect(await admin.script('EXISTS', sha)).toEqual([1]);
+    expect(b.backendErrors).toBe(0);
+    await b.close();
+  });
+
+  it('bounds the tenant lease state it keeps', async () => {
+    const b = new RedisBudget({ url: server.url, ratePerSec: 100, burst: 10, maxTenantBuckets: 3, leaseSize: 2, keyPrefix: freshPrefix() });
+    await b.ready();
+    let admitted = 0;
+    for (let i = 0; i < 200; i++) {
+      if (b.takeTenant(`novel-${i}`) === 0) admitted++;
+      await sleep(2); // the lease request settles; the budget becomes idle
+    }
+    expect(b.tenantBuckets).toBe(3);
+    expect(admitted).toBe(200); // every novel tenant has a full budget of its own in Redis
+    expect(b.backendErrors).toBe(0);
+    await b.close();
+  });
+
+  it('is off at ratePerSec 0: no connection, every take admits', async () => {
+    const b = new RedisBudget({ url: 'redis://127.0.0.1:1', ratePerSec: 0, maxTenantBuckets: 4 });
+    expect(b.enabled).toBe(false);
+    for (let i = 0; i < 1000; i++) {
+      expect(b.takeGlobal()).toBe(0);
+      expect(b.takeTenant(`t${i}`)).toBe(0);
+    }
+    await b.ready();
+    await b.close();
+    expect(b.backendErrors).toBe(0);
+  });
+
+  it('refuses bad options with a coded error', () => {
+    const bad = (fn: () => unknown, param: string) => {
+      try {
+        fn();
+      } catch (err) {
+        expect(err).toBeInstanceOf(LimitsError);
+        expect((err as LimitsError).param).toBe(param);
+        return;
+      }
+      throw new Error(`accepted a bad ${param}`);
+    };
+    const base = { url: server.url, ratePerSec: 10, burst: 5, maxTenantBuckets: 4 };
+    bad(() => new RedisBudget({ ...base, leaseSize: 6 }), 'leaseSize');
+    bad(() => new RedisBudget({ ...base, leaseSize: 0 }), 'leaseSize');
+    bad(() => new RedisBudget({ ...base, url: 'http://127.0.0.1:6379' }), 'url');
+    bad(() => new RedisBudget({ ...base, commandTimeoutMs: 0 }), 'commandTimeoutMs');
+    bad(() => new RedisBudget({ ...base, maxTenantBuckets: 0 }), 'maxTenantBuckets');
+    bad(() => new RedisBudget({ ...base, ratePerSec: -5 }), 'ratePerSec');
+    bad(() => new RedisBudget({ ...base, burst: 0 }), 'burst');
+  });
+});
+
+describe('RedisBudget when Redis fails', () => {
+  let server: RedisServer;
+
+  beforeAll(async () => {
+    server = await RedisServer.start();
+  });
+
+  afterAll(async () => {
+    await server.stop();
+  });
+
+  it('admits and counts backend errors while redis-server is killed, and enforces again once it is back', async () => {
+    const errors: Error[] = [];
+    const b = new RedisBudget({
+      url: server.url,
+      ratePerSec: 5,
+      burst: 5,
+      maxTenantBuckets: 4,
+      leaseSize: 1,
+      commandTimeoutMs: 100,
+      backoffMs: 100,
+      keyPrefix: freshPrefix(),
+      onBackendError: (e) => errors.push(e),
+    });
+    await b.ready();
+    expect(await until(() => b.takeGlobal() > 0, 3000)).toBe(true); // enforced
+    expect(b.backendErrors).toBe(0);
+
+    await server.kill9();
+    let streak = 0;
+    const failedOpen = await until(() => {
+      streak = b.takeGlobal() === 0 ? streak + 1 : 0;
+      return streak >= 100 && b.backendErrors > 0;
+    }, 10_000, 5);
+    expect(failedOpen).toBe(true);
+    expect(errors.length).toBe(b.backendErrors);
+    expect(errors.every((e) => e instanceof Error)).toBe(true);
+
+    await server.restart();
+    // The same instance: ioredis reconnects, the next lease request enforces the (fresh) bucket again.
+    expect(await until(() => b.takeGlobal() > 0, 15_000)).toBe(true);
+    const errorsAfter = b.backendErrors;
+    expect(await until(() => b.takeTenant('t') > 0, 3000)).toBe(true);
+    expect(b.backendErrors).toBe(errorsAfter);
+    await b.close();
+  });
+
+  it('admits and counts an error when a command times out (redis-server stopped), then enforces again', async () => {
+    const b = new RedisBudget({
+      url: server.url,
+      ratePerSec: 5,
+      burst: 5,
+      maxTenantBuckets: 4,
+      leaseSize: 1,
+      commandTimeoutMs: 50,
+      backoffMs: 100,
+      keyPrefix: freshPrefix(),
+    });
+    await b.ready();
+    expect(await until(() => b.takeTenant('t') > 0, 3000)).toBe(true);
+    server.pause();
+    try {
+      let streak = 0;
+      const failedOpen = await until(() => {
+        streak = b.takeTenant('t') === 0 ? streak + 1 : 0;
+        return streak >= 50 && b.backendErrors > 0;
+      }, 10_000, 5);
+      expect(failedOpen).toBe(true);
+    } finally {
+      server.resume();
+    }
+    expect(await until(() => b.takeTenant('t') > 0, 10_000)).toBe(true);
+    await b.close();
+  });
+});
