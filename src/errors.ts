@@ -10,6 +10,7 @@ export const GrpcCode = {
   INTERNAL: 13,
   UNAVAILABLE: 14,
   UNAUTHENTICATED: 16,
+  DEADLINE_EXCEEDED: 4,
 } as const;
 
 export type ErrorCode =
@@ -24,6 +25,7 @@ export type ErrorCode =
   | 'SIGLAKE_UNSUPPORTED_MEDIA'
   | 'SIGLAKE_BAD_BODY'
   | 'SIGLAKE_WAL_WRITE'
+  | 'SIGLAKE_REQUEST_TIMEOUT'
   | 'SIGLAKE_UNAVAILABLE';
 
 interface CodeRow {
@@ -45,6 +47,8 @@ export const CODE_TABLE: Readonly<Record<ErrorCode, CodeRow>> = {
   SIGLAKE_UNSUPPORTED_MEDIA: { http: 415, grpc: GrpcCode.INVALID_ARGUMENT, retryAfterOne: false },
   SIGLAKE_BAD_BODY: { http: 400, grpc: GrpcCode.INVALID_ARGUMENT, retryAfterOne: false },
   SIGLAKE_WAL_WRITE: { http: 500, grpc: GrpcCode.INTERNAL, retryAfterOne: false },
+  // The body did not arrive whole within --request-timeout-secs.
+  SIGLAKE_REQUEST_TIMEOUT: { http: 408, grpc: GrpcCode.DEADLINE_EXCEEDED, retryAfterOne: false },
   // Shutting down, or a shard restarting: the client may retry elsewhere.
   SIGLAKE_UNAVAILABLE: { http: 503, grpc: GrpcCode.UNAVAILABLE, retryAfterOne: true },
 };

@@ -1,0 +1,169 @@
+// The admission checks of contract §4, in order, transport-agnostic. The
+// synchronous path allocates nothing: refusals are prebuilt errors, lane
+// lookup is two map reads, depth is one Atomics add. Only a JWT that missed
+// the verified-token cache makes admit() return a Promise.
+//
+//   1 memory breaker         503 + Retry-After: 1
+//   2 global rate bucket     429 + Retry-After
+//   3 authentication         401
+//   4 tenant resolution      403 / 400 (and the x-siglake-index rule, 400)
+//     tenant rate bucket     429 (keyed by the resolved tenant: see below)
+//   5 --allowed-tenants      403 not_allowed
+//   6 lane cap               503, no Retry-After
+//   7 tenant cap             403 at_capacity
+//   8 lane queue full        503 + Retry-After: 1
+//
+// The tenant's bucket is spent once the tenant is resolved, after
+// authentication, so an unauthenticated flood naming a tenant can only spend
+// the global bucket, never the tenant's (the seed's limiter read the raw header
+// before authentication).
+
+import type { Authenticator, AuthResult } from '../auth/authenticator.js';
+import { IngestError } from '../errors.js';
+import type { Lane, LaneTable } from '../lanes/lane-table.js';
+import type { IngestMetrics } from '../metrics/ingest-metrics.js';
+import type { AllowList } from '../tenancy/allow-list.js';
+import type { TenantResolver } from '../tenancy/tenant-resolver.js';
+
+export interface RateBudget {
+  /** 0 when admitted, else whole seconds until a token. */
+  takeGlobal(): number;
+  takeTenant(tenant: string): number;
+}
+
+export interface Breaker {
+  isOpen(): boolean;
+}
+
+/** The request facts admission needs, read from HTTP headers or gRPC metadata. */
+export interface IngestHeaders {
+  authorization: string | undefined;
+  orgId: string | undefined;
+  orgIdCount: number;
+  index: string | undefined;
+  indexCount: number;
+}
+
+export interface AdmissionOptions {
+  breaker: Breaker;
+  rateBudget: RateBudget;
+  auth: Authenticator;
+  resolver: TenantResolver;
+  allowList: AllowList;
+  lanes: LaneTable;
+  metrics: IngestMetrics;
+  maxTenants: number;
+  queueCapacity: number;
+}
+
+export class Admission {
+  readonly #o: AdmissionOptions;
+  readonly #memBreaker = new IngestError('SIGLAKE_MEM_BREAKER', 'memory breaker open: the ingester is shedding load, retry later');
+  readonly #queueFull = new IngestError('SIGLAKE_QUEUE_FULL', 'lane queue full: retry later');
+  readonly #laneCap: IngestError;
+  readonly #atCapacity: IngestError;
+  readonly #rateLimited = new Map<number, IngestError>();
+
+  constructor(opts: AdmissionOptions) {
+    this.#o = opts;
+    this.#laneCap = new IngestError(
+      'SIGLAKE_LANE_CAP',
+      `Service Unavailable: ingester lane limit reached (${opts.lanes.maxLanes} lanes); route this traffic to another ingester or raise --ingest-max-lanes`,
+    );
+    this.#atCapacity = new IngestError(
+      'SIGLAKE_TENANT_DENIED',
+      `tenant denied (at_capacity): this ingester admits at most ${opts.maxTenants} tenants (--max-tenants)`,
+      { reason: 'at_capacity' },
+    );
+  }
+
+  /**
+   * Runs checks 1-8 and returns the lane with one queue slot reserved, or
+   * throws the refusal (or returns a Promise for a JWT cache miss). Every
+   * admitted request must end with finish().
+   */
+  admit(signal: 'logs' | 'traces', h: IngestHeaders): Lane | Promise<Lane> {
+    const o = this.#o;
+    if (o.breaker.isOpen()) {
+      o.metrics.memBreakerRejected();
+      o.metrics.rejected('mem_breaker');
+      throw this.#memBreaker;
+    }
+    const wait = o.rateBudget.takeGlobal();
+    if (wait > 0) throw this.#limited(wait);
+    const auth = o.auth.authenticate(h.authorization);
+    if (auth instanceof Promise) {
+      return auth.then((r) => this.#afterAuth(signal, h, r));
+    }
+    return this.#afterAuth(signal, h, auth);
+  }
+
+  #afterAuth(signal: 'logs' | 'traces', h: IngestHeaders, auth: AuthResult): Lane {
+    const o = this.#o;
+    let tenant: string;
+    let index: string | undefined;
+    try {
+      tenant = o.resolver.resolve(h.orgId, h.orgIdCount, auth.claims);
+      index = o.resolver.resolveIndex(h.index, h.indexCount);
+      o.allowList.check(tenant);
+    } catch (e) {
+      this.#countDenial(e);
+      throw e;
+    }
+    // Rate limits check widest first; the tenant bucket needs the resolved tenant.
+    const wait = o.rateBudget.takeTenant(tenant);
+    if (wait > 0) throw this.#limited(wait);
+
+    const lanes = o.lanes;
+    const entry = lanes.tenant(tenant);
+    let lane = lanes.find(entry, signal, index);
+    if (lane === undefined) {
+      if (lanes.isFull()) {
+        o.metrics.rejected('lane_cap');
+        throw this.#laneCap;
+      }
+      if (entry === undefined && o.maxTenants > 0 && lanes.tenantCount >= o.maxTenants) {
+        o.metrics.denied('at_capacity');
+        throw this.#atCapacity;
+      }
+      lane = lanes.create(tenant, signal, index);
+    }
+    const depth = Atomics.load(lanes.depth, lane.slot);
+    if (depth >= o.queueCapacity) {
+      o.metrics.rejected('queue_full');
+      throw this.#queueFull;
+    }
+    Atomics.add(lanes.depth, lane.slot, 1);
+    o.metrics.queueDepth(depth);
+    return lane;
+  }
+
+  #countDenial(e: unknown): void {
+    if (e instanceof IngestError && e.reason !== undefined) this.#o.metrics.denied(e.reason);
+  }
+
+  #limited(seconds: number): IngestError {
+    this.#o.metrics.rejected('rate_limited');
+    let err = this.#rateLimited.get(seconds);
+    if (err === undefined) {
+      err = new IngestError('SIGLAKE_RATE_LIMITED', `rate limited: retry in ${seconds} s`, { retryAfterSecs: seconds });
+      if (this.#rateLimited.size < 4096) this.#rateLimited.set(seconds, err);
+    }
+    return err;
+  }
+
+  /**
+   * Ends an admitted request: frees its queue slot; a written request commits
+   * its lane, and a refused one on a lane that never wrote releases the lane
+   * (and its tenant). Returns true when the lane was released.
+   */
+  finish(lane: Lane, status: number): boolean {
+    const lanes = this.#o.lanes;
+    Atomics.sub(lanes.depth, lane.slot, 1);
+    if (status === 200) {
+      lane.committed = true;
+      return false;
+    }
+    return !lane.committed && lanes.releaseIfUnused(lane);
+  }
+}

@@ -1,0 +1,320 @@
+// Moves admitted requests to the worker that owns their lane and brings the
+// answers back. One SPSC request ring and one completion ring per shard, on
+// SharedArrayBuffers; one shared doorbell the acceptor waits on with
+// Atomics.waitAsync. Piscina runs one long "serve shard k" task per worker;
+// when a worker dies its task rejects, its in-flight requests are answered
+// 500, and the shard task runs again on fresh rings (the new worker repairs
+// the shard's WAL tails before it reads a frame).
+
+import type { Piscina } from 'piscina';
+import type { Logger } from '../log.js';
+import { ByteRing } from '../lanes/byte-ring.js';
+import { CompletionRing, Doorbell } from '../lanes/completion-ring.js';
+import { FRAME_PREFIX_BYTES, FrameKind, type LaneSpec } from '../lanes/frames.js';
+import type { Lane, LaneTable } from '../lanes/lane-table.js';
+import { WorkerStats } from '../metrics/worker-stats.js';
+import type { ShardTaskArgs, WorkerSettings } from '../worker/shard-protocol.js';
+import { ControlWord } from '../worker/shard-protocol.js';
+
+/** Whoever waits for the answer: an HTTP response or a gRPC call. */
+export interface PendingRequest {
+  /** `message` explains a refusal the worker made (a bad body, a write failure). */
+  complete(status: number, records: number, message: string | undefined): void;
+}
+
+interface InFlight {
+  req: PendingRequest;
+  lane: Lane;
+  shard: number;
+}
+
+interface BacklogItem {
+  frame: Uint8Array;
+  tag: number;
+}
+
+class ShardHandle {
+  ring: ByteRing;
+  compl: CompletionRing;
+  readonly control: Int32Array;
+  readonly stats = WorkerStats.create();
+  readonly backlog: BacklogItem[] = [];
+  /** Lanes this incarnation of the worker has been told about. */
+  announced = new Set<number>();
+  task: Promise<unknown> | undefined;
+  incarnation = 0;
+
+  constructor(
+    readonly shard: number,
+    readonly ringBytes: number,
+    readonly complSlots: number,
+  ) {
+    this.ring = ByteRing.create(ringBytes);
+    this.compl = CompletionRing.create(complSlots);
+    this.control = new Int32Array(new SharedArrayBuffer(64));
+  }
+
+  get ready(): boolean {
+    return Atomics.load(this.control, ControlWord.READY) === this.incarnation;
+  }
+
+  renew(): void {
+    this.ring = ByteRing.create(this.ringBytes);
+    this.compl = CompletionRing.create(this.complSlots);
+    this.announced = new Set();
+    this.backlog.length = 0;
+  }
+}
+
+export interface DispatcherOptions {
+  pool: Piscina;
+  workers: number;
+  lanes: LaneTable;
+  settings: WorkerSettings;
+  maxRequestBytes: number;
+  log: Logger;
+  /** Called for every answered request before its PendingRequest completes. */
+  onFinish(lane: Lane, status: number, records: number): void;
+}
+
+const encoder = new TextEncoder();
+
+export class Dispatcher {
+  readonly #opts: DispatcherOptions;
+  readonly #shards: ShardHandle[];
+  readonly #doorbell = new Doorbell();
+  readonly #inflight = new Map<number, InFlight>();
+  readonly #onCompletion: (reqId: number, status: number, records: number, message: string | undefined) => void;
+  #nextReqId = 1;
+  #closed = false;
+  #stopping = false;
+  #backlogTimer: NodeJS.Timeout | undefined;
+  #readyWaiters: (() => void)[] = [];
+
+  constructor(opts: DispatcherOptions) {
+    this.#opts = opts;
+    const ringBytes = ByteRing.capacityFor(opts.maxRequestBytes + FRAME_PREFIX_BYTES);
+    this.#shards = Array.from({ length: opts.workers }, (_, k) => new ShardHandle(k, ringBytes, 4096));
+    this.#onCompletion = (reqId, status, records, message) => this.#complete(reqId, status, records, message);
+  }
+
+  get workerStats(): readonly WorkerStats[] {
+    return this.#shards.map((s) => s.stats);
+  }
+
+  get inflight(): number {
+    return this.#inflight.size;
+  }
+
+  /** Starts every shard task and resolves once each worker has recovered its WAL tails. */
+  async start(): Promise<void> {
+    for (const s of this.#shards) this.#runShard(s);
+    void this.#completionLoop();
+    await new Promise<void>((resolve) => {
+      if (this.#allReady()) resolve();
+      else this.#readyWaiters.push(resolve);
+    });
+  }
+
+  #allReady(): boolean {
+    return this.#shards.every((s) => s.ready);
+  }
+
+  #runShard(s: ShardHandle): void {
+    s.incarnation++;
+    const args: ShardTaskArgs = {
+      shard: s.shard,
+      workers: this.#opts.workers,
+      incarnation: s.incarnation,
+      ringSab: s.ring.sab,
+      complSab: s.compl.sab,
+      doorbellSab: this.#doorbell.sab,
+      controlSab: s.control.buffer as SharedArrayBuffer,
+      statsSab: s.stats.sab,
+      settings: this.#opts.settings,
+      lanes: this.#opts.lanes.lanesOfShard(s.shard).map(toSpec),
+    };
+    for (const l of args.lanes) s.announced.add(l.id);
+    const incarnation = s.incarnation;
+    s.task = this.#opts.pool.run(args).then(
+      () => {
+        if (!this.#stopping) this.#onShardDeath(s, incarnation, new Error('shard task ended early'));
+      },
+      (err: unknown) => this.#onShardDeath(s, incarnation, err),
+    );
+  }
+
+  #onShardDeath(s: ShardHandle, incarnation: number, err: unknown): void {
+    if (incarnation !== s.incarnation || this.#closed) return;
+    const failed: number[] = [];
+    for (const [reqId, f] of this.#inflight) if (f.shard === s.shard) failed.push(reqId);
+    this.#opts.log.error(
+      { shard: s.shard, err: (err as Error)?.message ?? String(err), failedRequests: failed.length },
+      'writer worker died; answering its in-flight requests 500 and restarting the shard',
+    );
+    for (const reqId of failed) this.#complete(reqId, 500, 0, 'write failed: the writer worker stopped; the request was not stored');
+    s.renew();
+    if (!this.#stopping) this.#runShard(s);
+  }
+
+  /**
+   * Sends an admitted request's body to its lane's worker. `body` is copied
+   * (into the ring, or into the backlog when the ring is full), so the caller
+   * may pass a view that dies when it returns.
+   */
+  dispatch(lane: Lane, flags: number, body: Uint8Array, req: PendingRequest): void {
+    const reqId = this.#nextReqId;
+    this.#nextReqId = reqId >= 0x7ffffffe ? 1 : reqId + 1;
+    this.#inflight.set(reqId, { req, lane, shard: lane.shard });
+    const s = this.#shards[lane.shard]!;
+    if (!s.announced.has(lane.id)) this.#announce(s, lane);
+    if (s.backlog.length === 0 && this.#tryPush(s.ring, FrameKind.DATA, flags, lane.id, body, reqId)) {
+      s.ring.wake();
+      return;
+    }
+    const frame = new Uint8Array(FRAME_PREFIX_BYTES + body.length);
+    writePrefix(frame, FrameKind.DATA, flags, lane.id);
+    frame.set(body, FRAME_PREFIX_BYTES);
+    s.backlog.push({ frame, tag: reqId });
+    this.#scheduleBacklog();
+  }
+
+  /** Tells a lane's worker to forget a provisional lane that was released. */
+  forget(lane: Lane): void {
+    const s = this.#shards[lane.shard]!;
+    if (!s.announced.delete(lane.id)) return;
+    this.#control(s, FrameKind.LANE_FORGET, lane.id, new Uint8Array(0));
+  }
+
+  #announce(s: ShardHandle, lane: Lane): void {
+    s.announced.add(lane.id);
+    this.#control(s, FrameKind.LANE_OPEN, lane.id, encoder.encode(JSON.stringify(toSpec(lane))));
+  }
+
+  #control(s: ShardHandle, kind: number, laneId: number, payload: Uint8Array): void {
+    if (s.backlog.length === 0 && this.#tryPush(s.ring, kind, 0, laneId, payload, 0)) {
+      s.ring.wake();
+      return;
+    }
+    const frame = new Uint8Array(FRAME_PREFIX_BYTES + payload.length);
+    writePrefix(frame, kind, 0, laneId);
+    frame.set(payload, FRAME_PREFIX_BYTES);
+    s.backlog.push({ frame, tag: 0 });
+    this.#scheduleBacklog();
+  }
+
+  #tryPush(ring: ByteRing, kind: number, flags: number, laneId: number, body: Uint8Array, tag: number): boolean {
+    const off = ring.reserve(FRAME_PREFIX_BYTES + body.length);
+    if (off < 0) return false;
+    const b = ring.bytes;
+    b[off] = kind;
+    b[off + 1] = flags;
+    b[off + 2] = 0;
+    b[off + 3] = 0;
+    b[off + 4] = laneId & 0xff;
+    b[off + 5] = (laneId >>> 8) & 0xff;
+    b[off + 6] = (laneId >>> 16) & 0xff;
+    b[off + 7] = (laneId >>> 24) & 0xff;
+    b.set(body, off + FRAME_PREFIX_BYTES);
+    ring.publish(off, FRAME_PREFIX_BYTES + body.length, tag);
+    return true;
+  }
+
+  #flushBacklogs(): boolean {
+    let pending = false;
+    for (const s of this.#shards) {
+      const q = s.backlog;
+      if (q.length === 0) continue;
+      let i = 0;
+      while (i < q.length && s.ring.push(q[i]!.frame, q[i]!.tag)) i++;
+      if (i > 0) {
+        q.splice(0, i);
+        s.ring.wake();
+      }
+      if (q.length > 0) pending = true;
+    }
+    return pending;
+  }
+
+  #scheduleBacklog(): void {
+    if (this.#backlogTimer !== undefined) return;
+    this.#backlogTimer = setTimeout(() => {
+      this.#backlogTimer = undefined;
+      if (this.#flushBacklogs()) this.#scheduleBacklog();
+    }, 1);
+  }
+
+  #complete(reqId: number, status: number, records: number, message: string | undefined): void {
+    const f = this.#inflight.get(reqId);
+    if (f === undefined) return; // answered already (its worker died and it got a 500)
+    this.#inflight.delete(reqId);
+    this.#opts.onFinish(f.lane, status, records);
+    f.req.complete(status, records, message);
+  }
+
+  /** Ends an admitted request that was refused before it reached a worker. */
+  finishUnsent(lane: Lane, status: number): void {
+    this.#opts.onFinish(lane, status, 0);
+  }
+
+  async #completionLoop(): Promise<void> {
+    const bell = this.#doorbell;
+    while (!this.#closed) {
+      const seen = bell.value();
+      for (const s of this.#shards) {
+        if (s.compl.drain(this.#onCompletion) > 0) s.compl.notifyRoom();
+      }
+      if (this.#readyWaiters.length > 0 && this.#allReady()) {
+        for (const w of this.#readyWaiters.splice(0)) w();
+      }
+      if (bell.value() !== seen) {
+        // More arrived while draining: let the event loop breathe, then drain again.
+        await new Promise<void>((r) => setImmediate(r));
+      } else {
+        await bell.wait(seen, 1000);
+      }
+    }
+  }
+
+  /**
+   * Stops taking work: waits (up to `timeoutMs`) for every in-flight request
+   * to be answered, then tells each worker to seal and close its files.
+   */
+  async shutdown(timeoutMs: number): Promise<{ unanswered: number }> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.#inflight.size > 0 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    const unanswered = this.#inflight.size;
+    this.#stopping = true;
+    for (const s of this.#shards) this.#control(s, FrameKind.SHUTDOWN, 0, new Uint8Array(0));
+    const left = Math.max(1000, deadline - Date.now());
+    await Promise.race([
+      Promise.allSettled(this.#shards.map((s) => s.task)),
+      new Promise((r) => setTimeout(r, left).unref()),
+    ]);
+    this.#closed = true;
+    return { unanswered };
+  }
+
+  /** Test hook: the thread id of the worker serving `shard` (0 when not running). */
+  threadIdOf(shard: number): number {
+    const s = this.#shards[shard];
+    return s === undefined ? 0 : Atomics.load(s.control, ControlWord.THREAD_ID);
+  }
+
+  get shardCount(): number {
+    return this.#shards.length;
+  }
+}
+
+function writePrefix(frame: Uint8Array, kind: number, flags: number, laneId: number): void {
+  frame[0] = kind;
+  frame[1] = flags;
+  new DataView(frame.buffer, frame.byteOffset, 8).setUint32(4, laneId, true);
+}
+
+function toSpec(lane: Lane): LaneSpec {
+  return { id: lane.id, tenant: lane.tenant, index: lane.index, signal: lane.signal };
+}
+

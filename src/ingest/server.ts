@@ -1,0 +1,236 @@
+// `siglake ingest`: wires settings into the acceptor (uWebSockets.js + grpc-js
+// on the main thread), the admission checks, the worker pool and /metrics, and
+// owns start-up and graceful shutdown.
+
+import { Piscina } from 'piscina';
+import client from 'prom-client';
+import type { TemplatedApp } from 'uWebSockets.js';
+import { Authenticator } from '../auth/authenticator.js';
+import { loadTokenFile } from '../auth/static-tokens.js';
+import type { Settings } from '../config/settings.js';
+import { LaneTable } from '../lanes/lane-table.js';
+import { MemBreaker } from '../limits/mem-breaker.js';
+import type { RateBudget } from '../limits/rate-budget.js';
+import { RateLimiter } from '../limits/rate-limiter.js';
+import { RedisBudget } from '../limits/redis-budget.js';
+import type { Logger } from '../log.js';
+import { IngestMetrics } from '../metrics/ingest-metrics.js';
+import { AllowList } from '../tenancy/allow-list.js';
+import { TenantResolver } from '../tenancy/tenant-resolver.js';
+import type { WorkerSettings } from '../worker/shard-protocol.js';
+import { Admission } from './admission.js';
+import { Dispatcher } from './dispatcher.js';
+import { GrpcAcceptor } from './grpc-acceptor.js';
+import { HttpAcceptor } from './http-acceptor.js';
+import { loadUws } from './uws-loader.js';
+
+export interface IngesterOptions {
+  settings: Settings;
+  log: Logger;
+  /** Enables the test-only admin routes (never in production: set by SIGLAKE_TEST_HOOKS=1). */
+  testHooks?: boolean;
+}
+
+export class Ingester {
+  readonly #o: IngesterOptions;
+  readonly #pool: Piscina;
+  readonly #dispatcher: Dispatcher;
+  readonly #http: HttpAcceptor;
+  readonly #grpc: GrpcAcceptor;
+  readonly #breaker: MemBreaker;
+  readonly #rateBudget: RateBudget;
+  #ready = false;
+  #draining = false;
+  #stopped: Promise<number> | undefined;
+
+  constructor(opts: IngesterOptions) {
+    this.#o = opts;
+    const s = opts.settings;
+    const log = opts.log;
+    const { uws, native, failure } = loadUws(s.allowUwsFallback);
+    if (!native) log.warn({ reason: failure }, 'uWebSockets.js runs on its JavaScript fallback: expect a fraction of the throughput');
+
+    const registry = new client.Registry();
+    const lanes = new LaneTable(s.maxLanes, s.workers);
+    this.#breaker = new MemBreaker({ limitMib: s.memBreakerLimitMib, sampleSecs: s.memBreakerSampleSecs });
+    let metrics: IngestMetrics | undefined;
+    this.#rateBudget =
+      s.redisUrl !== undefined && s.rateLimitPerSec > 0
+        ? new RedisBudget({
+            url: s.redisUrl,
+            ratePerSec: s.rateLimitPerSec,
+            burst: s.rateLimitBurst,
+            maxTenantBuckets: s.rateLimitMaxTenantBuckets,
+            commandTimeoutMs: s.redisTimeoutMs,
+            onBackendError: (err) => {
+              metrics?.backendError();
+              log.warn({ err: err.message }, 'rate budget backend (Redis) failed: admitting unenforced');
+            },
+          })
+        : new RateLimiter({
+            ratePerSec: s.rateLimitPerSec,
+            burst: s.rateLimitBurst,
+            maxTenantBuckets: s.rateLimitMaxTenantBuckets,
+          });
+
+    const workerSettings: WorkerSettings = {
+      walDir: s.walDir,
+      walFsync: s.walFsync,
+      walFsyncIntervalMs: s.walFsyncIntervalMs,
+      walSegmentBytes: s.walSegmentBytes,
+      walSegmentMaxAgeSecs: s.walSegmentMaxAgeSecs,
+      maxOpenFiles: Math.max(1, Math.floor(s.walMaxOpenFiles / s.workers)),
+      maxRequestBytes: s.maxRequestBytes,
+      logLevel: s.logLevel,
+    };
+    this.#pool = new Piscina({
+      filename: new URL('../worker/shard-task.js', import.meta.url).href,
+      minThreads: s.workers,
+      maxThreads: s.workers,
+      idleTimeout: 2 ** 31 - 1,
+      concurrentTasksPerWorker: 1,
+      atomics: 'disabled',
+    });
+    // Filled in just below; the dispatcher calls it only once requests flow.
+    let admission: Admission | undefined;
+    const dispatcher = new Dispatcher({
+      pool: this.#pool,
+      workers: s.workers,
+      lanes,
+      settings: workerSettings,
+      maxRequestBytes: s.maxRequestBytes,
+      log,
+      onFinish: (lane, status) => {
+        if (admission!.finish(lane, status)) dispatcher.forget(lane);
+      },
+    });
+    this.#dispatcher = dispatcher;
+    metrics = new IngestMetrics(registry, {
+      workerStats: () => dispatcher.workerStats,
+      lanes: () => lanes.laneCount,
+      tenantsAdmitted: () => lanes.tenantCount,
+      rssBytes: () => this.#breaker.rssBytes(),
+    });
+
+    const bearerTokens = [...s.authBearerTokens];
+    if (s.authBearerTokensFile !== undefined) bearerTokens.push(...loadTokenFile(s.authBearerTokensFile));
+    const auth = new Authenticator({
+      bearerTokens,
+      ...(s.oidcIssuer !== undefined
+        ? {
+            oidc: {
+              issuer: s.oidcIssuer,
+              ...(s.oidcAudience !== undefined ? { audience: s.oidcAudience } : {}),
+              ...(s.oidcJwksFile !== undefined ? { jwksFile: s.oidcJwksFile } : { jwksUrl: s.oidcJwksUrl! }),
+              algorithms: s.oidcAlgorithms,
+              clockSkewSecs: s.oidcClockSkewSecs,
+              cacheSize: s.oidcTokenCacheSize,
+              jwksCooldownMs: s.oidcJwksCooldownSecs * 1000,
+              jwksTimeoutMs: s.oidcJwksTimeoutMs,
+            },
+          }
+        : {}),
+    });
+    admission = new Admission({
+      breaker: this.#breaker,
+      rateBudget: this.#rateBudget,
+      auth,
+      resolver: new TenantResolver({
+        trustTenantHeader: s.trustTenantHeader,
+        ...(s.tenantClaim !== undefined ? { tenantClaim: s.tenantClaim } : {}),
+      }),
+      allowList: new AllowList(s.allowedTenants),
+      lanes,
+      metrics,
+      maxTenants: s.maxTenants,
+      queueCapacity: s.queueCapacity,
+    });
+
+    this.#http = new HttpAcceptor({
+      uws,
+      host: s.httpListen.host,
+      port: s.httpListen.port,
+      maxRequestBytes: s.maxRequestBytes,
+      requestTimeoutSecs: s.requestTimeoutSecs,
+      admission,
+      dispatcher,
+      metrics,
+      log,
+      isReady: () => this.#ready,
+      isDraining: () => this.#draining,
+      ...(opts.testHooks ? { extraRoutes: (app: TemplatedApp) => this.#testRoutes(app) } : {}),
+    });
+    this.#grpc = new GrpcAcceptor({
+      host: s.grpcListen.host,
+      port: s.grpcListen.port,
+      maxRequestBytes: s.maxRequestBytes,
+      admission,
+      dispatcher,
+      metrics,
+      log,
+      isDraining: () => this.#draining,
+    });
+  }
+
+  get httpPort(): number {
+    return this.#http.port;
+  }
+
+  get grpcPort(): number {
+    return this.#grpc.port;
+  }
+
+  /** Listens, then starts the workers; resolves once WAL recovery is done and /readyz says 200. */
+  async start(): Promise<void> {
+    if (this.#rateBudget instanceof RedisBudget) {
+      // Not fatal: without Redis the budget admits and counts backend errors.
+      await this.#rateBudget.ready(2000).catch((e: unknown) => {
+        this.#o.log.warn({ err: (e as Error).message }, 'Redis not ready at start: rate budgets unenforced until it is');
+      });
+    }
+    await Promise.all([this.#http.listen(), this.#grpc.listen()]);
+    this.#o.log.info({ http: this.#http.port, grpc: this.#grpc.port }, 'listening');
+    await this.#dispatcher.start();
+    this.#ready = true;
+  }
+
+  /**
+   * Graceful stop: /readyz turns 503, listeners close, queued requests are
+   * written and answered, workers seal and close their segments. Resolves with
+   * the number of requests that could not be answered within the bound.
+   */
+  stop(): Promise<number> {
+    this.#stopped ??= this.#stop();
+    return this.#stopped;
+  }
+
+  async #stop(): Promise<number> {
+    const s = this.#o.settings;
+    this.#draining = true;
+    this.#http.stopListening();
+    const grpcDone = this.#grpc.shutdown(s.shutdownTimeoutSecs * 1000);
+    const { unanswered } = await this.#dispatcher.shutdown(s.shutdownTimeoutSecs * 1000);
+    await grpcDone;
+    this.#breaker.close();
+    await this.#rateBudget.close();
+    await this.#pool.destroy();
+    this.#http.close();
+    return unanswered;
+  }
+
+  #testRoutes(app: TemplatedApp): void {
+    // Test-only: terminate the worker thread serving a shard, mid-load.
+    app.post('/-/test/kill-worker', (res, req) => {
+      const shard = Number(req.getQuery('shard') ?? '0');
+      const tid = this.#dispatcher.threadIdOf(shard);
+      const thread = this.#pool.threads.find((t) => t.threadId === tid);
+      res.onAborted(() => {});
+      if (thread === undefined) {
+        res.cork(() => res.writeStatus('404 Not Found').end('no such worker\n'));
+        return;
+      }
+      void thread.terminate();
+      res.cork(() => res.end(`terminated thread ${tid} of shard ${shard}\n`));
+    });
+  }
+}

@@ -1,0 +1,126 @@
+// A single-producer single-consumer ring of fixed-size completions on a
+// SharedArrayBuffer: the worker produces [reqId, status, records] triples and,
+// for a refusal, a short message (up to MESSAGE_BYTES of UTF-8, cut at a
+// character boundary); the acceptor consumes them. Head and tail are
+// free-running 32-bit counters; the slot is counter & (capacity - 1).
+//
+// Several workers share one doorbell word (a separate SharedArrayBuffer) so
+// the acceptor waits on a single Atomics.waitAsync for all of them.
+
+const HEAD = 0; // consumer
+const TAIL = 16; // producer (own cache line)
+const CONTROL_WORDS = 32;
+const SLOT_WORDS = 4;
+export const MESSAGE_BYTES = 240;
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+export class CompletionRing {
+  readonly sab: SharedArrayBuffer;
+  readonly capacity: number;
+  readonly #ctl: Int32Array;
+  readonly #slots: Int32Array;
+  readonly #messages: Uint8Array;
+  readonly #mask: number;
+
+  static create(capacity: number): CompletionRing {
+    if (capacity < 2 || (capacity & (capacity - 1)) !== 0) throw new RangeError('capacity must be a power of two');
+    return new CompletionRing(new SharedArrayBuffer((CONTROL_WORDS + capacity * SLOT_WORDS) * 4 + capacity * MESSAGE_BYTES));
+  }
+
+  constructor(sab: SharedArrayBuffer) {
+    this.sab = sab;
+    this.#ctl = new Int32Array(sab, 0, CONTROL_WORDS);
+    this.capacity = (sab.byteLength - CONTROL_WORDS * 4) / (SLOT_WORDS * 4 + MESSAGE_BYTES);
+    this.#slots = new Int32Array(sab, CONTROL_WORDS * 4, this.capacity * SLOT_WORDS);
+    this.#messages = new Uint8Array(sab, (CONTROL_WORDS + this.capacity * SLOT_WORDS) * 4);
+    this.#mask = this.capacity - 1;
+  }
+
+  /** Producer: false when full (the consumer has not drained yet). */
+  push(reqId: number, status: number, records: number, message?: string): boolean {
+    const tail = this.#ctl[TAIL]!;
+    const head = Atomics.load(this.#ctl, HEAD);
+    if (((tail - head) | 0) >= this.capacity) return false;
+    const slot = tail & this.#mask;
+    const i = slot * SLOT_WORDS;
+    this.#slots[i] = reqId;
+    this.#slots[i + 1] = status;
+    this.#slots[i + 2] = records;
+    let msgLen = 0;
+    if (message !== undefined && message !== '') {
+      const area = this.#messages.subarray(slot * MESSAGE_BYTES, (slot + 1) * MESSAGE_BYTES);
+      msgLen = encoder.encodeInto(message, area).written;
+    }
+    this.#slots[i + 3] = msgLen;
+    Atomics.store(this.#ctl, TAIL, (tail + 1) | 0);
+    return true;
+  }
+
+  /** Consumer: calls `fn` for every completion waiting, then frees their slots. Returns how many. */
+  drain(fn: (reqId: number, status: number, records: number, message: string | undefined) => void): number {
+    let head = this.#ctl[HEAD]!;
+    const tail = Atomics.load(this.#ctl, TAIL);
+    let n = 0;
+    while (head !== tail) {
+      const slot = head & this.#mask;
+      const i = slot * SLOT_WORDS;
+      const reqId = this.#slots[i]!;
+      const status = this.#slots[i + 1]!;
+      const records = this.#slots[i + 2]!;
+      const msgLen = this.#slots[i + 3]!;
+      const message =
+        msgLen === 0
+          ? undefined
+          : decoder.decode(this.#messages.slice(slot * MESSAGE_BYTES, slot * MESSAGE_BYTES + msgLen));
+      head = (head + 1) | 0;
+      n++;
+      fn(reqId, status, records, message);
+    }
+    if (n > 0) Atomics.store(this.#ctl, HEAD, head);
+    return n;
+  }
+
+  isFull(): boolean {
+    return ((this.#ctl[TAIL]! - Atomics.load(this.#ctl, HEAD)) | 0) >= this.capacity;
+  }
+
+  /** Producer: waits until the consumer frees a slot, or `timeoutMs` passes. */
+  async waitForRoom(timeoutMs: number): Promise<void> {
+    const head = Atomics.load(this.#ctl, HEAD);
+    if (((this.#ctl[TAIL]! - head) | 0) < this.capacity) return;
+    const r = Atomics.waitAsync(this.#ctl, HEAD, head, timeoutMs);
+    if (r.async) await r.value;
+  }
+
+  /** Consumer: tells a producer blocked in waitForRoom() that slots were freed. */
+  notifyRoom(): void {
+    Atomics.notify(this.#ctl, HEAD);
+  }
+}
+
+/** One Int32 word shared by all workers and the acceptor: "some completion is waiting". */
+export class Doorbell {
+  readonly sab: SharedArrayBuffer;
+  readonly #word: Int32Array;
+
+  constructor(sab: SharedArrayBuffer = new SharedArrayBuffer(64)) {
+    this.sab = sab;
+    this.#word = new Int32Array(sab, 0, 1);
+  }
+
+  ring(): void {
+    Atomics.add(this.#word, 0, 1);
+    Atomics.notify(this.#word, 0);
+  }
+
+  value(): number {
+    return Atomics.load(this.#word, 0);
+  }
+
+  /** Resolves when the doorbell moves past `seen`, or after `timeoutMs`. */
+  async wait(seen: number, timeoutMs: number): Promise<void> {
+    const r = Atomics.waitAsync(this.#word, 0, seen, timeoutMs);
+    if (r.async) await r.value;
+  }
+}

@@ -1,0 +1,335 @@
+// The life of one writer shard inside a Piscina worker: repair the shard's WAL
+// tails, then serve rounds until told to stop.
+//
+// One round: read every frame waiting in the request ring (up to a budget),
+// validate and decode each body, stage it on its lane's writer (views into the
+// ring, not copies), write each touched lane with one writev, release the ring
+// space, then in `batch` mode fdatasync every touched segment at once (group
+// commit: requests that arrive meanwhile share the next round's sync), and
+// only then post the completions. A write or sync failure answers that lane's
+// requests of the round 500 and leaves the segment cut back to its last whole
+// record.
+
+import { BodyError } from '../errors.js';
+import { ByteRing, type Frame } from '../lanes/byte-ring.js';
+import { CompletionRing, Doorbell } from '../lanes/completion-ring.js';
+import { FLAG_SIGNAL_MASK, FRAME_PREFIX_BYTES, FrameKind, Signal, shardOf, tableKey, type LaneSpec } from '../lanes/frames.js';
+import { createLogger, type Logger } from '../log.js';
+import { WorkerStats } from '../metrics/worker-stats.js';
+import { FdCache } from '../wal/fd-cache.js';
+import { RecordType } from '../wal/format.js';
+import { indexTable, laneDir, LOGS_TABLE, TRACES_TABLE, type LaneLocation } from '../wal/layout.js';
+import { LaneWriter } from '../wal/lane-writer.js';
+import { recoverWal } from '../wal/recovery.js';
+import { BodyDecoder } from './body-decoder.js';
+import { ControlWord, type ShardExit, type ShardTaskArgs } from './shard-protocol.js';
+
+const MAX_ROUND_REQUESTS = 4096;
+const MAX_ROUND_BYTES = 64 * 1024 * 1024;
+const HOUSEKEEPING_MS = 1000;
+
+class LaneState {
+  /** Requests of the current round on this lane failed with this message. */
+  failure: string | undefined = undefined;
+  touched = false;
+  dirty = false;
+  constructor(
+    readonly spec: LaneSpec,
+    readonly writer: LaneWriter,
+  ) {}
+}
+
+const utf8 = new TextDecoder();
+
+export class ShardLoop {
+  readonly #a: ShardTaskArgs;
+  readonly #ring: ByteRing;
+  readonly #compl: CompletionRing;
+  readonly #bell: Doorbell;
+  readonly #control: Int32Array;
+  readonly #stats: WorkerStats;
+  readonly #log: Logger;
+  readonly #fds: FdCache;
+  readonly #decoder: BodyDecoder;
+  readonly #lanes = new Map<number, LaneState>();
+  readonly #nextSegment = new Map<string, number>();
+  readonly #frame: Frame = { offset: 0, length: 0, tag: 0 };
+  // The round's requests, in arrival order (parallel arrays, reused).
+  #reqIds = new Int32Array(MAX_ROUND_REQUESTS);
+  #records = new Int32Array(MAX_ROUND_REQUESTS);
+  #status = new Int32Array(MAX_ROUND_REQUESTS);
+  #reqLane: (LaneState | undefined)[] = new Array(MAX_ROUND_REQUESTS);
+  #messages: (string | undefined)[] = new Array(MAX_ROUND_REQUESTS);
+  #n = 0;
+  readonly #touched: LaneState[] = [];
+  readonly #dirty = new Set<LaneState>();
+  #served = 0;
+  #stopping = false;
+  #lastHousekeeping = Date.now();
+  #lastIntervalSync = Date.now();
+
+  constructor(args: ShardTaskArgs, threadId: number) {
+    this.#a = args;
+    this.#ring = new ByteRing(args.ringSab);
+    this.#compl = new CompletionRing(args.complSab);
+    this.#bell = new Doorbell(args.doorbellSab);
+    this.#control = new Int32Array(args.controlSab);
+    this.#stats = new WorkerStats(args.statsSab);
+    this.#log = createLogger(args.settings.logLevel, 'siglake-worker').child({ shard: args.shard });
+    this.#fds = new FdCache(Math.max(1, args.settings.maxOpenFiles));
+    this.#decoder = new BodyDecoder(args.settings.maxRequestBytes);
+    Atomics.store(this.#control, ControlWord.THREAD_ID, threadId);
+  }
+
+  async run(): Promise<ShardExit> {
+    this.#recover();
+    for (const spec of this.#a.lanes) this.#open(spec);
+    Atomics.store(this.#control, ControlWord.READY, this.#a.incarnation);
+    this.#bell.ring();
+    this.#log.debug({ incarnation: this.#a.incarnation, lanes: this.#lanes.size }, 'shard ready');
+
+    while (!this.#stopping) {
+      if (this.#ring.isEmpty()) {
+        await this.#ring.waitForData(this.#idleWaitMs());
+        await this.#housekeeping();
+        continue;
+      }
+      this.#readRound();
+      await this.#commitRound();
+      await this.#housekeeping();
+    }
+    // Everything before the SHUTDOWN frame was served; seal and close every lane.
+    for (const lane of this.#lanes.values()) {
+      try {
+        await lane.writer.close();
+      } catch (e) {
+        this.#log.error({ lane: describeLane(lane.spec), err: (e as Error).message }, 'closing a WAL segment failed');
+      }
+    }
+    return { shard: this.#a.shard, requests: this.#served };
+  }
+
+  /** Repairs the tails of every lane on disk that belongs to this shard. */
+  #recover(): void {
+    const { walDir } = this.#a.settings;
+    const { shard, workers } = this.#a;
+    const mine = (l: LaneLocation) =>
+      shardOf(
+        l.tenant,
+        tableKey({ index: l.table.kind === 'index' ? l.table.name : undefined, signal: l.table.kind === 'traces' ? 'traces' : 'logs' }),
+        workers,
+      ) === shard;
+    const r = recoverWal(walDir, mine);
+    for (const [dir, next] of r.nextSegment) this.#nextSegment.set(dir, next);
+    if (r.truncatedBytes > 0) this.#stats.addTruncatedBytes(r.truncatedBytes);
+    for (const { lane, recovery } of r.lanes) {
+      if (recovery.cut !== null) {
+        this.#log.warn(
+          { dir: lane.dir, cut: recovery.cut.kind, segment: recovery.cut.segment, offset: recovery.cut.offset, truncatedBytes: recovery.truncatedBytes },
+          'WAL tail repaired: cut back to the last whole record',
+        );
+      }
+      for (const d of recovery.damaged) {
+        this.#log.error({ dir: lane.dir, damage: String(d) }, 'WAL segment damaged before the tail: not repaired (run siglake wal verify)');
+      }
+    }
+    this.#log.info({ lanes: r.lanes.length, truncatedBytes: r.truncatedBytes }, 'WAL recovery done');
+  }
+
+  #open(spec: LaneSpec): LaneState {
+    const table = spec.index !== undefined ? indexTable(spec.index) : spec.signal === 'logs' ? LOGS_TABLE : TRACES_TABLE;
+    const dir = laneDir(this.#a.settings.walDir, spec.tenant, table);
+    const next = this.#nextSegment.get(dir);
+    const writer = new LaneWriter({
+      dir,
+      segmentBytes: this.#a.settings.walSegmentBytes,
+      fdCache: this.#fds,
+      ...(next !== undefined ? { nextSegment: next } : {}),
+    });
+    const state = new LaneState(spec, writer);
+    this.#lanes.set(spec.id, state);
+    return state;
+  }
+
+  #idleWaitMs(): number {
+    const s = this.#a.settings;
+    return s.walFsync === 'interval' && this.#dirty.size > 0 ? s.walFsyncIntervalMs : HOUSEKEEPING_MS;
+  }
+
+  #grow(): void {
+    const n = this.#reqIds.length * 2;
+    const grow = (a: Int32Array) => {
+      const b = new Int32Array(n);
+      b.set(a);
+      return b;
+    };
+    this.#reqIds = grow(this.#reqIds);
+    this.#records = grow(this.#records);
+    this.#status = grow(this.#status);
+  }
+
+  /** Reads and stages one round of frames. */
+  #readRound(): void {
+    const ring = this.#ring;
+    const bytes = ring.bytes;
+    const f = this.#frame;
+    const now = Date.now();
+    let roundBytes = 0;
+    this.#n = 0;
+    while (this.#n < MAX_ROUND_REQUESTS && roundBytes < MAX_ROUND_BYTES && ring.read(f)) {
+      roundBytes += f.length;
+      const off = f.offset;
+      const kind = bytes[off]!;
+      const laneId = (bytes[off + 4]! | (bytes[off + 5]! << 8) | (bytes[off + 6]! << 16) | (bytes[off + 7]! << 24)) >>> 0;
+      if (kind === FrameKind.DATA) {
+        this.#stageRequest(f.tag, bytes[off + 1]!, laneId, bytes.subarray(off + FRAME_PREFIX_BYTES, off + f.length), now);
+      } else if (kind === FrameKind.LANE_OPEN) {
+        const spec = JSON.parse(utf8.decode(bytes.slice(off + FRAME_PREFIX_BYTES, off + f.length))) as LaneSpec;
+        this.#open(spec);
+      } else if (kind === FrameKind.LANE_FORGET) {
+        this.#lanes.delete(laneId);
+      } else if (kind === FrameKind.SHUTDOWN) {
+        this.#stopping = true;
+        break;
+      }
+    }
+  }
+
+  #stageRequest(reqId: number, flags: number, laneId: number, body: Uint8Array, now: number): void {
+    if (this.#n === this.#reqIds.length) this.#grow();
+    const i = this.#n++;
+    this.#reqIds[i] = reqId;
+    this.#records[i] = 0;
+    this.#messages[i] = undefined;
+    this.#reqLane[i] = undefined;
+    const lane = this.#lanes.get(laneId);
+    if (lane === undefined) {
+      this.#status[i] = 500;
+      this.#messages[i] = 'write failed: unknown lane';
+      return;
+    }
+    let records: number;
+    try {
+      records = this.#decoder.decode(flags, body);
+    } catch (e) {
+      if (e instanceof BodyError) {
+        this.#status[i] = e.httpStatus;
+        this.#messages[i] = e.message;
+        return;
+      }
+      this.#status[i] = 500;
+      this.#messages[i] = 'write failed: internal error while decoding';
+      this.#log.error({ err: (e as Error).message }, 'unexpected error decoding a body');
+      return;
+    }
+    this.#status[i] = 200;
+    this.#records[i] = records;
+    if (this.#decoder.payload.length === 0) return; // an empty export request writes nothing
+    this.#reqLane[i] = lane;
+    const type = (flags & FLAG_SIGNAL_MASK) === Signal.TRACES ? RecordType.TRACES : RecordType.LOGS;
+    lane.writer.stage(type, records, now, this.#decoder.payload);
+    if (!lane.touched) {
+      lane.touched = true;
+      lane.failure = undefined;
+      this.#touched.push(lane);
+    }
+  }
+
+  /** Writes, releases the ring, syncs (batch mode) and answers the round. */
+  async #commitRound(): Promise<void> {
+    const touched = this.#touched;
+    for (const lane of touched) {
+      try {
+        this.#stats.addWalBytes(lane.writer.flush());
+        lane.dirty = true;
+      } catch (e) {
+        lane.failure = writeFailure(e);
+        this.#stats.addWriteError();
+        this.#log.error({ lane: describeLane(lane.spec), err: (e as Error).message }, 'WAL write failed');
+      }
+    }
+    // The payload views are in the kernel now (or dropped): give the ring space back.
+    this.#ring.release();
+
+    const mode = this.#a.settings.walFsync;
+    if (mode === 'batch') {
+      await Promise.all(touched.map((lane) => (lane.failure === undefined ? this.#sync(lane) : undefined)));
+    } else {
+      for (const lane of touched) if (lane.failure === undefined) this.#dirty.add(lane);
+    }
+
+    const n = this.#n;
+    for (let i = 0; i < n; i++) {
+      const lane = this.#reqLane[i];
+      let status = this.#status[i]!;
+      let message = this.#messages[i];
+      if (status === 200 && lane !== undefined && lane.failure !== undefined) {
+        status = 500;
+        message = lane.failure;
+      }
+      await this.#post(this.#reqIds[i]!, status, status === 200 ? this.#records[i]! : 0, message);
+      this.#reqLane[i] = undefined;
+      this.#messages[i] = undefined;
+    }
+    this.#served += n;
+    this.#n = 0;
+    for (const lane of touched) lane.touched = false;
+    touched.length = 0;
+    if (n > 0) this.#bell.ring();
+  }
+
+  async #sync(lane: LaneState): Promise<void> {
+    const t0 = performance.now();
+    try {
+      await lane.writer.sync();
+      lane.dirty = false;
+      this.#stats.observeFsync((performance.now() - t0) / 1000);
+    } catch (e) {
+      lane.failure = writeFailure(e);
+      this.#stats.addWriteError();
+      this.#log.error({ lane: describeLane(lane.spec), err: (e as Error).message }, 'WAL fdatasync failed');
+    }
+  }
+
+  async #post(reqId: number, status: number, records: number, message: string | undefined): Promise<void> {
+    while (!this.#compl.push(reqId, status, records, message)) {
+      this.#bell.ring();
+      await this.#compl.waitForRoom(100);
+    }
+  }
+
+  /** Interval fsyncs and age-based sealing, between rounds. */
+  async #housekeeping(): Promise<void> {
+    const s = this.#a.settings;
+    const now = Date.now();
+    if (s.walFsync === 'interval' && this.#dirty.size > 0 && now - this.#lastIntervalSync >= s.walFsyncIntervalMs) {
+      this.#lastIntervalSync = now;
+      const lanes = [...this.#dirty];
+      this.#dirty.clear();
+      await Promise.all(lanes.map((l) => this.#sync(l)));
+    }
+    if (now - this.#lastHousekeeping < HOUSEKEEPING_MS) return;
+    this.#lastHousekeeping = now;
+    const maxAge = s.walSegmentMaxAgeSecs * 1000;
+    if (maxAge <= 0) return;
+    for (const lane of this.#lanes.values()) {
+      const age = lane.writer.liveSegmentAgeMs();
+      if (age === null || age < maxAge) continue;
+      try {
+        await lane.writer.seal();
+        this.#dirty.delete(lane);
+      } catch (e) {
+        this.#log.error({ lane: describeLane(lane.spec), err: (e as Error).message }, 'sealing a WAL segment failed');
+      }
+    }
+  }
+}
+
+function describeLane(spec: LaneSpec): string {
+  return `${spec.tenant}/${spec.index === undefined ? spec.signal : `indexes/${spec.index}`}`;
+}
+
+function writeFailure(e: unknown): string {
+  const code = (e as { cause?: { code?: string }; code?: string }).cause?.code ?? (e as { code?: string }).code;
+  return `write failed: the WAL could not store the request${code ? ` (${code})` : ''}`;
+}

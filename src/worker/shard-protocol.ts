@@ -1,0 +1,44 @@
+// What the acceptor hands a shard task, and the control words they share.
+
+import type { LaneSpec } from '../lanes/frames.js';
+
+export interface WorkerSettings {
+  walDir: string;
+  walFsync: 'batch' | 'interval' | 'never';
+  walFsyncIntervalMs: number;
+  walSegmentBytes: number;
+  walSegmentMaxAgeSecs: number;
+  /** This worker's share of --wal-max-open-files. */
+  maxOpenFiles: number;
+  maxRequestBytes: number;
+  logLevel: string;
+}
+
+export interface ShardTaskArgs {
+  shard: number;
+  workers: number;
+  /** Bumped each time the shard task is started again after a worker died. */
+  incarnation: number;
+  ringSab: SharedArrayBuffer;
+  complSab: SharedArrayBuffer;
+  doorbellSab: SharedArrayBuffer;
+  /** Int32 words, see ControlWord. */
+  controlSab: SharedArrayBuffer;
+  statsSab: SharedArrayBuffer;
+  settings: WorkerSettings;
+  /** Lanes of this shard the acceptor already knows (after a restart). */
+  lanes: LaneSpec[];
+}
+
+/** Int32 indexes into the control SharedArrayBuffer. */
+export const ControlWord = {
+  /** The incarnation number once the worker has recovered its WAL and reads frames. */
+  READY: 0,
+  /** worker_threads threadId of the current worker (for the test-only kill hook). */
+  THREAD_ID: 1,
+} as const;
+
+export interface ShardExit {
+  shard: number;
+  requests: number;
+}

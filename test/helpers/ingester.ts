@@ -1,0 +1,219 @@
+// Starts the real `siglake ingest` process (the built dist/cli.js) on free
+// ports with its own WAL directory, and reads back what it says and writes.
+
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const CLI = path.join(REPO, 'dist', 'cli.js');
+
+export interface StartOptions {
+  /** Extra flags after the listen addresses and --wal-dir. */
+  args?: string[];
+  env?: Record<string, string>;
+  /** Reuse a directory (restart after a crash); default a fresh temp dir. */
+  dataDir?: string;
+  /** Default 1: two cores are shared by everything in the test run. */
+  workers?: number;
+  /** Wait for this log message before resolving (default 'ready'). */
+  waitFor?: string;
+  timeoutMs?: number;
+}
+
+export interface LogLine {
+  level: number;
+  msg: string;
+  [k: string]: unknown;
+}
+
+export class RunningIngester {
+  readonly logs: LogLine[] = [];
+  stderr = '';
+  exitCode: number | null = null;
+  exitSignal: NodeJS.Signals | null = null;
+  readonly exited: Promise<number | null>;
+  httpPort = 0;
+  grpcPort = 0;
+
+  constructor(
+    readonly child: ChildProcess,
+    readonly dataDir: string,
+  ) {
+    this.exited = new Promise((resolve) => {
+      child.on('exit', (code, signal) => {
+        this.exitCode = code;
+        this.exitSignal = signal;
+        resolve(code);
+      });
+    });
+  }
+
+  get walDir(): string {
+    return path.join(this.dataDir, 'wal');
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${this.httpPort}`;
+  }
+
+  get grpcAddress(): string {
+    return `127.0.0.1:${this.grpcPort}`;
+  }
+
+  /** SIGTERM and wait for the exit code. */
+  async stop(timeoutMs = 30_000): Promise<number | null> {
+    if (this.exitCode !== null || this.exitSignal !== null) return this.exitCode;
+    this.child.kill('SIGTERM');
+    const t = setTimeout(() => this.child.kill('SIGKILL'), timeoutMs);
+    const code = await this.exited;
+    clearTimeout(t);
+    return code;
+  }
+
+  async kill9(): Promise<void> {
+    if (this.exitCode !== null || this.exitSignal !== null) return;
+    this.child.kill('SIGKILL');
+    await this.exited;
+  }
+
+  /** /metrics parsed into `name{labels}` → value. */
+  async metrics(): Promise<Map<string, number>> {
+    const text = await (await fetch(`${this.url}/metrics`)).text();
+    return parseMetrics(text);
+  }
+
+  async metric(series: string): Promise<number | undefined> {
+    return (await this.metrics()).get(series);
+  }
+}
+
+export function parseMetrics(text: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('#')) continue;
+    const sp = line.lastIndexOf(' ');
+    out.set(line.slice(0, sp), Number(line.slice(sp + 1)));
+  }
+  return out;
+}
+
+export function tempDir(prefix = 'siglake-test-'): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+export async function startIngester(opts: StartOptions = {}): Promise<RunningIngester> {
+  const dataDir = opts.dataDir ?? tempDir();
+  const args = [
+    CLI,
+    'ingest',
+    '--http-listen',
+    '127.0.0.1:0',
+    '--grpc-listen',
+    '127.0.0.1:0',
+    '--wal-dir',
+    path.join(dataDir, 'wal'),
+    '--workers',
+    String(opts.workers ?? 1),
+    ...(opts.args ?? []),
+  ];
+  const child = spawn(process.execPath, args, {
+    cwd: dataDir,
+    env: { ...process.env, SIGLAKE_TEST_HOOKS: '1', ...opts.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const ing = new RunningIngester(child, dataDir);
+  const waitFor = opts.waitFor ?? 'ready';
+  await new Promise<void>((resolve, reject) => {
+    let buf = '';
+    const timer = setTimeout(() => reject(new Error(`ingester did not log '${waitFor}' in time; stderr: ${ing.stderr}`)), opts.timeoutMs ?? 20_000);
+    child.stdout!.setEncoding('utf8');
+    child.stdout!.on('data', (chunk: string) => {
+      buf += chunk;
+      let nl: number;
+      while ((nl = buf.indexOf('\n')) !== -1) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        let parsed: LogLine;
+        try {
+          parsed = JSON.parse(line) as LogLine;
+        } catch {
+          continue;
+        }
+        ing.logs.push(parsed);
+        if (parsed.msg === 'listening') {
+          ing.httpPort = parsed['http'] as number;
+          ing.grpcPort = parsed['grpc'] as number;
+        }
+        if (parsed.msg === waitFor) {
+          clearTimeout(timer);
+          resolve();
+        }
+      }
+    });
+    child.stderr!.setEncoding('utf8');
+    child.stderr!.on('data', (c: string) => {
+      ing.stderr += c;
+    });
+    void ing.exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`ingester exited with ${code} before '${waitFor}'; stderr: ${ing.stderr}`));
+    });
+  });
+  return ing;
+}
+
+/** Runs `siglake <args>` to completion. */
+export function runCli(args: string[], opts: { env?: Record<string, string>; cwd?: string } = {}): {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+} {
+  const r = spawnSync(process.execPath, [CLI, ...args], {
+    encoding: 'utf8',
+    env: { ...process.env, ...opts.env },
+    cwd: opts.cwd ?? REPO,
+    timeout: 60_000,
+  });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+export interface DumpLine {
+  tenant: string;
+  table: string;
+  index?: string;
+  segment: string;
+  offset: number;
+  type: 'logs' | 'traces';
+  records: number;
+  timeMs: number;
+  texts: string[];
+}
+
+/** `siglake wal dump DIR`, parsed. An absent directory dumps as nothing. */
+export function walDump(dir: string): DumpLine[] {
+  if (!fs.existsSync(dir)) return [];
+  const r = runCli(['wal', 'dump', dir]);
+  if (r.status !== 0) throw new Error(`wal dump failed (${r.status}): ${r.stderr}`);
+  return r.stdout
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as DumpLine);
+}
+
+/** Every file under `dir`, relative, sorted (for "nothing left behind" checks). */
+export function listFiles(dir: string): string[] {
+  if (!fs.existsSync(dir)) return [];
+  const out: string[] = [];
+  const walk = (d: string) => {
+    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+      const p = path.join(d, e.name);
+      out.push(path.relative(dir, p) + (e.isDirectory() ? '/' : ''));
+      if (e.isDirectory()) walk(p);
+    }
+  };
+  walk(dir);
+  return out.sort();
+}

@@ -1,0 +1,161 @@
+// Contract §4 steps 6 and 8, §6: the lane cap (503 without Retry-After, the
+// fixed message, nothing created) and a full lane queue (503 + Retry-After: 1,
+// only that lane), over HTTP (both encodings) and gRPC, against the real process.
+
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RawGrpcClient, grpc } from '../helpers/grpc-client.js';
+import { ManualUpload, post, sleep } from '../helpers/http.js';
+import { listFiles, startIngester, walDump, type RunningIngester } from '../helpers/ingester.js';
+import { decodeStatus, jsonBytes, logsJson, logsProto, tracesProto } from '../helpers/otlp-bodies.js';
+
+const PB = 'application/x-protobuf';
+const LANE_CAP_PREFIX = 'Service Unavailable: ingester lane limit reached (2 lanes)';
+
+async function waitFor(cond: () => Promise<boolean>, timeoutMs = 5000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await sleep(20);
+  }
+}
+
+describe('lane cap (--ingest-max-lanes 2)', () => {
+  let ing: RunningIngester;
+  let rpc: RawGrpcClient;
+  beforeAll(async () => {
+    ing = await startIngester({ args: ['--ingest-max-lanes', '2'] });
+    rpc = new RawGrpcClient(ing.grpcAddress);
+  });
+  afterAll(async () => {
+    rpc.close();
+    expect(await ing.stop()).toBe(0);
+  });
+
+  it('logs and traces fill the two lanes', async () => {
+    expect((await post(ing.url, '/v1/logs', logsProto(['cap-logs-1']))).status).toBe(200);
+    expect((await post(ing.url, '/v1/traces', tracesProto(['cap-span-1']))).status).toBe(200);
+    expect(await ing.metric('siglake_ingest_lanes')).toBe(2);
+  });
+
+  it('a third lane over HTTP (protobuf) is 503 with no Retry-After and the lane-cap message', async () => {
+    const r = await post(ing.url, '/v1/logs', logsProto(['cap-refused']), { headers: { 'x-siglake-index': 'third' } });
+    expect(r.status).toBe(503);
+    expect(r.headers.get('retry-after')).toBeNull();
+    expect(r.contentType).toBe(PB);
+    const st = decodeStatus(r.contentType, r.body);
+    expect(st.code).toBe(grpc.status.UNAVAILABLE);
+    expect(st.message.startsWith(LANE_CAP_PREFIX)).toBe(true);
+    expect(st.message).toContain('--ingest-max-lanes');
+    expect(st.message).toMatch(/route .*(another|elsewhere)/);
+    // No google.rpc.RetryInfo either.
+    expect(st.details ?? []).toEqual([]);
+  });
+
+  it('a third lane over HTTP (JSON) is the same refusal as JSON', async () => {
+    const r = await post(ing.url, '/v1/logs', jsonBytes(logsJson(['cap-refused-json'])), {
+      contentType: 'application/json',
+      headers: { 'x-siglake-index': 'third' },
+    });
+    expect(r.status).toBe(503);
+    expect(r.headers.get('retry-after')).toBeNull();
+    expect(r.contentType).toMatch(/^application\/json/);
+    const st = decodeStatus(r.contentType, r.body) as { code: number; message: string; details?: unknown };
+    expect(st.code).toBe(grpc.status.UNAVAILABLE);
+    expect(st.message.startsWith(LANE_CAP_PREFIX)).toBe(true);
+    expect(st.details).toBeUndefined();
+  });
+
+  it('a third lane over gRPC is UNAVAILABLE without retry-after metadata or RetryInfo', async () => {
+    const r = await rpc.export('logs', logsProto(['cap-refused-grpc']), { 'x-siglake-index': 'third' });
+    expect(r.code).toBe(grpc.status.UNAVAILABLE);
+    expect(r.details.startsWith(LANE_CAP_PREFIX)).toBe(true);
+    expect(r.metadata.get('retry-after')).toEqual([]);
+    expect(r.metadata.get('grpc-status-details-bin')).toEqual([]);
+  });
+
+  it('counts lane_cap, leaves no directory, and the existing lanes still take writes', async () => {
+    const m = await ing.metrics();
+    expect(m.get('siglake_ingest_rejected_total{reason="lane_cap"}')).toBe(3);
+    expect(m.get('siglake_ingest_rejected_total{reason="queue_full"}')).toBe(0);
+    expect(m.get('siglake_ingest_requests_total{endpoint="otlp",status="503"}')).toBe(3);
+    expect(m.get('siglake_ingest_lanes')).toBe(2);
+    expect(fs.existsSync(path.join(ing.walDir, 'indexes'))).toBe(false);
+    expect(listFiles(ing.walDir).filter((f) => f.includes('third'))).toEqual([]);
+
+    expect((await post(ing.url, '/v1/logs', logsProto(['cap-logs-2']))).status).toBe(200);
+    expect((await rpc.export('traces', tracesProto(['cap-span-2']))).code).toBe(grpc.status.OK);
+    const texts = walDump(ing.walDir).flatMap((l) => l.texts);
+    expect(texts.sort()).toEqual(['cap-logs-1', 'cap-logs-2', 'cap-span-1', 'cap-span-2']);
+  });
+});
+
+describe('lane queue full (--ingest-queue-capacity 1)', () => {
+  let ing: RunningIngester;
+  let rpc: RawGrpcClient;
+  let held: ManualUpload;
+  const heldBody = logsProto(['held-record-1', 'held-record-2']);
+  beforeAll(async () => {
+    ing = await startIngester({ args: ['--ingest-queue-capacity', '1'] });
+    rpc = new RawGrpcClient(ing.grpcAddress);
+  });
+  afterAll(async () => {
+    held?.destroy();
+    rpc.close();
+    expect(await ing.stop()).toBe(0);
+  });
+
+  it('a request whose body is still arriving holds the logs lane slot', async () => {
+    held = new ManualUpload(ing.httpPort, '/v1/logs', heldBody.length);
+    await held.connected;
+    held.write(heldBody.subarray(0, 10));
+    await waitFor(async () => (await ing.metric('siglake_ingest_lanes')) === 1);
+  });
+
+  it('a second request on the same lane is 503 + Retry-After: 1 (HTTP protobuf and JSON)', async () => {
+    const r = await post(ing.url, '/v1/logs', logsProto(['refused-queue-full']));
+    expect(r.status).toBe(503);
+    expect(r.headers.get('retry-after')).toBe('1');
+    const st = decodeStatus(r.contentType, r.body);
+    expect(st.code).toBe(grpc.status.UNAVAILABLE);
+    expect(st.message).toMatch(/lane queue full/);
+
+    const j = await post(ing.url, '/v1/logs', jsonBytes(logsJson(['refused-queue-full-json'])), { contentType: 'application/json' });
+    expect(j.status).toBe(503);
+    expect(j.headers.get('retry-after')).toBe('1');
+    expect(j.contentType).toMatch(/^application\/json/);
+    expect(decodeStatus(j.contentType, j.body).message).toMatch(/lane queue full/);
+  });
+
+  it('over gRPC it is UNAVAILABLE with retry-after: 1 metadata', async () => {
+    const r = await rpc.export('logs', logsProto(['refused-queue-full-grpc']));
+    expect(r.code).toBe(grpc.status.UNAVAILABLE);
+    expect(r.details).toMatch(/lane queue full/);
+    expect(r.metadata.get('retry-after')).toEqual(['1']);
+  });
+
+  it('the traces lane is not affected meanwhile', async () => {
+    expect((await post(ing.url, '/v1/traces', tracesProto(['other-lane-http']))).status).toBe(200);
+    expect((await rpc.export('traces', tracesProto(['other-lane-grpc']))).code).toBe(grpc.status.OK);
+  });
+
+  it('finishing the held body gets it a 200, and the lane takes writes again', async () => {
+    held.write(heldBody.subarray(10));
+    const r = await held.response;
+    expect(r.status).toBe(200);
+    expect(r.body.length).toBe(0);
+    expect((await post(ing.url, '/v1/logs', logsProto(['after-release']))).status).toBe(200);
+    const logs = walDump(path.join(ing.walDir, 'logs')).flatMap((l) => l.texts);
+    expect(logs).toEqual(['held-record-1', 'held-record-2', 'after-release']);
+  });
+
+  it('counts queue_full once per refusal', async () => {
+    const m = await ing.metrics();
+    expect(m.get('siglake_ingest_rejected_total{reason="queue_full"}')).toBe(3);
+    expect(m.get('siglake_ingest_rejected_total{reason="lane_cap"}')).toBe(0);
+    expect(m.get('siglake_ingest_requests_total{endpoint="otlp",status="503"}')).toBe(3);
+    expect(m.get('siglake_ingest_requests_total{endpoint="otlp",status="200"}')).toBe(2);
+    expect(m.get('siglake_ingest_requests_total{endpoint="otlp_traces",status="200"}')).toBe(2);
+  });
+});

@@ -1,0 +1,111 @@
+// The "slow clients" row of the reliability table, against the real process
+// with --request-timeout-secs 1: a body that stops, and one sent byte by byte
+// slower than the deadline, are answered 408 and their connections closed;
+// other clients are unaffected, including with hundreds of idle connections.
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RawGrpcClient, grpc } from '../helpers/grpc-client.js';
+import { ManualUpload, idleConnections, post, sleep } from '../helpers/http.js';
+import { startIngester, walDump, type RunningIngester } from '../helpers/ingester.js';
+import { decodeStatus, logsProto, tracesProto } from '../helpers/otlp-bodies.js';
+
+const PB = 'application/x-protobuf';
+
+describe('slow and stalled clients (--request-timeout-secs 1)', () => {
+  let ing: RunningIngester;
+  beforeAll(async () => {
+    ing = await startIngester({ args: ['--request-timeout-secs', '1'] });
+  });
+  afterAll(async () => {
+    expect(await ing.stop()).toBe(0);
+  });
+
+  it('a stalled body and a byte-by-byte body get 408 and a closed connection within ~2 s; a normal client is unaffected', async () => {
+    const stalledBody = logsProto(['never-finished-1']);
+    const stalled = new ManualUpload(ing.httpPort, '/v1/logs', stalledBody.length);
+    await stalled.connected;
+    const t0 = Date.now();
+    stalled.write(stalledBody.subarray(0, Math.floor(stalledBody.length / 2)));
+
+    const dripBody = logsProto(['never-finished-2']);
+    const drip = new ManualUpload(ing.httpPort, '/v1/traces', dripBody.length);
+    await drip.connected;
+    const t1 = Date.now();
+    let dripped = 0;
+    // One byte every 100 ms: the whole body would need several seconds.
+    const dripper = setInterval(() => {
+      if (dripped < dripBody.length && drip.write(dripBody.subarray(dripped, dripped + 1))) dripped++;
+    }, 100);
+
+    // A normal client keeps getting 200 meanwhile.
+    const normal: number[] = [];
+    const normalLoop = (async () => {
+      for (let i = 0; i < 10; i++) {
+        normal.push((await post(ing.url, '/v1/logs', logsProto([`normal-${i}`]))).status);
+        await sleep(100);
+      }
+    })();
+
+    try {
+      const [rs, rd] = await Promise.all([stalled.response, drip.response]);
+      await Promise.all([stalled.closed, drip.closed]);
+      expect(rs.status).toBe(408);
+      expect(String(rs.headers['content-type'])).toBe(PB);
+      const st = decodeStatus(PB, rs.body);
+      expect(st.code).toBe(grpc.status.DEADLINE_EXCEEDED);
+      expect(st.message).toMatch(/request body not received in time \(--request-timeout-secs\)/);
+      expect(rd.status).toBe(408);
+      expect(decodeStatus(PB, rd.body).message).toMatch(/not received in time/);
+      // Answered no earlier than the deadline and no later than about a second after it.
+      expect(stalled.respondedAt - t0).toBeGreaterThanOrEqual(900);
+      expect(stalled.closedAt - t0).toBeLessThan(3000);
+      expect(drip.closedAt - t1).toBeLessThan(3000);
+      expect(dripped).toBeLessThan(dripBody.length);
+    } finally {
+      clearInterval(dripper);
+      stalled.destroy();
+      drip.destroy();
+    }
+    await normalLoop;
+    expect(normal).toEqual(Array(10).fill(200));
+    const texts = walDump(ing.walDir).flatMap((l) => l.texts);
+    expect(texts).not.toContain('never-finished-1');
+    expect(texts).not.toContain('never-finished-2');
+    const m = await ing.metrics();
+    expect(m.get('siglake_ingest_requests_total{endpoint="otlp",status="408"}')).toBe(1);
+    expect(m.get('siglake_ingest_requests_total{endpoint="otlp_traces",status="408"}')).toBe(1);
+  });
+
+  it('a few hundred idle connections and stalled uploads do not stop a normal request', async () => {
+    const idle = await idleConnections(ing.httpPort, 300);
+    const stalled = await Promise.all(
+      Array.from({ length: 50 }, async (_, i) => {
+        const u = new ManualUpload(ing.httpPort, i % 2 ? '/v1/logs' : '/v1/traces', 100_000);
+        await u.connected;
+        u.write(new Uint8Array(10));
+        return u;
+      }),
+    );
+    const rpc = new RawGrpcClient(ing.grpcAddress);
+    try {
+      const t0 = Date.now();
+      const r = await post(ing.url, '/v1/logs', logsProto(['beside-idle-connections']));
+      expect(r.status).toBe(200);
+      expect(Date.now() - t0).toBeLessThan(1000);
+      expect((await rpc.export('traces', tracesProto(['beside-idle-grpc']))).code).toBe(grpc.status.OK);
+      // The stalled uploads are all answered 408 and closed by the deadline.
+      const answers = await Promise.all(stalled.map((u) => u.response.then((x) => x.status)));
+      expect(answers).toEqual(Array(50).fill(408));
+      await Promise.all(stalled.map((u) => u.closed));
+      // Memory stays bounded.
+      expect(await ing.metric('siglake_process_rss_bytes')).toBeLessThan(512 * 1024 * 1024);
+    } finally {
+      rpc.close();
+      for (const s of idle) s.destroy();
+      for (const u of stalled) u.destroy();
+    }
+    const texts = walDump(ing.walDir).flatMap((l) => l.texts);
+    expect(texts).toContain('beside-idle-connections');
+    expect(texts).toContain('beside-idle-grpc');
+  });
+});

@@ -1,0 +1,189 @@
+// Start-up (contract §8: every series that exists at zero; /healthz, /readyz)
+// and configuration errors (contract §2: exit code 2 and one line naming the
+// setting and its source), against the real `siglake` executable.
+
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SETTINGS, envName, settingNames } from '../../src/config/settings.js';
+import { get } from '../helpers/http.js';
+import { CLI, REPO, listFiles, runCli, startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
+
+describe('start-up', () => {
+  let ing: RunningIngester;
+  beforeAll(async () => {
+    ing = await startIngester();
+  });
+  afterAll(async () => {
+    expect(await ing.stop()).toBe(0);
+  });
+
+  it('/healthz and /readyz answer 200 once ready', async () => {
+    const h = await get(ing.url, '/healthz');
+    expect(h.status).toBe(200);
+    const r = await get(ing.url, '/readyz');
+    expect(r.status).toBe(200);
+    expect(r.text).toBe('ready\n');
+  });
+
+  it('every series of contract §8 exists at zero before any request', async () => {
+    const m = await ing.metrics();
+    const zero = [
+      ...['header_not_trusted', 'claim_missing', 'claim_invalid', 'header_mismatch', 'not_allowed', 'at_capacity'].map(
+        (r) => `siglake_ingest_tenant_denied_total{reason="${r}"}`,
+      ),
+      ...['queue_full', 'lane_cap', 'mem_breaker', 'rate_limited'].map((r) => `siglake_ingest_rejected_total{reason="${r}"}`),
+      'siglake_ingest_mem_breaker_rejected_total',
+      'siglake_rate_budget_backend_errors_total',
+      'siglake_ingest_requests_total{endpoint="otlp",status="200"}',
+      'siglake_ingest_requests_total{endpoint="otlp_traces",status="200"}',
+      'siglake_ingest_records_total{endpoint="otlp"}',
+      'siglake_ingest_records_total{endpoint="otlp_traces"}',
+      'siglake_ingest_lanes',
+      'siglake_ingest_tenants_admitted',
+      'siglake_ingest_lane_queue_depth_count',
+      'siglake_wal_bytes_written_total',
+      'siglake_wal_fsync_seconds_count',
+      'siglake_wal_fsync_seconds_sum',
+      'siglake_wal_fsync_seconds_bucket{le="+Inf"}',
+      'siglake_wal_truncated_bytes_total',
+    ];
+    const missing = zero.filter((s) => !m.has(s));
+    expect(missing).toEqual([]);
+    const nonZero = zero.filter((s) => m.get(s) !== 0).map((s) => `${s}=${m.get(s)}`);
+    expect(nonZero).toEqual([]);
+    expect(m.get('siglake_process_rss_bytes')).toBeGreaterThan(1024 * 1024);
+    // Nothing was written: the WAL directory holds no file.
+    expect(listFiles(ing.walDir).filter((f) => !f.endsWith('/'))).toEqual([]);
+  });
+});
+
+/** `siglake ingest ...` that must fail at once; a 20 s timeout stands for "it started instead". */
+function ingestMustFail(args: string[], env: Record<string, string> = {}) {
+  const dir = tempDir('siglake-config-');
+  const r = spawnSync(
+    process.execPath,
+    [CLI, 'ingest', '--http-listen', '127.0.0.1:0', '--grpc-listen', '127.0.0.1:0', '--wal-dir', path.join(dir, 'wal'), ...args],
+    { encoding: 'utf8', env: { ...process.env, ...env }, cwd: dir, timeout: 20_000 },
+  );
+  return { status: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr, dir };
+}
+
+function oneLine(stderr: string): string {
+  const lines = stderr.split('\n').filter((l) => l !== '');
+  expect(lines, `stderr: ${stderr}`).toHaveLength(1);
+  return lines[0]!;
+}
+
+describe('configuration errors stop start-up with exit code 2 and one line', () => {
+  it('a bad flag value names the setting and the flag', () => {
+    const r = ingestMustFail(['--max-tenants', '-1']);
+    expect(r.status).toBe(2);
+    const line = oneLine(r.stderr);
+    expect(line).toContain('ingester.maxTenants');
+    expect(line).toContain('flag --max-tenants');
+    expect(line).toMatch(/negative|-1/);
+    expect(listFiles(r.dir)).toEqual([]);
+  });
+
+  it('a bad environment value names the setting and the env var', () => {
+    const r = ingestMustFail([], { SIGLAKE_WAL_FSYNC: 'sometimes' });
+    expect(r.status).toBe(2);
+    const line = oneLine(r.stderr);
+    expect(line).toContain('ingester.wal.fsync');
+    expect(line).toContain('env SIGLAKE_WAL_FSYNC');
+    expect(line).toContain('sometimes');
+  });
+
+  it('a YAML file with an unknown key names the key and the file', () => {
+    const dir = tempDir('siglake-yaml-');
+    const file = path.join(dir, 'siglake.yaml');
+    fs.writeFileSync(file, 'ingester:\n  maxTenants: 3\n  maxTenantz: 4\n');
+    const r = ingestMustFail(['--config', file]);
+    expect(r.status).toBe(2);
+    const line = oneLine(r.stderr);
+    expect(line).toContain('ingester.maxTenantz');
+    expect(line).toContain(file);
+    expect(line).toMatch(/unknown key/);
+  });
+
+  it('a YAML value of the wrong type names the setting and the file', () => {
+    const dir = tempDir('siglake-yaml-');
+    const file = path.join(dir, 'siglake.yaml');
+    fs.writeFileSync(file, 'ingester:\n  maxTenants: many\n');
+    const r = ingestMustFail(['--config', file]);
+    expect(r.status).toBe(2);
+    const line = oneLine(r.stderr);
+    expect(line).toContain('ingester.maxTenants');
+    expect(line).toContain(`file ${file}`);
+    expect(line).toMatch(/integer/);
+  });
+
+  it('--tenant-claim without OIDC names both settings', () => {
+    const r = ingestMustFail(['--tenant-claim', 'x']);
+    expect(r.status).toBe(2);
+    const line = oneLine(r.stderr);
+    expect(line).toContain('ingester.tenantClaim');
+    expect(line).toContain('flag --tenant-claim');
+    expect(line).toMatch(/OIDC|oidc/);
+  });
+
+  it('an unknown flag is named', () => {
+    const r = ingestMustFail(['--no-such-flag', '1']);
+    expect(r.status).toBe(2);
+    const line = oneLine(r.stderr);
+    expect(line).toContain('--no-such-flag');
+    expect(line).toMatch(/unknown flag/);
+  });
+
+  it('`siglake config reference` prints a table row for every setting, in all three forms', () => {
+    const r = runCli(['config', 'reference'], { cwd: REPO });
+    expect(r.status).toBe(0);
+    const rows = r.stdout.split('\n').filter((l) => l.startsWith('| `'));
+    // The flags the contract (§2) names, plus the ones this suite relies on.
+    const contractFlags = [
+      '--http-listen',
+      '--grpc-listen',
+      '--max-request-bytes',
+      '--workers',
+      '--wal-dir',
+      '--wal-fsync',
+      '--wal-fsync-interval-ms',
+      '--wal-segment-bytes',
+      '--tenant-claim',
+      '--trust-tenant-header',
+      '--allowed-tenants',
+      '--max-tenants',
+      '--ingest-max-lanes',
+      '--ingest-queue-capacity',
+      '--mem-breaker-limit-mib',
+      '--mem-breaker-sample-secs',
+      '--rate-limit-per-sec',
+      '--rate-limit-burst',
+      '--redis-url',
+      '--auth-bearer-tokens',
+      '--auth-bearer-tokens-file',
+      '--oidc-issuer',
+      '--oidc-audience',
+      '--oidc-jwks-url',
+      '--oidc-jwks-file',
+      '--request-timeout-secs',
+      '--shutdown-timeout-secs',
+    ];
+    const flags = new Set([...contractFlags, ...settingNames().map((n) => SETTINGS[n].flag)]);
+    const missing: string[] = [];
+    for (const flag of flags) {
+      const env = 'SIGLAKE_' + flag.slice(2).toUpperCase().replace(/-/g, '_');
+      const row = rows.find((l) => l.includes(`| \`${flag}\` |`));
+      if (row === undefined || !row.includes(`\`${env}\``)) missing.push(flag);
+    }
+    expect(missing).toEqual([]);
+    // Every row also carries the YAML key of its setting.
+    for (const n of settingNames()) {
+      const row = rows.find((l) => l.includes(`| \`${SETTINGS[n].flag}\` |`))!;
+      expect(row.startsWith(`| \`${SETTINGS[n].key}\` |`), row).toBe(true);
+      expect(row).toContain(envName(SETTINGS[n].flag));
+    }
+  });
+});
