@@ -97,14 +97,14 @@ const cases: Case[] = [
     body: () => jsonBytes({ resourceLogs: 'nope' }),
     contentType: JSON_CT,
     status: 400,
-    message: /\$\.resourceLogs: expected an array/,
+    message: /^invalid OTLP\/JSON: expected an array, got a string at \$\.resourceLogs$/,
   },
   {
     name: 'JSON with a wrong type (timeUnixNano a boolean)',
     body: () => jsonBytes({ resourceLogs: [{ scopeLogs: [{ logRecords: [{ timeUnixNano: true }] }] }] }),
     contentType: JSON_CT,
     status: 400,
-    message: /timeUnixNano: expected an integer, got a boolean/,
+    message: /^invalid OTLP\/JSON: expected an integer, got a boolean at .*timeUnixNano$/,
   },
   {
     name: 'JSON with a hex id of the wrong length',

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { BodyError } from '../../src/errors.js';
 import { FixtureGenerator } from '../../src/otlp/fixtures.js';
-import { otlpJsonToProtobuf } from '../../src/otlp/json-decoder.js';
+import { MAX_MESSAGE_BYTES, MAX_UNKNOWN_VALUE_DEPTH, otlpJsonToProtobuf } from '../../src/otlp/json-decoder.js';
 import { ProtoRoot } from '../../src/otlp/proto-root.js';
 import type { Signal } from '../../src/otlp/schema.js';
 import { validateExportRequest } from '../../src/otlp/wire-validator.js';
@@ -293,15 +293,199 @@ describe('otlpJsonToProtobuf converts OTLP/JSON to canonical protobuf', () => {
   });
 });
 
-describe('otlpJsonToProtobuf refuses invalid bodies with a 400 naming the place', () => {
+describe('otlpJsonToProtobuf ignores unknown keys, as the specification requires', () => {
+  // Every message of both requests, each field present at least once.
+  const anyValues = (): Obj[] => [
+    { stringValue: 's' },
+    { boolValue: true },
+    { intValue: '-7' },
+    { doubleValue: 1.5 },
+    { bytesValue: 'AAEC/w==' },
+    { arrayValue: { values: [{ stringValue: 'a' }, { kvlistValue: { values: [{ key: 'k', value: { intValue: '1' } }] } }] } },
+    { kvlistValue: { values: [{ key: 'k2', value: { arrayValue: { values: [{ boolValue: false }] } } }] } },
+  ];
+  const attrs = (): Obj[] => anyValues().map((value, i) => ({ key: `a${i}`, value }));
+  const resource = (): Obj => ({
+    attributes: attrs(),
+    droppedAttributesCount: 1,
+    entityRefs: [{ schemaUrl: 'u', type: 'service', idKeys: ['a0', 'a1'], descriptionKeys: ['a2'] }],
+  });
+  const scope = (): Obj => ({ name: 'lib', version: '1', attributes: attrs(), droppedAttributesCount: 2 });
+  const FULL_LOGS: Obj = {
+    resourceLogs: [
+      {
+        resource: resource(),
+        schemaUrl: 'r',
+        scopeLogs: [
+          {
+            scope: scope(),
+            schemaUrl: 's',
+            logRecords: [
+              {
+                timeUnixNano: '1700000000000000001',
+                observedTimeUnixNano: '1700000000000000002',
+                severityNumber: 9,
+                severityText: 'INFO',
+                body: { kvlistValue: { values: attrs() } },
+                attributes: attrs(),
+                droppedAttributesCount: 3,
+                flags: 1,
+                traceId: '5b8efff798038103d269b633813fc60c',
+                spanId: 'eee19b7ec3c1b174',
+                eventName: 'e',
+              },
+              {},
+            ],
+          },
+        ],
+      },
+    ],
+  };
+  const FULL_TRACES: Obj = {
+    resourceSpans: [
+      {
+        resource: resource(),
+        schemaUrl: 'r',
+        scopeSpans: [
+          {
+            scope: scope(),
+            schemaUrl: 's',
+            spans: [
+              {
+                traceId: '5b8efff798038103d269b633813fc60c',
+                spanId: 'eee19b7ec3c1b174',
+                traceState: 'k=v',
+                parentSpanId: 'eee19b7ec3c1b173',
+                flags: 257,
+                name: 'span',
+                kind: 2,
+                startTimeUnixNano: '1700000000000000001',
+                endTimeUnixNano: '1700000000000000002',
+                attributes: attrs(),
+                droppedAttributesCount: 1,
+                events: [{ timeUnixNano: '1700000000000000003', name: 'ev', attributes: attrs(), droppedAttributesCount: 2 }],
+                droppedEventsCount: 3,
+                links: [{ traceId: '5b8efff798038103d269b633813fc60d', spanId: 'eee19b7ec3c1b175', traceState: 't', attributes: attrs(), droppedAttributesCount: 4, flags: 1 }],
+                droppedLinksCount: 5,
+                status: { message: 'm', code: 2 },
+              },
+            ],
+          },
+        ],
+      },
+    ],
+  };
+
+  // Values of every JSON kind, nested, as a newer OTLP version might send.
+  const UNKNOWN_VALUES: unknown[] = [
+    null,
+    true,
+    false,
+    0,
+    -1.5e-3,
+    12345678901234567890,
+    '',
+    'text with "escapes" \\ \n \u0000 é 🚀',
+    [],
+    {},
+    [1, 'two', [3, [4, [5]]], { six: { seven: [8, null] } }],
+    { nested: { deeper: { deepest: [{ stringValue: 'looks like AnyValue' }, { resourceLogs: [] }] } }, list: [[], {}, [[]]] },
+  ];
+  let which = 0;
+  /** Insert unknown keys before and after the known ones in every object of an OTLP/JSON tree. */
+  function withUnknownKeys(v: unknown): unknown {
+    if (Array.isArray(v)) return v.map(withUnknownKeys);
+    if (v === null || typeof v !== 'object') return v;
+    const known = Object.entries(v).map(([k, e]) => [k, withUnknownKeys(e)] as const);
+    const before = UNKNOWN_VALUES[which++ % UNKNOWN_VALUES.length];
+    const after = UNKNOWN_VALUES[which++ % UNKNOWN_VALUES.length];
+    return Object.fromEntries([['futureField', before], ...known, ['future_field_2', after]]);
+  }
+
+  it('ignores unknown keys in every message, with values of every JSON kind, and writes the same bytes', () => {
+    for (const [signal, request] of [
+      ['logs', FULL_LOGS],
+      ['traces', FULL_TRACES],
+    ] as const) {
+      const plain = conv(signal, JSON.stringify(request));
+      expect(plain.records).toBeGreaterThan(0);
+      for (const text of [JSON.stringify(withUnknownKeys(request)), JSON.stringify(withUnknownKeys(request), null, 2)]) {
+        expect(text).toContain('futureField');
+        const out = conv(signal, text);
+        expect(out.records).toBe(plain.records);
+        expect(hex(out.payload)).toBe(hex(plain.payload));
+      }
+    }
+  });
+
+  it('ignores unknown keys throughout generated fixtures, byte for byte', () => {
+    for (const signal of ['logs', 'traces'] as const) {
+      const f = new FixtureGenerator(21, root).request(signal, { targetBytes: 32 * 1024, allValueKinds: true, resources: 2 });
+      const out = conv(signal, JSON.stringify(withUnknownKeys(f.otlpJson)));
+      expect(out.records).toBe(f.records);
+      expect(hex(out.payload)).toBe(hex(f.protobuf));
+    }
+  });
+
+  it('ignores unknown keys at the top level, in any position', () => {
+    const plain = hex(conv('logs', SPEC_LOGS).payload);
+    const spec = JSON.parse(SPEC_LOGS) as Obj;
+    expect(hex(conv('logs', JSON.stringify({ resourceSpans: [{}], ...spec })).payload)).toBe(plain);
+    expect(hex(conv('logs', JSON.stringify({ ...spec, partialSuccess: { rejected: 1 } })).payload)).toBe(plain);
+    expect(conv('logs', '{"unknown":{"a":[1,{"b":null}]}}').payload.length).toBe(0);
+    expect(conv('traces', '{ "x" : [ ] , "y" : { } }').records).toBe(0);
+  });
+
+  it('does not let an unknown key count as a known one', () => {
+    const rec = (r: string): Obj => recordOf(conv('logs', logJson(r)).payload);
+    // A key of another message, a key in the wrong case, and a near miss are all unknown here.
+    expect(rec('{"resourceLogs":[{"x":1}],"severityText":"x"}')).toEqual({ severityText: 'x' });
+    expect(rec('{"TraceId":"zz","SeverityText":1,"severityText":"x"}')).toEqual({ severityText: 'x' });
+    expect(rec('{"severity":9,"severityNumber":9}')).toEqual({ severityNumber: 9 });
+    // The same unknown key twice is not a duplicate; a known key beside it still counts once.
+    expect(rec('{"x":1,"x":[2],"severityText":"a","x":{}}')).toEqual({ severityText: 'a' });
+    // Unknown keys in AnyValue are not members of its oneof.
+    expect(bodyOf(conv('logs', anyJson('{"futureValue":{"a":1},"stringValue":"s","otherValue":2}')).payload)).toEqual({ stringValue: 's', value: 'stringValue' });
+    expect(hex(conv('logs', anyJson('{"futureValue":"x"}')).payload)).toBe(hex(conv('logs', anyJson('{}')).payload));
+    // Escapes in an unknown key are decoded before matching, and a key that decodes to a known name is known.
+    expect(rec('{"sev\\u0065rityText":"x","\\u00e9":1}')).toEqual({ severityText: 'x' });
+  });
+
+  it(`skips unknown values nested up to ${MAX_UNKNOWN_VALUE_DEPTH} levels, and long flat ones`, () => {
+    const plain = hex(conv('logs', logJson('{"severityText":"x"}')).payload);
+    const nest = (n: number, open: string, close: string, leaf: string): string => `${open.repeat(n - 1)}${leaf}${close.repeat(n - 1)}`;
+    for (const v of [
+      nest(MAX_UNKNOWN_VALUE_DEPTH, '[', ']', '[]'),
+      nest(MAX_UNKNOWN_VALUE_DEPTH, '[', ']', '[1]'),
+      nest(MAX_UNKNOWN_VALUE_DEPTH, '{"a":', '}', '{}'),
+      nest(MAX_UNKNOWN_VALUE_DEPTH / 2, '{"a":[', ']}', '{"b":[]}'),
+    ]) {
+      expect(hex(conv('logs', logJson(`{"u":${v},"severityText":"x"}`)).payload)).toBe(plain);
+    }
+    const flat = `[${Array.from({ length: 100_000 }, (_, i) => (i % 3 === 0 ? '{"k":[1,2]}' : i % 3 === 1 ? '"s"' : '[null]')).join(',')}]`;
+    expect(hex(conv('logs', logJson(`{"u":${flat},"severityText":"x"}`)).payload)).toBe(plain);
+    // The depth allowance is per unknown value, not cumulative across siblings.
+    const deep = nest(MAX_UNKNOWN_VALUE_DEPTH, '[', ']', '[]');
+    expect(hex(conv('logs', logJson(`{"u":[${deep.slice(1, -1)}],"v":${deep},"severityText":"x"}`)).payload)).toBe(plain);
+  });
+});
+
+describe('otlpJsonToProtobuf refuses invalid bodies with a 400 naming the cause, then the place', () => {
   const deepArrays = (n: number): string => anyJson(`${'{"arrayValue":{"values":['.repeat(n)}{}${']}}'.repeat(n)}`);
   const deepKvlists = (n: number): string =>
     anyJson(`${'{"kvlistValue":{"values":[{"key":"k","value":'.repeat(n)}{}${'}]}}'.repeat(n)}`);
   const R = '$.resourceLogs[0].scopeLogs[0].logRecords[0]';
+  /** R, elided as a longer path's head. */
+  const H = '$.resourceLogs[0].scopeLogs[0]…';
   const esc = (s: string): string => s.replace(/[$.[\]()]/g, (c) => `\\${c}`);
+  const unknownNested = (n: number, open: string, close: string): string => logJson(`{"u":${open.repeat(n)}${close.repeat(n)}}`);
+  const D = MAX_UNKNOWN_VALUE_DEPTH;
+  const tooDeep = new RegExp(`^invalid OTLP/JSON: unknown key's value nested deeper than ${D} levels at ${esc(R)}$`);
+  const spans = (span: string): string => `{"resourceSpans":[{"scopeSpans":[{"spans":[${span}]}]}]}`;
 
-  const table: [string, Signal, string | Uint8Array, RegExp][] = [
-    ['an empty body', 'logs', '', /invalid JSON at byte 0 .*unexpected end of body/],
+  /** Bodies that are not JSON: "invalid JSON: <cause> at byte <n> in <path>". */
+  const malformed: [string, Signal, string | Uint8Array, RegExp][] = [
+    ['an empty body', 'logs', '', /^invalid JSON: unexpected end of body \(.*\) at byte 0 in \$$/],
     ['whitespace only', 'logs', ' \n', /unexpected end of body/],
     ['a top-level array', 'logs', '[]', /the top level must be an object/],
     ['a top-level null', 'logs', 'null', /the top level must be an object/],
@@ -310,20 +494,20 @@ describe('otlpJsonToProtobuf refuses invalid bodies with a 400 naming the place'
     ['100,000 nested arrays', 'logs', '['.repeat(100_000), /the top level must be an object/],
     ['a byte-order mark', 'logs', '\ufeff{}', /the top level must be an object/],
     ['an unterminated object', 'logs', '{', /unexpected end of body/],
-    ['an unterminated array', 'logs', '{"resourceLogs":[', /unexpected end of body/],
+    ['an unterminated array', 'logs', '{"resourceLogs":[', /unexpected end of body .* at byte 17 in \$\.resourceLogs\[0\]$/],
     ['a trailing comma in an object', 'logs', '{"resourceLogs":[],}', /expected a key/],
-    ['a trailing comma in an array', 'logs', '{"resourceLogs":[{},]}', /expected an object, got|expected a value/],
-    ['data after the object', 'logs', '{} {}', /unexpected data after the top-level object/],
+    ['a trailing comma in an array', 'logs', '{"resourceLogs":[{},]}', /expected a value/],
+    ['data after the object', 'logs', '{} {}', /^invalid JSON: unexpected data after the top-level object at byte 3 in \$$/],
     ['single quotes', 'logs', "{'resourceLogs':[]}", /expected a key/],
     ['a comment', 'logs', '{/* c */}', /expected a key/],
     ['a missing colon', 'logs', '{"resourceLogs" []}', /expected ':'/],
-    ['a bare NaN', 'logs', anyJson('{"doubleValue":NaN}'), /got null|expected a value|invalid literal/],
-    ['a leading zero', 'logs', logJson('{"flags":01}'), /expected ',' or '}'/],
+    ['a bare NaN', 'logs', anyJson('{"doubleValue":NaN}'), /expected a value/],
+    ['a leading zero', 'logs', logJson('{"flags":01}'), new RegExp(`^invalid JSON: expected ',' or '}' at byte \\d+ in ${esc(R)}\\.flags$`)],
     ['a leading plus', 'logs', logJson('{"flags":+1}'), /expected a value/],
     ['a bare minus', 'logs', logJson('{"flags":-}'), /invalid number/],
     ['a fraction without digits', 'logs', logJson('{"flags":1.}'), /invalid number/],
     ['an exponent without digits', 'logs', logJson('{"flags":1e}'), /invalid number/],
-    ['a misspelled literal', 'logs', anyJson('{"boolValue":tru}'), /invalid literal/],
+    ['a misspelled literal', 'logs', anyJson('{"boolValue":tru}'), new RegExp(`^invalid JSON: invalid literal at byte \\d+ in ${esc(H)}body\\.boolValue$`)],
     ['invalid UTF-8', 'logs', Buffer.concat([Buffer.from(anyJson('{"stringValue":"a').slice(0, -3)), Buffer.from([0xff]), Buffer.from('"}}]}]}]}')]), /body is not valid UTF-8/],
     ['a raw control character in a string', 'logs', anyJson('{"stringValue":"a\nb"}'), /control character in a string/],
     ['an invalid escape', 'logs', anyJson('{"stringValue":"\\x41"}'), /invalid escape/],
@@ -331,67 +515,160 @@ describe('otlpJsonToProtobuf refuses invalid bodies with a 400 naming the place'
     ['a lone high surrogate', 'logs', anyJson('{"stringValue":"\\ud800"}'), /unpaired surrogate/],
     ['a lone low surrogate', 'logs', anyJson('{"stringValue":"\\udc00x"}'), /unpaired surrogate/],
     ['an unterminated string', 'logs', '{"resourceLogs', /unterminated string/],
-    ['an unknown top-level key', 'logs', '{"resourceSpans":[]}', /invalid OTLP\/JSON at \$: unknown key at byte 1 in ExportLogsServiceRequest/],
-    ['an unknown nested key', 'logs', logJson('{"severity":9}'), new RegExp(`at ${esc(R)}: unknown key at byte \\d+ in LogRecord`)],
-    ['a key in the wrong case', 'logs', logJson('{"TraceId":""}'), /unknown key/],
-    ['a duplicate key', 'logs', logJson('{"severityText":"a","severityText":"b"}'), new RegExp(`${esc(R)}.severityText: duplicate key`)],
+    // The value of an unknown key is skipped, but it must still be JSON.
+    ['an unknown key without a value', 'logs', logJson('{"u":}'), new RegExp(`expected a value at byte \\d+ in ${esc(R)}$`)],
+    ['an unknown key without a colon', 'logs', logJson('{"u" 1}'), /expected ':'/],
+    ['an unknown value with a trailing comma in an array', 'logs', logJson('{"u":[1,]}'), /expected a value/],
+    ['an unknown value with a trailing comma in an object', 'logs', logJson('{"u":{"a":1,}}'), /expected a key/],
+    ['an unknown value with a key but no value', 'logs', logJson('{"u":{"a"}}'), /expected ':'/],
+    ['an unknown value with a number as a key', 'logs', '{"u":{1:2}}', /expected a key/],
+    ['an unknown value missing a comma', 'logs', '{"u":[1 2]}', /expected ',' or '\]'/],
+    ['an unknown value missing a comma in an object', 'logs', '{"u":{"a":1 "b":2}}', /expected ',' or '\}'/],
+    ['an unknown value with mismatched brackets', 'logs', '{"u":[}]}', /expected a value/],
+    ['an unknown value with mismatched closers', 'logs', '{"u":{"a":[1}}', /expected ',' or '\]'/],
+    ['an unknown value unterminated', 'logs', '{"u":[[{"a":[', /unexpected end of body/],
+    ['an unknown value with a leading zero', 'logs', '{"u":01}', /expected ',' or '\}'/],
+    ['an unknown value as a bare word', 'logs', '{"u":nul}', /invalid literal/],
+    ['an unknown value as NaN', 'logs', '{"u":NaN}', /expected a value/],
+    ['an unknown value in single quotes', 'logs', "{\"u\":'x'}", /expected a value/],
+    ['an unknown value with a bad number', 'logs', '{"u":[-]}', /invalid number/],
+    ['an unknown value with a bad exponent', 'logs', '{"u":{"a":1e+}}', /invalid number/],
+    ['an unknown value with an invalid escape', 'logs', '{"u":["\\q"]}', /invalid escape/],
+    ['an unknown value with a lone surrogate', 'logs', '{"u":{"\\ud800":1}}', /unpaired surrogate/],
+    ['an unknown value with a control character', 'logs', '{"u":"a\tb"}', /control character in a string/],
+    ['an unknown value with a comment', 'logs', '{"u":[/**/]}', /expected a value/],
+    ['an unknown key unterminated', 'logs', '{"resourceLogs":[],"u', /unterminated string/],
+  ];
+
+  /** JSON that is not a valid OTLP request: "invalid OTLP/JSON: <cause> at <path>". */
+  const invalid: [string, Signal, string | Uint8Array, RegExp][] = [
+    ['a duplicate key', 'logs', logJson('{"severityText":"a","severityText":"b"}'), new RegExp(`duplicate key \\(severityText / severity_text\\) at ${esc(R)}\\.severityText$`)],
     ['one field in both spellings', 'logs', logJson('{"severityText":"a","severity_text":"b"}'), /duplicate key \(severityText \/ severity_text\)/],
-    ['resourceLogs as an object', 'logs', '{"resourceLogs":{}}', /at \$.resourceLogs: expected an array, got an object/],
+    ['a duplicate key beside unknown ones', 'logs', logJson('{"u":1,"flags":1,"v":[],"flags":2}'), /duplicate key \(flags \/ flags\)/],
+    ['resourceLogs as an object', 'logs', '{"resourceLogs":{}}', /^invalid OTLP\/JSON: expected an array, got an object at \$\.resourceLogs$/],
     ['resourceLogs as a string', 'logs', '{"resourceLogs":"x"}', /expected an array, got a string/],
-    ['a null record', 'logs', '{"resourceLogs":[{"scopeLogs":[{"logRecords":[{},null]}]}]}', /\$.resourceLogs\[0\].scopeLogs\[0\].logRecords\[1\]: expected an object, got null/],
-    ['a record as an array', 'logs', '{"resourceLogs":[{"scopeLogs":[{"logRecords":[[]]}]}]}', /logRecords\[0\]: expected an object, got an array/],
-    ['resource as an array', 'logs', '{"resourceLogs":[{"resource":[]}]}', /\$.resourceLogs\[0\].resource: expected an object, got an array/],
-    ['body as a string', 'logs', logJson('{"body":"text"}'), new RegExp(`${esc(R)}.body: expected an object, got a string`)],
-    ['severityText as a number', 'logs', logJson('{"severityText":9}'), /severityText: expected a string, got a number/],
-    ['severityNumber as a boolean', 'logs', logJson('{"severityNumber":true}'), /severityNumber: expected an integer, got a boolean/],
+    ['a null record', 'logs', '{"resourceLogs":[{"scopeLogs":[{"logRecords":[{},null]}]}]}', /expected an object, got null at \$\.resourceLogs\[0\]\.scopeLogs\[0\]\.logRecords\[1\]$/],
+    ['a record as an array', 'logs', '{"resourceLogs":[{"scopeLogs":[{"logRecords":[[]]}]}]}', /expected an object, got an array at .*logRecords\[0\]$/],
+    ['resource as an array', 'logs', '{"resourceLogs":[{"resource":[]}]}', /expected an object, got an array at \$\.resourceLogs\[0\]\.resource$/],
+    ['body as a string', 'logs', logJson('{"body":"text"}'), new RegExp(`expected an object, got a string at ${esc(R)}\\.body$`)],
+    ['severityText as a number', 'logs', logJson('{"severityText":9}'), /expected a string, got a number at .*\.severityText$/],
+    ['severityNumber as a boolean', 'logs', logJson('{"severityNumber":true}'), /expected an integer, got a boolean at .*\.severityNumber$/],
     ['severityNumber as a numeric string', 'logs', logJson('{"severityNumber":"9"}'), /unknown SeverityNumber name/],
-    ['an unknown enum name', 'traces', '{"resourceSpans":[{"scopeSpans":[{"spans":[{"kind":"SPAN_KIND_SERVERS"}]}]}]}', /spans\[0\].kind: unknown SpanKind name/],
+    ['an unknown enum name', 'traces', spans('{"kind":"SPAN_KIND_SERVERS"}'), /unknown SpanKind name at .*spans\[0\]\.kind$/],
     ['an enum above int32', 'logs', logJson('{"severityNumber":2147483648}'), /integer out of range for int32 enum/],
     ['an enum below int32', 'logs', logJson('{"severityNumber":-2147483649}'), /out of range for int32 enum/],
     ['a fractional integer', 'logs', logJson('{"severityNumber":1.5}'), /expected an integer, got a fraction/],
     ['a fractional integer in a string', 'logs', anyJson('{"intValue":"1.5"}'), /expected an integer, got a fraction/],
     ['a tiny exponent', 'logs', anyJson('{"intValue":1e-1}'), /got a fraction/],
-    ['a negative uint32', 'logs', logJson('{"droppedAttributesCount":-1}'), /droppedAttributesCount: integer out of range for uint32/],
+    ['a negative uint32', 'logs', logJson('{"droppedAttributesCount":-1}'), /integer out of range for uint32 at .*\.droppedAttributesCount$/],
     ['a uint32 of 2^32', 'logs', logJson('{"droppedAttributesCount":4294967296}'), /out of range for uint32/],
-    ['a fixed32 of 1e10', 'logs', logJson('{"flags":1e10}'), /flags: integer out of range for fixed32/],
+    ['a fixed32 of 1e10', 'logs', logJson('{"flags":1e10}'), /integer out of range for fixed32 at .*\.flags$/],
     ['a huge exponent', 'logs', logJson('{"flags":1e999999999}'), /out of range for fixed32/],
     ['a non-numeric string for an integer', 'logs', logJson('{"droppedAttributesCount":"abc"}'), /expected an integer, got a non-numeric string/],
     ['an empty string for an integer', 'logs', logJson('{"timeUnixNano":""}'), /expected an integer, got a non-numeric string/],
     ['a padded numeric string', 'logs', logJson('{"timeUnixNano":" 1"}'), /non-numeric string/],
-    ['a negative fixed64', 'logs', logJson('{"timeUnixNano":"-1"}'), /timeUnixNano: integer out of range for fixed64/],
+    ['a negative fixed64', 'logs', logJson('{"timeUnixNano":"-1"}'), /integer out of range for fixed64 at .*\.timeUnixNano$/],
     ['a fixed64 of 2^64', 'logs', logJson('{"timeUnixNano":"18446744073709551616"}'), /out of range for fixed64/],
-    ['an int64 of 2^63', 'logs', anyJson('{"intValue":"9223372036854775808"}'), /body.intValue: integer out of range for int64/],
+    ['an int64 of 2^63', 'logs', anyJson('{"intValue":"9223372036854775808"}'), new RegExp(`integer out of range for int64 at ${esc(H)}body\\.intValue$`)],
     ['an int64 below -2^63', 'logs', anyJson('{"intValue":-9223372036854775809}'), /out of range for int64/],
     ['an integer as an object', 'logs', anyJson('{"intValue":{}}'), /expected an integer, got an object/],
-    ['a traceId of 30 hex digits', 'logs', logJson(`{"traceId":"${'ab'.repeat(15)}"}`), new RegExp(`${esc(R)}.traceId: must be 32 hex digits or empty, not 30 characters`)],
-    ['a traceId in base64', 'logs', logJson('{"traceId":"W47/95gDgQPSabYzgT/GDA=="}'), /traceId: must be 32 hex digits or empty, not 24 characters/],
-    ['a traceId with non-hex digits', 'logs', logJson(`{"traceId":"${'zz'.repeat(16)}"}`), /traceId: not a hex string/],
-    ['a spanId of 32 hex digits', 'logs', logJson(`{"spanId":"${'ab'.repeat(16)}"}`), /spanId: must be 16 hex digits or empty/],
-    ['a parentSpanId of 15 digits', 'traces', `{"resourceSpans":[{"scopeSpans":[{"spans":[{"parentSpanId":"${'a'.repeat(15)}"}]}]}]}`, /parentSpanId: must be 16 hex digits/],
-    ['a link traceId as a number', 'traces', '{"resourceSpans":[{"scopeSpans":[{"spans":[{"links":[{"traceId":5}]}]}]}]}', /spans\[0\].links\[0\].traceId: expected a hex string, got a number/],
-    ['invalid base64 characters', 'logs', anyJson('{"bytesValue":"!!!!"}'), /body.bytesValue: not valid base64/],
+    ['a traceId of 30 hex digits', 'logs', logJson(`{"traceId":"${'ab'.repeat(15)}"}`), new RegExp(`must be 32 hex digits or empty, not 30 characters at ${esc(R)}\\.traceId$`)],
+    ['a traceId in base64', 'logs', logJson('{"traceId":"W47/95gDgQPSabYzgT/GDA=="}'), /must be 32 hex digits or empty, not 24 characters at .*\.traceId$/],
+    ['a traceId with non-hex digits', 'logs', logJson(`{"traceId":"${'zz'.repeat(16)}"}`), /not a hex string at .*\.traceId$/],
+    ['a spanId of 32 hex digits', 'logs', logJson(`{"spanId":"${'ab'.repeat(16)}"}`), /must be 16 hex digits or empty, not 32 characters at .*\.spanId$/],
+    ['a parentSpanId of 15 digits', 'traces', spans(`{"parentSpanId":"${'a'.repeat(15)}"}`), /must be 16 hex digits or empty, not 15 characters at .*\.parentSpanId$/],
+    ['a link traceId as a number', 'traces', spans('{"links":[{"traceId":5}]}'), /^invalid OTLP\/JSON: expected a hex string, got a number at \$\.resourceSpans\[0\]\.scopeSpans\[0\]…links\[0\]\.traceId$/],
+    ['invalid base64 characters', 'logs', anyJson('{"bytesValue":"!!!!"}'), /not valid base64 at .*body\.bytesValue$/],
     ['a base64 length of 5', 'logs', anyJson('{"bytesValue":"abcde"}'), /not valid base64 \(bad length or padding\)/],
     ['misplaced base64 padding', 'logs', anyJson('{"bytesValue":"ab=c"}'), /not valid base64/],
-    ['a string value as a number', 'logs', anyJson('{"stringValue":1}'), /body.stringValue: expected a string, got a number/],
-    ['a boolean as a string', 'logs', anyJson('{"boolValue":"true"}'), /boolValue: expected true or false, got a string/],
-    ['a double as non-numeric text', 'logs', anyJson('{"doubleValue":"abc"}'), /doubleValue: expected a number, got a non-numeric string/],
+    ['a string value as a number', 'logs', anyJson('{"stringValue":1}'), /expected a string, got a number at .*body\.stringValue$/],
+    ['a boolean as a string', 'logs', anyJson('{"boolValue":"true"}'), /expected true or false, got a string at .*\.boolValue$/],
+    ['a double as non-numeric text', 'logs', anyJson('{"doubleValue":"abc"}'), /expected a number, got a non-numeric string at .*\.doubleValue$/],
     ['a double as lower-case nan', 'logs', anyJson('{"doubleValue":"nan"}'), /non-numeric string/],
     ['a double beyond its range', 'logs', anyJson('{"doubleValue":1e400}'), /number out of range for a double/],
-    ['two AnyValue members', 'logs', anyJson('{"stringValue":"a","intValue":"1"}'), /body.intValue: AnyValue sets more than one of its value keys/],
-    ['a key as a number', 'logs', '{"resourceLogs":[{"resource":{"attributes":[{"key":1}]}}]}', /attributes\[0\].key: expected a string, got a number/],
-    ['AnyValue nested 33 levels in arrays', 'logs', deepArrays(32), /AnyValue nested deeper than 32 levels/],
-    ['AnyValue nested 10,000 levels in arrays', 'logs', deepArrays(10_000), /AnyValue nested deeper than 32 levels/],
-    ['AnyValue nested 10,000 levels in kvlists', 'logs', deepKvlists(10_000), /AnyValue nested deeper than 32 levels/],
-    ['an entity id key as a number', 'logs', '{"resourceLogs":[{"resource":{"entityRefs":[{"idKeys":["a",1]}]}}]}', /entityRefs\[0\].idKeys\[1\]: expected a string, got a number/],
+    ['two AnyValue members', 'logs', anyJson('{"stringValue":"a","intValue":"1"}'), /AnyValue sets more than one of its value keys at .*body\.intValue$/],
+    ['two AnyValue members around an unknown key', 'logs', anyJson('{"stringValue":"a","futureValue":1,"intValue":"1"}'), /AnyValue sets more than one of its value keys/],
+    ['a key as a number', 'logs', '{"resourceLogs":[{"resource":{"attributes":[{"key":1}]}}]}', /expected a string, got a number at \$\.resourceLogs\[0\]\.resource\.attributes\[0\]\.key$/],
+    ['AnyValue nested 33 levels in arrays', 'logs', deepArrays(32), new RegExp(`^invalid OTLP/JSON: AnyValue nested deeper than 32 levels at ${esc(H)}arrayValue\\.values\\[0\\]$`)],
+    ['AnyValue nested 10,000 levels in arrays', 'logs', deepArrays(10_000), /^invalid OTLP\/JSON: AnyValue nested deeper than 32 levels at \$\.resourceLogs\[0\]\.scopeLogs\[0\]…/],
+    ['AnyValue nested 10,000 levels in kvlists', 'logs', deepKvlists(10_000), /^invalid OTLP\/JSON: AnyValue nested deeper than 32 levels at \$\.resourceLogs\[0\]\.scopeLogs\[0\]…values\[0\]\.value$/],
+    ['an entity id key as a number', 'logs', '{"resourceLogs":[{"resource":{"entityRefs":[{"idKeys":["a",1]}]}}]}', /expected a string, got a number at \$\.resourceLogs\[0\]\.resource\.entityRefs\[0\]\.idKeys\[1\]$/],
+    // The value of an unknown key may nest at most MAX_UNKNOWN_VALUE_DEPTH arrays and objects.
+    [`an unknown value nested ${D + 1} arrays deep`, 'logs', unknownNested(D + 1, '[', ']'), tooDeep],
+    [`an unknown value nested ${D + 1} objects deep`, 'logs', logJson(`{"u":${'{"a":'.repeat(D)}{}${'}'.repeat(D)}}`), tooDeep],
+    [`an unknown value nested ${D + 1} levels, mixed`, 'logs', logJson(`{"u":${'[{"a":'.repeat((D + 2) / 2)}1${'}]'.repeat((D + 2) / 2)}}`), tooDeep],
+    ['an unknown value nested 100,000 arrays deep', 'logs', unknownNested(100_000, '[', ']'), tooDeep],
+    ['an unknown value opening 1,000,000 arrays', 'logs', logJson(`{"u":${'['.repeat(1_000_000)}`), tooDeep],
+    ['an unknown value opening 100,000 objects', 'logs', logJson(`{"u":${'{"a":'.repeat(100_000)}`), tooDeep],
+    ['an unknown top-level value nested too deep', 'traces', `{"u":${'['.repeat(D + 1)}${']'.repeat(D + 1)}}`, new RegExp(`unknown key's value nested deeper than ${D} levels at \\$$`)],
   ];
 
-  it.each(table)('%s', (_name, signal, body, message) => {
+  /** Bodies whose paths are as long as the schema and a large body allow. */
+  const many = (n: number, item: string): string => Array.from({ length: n }, () => item).join(',');
+  const N = 20_000;
+  const long: [string, Signal, string | Uint8Array][] = [
+    [
+      'a duplicate droppedAttributesCount deep in a big body',
+      'traces',
+      `{"resourceSpans":[${many(N, '{}')},{"scopeSpans":[${many(N, '{}')},{"spans":[${many(N, '{}')},{"events":[${many(N, '{}')},{"droppedAttributesCount":1,"dropped_attributes_count":2}]}]}]}]}`,
+    ],
+    [
+      'a bad value deep in attributes with big indexes',
+      'logs',
+      `{"resourceLogs":[${many(N, '{}')},{"scopeLogs":[${many(N, '{}')},{"logRecords":[${many(N, '{}')},{"attributes":[${many(N, '{"key":"k"}')},{"key":"k","value":{"kvlistValue":{"values":[${many(N, '{"key":"k"}')},{"key":"k","value":{"intValue":"1","doubleValue":2}}]}}}]}]}]}]}`,
+    ],
+    [
+      'a syntax error deep in a big body',
+      'logs',
+      `{"resourceLogs":[${many(N, '{}')},{"scopeLogs":[${many(N, '{}')},{"logRecords":[${many(N, '{}')},{"attributes":[${many(N, '{"key":"k"}')},{"key":"k","value":{"kvlistValue":{"values":[${many(N, '{"key":"k"}')},{"key":"k","value":{"doubleValue":1e}}]}}}]}]}]}]}`,
+    ],
+    ['an over-deep unknown value deep in a big body', 'logs', anyJson(`{"kvlistValue":{"values":[${many(N, '{"key":"k"}')},{"key":"k","value":{"u":${'['.repeat(D + 1)}}}]}}`)],
+  ];
+
+  function expectRefused(signal: Signal, body: string | Uint8Array, message: RegExp, prefix: string): void {
     const e = refusal(signal, body);
     expect(e.code).toBe('SIGLAKE_BAD_BODY');
     expect(e.httpStatus).toBe(400);
-    expect(e.message).toMatch(/^invalid (JSON|OTLP\/JSON)( at |: )/);
+    expect(e.message.startsWith(prefix)).toBe(true);
     expect(e.message).toMatch(message);
     expect(e.message).not.toContain('\n');
+    expect(Buffer.byteLength(e.message)).toBeLessThan(200);
+  }
+
+  it.each(malformed)('malformed: %s', (_name, signal, body, message) => expectRefused(signal, body, message, 'invalid JSON: '));
+  it.each(invalid)('invalid: %s', (_name, signal, body, message) => expectRefused(signal, body, message, 'invalid OTLP/JSON: '));
+
+  it('keeps every message under 200 bytes with its cause first, so a 240-byte slot never cuts the cause', () => {
+    const rows: [Signal, string | Uint8Array, string][] = [
+      ...malformed.map(([, signal, body]) => [signal, body, 'invalid JSON: '] as [Signal, string | Uint8Array, string]),
+      ...invalid.map(([, signal, body]) => [signal, body, 'invalid OTLP/JSON: '] as [Signal, string | Uint8Array, string]),
+      ...long.map(([name, signal, body]) => [signal, body, name.startsWith('a syntax') ? 'invalid JSON: ' : 'invalid OTLP/JSON: '] as [Signal, string | Uint8Array, string]),
+    ];
+    for (const [signal, body, prefix] of rows) {
+      const m = refusal(signal, body).message;
+      expect(m.startsWith(prefix), m).toBe(true);
+      expect(Buffer.byteLength(m), m).toBeLessThan(200);
+      // The cause comes before any path: nothing between the prefix and the cause names a place.
+      const cause = m.slice(prefix.length);
+      expect(cause, m).not.toMatch(/^(at |\$)/);
+    }
+    const deepest = refusal('logs', deepArrays(10_000)).message;
+    expect(deepest).toBe('invalid OTLP/JSON: AnyValue nested deeper than 32 levels at $.resourceLogs[0].scopeLogs[0]…arrayValue.values[0]');
+  });
+
+  it('keeps the messages of big bodies, with long indexes, within MAX_MESSAGE_BYTES', () => {
+    const [, signal, body] = long[0];
+    const m = refusal(signal, body).message;
+    expect(m).toMatch(/^invalid OTLP\/JSON: duplicate key \(droppedAttributesCount \/ dropped_attributes_count\) at \$.*….*droppedAttributesCount$/);
+    expect(Buffer.byteLength(m)).toBeLessThanOrEqual(MAX_MESSAGE_BYTES);
+    for (const [, sig, b] of long) {
+      const msg = refusal(sig, b).message;
+      expect(Buffer.byteLength(msg), msg).toBeLessThanOrEqual(MAX_MESSAGE_BYTES);
+      expect(msg, msg).toContain('…');
+    }
+    expect(refusal(long[1][1], long[1][2]).message).toMatch(/^invalid OTLP\/JSON: AnyValue sets more than one of its value keys at \$\.resourceLogs\[20000\].*….*doubleValue$/);
+    expect(refusal(long[2][1], long[2][2]).message).toMatch(/^invalid JSON: invalid number at byte \d+ in \$\.resourceLogs\[20000\].*….*doubleValue$/);
+    expect(refusal(long[3][1], long[3][2]).message).toMatch(/^invalid OTLP\/JSON: unknown key's value nested deeper than 64 levels at \$.*…values\[20000\]\.value$/);
   });
 
   it('refuses an unknown signal as a programming error, not a body error', () => {
@@ -399,7 +676,13 @@ describe('otlpJsonToProtobuf refuses invalid bodies with a 400 naming the place'
   });
 
   it('never echoes body content in its messages', () => {
-    for (const text of [logJson('{"SECRET_KEY":1}'), anyJson('{"stringValue":"SECRET\\q"}'), logJson('{"traceId":"SECRETSECRET"}')]) {
+    for (const text of [
+      logJson('{"SECRET_KEY":SECRET}'),
+      logJson(`{"SECRET_KEY":${'['.repeat(100)}"SECRET"}`),
+      logJson('{"SECRET_KEY":["SECRET\\q"]}'),
+      anyJson('{"stringValue":"SECRET\\q"}'),
+      logJson('{"traceId":"SECRETSECRET"}'),
+    ]) {
       expect(refusal('logs', text).message).not.toContain('SECRET');
     }
   });
