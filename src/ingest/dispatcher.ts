@@ -146,6 +146,8 @@ export class Dispatcher {
 
   #onShardDeath(s: ShardHandle, incarnation: number, err: unknown): void {
     if (incarnation !== s.incarnation || this.#closed) return;
+    // Answers the dead worker posted before it died are still good: deliver them first.
+    s.compl.drain(this.#onCompletion);
     const failed: number[] = [];
     for (const [reqId, f] of this.#inflight) if (f.shard === s.shard) failed.push(reqId);
     this.#opts.log.error(

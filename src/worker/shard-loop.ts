@@ -144,6 +144,8 @@ export class ShardLoop {
       dir,
       segmentBytes: this.#a.settings.walSegmentBytes,
       fdCache: this.#fds,
+      // Most lanes see a handful of records per round; the slab doubles when one needs more.
+      slabRecords: 4,
       ...(next !== undefined ? { nextSegment: next } : {}),
     });
     const state = new LaneState(spec, writer);
