@@ -317,13 +317,16 @@ export class HttpAcceptor {
     this.#uploads.add(state);
     const max = this.#o.maxRequestBytes;
     res.onData((chunk, isLast) => {
-      if (state.aborted || state.done) return;
+      if (state.aborted) return;
+      if (state.done) return;
       const view = new Uint8Array(chunk);
       if (state.len + view.length > max) {
         this.#uploads.delete(state);
         state.done = true;
-        if (state.lane !== undefined) this.#refuseAdmitted(state, tooLarge, true);
-        else this.#refuse(state, tooLarge, true);
+        // Answered at once; uWS reads on and drops what is left of the body,
+        // and cuts the connection itself if much more keeps coming.
+        if (state.lane !== undefined) this.#refuseAdmitted(state, tooLarge, false);
+        else this.#refuse(state, tooLarge, false);
         return;
       }
       if (isLast) {

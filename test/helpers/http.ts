@@ -68,15 +68,19 @@ export function postChunked(
       if (!answered) reject(e);
     });
     let sent = 0;
+    // One chunk per event-loop turn, as a real streaming client: an early
+    // answer is read as soon as it arrives (the server closes a connection
+    // whose refused body keeps coming, and a client busy writing would only
+    // see the reset).
     const pump = () => {
-      while (!answered && sent < total) {
-        sent += chunk.length;
-        if (!req.write(chunk)) {
-          req.once('drain', pump);
-          return;
-        }
+      if (answered) return;
+      if (sent >= total) {
+        req.end();
+        return;
       }
-      if (!answered) req.end();
+      sent += chunk.length;
+      if (req.write(chunk)) setImmediate(pump);
+      else req.once('drain', pump);
     };
     pump();
   });
