@@ -42,6 +42,8 @@ export interface IngestHeaders {
   orgIdCount: number;
   index: string | undefined;
   indexCount: number;
+  /** A routing header the transport could not pass on faithfully (refused at step 4). */
+  headerError?: IngestError | undefined;
 }
 
 export interface AdmissionOptions {
@@ -102,6 +104,7 @@ export class Admission {
     const o = this.#o;
     let tenant: string;
     let index: string | undefined;
+    if (h.headerError !== undefined) throw h.headerError;
     try {
       tenant = o.resolver.resolve(h.orgId, h.orgIdCount, auth.claims);
       index = o.resolver.resolveIndex(h.index, h.indexCount);

@@ -13,6 +13,7 @@ import type { Logger } from '../log.js';
 import type { IngestMetrics } from '../metrics/ingest-metrics.js';
 import type { Admission, IngestHeaders } from './admission.js';
 import type { Dispatcher, PendingRequest } from './dispatcher.js';
+import { INVALID_ROUTING_HEADER, installGrpcHeaderGuard } from './grpc-header-guard.js';
 import { encodeStatusProto, errorForStatus } from './responses.js';
 
 export interface GrpcAcceptorOptions {
@@ -51,8 +52,15 @@ function single(md: grpc.Metadata, key: string): { value: string | undefined; co
   const v = md.get(key);
   if (v.length === 0) return { value: undefined, count: 0 };
   const first = v[0]!;
-  return { value: typeof first === 'string' ? first : first.toString('latin1'), count: v.length };
+  const value = typeof first === 'string' ? first : first.toString('latin1');
+  // Node's HTTP/2 layer folds a repeated header into "a, b".
+  return { value, count: value.includes(',') ? Math.max(2, v.length) : v.length };
 }
+
+const invalidRoutingHeader = new IngestError(
+  'SIGLAKE_BAD_HEADER',
+  'bad header: X-Scope-OrgID or x-siglake-index holds characters outside printable ASCII',
+);
 
 class GrpcIngest implements PendingRequest {
   cancelled = false;
@@ -73,6 +81,7 @@ export class GrpcAcceptor {
 
   constructor(opts: GrpcAcceptorOptions) {
     this.#o = opts;
+    installGrpcHeaderGuard(opts.log);
     this.#server = new grpc.Server({
       'grpc.max_receive_message_length': opts.maxRequestBytes,
       'grpc.max_send_message_length': 1024 * 1024,
@@ -141,6 +150,7 @@ export class GrpcAcceptor {
       orgIdCount: org.count,
       index: idx.value,
       indexCount: idx.count,
+      headerError: md.get(INVALID_ROUTING_HEADER).length > 0 ? invalidRoutingHeader : undefined,
     };
     let admitted: Lane | Promise<Lane>;
     try {
