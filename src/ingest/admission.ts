@@ -21,15 +21,10 @@
 import type { Authenticator, AuthResult } from '../auth/authenticator.js';
 import { IngestError } from '../errors.js';
 import type { Lane, LaneTable } from '../lanes/lane-table.js';
+import type { RateBudget } from '../limits/rate-budget.js';
 import type { IngestMetrics } from '../metrics/ingest-metrics.js';
 import type { AllowList } from '../tenancy/allow-list.js';
 import type { TenantResolver } from '../tenancy/tenant-resolver.js';
-
-export interface RateBudget {
-  /** 0 when admitted, else whole seconds until a token. */
-  takeGlobal(): number;
-  takeTenant(tenant: string): number;
-}
 
 export interface Breaker {
   isOpen(): boolean;
@@ -92,15 +87,25 @@ export class Admission {
       throw this.#memBreaker;
     }
     const wait = o.rateBudget.takeGlobal();
+    if (typeof wait !== 'number') {
+      return wait.then((w) => {
+        if (w > 0) throw this.#limited(w);
+        return this.#authenticate(signal, h);
+      });
+    }
     if (wait > 0) throw this.#limited(wait);
-    const auth = o.auth.authenticate(h.authorization);
+    return this.#authenticate(signal, h);
+  }
+
+  #authenticate(signal: 'logs' | 'traces', h: IngestHeaders): Lane | Promise<Lane> {
+    const auth = this.#o.auth.authenticate(h.authorization);
     if (auth instanceof Promise) {
       return auth.then((r) => this.#afterAuth(signal, h, r));
     }
     return this.#afterAuth(signal, h, auth);
   }
 
-  #afterAuth(signal: 'logs' | 'traces', h: IngestHeaders, auth: AuthResult): Lane {
+  #afterAuth(signal: 'logs' | 'traces', h: IngestHeaders, auth: AuthResult): Lane | Promise<Lane> {
     const o = this.#o;
     let tenant: string;
     let index: string | undefined;
@@ -115,8 +120,19 @@ export class Admission {
     }
     // Rate limits check widest first; the tenant bucket needs the resolved tenant.
     const wait = o.rateBudget.takeTenant(tenant);
+    if (typeof wait !== 'number') {
+      return wait.then((w) => {
+        if (w > 0) throw this.#limited(w);
+        return this.#reserveLane(signal, tenant, index);
+      });
+    }
     if (wait > 0) throw this.#limited(wait);
+    return this.#reserveLane(signal, tenant, index);
+  }
 
+  /** Steps 6-8: lane cap, tenant cap, queue depth; reserves one queue slot. */
+  #reserveLane(signal: 'logs' | 'traces', tenant: string, index: string | undefined): Lane {
+    const o = this.#o;
     const lanes = o.lanes;
     const entry = lanes.tenant(tenant);
     let lane = lanes.find(entry, signal, index);

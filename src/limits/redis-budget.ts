@@ -115,6 +115,8 @@ export class RedisBudget implements RateBudget {
   readonly #sentWant: Int32Array;
   readonly #sentForce: Int32Array;
   readonly #pending = new Set<Promise<void>>();
+  /** Per budget: requests waiting for the lease request in flight. */
+  readonly #waiters: ((() => void)[] | undefined)[];
   /** Local µs before which no budget asks Redis (after a failure). */
   #downUntil = 0;
   /** The last command failed and none has succeeded since: a request beyond the credit is admitted too. */
@@ -133,6 +135,7 @@ export class RedisBudget implements RateBudget {
     this.#inflight = new Uint8Array(slots);
     this.#sentWant = new Int32Array(slots);
     this.#sentForce = new Int32Array(slots);
+    this.#waiters = new Array<(() => void)[] | undefined>(slots);
     this.#keyPrefix = options.keyPrefix ?? 'siglake:rate:';
     this.#keys[GLOBAL_SLOT] = `${this.#keyPrefix}global`;
     this.#keys[OVERFLOW_SLOT] = `${this.#keyPrefix}overflow`;
@@ -201,14 +204,14 @@ export class RedisBudget implements RateBudget {
     });
   }
 
-  /** Spend a token of the global budget: 0, or seconds for Retry-After. */
-  takeGlobal(): number {
+  /** Spend a token of the global budget: 0, or seconds for Retry-After (a Promise while a lease is on its way). */
+  takeGlobal(): number | Promise<number> {
     if (this.#client === null) return 0;
     return this.#take(GLOBAL_SLOT);
   }
 
-  /** Spend a token of `tenant`'s budget: 0, or seconds for Retry-After. */
-  takeTenant(tenant: string): number {
+  /** Spend a token of `tenant`'s budget: 0, or seconds for Retry-After (a Promise while a lease is on its way). */
+  takeTenant(tenant: string): number | Promise<number> {
     if (this.#client === null) return 0;
     let slot = this.#tenants.lookup(tenant);
     if (slot < 0) {
@@ -240,7 +243,7 @@ export class RedisBudget implements RateBudget {
     client.disconnect();
   }
 
-  #take(i: number): number {
+  #take(i: number): number | Promise<number> {
     const avail = this.#avail[i];
     if (avail > 0) {
       this.#avail[i] = avail - 1;
@@ -256,9 +259,22 @@ export class RedisBudget implements RateBudget {
       this.#debt[i]++;
       return 0;
     }
-    // Credit spent and the lease request still in flight: refuse for at most one
-    // round trip, or one command timeout, unless Redis is already known to be failing.
-    return this.#suspect ? 0 : 1;
+    if (this.#suspect) return 0; // Redis known to be failing: fail open
+    // Credit spent and the lease request still in flight: wait for its answer
+    // (at most one command timeout; a failure fails open) and take again. A
+    // full shared bucket must admit a burst of concurrent requests, not refuse
+    // all but the first lease's worth.
+    return new Promise<number>((resolve) => {
+      (this.#waiters[i] ??= []).push(() => resolve(this.#take(i)));
+    });
+  }
+
+  /** Lets the requests that waited for slot `i`'s lease request take again. */
+  #wakeWaiters(i: number): void {
+    const w = this.#waiters[i];
+    if (w === undefined || w.length === 0) return;
+    this.#waiters[i] = undefined;
+    for (const fn of w) fn();
   }
 
   #prefetch(i: number): void {
@@ -296,6 +312,7 @@ export class RedisBudget implements RateBudget {
           this.#inflight[i] = 0;
           this.#debt[i] = 0;
           this.#failed(err);
+          this.#wakeWaiters(i);
         },
       ),
     );
@@ -309,8 +326,10 @@ export class RedisBudget implements RateBudget {
     this.#avail[i] += granted;
     const now = this.#nowUs();
     this.#deniedUntil[i] = granted < this.#sentWant[i] ? now + Math.max(1, reply[1]) : 0;
-    if (this.#closed || now < this.#deniedUntil[i]) return;
-    if (this.#debt[i] > 0 || this.#avail[i] <= this.#lowWater) this.#refill(i);
+    if (!this.#closed && now >= this.#deniedUntil[i] && (this.#debt[i] > 0 || this.#avail[i] <= this.#lowWater)) {
+      this.#refill(i);
+    }
+    this.#wakeWaiters(i);
   }
 
   /** Charge (force > 0) or return (force < 0) tokens outside any lease request. */

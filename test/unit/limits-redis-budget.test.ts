@@ -12,10 +12,10 @@ const tick = () => new Promise<void>((r) => setImmediate(r));
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** Call `probe` every `everyMs` until it returns true; false after `timeoutMs`. */
-async function until(probe: () => boolean, timeoutMs: number, everyMs = 10): Promise<boolean> {
+async function until(probe: () => boolean | Promise<boolean>, timeoutMs: number, everyMs = 10): Promise<boolean> {
   const end = performance.now() + timeoutMs;
   while (performance.now() < end) {
-    if (probe()) return true;
+    if (await probe()) return true;
     await sleep(everyMs);
   }
   return false;
@@ -55,7 +55,7 @@ describe('RedisBudget with a shared redis-server', () => {
     while (last < end) {
       for (let k = 0; k < 10; k++) {
         for (let i = 0; i < replicas.length; i++) {
-          if (replicas[i].takeTenant('acme') === 0) admitted[i]++;
+          if ((await replicas[i].takeTenant('acme')) === 0) admitted[i]++;
           else refused++;
         }
       }
@@ -81,10 +81,10 @@ describe('RedisBudget with a shared redis-server', () => {
     const keyPrefix = freshPrefix();
     const b = new RedisBudget({ url: server.url, ratePerSec: 1, burst: 3, maxTenantBuckets: 4, leaseSize: 1, keyPrefix });
     await b.ready();
-    const drain = async (take: () => number) => {
+    const drain = async (take: () => number | Promise<number>) => {
       let n = 0;
-      const refusedSoon = await until(() => {
-        const r = take();
+      const refusedSoon = await until(async () => {
+        const r = await take();
         if (r === 0) n++;
         return r > 0;
       }, 3000, 5);
@@ -103,14 +103,29 @@ describe('RedisBudget with a shared redis-server', () => {
     await b.close();
   });
 
+  it('admits a concurrent burst on a full shared bucket: takes past the credit wait for the lease', async () => {
+    // Regression: with a lease of 1 (the default below 100 req/s) a burst of
+    // concurrent requests used to get 429 for every request past the first
+    // lease's worth while the lease request was in flight.
+    const b = new RedisBudget({ url: server.url, ratePerSec: 1, burst: 100, maxTenantBuckets: 4, keyPrefix: freshPrefix() });
+    await b.ready();
+    expect(b.leaseSize).toBe(1);
+    const results = await Promise.all(Array.from({ length: 10 }, () => b.takeTenant('burst')));
+    expect(results).toEqual(Array(10).fill(0));
+    const global = await Promise.all(Array.from({ length: 10 }, () => b.takeGlobal()));
+    expect(global).toEqual(Array(10).fill(0));
+    expect(b.backendErrors).toBe(0);
+    await b.close();
+  });
+
   it('returns unspent leases to Redis on close', async () => {
     const keyPrefix = freshPrefix();
     const rate = 10;
     const b = new RedisBudget({ url: server.url, ratePerSec: rate, burst: 20, maxTenantBuckets: 4, leaseSize: 10, keyPrefix });
     await b.ready();
-    expect(b.takeTenant('a')).toBe(0); // on credit: starts the first lease
+    expect((await b.takeTenant('a'))).toBe(0); // on credit: starts the first lease
     await sleep(100); // let the lease of 10 land (1 of them owed)
-    expect(b.takeTenant('a')).toBe(0);
+    expect((await b.takeTenant('a'))).toBe(0);
     await b.close(); // 2 spent, 8 unspent go back
     const [secs, micros] = (await admin.time()) as [number | string, number | string];
     const now = Number(secs) * 1e6 + Number(micros);
@@ -126,12 +141,12 @@ describe('RedisBudget with a shared redis-server', () => {
     const keyPrefix = freshPrefix();
     const b = new RedisBudget({ url: server.url, ratePerSec: 1, burst: 2, maxTenantBuckets: 4, leaseSize: 1, keyPrefix });
     await b.ready();
-    b.takeGlobal();
+    await b.takeGlobal();
     await sleep(50);
     expect(await admin.script('EXISTS', sha)).toEqual([1]);
     await admin.script('FLUSH');
     expect(await admin.script('EXISTS', sha)).toEqual([0]);
-    expect(await until(() => b.takeTenant('x') > 0, 3000)).toBe(true);
+    expect(await until(async () => (await b.takeTenant('x')) > 0, 3000)).toBe(true);
     expect(await admin.script('EXISTS', sha)).toEqual([1]);
     expect(b.backendErrors).toBe(0);
     await b.close();
@@ -142,7 +157,7 @@ describe('RedisBudget with a shared redis-server', () => {
     await b.ready();
     let admitted = 0;
     for (let i = 0; i < 200; i++) {
-      if (b.takeTenant(`novel-${i}`) === 0) admitted++;
+      if ((await b.takeTenant(`novel-${i}`)) === 0) admitted++;
       await sleep(2); // the lease request settles; the budget becomes idle
     }
     expect(b.tenantBuckets).toBe(3);
@@ -155,8 +170,8 @@ describe('RedisBudget with a shared redis-server', () => {
     const b = new RedisBudget({ url: 'redis://127.0.0.1:1', ratePerSec: 0, maxTenantBuckets: 4 });
     expect(b.enabled).toBe(false);
     for (let i = 0; i < 1000; i++) {
-      expect(b.takeGlobal()).toBe(0);
-      expect(b.takeTenant(`t${i}`)).toBe(0);
+      expect((await b.takeGlobal())).toBe(0);
+      expect((await b.takeTenant(`t${i}`))).toBe(0);
     }
     await b.ready();
     await b.close();
@@ -210,13 +225,13 @@ describe('RedisBudget when Redis fails', () => {
       onBackendError: (e) => errors.push(e),
     });
     await b.ready();
-    expect(await until(() => b.takeGlobal() > 0, 3000)).toBe(true); // enforced
+    expect(await until(async () => (await b.takeGlobal()) > 0, 3000)).toBe(true); // enforced
     expect(b.backendErrors).toBe(0);
 
     await server.kill9();
     let streak = 0;
-    const failedOpen = await until(() => {
-      streak = b.takeGlobal() === 0 ? streak + 1 : 0;
+    const failedOpen = await until(async () => {
+      streak = (await b.takeGlobal()) === 0 ? streak + 1 : 0;
       return streak >= 100 && b.backendErrors > 0;
     }, 10_000, 5);
     expect(failedOpen).toBe(true);
@@ -225,9 +240,9 @@ describe('RedisBudget when Redis fails', () => {
 
     await server.restart();
     // The same instance: ioredis reconnects, the next lease request enforces the (fresh) bucket again.
-    expect(await until(() => b.takeGlobal() > 0, 15_000)).toBe(true);
+    expect(await until(async () => (await b.takeGlobal()) > 0, 15_000)).toBe(true);
     const errorsAfter = b.backendErrors;
-    expect(await until(() => b.takeTenant('t') > 0, 3000)).toBe(true);
+    expect(await until(async () => (await b.takeTenant('t')) > 0, 3000)).toBe(true);
     expect(b.backendErrors).toBe(errorsAfter);
     await b.close();
   });
@@ -244,19 +259,19 @@ describe('RedisBudget when Redis fails', () => {
       keyPrefix: freshPrefix(),
     });
     await b.ready();
-    expect(await until(() => b.takeTenant('t') > 0, 3000)).toBe(true);
+    expect(await until(async () => (await b.takeTenant('t')) > 0, 3000)).toBe(true);
     server.pause();
     try {
       let streak = 0;
-      const failedOpen = await until(() => {
-        streak = b.takeTenant('t') === 0 ? streak + 1 : 0;
+      const failedOpen = await until(async () => {
+        streak = (await b.takeTenant('t')) === 0 ? streak + 1 : 0;
         return streak >= 50 && b.backendErrors > 0;
       }, 10_000, 5);
       expect(failedOpen).toBe(true);
     } finally {
       server.resume();
     }
-    expect(await until(() => b.takeTenant('t') > 0, 10_000)).toBe(true);
+    expect(await until(async () => (await b.takeTenant('t')) > 0, 10_000)).toBe(true);
     await b.close();
   });
 });
