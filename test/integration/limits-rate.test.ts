@@ -1,0 +1,219 @@
+// Contract §4 step 2, §6, §8, §9 and docs/limits.md "Rate budgets": the
+// in-process token bucket against the real `siglake ingest` process.
+//
+// `--rate-limit-per-sec 2 --rate-limit-burst 5`, default tenancy mode: every
+// request resolves to tenant `default`, so it spends one token of the global
+// bucket and one of the `default` tenant bucket. Both start full at 5 and refill
+// 2 tokens/s (one every 500 ms). The global bucket is taken first and its state
+// is never ahead of the tenant bucket's, so the refusals below come from it.
+//
+// Timing: the 5 admitted requests and the refusals normally take a few tens of
+// milliseconds, well inside the 500 ms one token needs to come back. On a slow,
+// shared machine a token may refill in between; the test then tolerates exactly
+// what the documented bucket allows (`admitted ≤ burst + rate·elapsed`) and sends
+// the same request again until it is refused. No assertion is about speed.
+
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import protobuf from 'protobufjs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RawGrpcClient, grpc, type GrpcReply } from '../helpers/grpc-client.js';
+import { post, sleep, type HttpReply } from '../helpers/http.js';
+import { REPO, startIngester, walDump, type RunningIngester } from '../helpers/ingester.js';
+import { exportSpans, makeSpans } from '../helpers/otel.js';
+import { decodeStatus, jsonBytes, logsJson, logsProto, tracesJson, tracesProto } from '../helpers/otlp-bodies.js';
+
+const RATE = 2;
+const BURST = 5;
+/** The most a Retry-After can be for one token: ceil(1/rate), plus one for rounding. */
+const MAX_RETRY_AFTER = Math.ceil(1 / RATE) + 1;
+const RETRY_INFO_URL = 'type.googleapis.com/google.rpc.RetryInfo';
+
+// google.rpc.Status and google.rpc.RetryInfo from the repository's proto/ files.
+const rpcRoot = new protobuf.Root();
+rpcRoot.resolvePath = (_origin, target) => (path.isAbsolute(target) ? target : path.join(REPO, 'proto', target));
+rpcRoot.loadSync(['google/rpc/status.proto', 'google/rpc/error_details.proto'], { keepCase: true });
+rpcRoot.resolveAll();
+const StatusType = rpcRoot.lookupType('google.rpc.Status');
+const RetryInfoType = rpcRoot.lookupType('google.rpc.RetryInfo');
+
+interface DecodedStatus {
+  code: number;
+  message: string;
+  details: { type_url: string; value: Uint8Array }[];
+}
+
+function decodeRpcStatus(bytes: Uint8Array): DecodedStatus {
+  return StatusType.toObject(StatusType.decode(bytes), { defaults: true, longs: Number }) as DecodedStatus;
+}
+
+/** The RetryInfo delay in whole seconds carried by a Status' details (exactly one RetryInfo expected). */
+function retryInfoSeconds(st: DecodedStatus): number {
+  expect(st.details).toHaveLength(1);
+  expect(st.details[0]!.type_url).toBe(RETRY_INFO_URL);
+  const info = RetryInfoType.toObject(RetryInfoType.decode(st.details[0]!.value), { defaults: true, longs: Number }) as {
+    retry_delay?: { seconds: number; nanos: number };
+  };
+  expect(info.retry_delay).toBeDefined();
+  expect(info.retry_delay!.nanos).toBe(0);
+  return info.retry_delay!.seconds;
+}
+
+/** Retry-After as whole seconds, checked to be a sane whole number. */
+function wholeSeconds(value: string | null | undefined): number {
+  expect(value).toMatch(/^[1-9]\d*$/);
+  const n = Number(value);
+  expect(n).toBeGreaterThanOrEqual(1);
+  expect(n).toBeLessThanOrEqual(MAX_RETRY_AFTER);
+  return n;
+}
+
+describe('rate limit: burst then 429 (--rate-limit-per-sec 2 --rate-limit-burst 5)', () => {
+  let ing: RunningIngester;
+  let rpc: RawGrpcClient;
+  // Exact tallies of what the client saw, to compare with /metrics.
+  const ok = { otlp: 0, otlp_traces: 0 };
+  const limited = { otlp: 0, otlp_traces: 0 };
+  let lastRetryAfter = 0;
+  // Start of the current window in which the bucket was known to be full.
+  let windowStart = 0;
+  let admittedInWindow = 0;
+
+  beforeAll(async () => {
+    ing = await startIngester({ args: ['--rate-limit-per-sec', String(RATE), '--rate-limit-burst', String(BURST)] });
+    rpc = new RawGrpcClient(ing.grpcAddress);
+  });
+  afterAll(async () => {
+    rpc.close();
+    expect(await ing.stop()).toBe(0);
+  });
+
+  /** Counts an admission and checks it is within what the bucket can have refilled since the window began. */
+  function admitted(endpoint: 'otlp' | 'otlp_traces'): void {
+    ok[endpoint]++;
+    admittedInWindow++;
+    const elapsed = (performance.now() - windowStart) / 1000;
+    expect(admittedInWindow, `admitted in ${elapsed.toFixed(3)} s`).toBeLessThanOrEqual(BURST + Math.floor(RATE * elapsed));
+  }
+
+  /** Sends until the bucket refuses (the first send, unless a token refilled meanwhile); returns the refusal. */
+  async function untilRefused<R>(endpoint: 'otlp' | 'otlp_traces', send: () => Promise<R>, isOk: (r: R) => boolean): Promise<R> {
+    for (let i = 0; i < 20; i++) {
+      const r = await send();
+      if (!isOk(r)) {
+        limited[endpoint]++;
+        return r;
+      }
+      admitted(endpoint);
+    }
+    throw new Error('never refused');
+  }
+
+  const httpOk = (r: HttpReply) => r.status === 200;
+  const grpcOk = (r: GrpcReply) => r.code === grpc.status.OK;
+
+  it('spends one bucket for HTTP, gRPC and the real OTLP/gRPC exporter: the burst of 5 is admitted', async () => {
+    const spans = await makeSpans(['exporter-span']);
+    windowStart = performance.now();
+    expect((await post(ing.url, '/v1/logs', logsProto(['burst-1-http']))).status).toBe(200);
+    admitted('otlp');
+    expect((await rpc.export('logs', logsProto(['burst-2-grpc']))).code).toBe(grpc.status.OK);
+    admitted('otlp');
+    expect((await post(ing.url, '/v1/traces', jsonBytes(tracesJson(['burst-3-http-json'])), { contentType: 'application/json' })).status).toBe(200);
+    admitted('otlp_traces');
+    const exported = await exportSpans({ url: ing.url, grpcAddress: ing.grpcAddress }, 'grpc', spans);
+    expect(exported.ok, exported.error?.message).toBe(true);
+    admitted('otlp_traces');
+    expect((await rpc.export('traces', tracesProto(['burst-5-grpc']))).code).toBe(grpc.status.OK);
+    admitted('otlp_traces');
+  });
+
+  it('the 6th request (HTTP protobuf) is 429 with a whole-second Retry-After and a RetryInfo in the body', async () => {
+    const r = await untilRefused('otlp', () => post(ing.url, '/v1/logs', logsProto(['refused-http-pb'])), httpOk);
+    expect(r.status).toBe(429);
+    const ra = wholeSeconds(r.headers.get('retry-after'));
+    expect(r.contentType).toBe('application/x-protobuf');
+    const st = decodeRpcStatus(r.body);
+    expect(st.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect(st.message).toMatch(/rate limited/);
+    expect(retryInfoSeconds(st)).toBe(ra);
+    lastRetryAfter = ra;
+  });
+
+  it('over HTTP JSON the 429 body is a JSON google.rpc.Status with the RetryInfo', async () => {
+    const r = await untilRefused(
+      'otlp',
+      () => post(ing.url, '/v1/logs', jsonBytes(logsJson(['refused-http-json'])), { contentType: 'application/json' }),
+      httpOk,
+    );
+    expect(r.status).toBe(429);
+    const ra = wholeSeconds(r.headers.get('retry-after'));
+    expect(r.contentType).toMatch(/^application\/json/);
+    const st = decodeStatus(r.contentType, r.body) as { code: number; message: string; details?: { '@type': string; retryDelay: string }[] };
+    expect(st.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect(st.details).toEqual([{ '@type': RETRY_INFO_URL, retryDelay: `${ra}s` }]);
+    lastRetryAfter = ra;
+  });
+
+  it('over gRPC (logs and traces) it is RESOURCE_EXHAUSTED with retry-after metadata and a decodable RetryInfo', async () => {
+    for (const signal of ['logs', 'traces'] as const) {
+      const body = signal === 'logs' ? logsProto([`refused-grpc-${signal}`]) : tracesProto([`refused-grpc-${signal}`]);
+      const r = await untilRefused(signal === 'logs' ? 'otlp' : 'otlp_traces', () => rpc.export(signal, body), grpcOk);
+      expect(r.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+      expect(r.details).toMatch(/rate limited/);
+      const raValues = r.metadata.get('retry-after');
+      expect(raValues).toHaveLength(1);
+      const ra = wholeSeconds(String(raValues[0]));
+      const bin = r.metadata.get('grpc-status-details-bin');
+      expect(bin).toHaveLength(1);
+      expect(Buffer.isBuffer(bin[0])).toBe(true);
+      const st = decodeRpcStatus(bin[0] as Buffer);
+      expect(st.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+      expect(st.message).toBe(r.details);
+      expect(retryInfoSeconds(st)).toBe(ra);
+      lastRetryAfter = ra;
+    }
+  });
+
+  it('counts every refusal under rate_limited and under requests_total{status="429"}, per endpoint', async () => {
+    const m = await ing.metrics();
+    expect(m.get('siglake_ingest_rejected_total{reason="rate_limited"}')).toBe(limited.otlp + limited.otlp_traces);
+    expect(limited.otlp + limited.otlp_traces).toBeGreaterThanOrEqual(4);
+    expect(m.get('siglake_ingest_requests_total{endpoint="otlp",status="429"}')).toBe(limited.otlp);
+    expect(m.get('siglake_ingest_requests_total{endpoint="otlp_traces",status="429"}')).toBe(limited.otlp_traces);
+    expect(m.get('siglake_ingest_requests_total{endpoint="otlp",status="200"}')).toBe(ok.otlp);
+    expect(m.get('siglake_ingest_requests_total{endpoint="otlp_traces",status="200"}')).toBe(ok.otlp_traces);
+    // The other limits did not fire.
+    expect(m.get('siglake_ingest_rejected_total{reason="mem_breaker"}')).toBe(0);
+    expect(m.get('siglake_ingest_rejected_total{reason="queue_full"}')).toBe(0);
+    expect(m.get('siglake_ingest_rejected_total{reason="lane_cap"}')).toBe(0);
+  });
+
+  it('after waiting Retry-After seconds a request is admitted again, on either transport', async () => {
+    await sleep(lastRetryAfter * 1000 + 50);
+    expect((await post(ing.url, '/v1/logs', logsProto(['after-wait-http']))).status).toBe(200);
+    ok.otlp++;
+    // Drain again (the bucket can hold at most the refill of the wait), then wait the new Retry-After.
+    windowStart = performance.now();
+    admittedInWindow = 0;
+    const r = await untilRefused('otlp', () => post(ing.url, '/v1/logs', logsProto(['drain-again'])), httpOk);
+    expect(r.status).toBe(429);
+    const ra = wholeSeconds(r.headers.get('retry-after'));
+    await sleep(ra * 1000 + 50);
+    expect((await rpc.export('traces', tracesProto(['after-wait-grpc']))).code).toBe(grpc.status.OK);
+    ok.otlp_traces++;
+
+    const m = await ing.metrics();
+    expect(m.get('siglake_ingest_rejected_total{reason="rate_limited"}')).toBe(limited.otlp + limited.otlp_traces);
+    expect(m.get('siglake_ingest_requests_total{endpoint="otlp",status="200"}')).toBe(ok.otlp);
+    expect(m.get('siglake_ingest_requests_total{endpoint="otlp_traces",status="200"}')).toBe(ok.otlp_traces);
+  });
+
+  it('only admitted requests reached the WAL', async () => {
+    const texts = walDump(ing.walDir).flatMap((l) => l.texts);
+    for (const t of ['burst-1-http', 'burst-2-grpc', 'burst-3-http-json', 'exporter-span', 'burst-5-grpc', 'after-wait-http', 'after-wait-grpc']) {
+      expect(texts).toContain(t);
+    }
+    expect(texts.length).toBe(ok.otlp + ok.otlp_traces);
+  });
+});
