@@ -252,7 +252,7 @@ const tasks: Record<string, () => void> = {
     pieceIdx = j;
     sink[0] += s;
   },
-  'piece: IngestMetrics.queueDepth (prom-client Histogram.observe)': () => {
+  'piece: IngestMetrics.queueDepth (typed-array histogram)': () => {
     for (let i = 0; i < BATCH; i++) pieces.metrics.queueDepth(0);
   },
 };

@@ -2,7 +2,7 @@
 // never at import time. Hot-path counters are resolved to label children once,
 // so counting a request is a property lookup and an add.
 
-import client, { type Counter, type Gauge, type Histogram, type Registry } from 'prom-client';
+import client, { type Counter, type Gauge, type Registry } from 'prom-client';
 import { TENANT_DENIED_REASONS, type TenantDeniedReason } from '../errors.js';
 import { FSYNC_BUCKETS, type WorkerStats } from './worker-stats.js';
 
@@ -10,6 +10,10 @@ export const ENDPOINTS = ['otlp', 'otlp_traces'] as const;
 export type Endpoint = (typeof ENDPOINTS)[number];
 export const REJECT_REASONS = ['queue_full', 'lane_cap', 'mem_breaker', 'rate_limited'] as const;
 export type RejectReason = (typeof REJECT_REASONS)[number];
+
+/** Upper bounds of siglake_ingest_lane_queue_depth. */
+const DEPTH_BUCKETS: readonly number[] = [0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096, 16384];
+const DEPTH_SUM = DEPTH_BUCKETS.length + 1;
 
 interface CounterChild {
   inc(n?: number): void;
@@ -53,7 +57,8 @@ export class IngestMetrics {
   readonly #rejected: Record<RejectReason, CounterChild>;
   readonly #breakerRejected: Counter;
   readonly #backendErrors: Counter;
-  readonly #queueDepth: Histogram;
+  /** Bucket counts (non-cumulative), then the sum at DEPTH_SUM. */
+  readonly #depthCounts = new Float64Array(DEPTH_BUCKETS.length + 2);
 
   constructor(registry: Registry, sources: MetricsSources) {
     this.registry = registry;
@@ -115,12 +120,31 @@ export class IngestMetrics {
     >;
     for (const r of REJECT_REASONS) this.#rejected[r].inc(0);
 
-    this.#queueDepth = new client.Histogram({
-      name: 'siglake_ingest_lane_queue_depth',
-      help: 'Commands already queued on the lane when a request was enqueued.',
-      buckets: [0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096, 16384],
-      registers,
-    });
+    // Observed on every admitted request: counted in a typed array (prom-client's
+    // Histogram.observe allocates per call), exposed at scrape time.
+    const depth = this.#depthCounts;
+    registry.registerMetric(
+      new ComputedMetric(
+        'siglake_ingest_lane_queue_depth',
+        'Commands already queued on the lane when a request was enqueued.',
+        'histogram',
+        () => {
+          const values: MetricValue[] = [];
+          let cumulative = 0;
+          for (let i = 0; i <= DEPTH_BUCKETS.length; i++) {
+            cumulative += depth[i]!;
+            values.push({
+              value: cumulative,
+              labels: { le: i < DEPTH_BUCKETS.length ? String(DEPTH_BUCKETS[i]) : '+Inf' },
+              metricName: 'siglake_ingest_lane_queue_depth_bucket',
+            });
+          }
+          values.push({ value: depth[DEPTH_SUM]!, metricName: 'siglake_ingest_lane_queue_depth_sum' });
+          values.push({ value: cumulative, metricName: 'siglake_ingest_lane_queue_depth_count' });
+          return values;
+        },
+      ) as never,
+    );
 
     new client.Gauge({
       name: 'siglake_ingest_lanes',
@@ -241,6 +265,10 @@ export class IngestMetrics {
   }
 
   queueDepth(depth: number): void {
-    this.#queueDepth.observe(depth);
+    const b = DEPTH_BUCKETS;
+    let i = 0;
+    while (i < b.length && depth > b[i]!) i++;
+    this.#depthCounts[i]! += 1;
+    this.#depthCounts[DEPTH_SUM]! += depth;
   }
 }

@@ -16,11 +16,26 @@ export const RESERVED_NAMES: readonly string[] = [
   'lost+found',
 ];
 
-const RESERVED_LOWER = new Set(RESERVED_NAMES.map((n) => n.toLowerCase()));
+const RESERVED_LOWER: readonly string[] = RESERVED_NAMES.map((n) => n.toLowerCase());
+
+/** Case-insensitive match against the reserved names, without allocating. */
+function isReserved(s: string): boolean {
+  const n = s.length;
+  outer: for (const name of RESERVED_LOWER) {
+    if (name.length !== n) continue;
+    for (let i = 0; i < n; i++) {
+      let c = s.charCodeAt(i);
+      if (c >= 65 && c <= 90) c += 32;
+      if (c !== name.charCodeAt(i)) continue outer;
+    }
+    return true;
+  }
+  return false;
+}
 
 export const DEFAULT_TENANT = 'default';
 
-/** True when `s` is a usable identifier. Allocates only for the reserved-name check. */
+/** True when `s` is a usable identifier. Allocates nothing. */
 export function isValidIdentifier(s: string): boolean {
   const n = s.length;
   if (n === 0 || n > MAX_IDENTIFIER_LENGTH) return false;
@@ -34,9 +49,7 @@ export function isValidIdentifier(s: string): boolean {
       c === 45; // -
     if (!ok) return false;
   }
-  // Reserved names are short; skip the lower-casing for anything longer.
-  if (n <= 11 && RESERVED_LOWER.has(s.toLowerCase())) return false;
-  return true;
+  return !isReserved(s);
 }
 
 /** The Iceberg namespace of a tenant: `main` for the default tenant, `tenant_<id>` otherwise. */
