@@ -1,0 +1,560 @@
+#!/usr/bin/env node
+// The side-by-side run of docs/performance.md and the spec's performance.md:
+// in one run, with the same load tool, the same canned bodies (made by the
+// project's FixtureGenerator) and the same connection count, it measures
+//
+//   ceiling     uWebSockets.js discard server (servers/uws-discard.mjs)
+//   disk        sequential writes + fdatasync of the body size (disk-ceiling.mjs)
+//   baseline    plain node:http + protobufjs + append + fdatasync per batch
+//   grpc-js     discard server (and a bare node:http2 one, for reference)
+//   siglake     `siglake ingest` in batch, interval and never fsync modes,
+//               OTLP/HTTP (wrk + wrk-post.lua, 1 thread, 64 connections) and
+//               OTLP/gRPC (h2load, 64 connections x 10 streams, pre-framed bodies),
+//               1 KiB and 256 KiB bodies, 1 and 10,000 tenants
+//   P4          `siglake loadgen --rate` at half of P1's best rate (latency histogram)
+//   P6, P7      the micro-benchmark probes of perf/check.ts
+//
+// and prints one table (requests/s, MB/s, records/s, p50/p99, peak RSS, each
+// siglake row's ratio to its ceiling and to the baseline) and the P1-P7 rows
+// with goal and met/short; writes JSON and an HTML chart under results/.
+//
+//   node native-bench/run.mjs [--only p1,p3,siglake-http-never-1k] [--no-build] [--list]
+//   env: BENCH_SECS (5) seconds per measured run, BENCH_RUNS (3) runs per row
+//        (medians are reported), BENCH_WARMUP_SECS (1), BENCH_CONNECTIONS (64),
+//        BENCH_DIR (os.tmpdir()) where WALs, the baseline's file and the disk
+//        ceiling write, SIGLAKE_WORKERS (ingester --workers; default: its own).
+
+import { spawn, spawnSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const REPO = path.resolve(HERE, '..');
+const CLI = path.join(REPO, 'dist', 'cli.js');
+const FIXTURES = path.join(HERE, 'fixtures');
+const RESULTS = path.join(HERE, 'results');
+
+const SECS = Number(process.env.BENCH_SECS ?? 5);
+const RUNS = Math.max(1, Number(process.env.BENCH_RUNS ?? 3));
+const WARMUP = Number(process.env.BENCH_WARMUP_SECS ?? 1);
+const CONNS = Number(process.env.BENCH_CONNECTIONS ?? 64);
+const STREAMS = 10;
+const BENCH_DIR = process.env.BENCH_DIR ?? os.tmpdir();
+const TENANTS_MANY = 10_000;
+const FD_SETTING = 512; // --wal-max-open-files for the 10,000-tenant row (P5)
+
+const { values: args } = parseArgs({ options: { only: { type: 'string' }, 'no-build': { type: 'boolean' }, list: { type: 'boolean' } } });
+
+// ---- the rows ----------------------------------------------------------------
+
+/** @typedef {{id:string, kind:string, proto:'http'|'grpc'|'disk'|'micro', size:'1k'|'256k'|'1m', label:string, mode?:string, tenants?:number}} Row */
+/** @type {Row[]} */
+const ROWS = [
+  { id: 'ceiling-1k', kind: 'ceiling', proto: 'http', size: '1k', label: 'uWS discard (ceiling)' },
+  { id: 'baseline-1k', kind: 'baseline', proto: 'http', size: '1k', label: 'node:http + protobufjs + fdatasync/batch (baseline)' },
+  { id: 'siglake-http-batch-1k', kind: 'siglake', proto: 'http', size: '1k', mode: 'batch', label: 'siglake HTTP batch' },
+  { id: 'siglake-http-interval-1k', kind: 'siglake', proto: 'http', size: '1k', mode: 'interval', label: 'siglake HTTP interval' },
+  { id: 'siglake-http-never-1k', kind: 'siglake', proto: 'http', size: '1k', mode: 'never', label: 'siglake HTTP never' },
+  { id: 'siglake-http-batch-1k-10k', kind: 'siglake', proto: 'http', size: '1k', mode: 'batch', tenants: TENANTS_MANY, label: 'siglake HTTP batch, 10,000 tenants' },
+  { id: 'ceiling-256k', kind: 'ceiling', proto: 'http', size: '256k', label: 'uWS discard (ceiling)' },
+  { id: 'disk-256k', kind: 'disk', proto: 'disk', size: '256k', label: 'write 256 KiB + fdatasync (disk ceiling)' },
+  { id: 'disk-1k', kind: 'disk', proto: 'disk', size: '1k', label: 'write 1 KiB + fdatasync' },
+  { id: 'disk-1m', kind: 'disk', proto: 'disk', size: '1m', label: 'write 1 MiB + fdatasync' },
+  { id: 'baseline-256k', kind: 'baseline', proto: 'http', size: '256k', label: 'node:http + protobufjs + fdatasync/batch (baseline)' },
+  { id: 'siglake-http-batch-256k', kind: 'siglake', proto: 'http', size: '256k', mode: 'batch', label: 'siglake HTTP batch' },
+  { id: 'siglake-http-interval-256k', kind: 'siglake', proto: 'http', size: '256k', mode: 'interval', label: 'siglake HTTP interval' },
+  { id: 'siglake-http-never-256k', kind: 'siglake', proto: 'http', size: '256k', mode: 'never', label: 'siglake HTTP never' },
+  { id: 'siglake-http-batch-256k-10k', kind: 'siglake', proto: 'http', size: '256k', mode: 'batch', tenants: TENANTS_MANY, label: 'siglake HTTP batch, 10,000 tenants' },
+  { id: 'grpc-discard-1k', kind: 'grpc-ceiling', proto: 'grpc', size: '1k', label: 'grpc-js discard (gRPC ceiling)' },
+  { id: 'h2-discard-1k', kind: 'h2-reference', proto: 'grpc', size: '1k', label: 'bare node:http2 discard (reference)' },
+  { id: 'siglake-grpc-batch-1k', kind: 'siglake', proto: 'grpc', size: '1k', mode: 'batch', label: 'siglake gRPC batch' },
+  { id: 'siglake-grpc-interval-1k', kind: 'siglake', proto: 'grpc', size: '1k', mode: 'interval', label: 'siglake gRPC interval' },
+  { id: 'siglake-grpc-never-1k', kind: 'siglake', proto: 'grpc', size: '1k', mode: 'never', label: 'siglake gRPC never' },
+  { id: 'grpc-discard-256k', kind: 'grpc-ceiling', proto: 'grpc', size: '256k', label: 'grpc-js discard (gRPC ceiling)' },
+  { id: 'siglake-grpc-batch-256k', kind: 'siglake', proto: 'grpc', size: '256k', mode: 'batch', label: 'siglake gRPC batch' },
+  { id: 'micro', kind: 'micro', proto: 'micro', size: '1k', label: 'perf/check.ts probes (P6, P7)' },
+];
+
+/** Rows each goal needs (P4 rides on the P1 siglake row's server). */
+const GOAL_ROWS = {
+  p1: ['ceiling-1k', 'baseline-1k', 'siglake-http-batch-1k'],
+  p2: ['disk-256k', 'siglake-http-batch-256k', 'ceiling-256k', 'baseline-256k'],
+  p3: ['grpc-discard-1k', 'h2-discard-1k', 'siglake-grpc-batch-1k'],
+  p4: ['siglake-http-batch-1k'],
+  p5: ['siglake-http-batch-1k', 'siglake-http-batch-1k-10k'],
+  p6: ['micro'],
+  p7: ['micro'],
+};
+
+function selected() {
+  if (args.only === undefined || args.only === 'all') return { rows: ROWS, goals: Object.keys(GOAL_ROWS) };
+  const ids = new Set();
+  const goals = [];
+  for (const tok of args.only.split(',').map((s) => s.trim().toLowerCase()).filter(Boolean)) {
+    if (GOAL_ROWS[tok] !== undefined) {
+      goals.push(tok);
+      for (const r of GOAL_ROWS[tok]) ids.add(r);
+    } else if (ROWS.some((r) => r.id === tok)) {
+      ids.add(tok);
+    } else {
+      throw new Error(`--only: unknown goal or row ${tok} (goals: ${Object.keys(GOAL_ROWS).join(', ')}; rows: --list)`);
+    }
+  }
+  return { rows: ROWS.filter((r) => ids.has(r.id)), goals };
+}
+
+// ---- processes ---------------------------------------------------------------
+
+const log = (s) => process.stderr.write(`${s}\n`);
+
+/** Starts a server process; resolves once `ready(line)` returns a port object. */
+function startServer(cmd, argv, ready, env = {}) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, argv, { cwd: REPO, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let buf = '';
+    let err = '';
+    let info = {};
+    let done = false;
+    const timer = setTimeout(() => fail(new Error(`${path.basename(argv[0] ?? cmd)} did not start in time: ${err}`)), 60_000);
+    const fail = (e) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      child.kill('SIGKILL');
+      reject(e);
+    };
+    child.stdout.setEncoding('utf8').on('data', (c) => {
+      buf += c;
+      let nl;
+      while ((nl = buf.indexOf('\n')) !== -1) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        if (done) continue;
+        const r = ready(line, info);
+        if (r === undefined) continue;
+        info = r;
+        if (r.done) {
+          done = true;
+          clearTimeout(timer);
+          resolve({ child, ...r });
+        }
+      }
+    });
+    child.stderr.setEncoding('utf8').on('data', (c) => {
+      err = (err + c).slice(-4000);
+    });
+    child.on('exit', (code) => fail(new Error(`${path.basename(argv[0] ?? cmd)} exited with ${code} before it was ready: ${err}`)));
+  });
+}
+
+async function stopServer(child) {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  const t = setTimeout(() => child.kill('SIGKILL'), 15_000);
+  await exited;
+  clearTimeout(t);
+}
+
+const portLine = (line) => {
+  try {
+    const j = JSON.parse(line);
+    return typeof j.port === 'number' ? { port: j.port, done: true } : undefined;
+  } catch {
+    return undefined;
+  }
+};
+
+function siglakeLine(line, info) {
+  let j;
+  try {
+    j = JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+  if (j.msg === 'listening') return { ...info, http: j.http, grpc: j.grpc };
+  if (j.msg === 'ready') return { ...info, done: true };
+  return undefined;
+}
+
+function procStatus(pid) {
+  try {
+    const s = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = (k) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(s)?.[1] ?? 0);
+    return { hwmMiB: kb('VmHWM') / 1024, rssMiB: kb('VmRSS') / 1024 };
+  } catch {
+    return { hwmMiB: 0, rssMiB: 0 };
+  }
+}
+
+function fdCount(pid) {
+  try {
+    return readdirSync(`/proc/${pid}/fd`).length;
+  } catch {
+    return 0;
+  }
+}
+
+function run(cmd, argv, timeoutMs) {
+  const r = spawnSync(cmd, argv, { cwd: REPO, encoding: 'utf8', timeout: timeoutMs, maxBuffer: 256 << 20 });
+  if (r.error) throw r.error;
+  return r;
+}
+
+// ---- load tools --------------------------------------------------------------
+
+function parseDuration(v, unit) {
+  const n = Number(v);
+  return unit === 'us' ? n / 1000 : unit === 's' ? n * 1000 : unit === 'm' ? n * 60_000 : n;
+}
+
+function wrk(url, bodyFile, secs, tenants = 0) {
+  const lua = path.join(HERE, 'wrk-post.lua');
+  const r = run('wrk', ['-t1', `-c${CONNS}`, `-d${secs}s`, '--latency', '--timeout', '10s', '-s', lua, url, '--', bodyFile, String(tenants)], (secs + 30) * 1000);
+  const out = r.stdout;
+  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? NaN);
+  const lat = (p) => {
+    const m = new RegExp(`^\\s+${p}%\\s+([\\d.]+)(us|ms|s|m)`, 'm').exec(out);
+    return m ? parseDuration(m[1], m[2]) : NaN;
+  };
+  const total = Number(/(\d+) requests in/.exec(out)?.[1] ?? 0);
+  const non2xx = Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0);
+  const sock = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
+  const socketErrors = sock ? sock.slice(1).reduce((n, v) => n + Number(v), 0) : 0;
+  if (!Number.isFinite(rps)) throw new Error(`wrk gave no result: ${out}\n${r.stderr}`);
+  return { rps, p50: lat(50), p99: lat(99), requests: total, errors: non2xx + socketErrors };
+}
+
+function h2load(url, bodyFile, secs) {
+  const logFile = path.join(mkdtempSync(path.join(os.tmpdir(), 'siglake-h2load-')), 'req.log');
+  const r = run(
+    'h2load',
+    ['-c', String(CONNS), '-m', String(STREAMS), '-t', '1', '-D', String(secs), '-d', bodyFile, '-H', 'content-type: application/grpc', '-H', 'te: trailers', `--log-file=${logFile}`, url],
+    (secs + 60) * 1000,
+  );
+  const out = r.stdout;
+  const rps = Number(/finished in [\d.]+\w*, ([\d.]+) req\/s/.exec(out)?.[1] ?? NaN);
+  const req = /requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored, (\d+) timeout/.exec(out);
+  if (!Number.isFinite(rps) || req === null) throw new Error(`h2load gave no result: ${out}\n${r.stderr}`);
+  const lats = [];
+  if (existsSync(logFile)) {
+    for (const line of readFileSync(logFile, 'utf8').split('\n')) {
+      const cols = line.split('\t');
+      if (cols.length >= 3) lats.push(Number(cols[2]) / 1000);
+    }
+    rmSync(path.dirname(logFile), { recursive: true, force: true });
+  }
+  lats.sort((a, b) => a - b);
+  const pct = (p) => (lats.length === 0 ? NaN : lats[Math.min(lats.length - 1, Math.ceil((p / 100) * lats.length) - 1)]);
+  return { rps, p50: pct(50), p99: pct(99), requests: Number(req[3]), errors: Number(req[5]) + Number(req[6]) + Number(req[7]) };
+}
+
+async function siglakeCounts(port) {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  let ok = 0;
+  let all = 0;
+  for (const line of text.split('\n')) {
+    const m = /^siglake_ingest_requests_total\{endpoint="[^"]+",status="(\d+)"\} (\d+)/.exec(line);
+    if (m) {
+      all += Number(m[2]);
+      if (m[1] === '200') ok += Number(m[2]);
+    }
+  }
+  return { ok, all };
+}
+
+// ---- measuring a row ---------------------------------------------------------
+
+const median = (xs) => {
+  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (s.length === 0) return NaN;
+  return s.length % 2 === 1 ? s[(s.length - 1) >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+function fixture(size, ext) {
+  const f = path.join(FIXTURES, `logs-${size}.${ext}`);
+  if (!existsSync(f)) throw new Error(`fixture ${f} missing`);
+  return f;
+}
+
+const manifest = () => JSON.parse(readFileSync(path.join(FIXTURES, 'manifest.json'), 'utf8'));
+
+async function measureServer(row, srv, extra) {
+  const m = manifest()[`logs-${row.size}`];
+  const isGrpc = row.proto === 'grpc';
+  const port = isGrpc ? srv.grpc ?? srv.port : srv.http ?? srv.port;
+  const target = isGrpc ? `http://127.0.0.1:${port}/opentelemetry.proto.collector.logs.v1.LogsService/Export` : `http://127.0.0.1:${port}/v1/logs`;
+  const body = fixture(row.size, isGrpc ? 'grpc' : 'pb');
+  const load = (secs) => (isGrpc ? h2load(target, body, secs) : wrk(target, body, secs, row.tenants ?? 0));
+  if (row.tenants !== undefined) {
+    // Steady state for P5: every tenant's lane exists (directory, segment, open file) before
+    // anything is measured. wrk's script names tenants t0..t<N-1>, and so does this pass.
+    const bytes = row.size === '1k' ? 1024 : 256 * 1024;
+    log(`    warm-up: siglake loadgen, one request to each of ${row.tenants} tenants`);
+    const w = run(process.execPath, [CLI, 'loadgen', '--target', `http://127.0.0.1:${srv.http}`, '--tenants', String(row.tenants), '--tenant-prefix', 't', '--requests', String(row.tenants), '--connections', String(CONNS), '--threads', '1', '--body-bytes', String(bytes), '--bodies', '2', '--duration', '0', '--no-progress', '--quiet'], 600_000);
+    if (w.status !== 0) throw new Error(`warm-up loadgen failed: ${w.stderr}`);
+  }
+  if (WARMUP > 0) load(WARMUP);
+  const runs = [];
+  for (let i = 0; i < RUNS; i++) {
+    const before = row.kind === 'siglake' ? await siglakeCounts(srv.http) : undefined;
+    const r = load(SECS);
+    if (before !== undefined) {
+      // gRPC refusals are HTTP 200 to h2load: count by what siglake answered.
+      const after = await siglakeCounts(srv.http);
+      r.errors = Math.max(r.errors, after.all - before.all - (after.ok - before.ok));
+    }
+    runs.push(r);
+    log(`    run ${i + 1}/${RUNS}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, errors ${r.errors}`);
+  }
+  const ps = procStatus(srv.child.pid);
+  const rps = median(runs.map((r) => r.rps));
+  const out = {
+    rps,
+    mbps: (rps * m.bytes) / 1e6,
+    recordsPerSec: rps * m.records,
+    p50: median(runs.map((r) => r.p50)),
+    p99: median(runs.map((r) => r.p99)),
+    rssMiB: ps.hwmMiB,
+    errors: runs.reduce((n, r) => n + r.errors, 0),
+    runs: runs.map((r) => Math.round(r.rps)),
+    fds: fdCount(srv.child.pid),
+  };
+  if (extra) Object.assign(out, await extra(srv, out));
+  return out;
+}
+
+async function runRow(row, goals) {
+  log(`== ${row.id}: ${row.label}`);
+  if (row.kind === 'disk') {
+    const block = row.size === '1k' ? 1024 : row.size === '256k' ? 256 * 1024 : 1 << 20;
+    const runs = [];
+    for (let i = 0; i < RUNS; i++) {
+      const r = run(process.execPath, [path.join(HERE, 'disk-ceiling.mjs'), '--block', String(block), '--secs', String(SECS), '--dir', BENCH_DIR], (SECS + 60) * 1000);
+      runs.push(JSON.parse(r.stdout.trim().split('\n').pop()));
+      log(`    run ${i + 1}/${RUNS}: ${runs[i].opsPerSec.toFixed(0)} writes+fdatasync/s, ${runs[i].mbPerSec.toFixed(1)} MB/s`);
+    }
+    return { rps: median(runs.map((r) => r.opsPerSec)), mbps: median(runs.map((r) => r.mbPerSec)), recordsPerSec: NaN, p50: median(runs.map((r) => r.p50Ms)), p99: median(runs.map((r) => r.p99Ms)), rssMiB: NaN, errors: 0, runs: runs.map((r) => Math.round(r.opsPerSec)) };
+  }
+  if (row.kind === 'micro') {
+    const out = path.join(mkdtempSync(path.join(os.tmpdir(), 'siglake-micro-')), 'micro.json');
+    const r = run(process.execPath, ['--expose-gc', path.join(REPO, 'perf', 'run-ts.mjs'), 'perf/check.ts', '--measure-only', '--json', out], 600_000);
+    if (r.status !== 0 || !existsSync(out)) throw new Error(`perf/check.ts failed: ${r.stderr}`);
+    const j = JSON.parse(readFileSync(out, 'utf8'));
+    rmSync(path.dirname(out), { recursive: true, force: true });
+    log(`    ${j.probes.map((p) => `${p.id} ${p.perOp}`).join(', ')}`);
+    return { micro: j };
+  }
+  const dir = mkdtempSync(path.join(BENCH_DIR, `siglake-bench-${row.id}-`));
+  let srv;
+  try {
+    if (row.kind === 'ceiling') srv = await startServer(process.execPath, [path.join(HERE, 'servers', 'uws-discard.mjs'), '0'], portLine);
+    else if (row.kind === 'baseline') srv = await startServer(process.execPath, [path.join(HERE, 'servers', 'node-http-baseline.mjs'), '0', path.join(dir, 'baseline.log')], portLine);
+    else if (row.kind === 'grpc-ceiling') srv = await startServer(process.execPath, [path.join(HERE, 'servers', 'grpc-discard.mjs'), '0'], portLine);
+    else if (row.kind === 'h2-reference') srv = await startServer(process.execPath, [path.join(HERE, 'servers', 'http2-discard.mjs'), '0'], portLine);
+    else {
+      const flags = ['ingest', '--http-listen', '127.0.0.1:0', '--grpc-listen', '127.0.0.1:0', '--wal-dir', path.join(dir, 'wal'), '--wal-fsync', row.mode, '--log-level', 'info'];
+      if (process.env.SIGLAKE_WORKERS) flags.push('--workers', process.env.SIGLAKE_WORKERS);
+      if (row.tenants !== undefined) flags.push('--trust-tenant-header', '--ingest-max-lanes', String(2 * row.tenants), '--wal-max-open-files', String(FD_SETTING));
+      srv = await startServer(process.execPath, [CLI, ...flags], siglakeLine);
+    }
+    const p4 = row.id === 'siglake-http-batch-1k' && goals.includes('p4');
+    return await measureServer(row, srv, p4 ? fixedRateP4 : undefined);
+  } finally {
+    if (srv) await stopServer(srv.child);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** P4: loadgen at a fixed rate of half the row's best run, on the same server. */
+async function fixedRateP4(srv, measured) {
+  const best = Math.max(...measured.runs);
+  const rate = Math.max(1, Math.round(best / 2));
+  const out = path.join(mkdtempSync(path.join(os.tmpdir(), 'siglake-p4-')), 'p4.json');
+  log(`    P4: loadgen --rate ${rate} (half of ${best}) for ${SECS} s`);
+  const r = run(process.execPath, [CLI, 'loadgen', '--target', `http://127.0.0.1:${srv.http}`, '--rate', String(rate), '--connections', String(CONNS), '--duration', String(SECS), '--warmup', '1', '--threads', '1', '--no-progress', '--quiet', '--out', out], (SECS + 120) * 1000);
+  if (!existsSync(out)) throw new Error(`loadgen failed: ${r.stderr}`);
+  const j = JSON.parse(readFileSync(out, 'utf8'));
+  rmSync(path.dirname(out), { recursive: true, force: true });
+  log(`    P4: achieved ${j.rates.requestsPerSec}/s, p50 ${j.latencyMs.p50} ms, p99 ${j.latencyMs.p99} ms, p99.9 ${j.latencyMs.p999} ms, unsent ${j.fixedRate.unsent}`);
+  return { p4: { rate, achieved: j.rates.requestsPerSec, p50: j.latencyMs.p50, p99: j.latencyMs.p99, p999: j.latencyMs.p999, max: j.latencyMs.max, unsent: j.fixedRate.unsent, statusCounts: j.statusCounts } };
+}
+
+// ---- report ------------------------------------------------------------------
+
+const fmt = (v, d = 0) => (Number.isFinite(v) ? v.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }) : '-');
+const pctOf = (a, b) => (Number.isFinite(a) && Number.isFinite(b) && b > 0 ? a / b : NaN);
+
+function ratios(results) {
+  const get = (id) => results[id];
+  for (const row of ROWS) {
+    const r = get(row.id);
+    if (r === undefined || row.kind !== 'siglake') continue;
+    const ceiling = row.proto === 'grpc' ? get(`grpc-discard-${row.size}`) : get(`ceiling-${row.size}`);
+    const baseline = row.proto === 'http' ? get(`baseline-${row.size}`) : undefined;
+    r.vsCeiling = pctOf(r.rps, ceiling?.rps);
+    r.vsBaseline = pctOf(r.rps, baseline?.rps);
+    r.vsDisk = pctOf(r.mbps, get(`disk-${row.size}`)?.mbps);
+  }
+}
+
+function goalRows(results, goals) {
+  const g = (id) => results[id];
+  const rows = [];
+  const add = (id, workload, measured, goal, met) => rows.push({ id, workload, measured, goal, met: met === undefined ? 'n/a' : met ? 'met' : 'short' });
+  const s1 = g('siglake-http-batch-1k');
+  if (goals.includes('p1')) {
+    const c = pctOf(s1?.rps, g('ceiling-1k')?.rps);
+    const b = pctOf(s1?.rps, g('baseline-1k')?.rps);
+    add('P1', 'OTLP/HTTP 1 KiB, 64 conns, batch', `${fmt(c * 100, 1)} % of ceiling, ${fmt(b, 2)}x baseline`, '≥ 50 % of ceiling and ≥ 3x baseline', Number.isFinite(c) && Number.isFinite(b) ? c >= 0.5 && b >= 3 : undefined);
+  }
+  if (goals.includes('p2')) {
+    const d = pctOf(g('siglake-http-batch-256k')?.mbps, g('disk-256k')?.mbps);
+    add('P2', 'same, 256 KiB bodies', `${fmt(d * 100, 1)} % of disk ceiling MB/s`, '≥ 70 % of disk ceiling', Number.isFinite(d) ? d >= 0.7 : undefined);
+  }
+  if (goals.includes('p3')) {
+    const c = pctOf(g('siglake-grpc-batch-1k')?.rps, g('grpc-discard-1k')?.rps);
+    add('P3', 'OTLP/gRPC 1 KiB, 64x10 streams, batch', `${fmt(c * 100, 1)} % of grpc-js discard`, '≥ 70 % of grpc-js discard', Number.isFinite(c) ? c >= 0.7 : undefined);
+  }
+  if (goals.includes('p4')) {
+    const p = s1?.p4;
+    add('P4', 'latency at half of P1 best rate', p ? `p99 ${fmt(p.p99, 2)} ms at ${fmt(p.achieved)}/s (target ${fmt(p.rate)}/s)` : '-', 'p99 ≤ 5 ms, fsync included', p ? p.p99 <= 5 && p.achieved >= 0.95 * p.rate : undefined);
+  }
+  if (goals.includes('p5')) {
+    const m = g('siglake-http-batch-1k-10k');
+    const r = pctOf(m?.rps, s1?.rps);
+    const fdBound = FD_SETTING + CONNS + 64;
+    add('P5', '10,000 tenants round-robin, one lane each', m ? `${fmt(r * 100, 1)} % of one tenant; RSS ${fmt(m.rssMiB)} MiB; ${m.fds} fds (--wal-max-open-files ${FD_SETTING})` : '-', `≥ 80 %; RSS ≤ 512 MiB; fds ≤ ${fdBound}`, m ? r >= 0.8 && m.rssMiB <= 512 && m.fds <= fdBound : undefined);
+  }
+  const micro = g('micro')?.micro;
+  const probe = (id) => micro?.probes.find((p) => p.id === id);
+  if (goals.includes('p6')) {
+    const a = probe('admission');
+    const j = probe('jwt-cache-hit');
+    add('P6', 'admission per request; JWT verify on a cache hit', a && j ? `${fmt(a.nsPerOp, 0)} ns (${fmt(a.allocBytesPerOp ?? NaN, 2)} B/op allocated); ${fmt(j.nsPerOp, 0)} ns` : '-', '≤ 1 µs, no steady-state allocation; ≤ 2 µs', a && j ? a.nsPerOp <= 1000 && (a.allocBytesPerOp ?? 0) < 1 && j.nsPerOp <= 2000 : undefined);
+  }
+  if (goals.includes('p7')) {
+    const w = probe('wal-append');
+    const c = probe('crc32c');
+    add('P7', 'WAL append in a worker, no fsync; CRC-32C', w && c ? `${fmt(w.mbPerSec / 1000, 2)} GB/s; ${fmt(c.mbPerSec / 1000, 2)} GB/s` : '-', '≥ 1 GB/s; ≥ 5 GB/s', w && c ? w.mbPerSec >= 1000 && c.mbPerSec >= 5000 : undefined);
+  }
+  return rows;
+}
+
+function table(results) {
+  const head = ['row', 'req/s', 'MB/s', 'records/s', 'p50 ms', 'p99 ms', 'RSS MiB', 'errors', 'vs ceiling', 'vs baseline'];
+  const lines = [];
+  for (const row of ROWS) {
+    const r = results[row.id];
+    if (r === undefined || row.kind === 'micro') continue;
+    lines.push([
+      `${row.id} (${row.label})`,
+      fmt(r.rps),
+      fmt(r.mbps, 1),
+      fmt(r.recordsPerSec),
+      fmt(r.p50, 2),
+      fmt(r.p99, 2),
+      fmt(r.rssMiB),
+      fmt(r.errors),
+      Number.isFinite(r.vsCeiling) ? `${fmt(r.vsCeiling * 100, 1)} %` : Number.isFinite(r.vsDisk) && row.size === '256k' ? `${fmt(r.vsDisk * 100, 1)} % disk` : '',
+      Number.isFinite(r.vsBaseline) ? `${fmt(r.vsBaseline, 2)}x` : '',
+    ]);
+  }
+  return render([head, ...lines]);
+}
+
+function render(rows) {
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)));
+  return rows.map((r, k) => r.map((c, i) => (i === 0 || k === 0 ? String(c).padEnd(widths[i]) : String(c).padStart(widths[i]))).join('  ')).join('\n') + '\n';
+}
+
+function chart(results, goals, meta) {
+  const esc = (s) => String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;');
+  const bars = (title, pick, unit) => {
+    const items = ROWS.filter((r) => results[r.id] !== undefined && r.kind !== 'micro' && Number.isFinite(pick(results[r.id]))).map((r) => ({ row: r, v: pick(results[r.id]) }));
+    const max = Math.max(1e-9, ...items.map((i) => i.v));
+    const W = 940;
+    const L = 380;
+    const H = 26 + items.length * 20;
+    const color = { ceiling: '#7f7f7f', baseline: '#d62728', siglake: '#1f77b4', disk: '#8c564b', 'grpc-ceiling': '#7f7f7f', 'h2-reference': '#bcbd22' };
+    const out = [`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="11"><text x="0" y="14" font-size="13" font-weight="bold">${esc(title)}</text>`];
+    items.forEach((it, i) => {
+      const y = 22 + i * 20;
+      const w = ((W - L - 90) * it.v) / max;
+      out.push(`<text x="${L - 6}" y="${y + 12}" text-anchor="end">${esc(it.row.id)}</text><rect x="${L}" y="${y}" width="${w.toFixed(1)}" height="15" fill="${color[it.row.kind] ?? '#999'}"/><text x="${L + w + 4}" y="${y + 12}">${esc(fmt(it.v, it.v < 10 ? 2 : 0))} ${unit}</text>`);
+    });
+    out.push('</svg>');
+    return out.join('');
+  };
+  const gr = goalRows(results, goals);
+  const goalTable = `<table><tr><th>id</th><th>workload</th><th>measured</th><th>goal</th><th></th></tr>${gr.map((g) => `<tr><td>${g.id}</td><td>${esc(g.workload)}</td><td>${esc(g.measured)}</td><td>${esc(g.goal)}</td><td style="color:${g.met === 'met' ? 'green' : g.met === 'short' ? 'red' : '#888'}">${g.met}</td></tr>`).join('')}</table>`;
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>siglake native-bench ${esc(meta.startedAt)}</title>
+<style>body{font-family:sans-serif;margin:24px}table{border-collapse:collapse}td,th{padding:2px 10px;text-align:left;border-bottom:1px solid #eee}svg{display:block;margin:16px 0}</style></head><body>
+<h2>siglake native-bench — ${esc(meta.startedAt)}</h2><p>${esc(`${meta.host}; node ${process.version}; ${meta.secs} s x ${meta.runs} runs per row (medians), ${CONNS} connections`)}</p>
+${goalTable}
+${bars('Requests/s (writes+fdatasync/s for disk rows)', (r) => r.rps, '/s')}
+${bars('MB/s', (r) => r.mbps, 'MB/s')}
+${bars('p99 latency (ms)', (r) => r.p99, 'ms')}
+<pre>${esc(table(results))}</pre></body></html>
+`;
+}
+
+// ---- main --------------------------------------------------------------------
+
+async function main() {
+  if (args.list) {
+    for (const r of ROWS) console.log(`${r.id.padEnd(30)} ${r.label}`);
+    console.log(`goals: ${Object.entries(GOAL_ROWS).map(([g, rows]) => `${g} = ${rows.join(' + ')}`).join('; ')}`);
+    return;
+  }
+  for (const tool of ['wrk', 'h2load']) {
+    if (spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0) throw new Error(`${tool} not found: apt-get install wrk nghttp2-client`);
+  }
+  const { rows, goals } = selected();
+  if (!args['no-build']) {
+    log('building (npx tsc -p tsconfig.json)');
+    const b = run('npx', ['tsc', '-p', 'tsconfig.json'], 300_000);
+    if (b.status !== 0) throw new Error(`build failed: ${b.stdout}${b.stderr}`);
+  }
+  const sizes = [...new Set(rows.filter((r) => r.proto !== 'disk' && r.proto !== 'micro').map((r) => r.size))];
+  const missing = sizes.filter((s) => !existsSync(path.join(FIXTURES, `logs-${s}.pb`)) || !existsSync(path.join(FIXTURES, `logs-${s}.grpc`)));
+  if (missing.length > 0) {
+    log(`making fixtures ${missing.join(', ')}`);
+    const f = run(process.execPath, [path.join(HERE, 'make-fixtures.mjs'), '--sizes', missing.join(',')], 300_000);
+    if (f.status !== 0) throw new Error(`make-fixtures failed: ${f.stderr}`);
+  }
+  const startedAt = new Date().toISOString();
+  log(`native-bench: ${rows.length} rows, ${SECS} s x ${RUNS} runs each (+${WARMUP} s warm-up), ${CONNS} connections, files under ${BENCH_DIR}`);
+  const results = {};
+  const failures = {};
+  for (const row of rows) {
+    try {
+      results[row.id] = await runRow(row, goals);
+    } catch (e) {
+      failures[row.id] = e.message;
+      log(`    FAILED: ${e.message}`);
+    }
+  }
+  ratios(results);
+  const gr = goalRows(results, goals);
+  const text = `${table(results)}\n${render([['id', 'workload', 'measured', 'goal', ''], ...gr.map((g) => [g.id, g.workload, g.measured, g.goal, g.met])])}`;
+  process.stdout.write(`\n${text}`);
+  const meta = { startedAt, host: `${os.hostname()} ${os.cpus().length} cpus ${os.cpus()[0]?.model ?? ''}`.trim(), secs: SECS, runs: RUNS, warmupSecs: WARMUP, connections: CONNS, streams: STREAMS, benchDir: BENCH_DIR, node: process.version };
+  mkdirSync(RESULTS, { recursive: true });
+  const stamp = startedAt.replace(/[:.]/g, '-');
+  const json = { meta, fixtures: manifest(), rows: ROWS.filter((r) => results[r.id] !== undefined).map((r) => ({ ...r, ...results[r.id] })), goals: gr, failures };
+  writeFileSync(path.join(RESULTS, `bench-${stamp}.json`), JSON.stringify(json, null, 2) + '\n');
+  writeFileSync(path.join(RESULTS, `bench-${stamp}.html`), chart(results, goals, meta));
+  copyFileSync(path.join(RESULTS, `bench-${stamp}.json`), path.join(RESULTS, 'latest.json'));
+  copyFileSync(path.join(RESULTS, `bench-${stamp}.html`), path.join(RESULTS, 'latest.html'));
+  log(`\nwrote ${path.relative(REPO, path.join(RESULTS, `bench-${stamp}.json`))} and .html (also latest.json, latest.html)`);
+  if (Object.keys(failures).length > 0) process.exitCode = 1;
+}
+
+main().catch((e) => {
+  log(`native-bench: ${e.stack ?? e}`);
+  process.exit(1);
+});

@@ -1,0 +1,223 @@
+// The send loop of one client thread. Closed loop: every connection (times
+// streams, for gRPC) keeps one request in flight until the end. Fixed rate:
+// request k is due at start + k / rate; it goes out when due and a connection
+// is free, and its latency is counted from when it was due, not from when it
+// went out, so a server that stalls is charged for the requests it held up
+// (no coordinated omission). Completions are added to the stats of the
+// interval they fall in, and each interval is posted once it is over.
+
+import { performance } from 'node:perf_hooks';
+import type { PooledBody } from './body-pool.js';
+import { IntervalStats, type IntervalMessage } from './interval-stats.js';
+import type { LaneTarget } from './lane-plan.js';
+
+/** Called once per request: the status key, whether it succeeded, and a refusal's body or message. */
+export type SendDone = (status: string, ok: boolean, detail: Buffer | string | undefined) => void;
+
+export interface RequestSender {
+  /** Sends `body` for `target` on connection `conn`; calls `done` exactly once. */
+  send(conn: number, target: LaneTarget, body: PooledBody, done: SendDone): void;
+  close(): Promise<void>;
+}
+
+export interface DoneMessage {
+  type: 'done';
+  thread: number;
+  issued: number;
+  /** Fixed rate: most requests that were due and not yet sent at one time. */
+  maxBacklog: number;
+  /** Fixed rate: requests due before the end that never went out. */
+  unsent: number;
+  /** First refusal message seen per status. */
+  samples: Record<string, string>;
+}
+
+export interface LoadClientOptions {
+  thread: number;
+  targets: LaneTarget[];
+  sender: RequestSender;
+  post(m: IntervalMessage): void;
+  /** performance.now() of the start (may be in the future) and of the end of sending. */
+  startPerf: number;
+  endPerf: number;
+  /** Requests this thread sends at most. */
+  budget: number;
+  connections: number;
+  /** In flight per connection (gRPC streams; 1 for HTTP). */
+  streams: number;
+  /** Requests/s for this thread; undefined for a closed loop. */
+  rate: number | undefined;
+  intervalMs: number;
+  /** Turns a refusal body into one line for the report. */
+  describe(status: string, detail: Buffer | string): string;
+}
+
+export class LoadClient {
+  readonly #o: LoadClientOptions;
+  readonly #stats = new IntervalStats();
+  #interval = -1;
+  #endPerf: number;
+  #issued = 0;
+  #inflight = 0;
+  #laneCursor: number;
+  #maxBacklog = 0;
+  readonly #samples: Record<string, string> = {};
+  #timer: NodeJS.Timeout | undefined;
+  #idle: (() => void) | undefined;
+
+  constructor(opts: LoadClientOptions) {
+    this.#o = opts;
+    this.#endPerf = opts.endPerf;
+    this.#laneCursor = 0;
+  }
+
+  /** Stops sending now; requests in flight still finish. */
+  stop(): void {
+    this.#endPerf = Math.min(this.#endPerf, performance.now());
+  }
+
+  async run(): Promise<DoneMessage> {
+    const o = this.#o;
+    const wait = o.startPerf - performance.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    const flushTimer = setInterval(() => this.#flushIfStale(), o.intervalMs);
+    const idle = new Promise<void>((resolve) => {
+      this.#idle = resolve;
+    });
+    let unsent = 0;
+    if (o.rate === undefined) {
+      const chains = o.connections * o.streams;
+      for (let i = 0; i < chains && this.#canIssue(); i++) this.#closedLoop(i % o.connections);
+    } else {
+      unsent = await this.#fixedRate(o.rate);
+    }
+    this.#checkIdle();
+    await idle;
+    clearInterval(flushTimer);
+    if (this.#stats.completed > 0) o.post(this.#stats.message(o.thread, this.#interval));
+    return { type: 'done', thread: o.thread, issued: this.#issued, maxBacklog: this.#maxBacklog, unsent, samples: this.#samples };
+  }
+
+  #canIssue(): boolean {
+    return this.#issued < this.#o.budget && performance.now() < this.#endPerf;
+  }
+
+  #checkIdle(): void {
+    if (this.#inflight === 0 && this.#timer === undefined && this.#idle !== undefined && !this.#pending()) this.#idle();
+  }
+
+  /** Fixed rate keeps a schedule open until its last due request went out. */
+  #pending(): boolean {
+    return this.#schedule !== undefined && this.#schedule.open;
+  }
+
+  #next(): [LaneTarget, PooledBody] {
+    const targets = this.#o.targets;
+    const t = targets[this.#laneCursor];
+    this.#laneCursor = this.#laneCursor + 1 === targets.length ? 0 : this.#laneCursor + 1;
+    const body = t.bodies[t.cursor % t.bodies.length];
+    t.cursor++;
+    return [t, body];
+  }
+
+  #closedLoop(conn: number): void {
+    const [target, body] = this.#next();
+    this.#issued++;
+    this.#inflight++;
+    const started = performance.now();
+    this.#o.sender.send(conn, target, body, (status, ok, detail) => {
+      this.#complete(started, status, ok, detail, body);
+      if (this.#canIssue()) this.#closedLoop(conn);
+      else this.#checkIdle();
+    });
+  }
+
+  #schedule: { open: boolean; k: number; free: number[]; pump: () => void } | undefined;
+
+  /** Resolves when sending is over; returns how many due requests never went out. */
+  #fixedRate(rate: number): Promise<number> {
+    const o = this.#o;
+    const period = 1000 / rate;
+    // The schedule starts at the common start time, even if this timer woke late.
+    const start = o.startPerf;
+    const free: number[] = [];
+    for (let s = 0; s < o.streams; s++) for (let c = o.connections - 1; c >= 0; c--) free.push(c);
+    return new Promise<number>((resolve) => {
+      const sched = { open: true, k: 0, free, pump: () => {} };
+      this.#schedule = sched;
+      const finish = (): void => {
+        if (!sched.open) return;
+        sched.open = false;
+        if (this.#timer !== undefined) clearTimeout(this.#timer);
+        this.#timer = undefined;
+        // Requests due before the end that never went out.
+        // The count of k with start + k * period < end, by the same comparison the loop makes.
+        let due = o.budget;
+        if (Number.isFinite(this.#endPerf)) {
+          due = Math.max(0, Math.ceil((this.#endPerf - start) / period));
+          while (due > 0 && start + (due - 1) * period >= this.#endPerf) due--;
+          while (start + due * period < this.#endPerf) due++;
+        }
+        const dueAtEnd = Math.min(o.budget, due);
+        resolve(Math.max(0, dueAtEnd - sched.k));
+      };
+      sched.pump = () => {
+        this.#timer = undefined;
+        const now = performance.now();
+        for (;;) {
+          if (sched.k >= o.budget) return finish();
+          const due = start + sched.k * period;
+          if (due >= this.#endPerf) return finish();
+          if (due > now) {
+            this.#timer = setTimeout(sched.pump, due - now);
+            return;
+          }
+          const backlog = Math.floor((now - start) / period) + 1 - sched.k;
+          if (backlog > this.#maxBacklog) this.#maxBacklog = backlog;
+          if (free.length === 0) return; // a completion pumps again
+          const conn = free.pop()!;
+          sched.k++;
+          this.#sendAt(conn, due);
+        }
+      };
+      sched.pump();
+    });
+  }
+
+  #sendAt(conn: number, due: number): void {
+    const [target, body] = this.#next();
+    this.#issued++;
+    this.#inflight++;
+    this.#o.sender.send(conn, target, body, (status, ok, detail) => {
+      this.#complete(due, status, ok, detail, body);
+      const sched = this.#schedule!;
+      sched.free.push(conn);
+      if (sched.open && this.#timer === undefined) sched.pump();
+      this.#checkIdle();
+    });
+  }
+
+  #complete(started: number, status: string, ok: boolean, detail: Buffer | string | undefined, body: PooledBody): void {
+    this.#inflight--;
+    const now = performance.now();
+    const o = this.#o;
+    const index = Math.floor((now - o.startPerf) / o.intervalMs);
+    if (index !== this.#interval) {
+      if (this.#stats.completed > 0) o.post(this.#stats.message(o.thread, this.#interval));
+      this.#stats.reset();
+      this.#interval = index;
+    }
+    this.#stats.record(status, ok, (now - started) * 1000, body.wire.length, body.rawBytes, body.records);
+    if (!ok && detail !== undefined && this.#samples[status] === undefined) this.#samples[status] = o.describe(status, detail);
+  }
+
+  #flushIfStale(): void {
+    const o = this.#o;
+    const index = Math.floor((performance.now() - o.startPerf) / o.intervalMs);
+    if (index !== this.#interval && this.#stats.completed > 0) {
+      o.post(this.#stats.message(o.thread, this.#interval));
+      this.#stats.reset();
+      this.#interval = index;
+    }
+  }
+}

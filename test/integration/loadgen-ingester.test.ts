@@ -1,0 +1,246 @@
+// `siglake loadgen` against the real ingester: what the loadgen reports sent
+// and answered agrees with what the ingester counted and wrote, over HTTP and
+// gRPC, with one tenant, many tenants by header, tenants by signed JWT, and
+// indexes; refusals are counted by status with a sample message; fixed rate
+// keeps its rate; the JSON report and the chart have their shape.
+
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { exportJWK, exportPKCS8, generateKeyPair } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LoadReportJson } from '../../src/loadgen/load-report.js';
+import { CLI, startIngester, tempDir, walDump, type RunningIngester } from '../helpers/ingester.js';
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `siglake loadgen` without blocking this process (the ingester's pipes keep draining). */
+function loadgen(args: string[]): Promise<Run> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI, 'loadgen', '--threads', '1', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+    child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 50_000);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** Temporary directories of this file, removed at the end. */
+const made: string[] = [];
+function scratch(prefix = 'siglake-loadgen-'): string {
+  const d = tempDir(prefix);
+  made.push(d);
+  return d;
+}
+afterAll(() => {
+  for (const d of made) fs.rmSync(d, { recursive: true, force: true });
+});
+
+function readReport(file: string): LoadReportJson {
+  return JSON.parse(fs.readFileSync(file, 'utf8')) as LoadReportJson;
+}
+
+const metricSum = (m: Map<string, number>, prefix: string): number => {
+  let n = 0;
+  for (const [k, v] of m) if (k.startsWith(prefix)) n += v;
+  return n;
+};
+
+describe('loadgen against one default-tenant ingester', () => {
+  let ing: RunningIngester;
+  let dir: string;
+  beforeAll(async () => {
+    ing = await startIngester();
+    dir = scratch();
+  });
+  afterAll(async () => {
+    expect(await ing.stop()).toBe(0);
+    fs.rmSync(ing.dataDir, { recursive: true, force: true });
+  });
+
+  it('HTTP protobuf, closed loop, --requests: every request answered, counted and written', async () => {
+    const out = path.join(dir, 'http.json');
+    const chart = path.join(dir, 'http.html');
+    const r = await loadgen(['--target', ing.url, '--requests', '300', '--connections', '8', '--out', out, '--chart', chart]);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/requests\s+300 /);
+    const j = readReport(out);
+    expect(j.tool).toBe('siglake loadgen');
+    expect(j.totals.issued).toBe(300);
+    expect(j.totals.requests).toBe(300);
+    expect(j.totals.ok).toBe(300);
+    expect(j.totals.errors).toBe(0);
+    expect(j.statusCounts).toEqual({ '200': 300 });
+    expect(j.latencyMs.count).toBe(300);
+    expect(j.latencyMs.p50).toBeGreaterThan(0);
+    expect(j.latencyMs.p50).toBeLessThanOrEqual(j.latencyMs.p99);
+    expect(j.latencyMs.p99).toBeLessThanOrEqual(j.latencyMs.max);
+    expect(j.histogram.counts.reduce((n, [, c]) => n + c, 0)).toBe(300);
+    expect(j.timeline.reduce((n, p) => n + p.requests, 0)).toBe(300);
+    expect(j.rates.requestsPerSec).toBeGreaterThan(0);
+    expect(j.prepare).toMatchObject({ lanes: 1, distinctBodies: 8 });
+
+    const m = await ing.metrics();
+    expect(m.get('siglake_ingest_requests_total{endpoint="otlp",status="200"}')).toBe(300);
+    expect(m.get('siglake_ingest_records_total{endpoint="otlp"}')).toBe(j.totals.records);
+    const dump = walDump(ing.walDir);
+    expect(dump).toHaveLength(300);
+    expect(new Set(dump.map((d) => `${d.tenant}/${d.table}`))).toEqual(new Set(['default/logs']));
+    expect(dump.reduce((n, d) => n + d.records, 0)).toBe(j.totals.records);
+    expect(fs.readFileSync(chart, 'utf8')).toMatch(/^<!doctype html>[\s\S]*<svg [\s\S]*<\/html>\n$/);
+  });
+
+  it('gRPC, several streams per connection, mixed signals: counted per endpoint', async () => {
+    const out = path.join(dir, 'grpc.json');
+    const before = await ing.metrics();
+    const r = await loadgen(['--protocol', 'grpc', '--target', ing.grpcAddress, '--signal', 'mixed', '--requests', '200', '--connections', '2', '--streams', '4', '--out', out, '--quiet']);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe('');
+    const j = readReport(out);
+    expect(j.statusCounts).toEqual({ OK: 200 });
+    const m = await ing.metrics();
+    const delta = (k: string): number => (m.get(k) ?? 0) - (before.get(k) ?? 0);
+    // Mixed alternates logs and traces bodies.
+    expect(delta('siglake_ingest_requests_total{endpoint="otlp",status="200"}')).toBe(100);
+    expect(delta('siglake_ingest_requests_total{endpoint="otlp_traces",status="200"}')).toBe(100);
+    expect(delta('siglake_ingest_records_total{endpoint="otlp"}') + delta('siglake_ingest_records_total{endpoint="otlp_traces"}')).toBe(j.totals.records);
+  });
+
+  it('OTLP/JSON with gzip, traces: accepted and counted as traces', async () => {
+    const out = path.join(dir, 'json.json');
+    const before = await ing.metrics();
+    const r = await loadgen(['--target', ing.url, '--encoding', 'json', '--gzip', '--signal', 'traces', '--requests', '50', '--connections', '2', '--out', out]);
+    expect(r.code).toBe(0);
+    const j = readReport(out);
+    expect(j.statusCounts).toEqual({ '200': 50 });
+    // Gzipped JSON is smaller on the wire than before compression.
+    expect(j.totals.bytes).toBeLessThan(j.totals.rawBytes);
+    const m = await ing.metrics();
+    const delta = (k: string): number => (m.get(k) ?? 0) - (before.get(k) ?? 0);
+    expect(delta('siglake_ingest_requests_total{endpoint="otlp_traces",status="200"}')).toBe(50);
+    expect(delta('siglake_ingest_records_total{endpoint="otlp_traces"}')).toBe(j.totals.records);
+  });
+
+  it('counts refusals by status and keeps a sample of the message (tenants by header, not trusted)', async () => {
+    const out = path.join(dir, 'refused.json');
+    const r = await loadgen(['--target', ing.url, '--tenants', '3', '--requests', '60', '--connections', '4', '--out', out]);
+    expect(r.code).toBe(0);
+    const j = readReport(out);
+    expect(j.statusCounts).toEqual({ '403': 60 });
+    expect(j.totals.ok).toBe(0);
+    expect(j.totals.records).toBe(0);
+    expect(j.errorSamples['403']).toMatch(/header_not_trusted/);
+    expect(r.stdout).toMatch(/403: 60/);
+  });
+
+  it('fixed rate: sends at the rate for the duration and reports it', async () => {
+    const out = path.join(dir, 'rate.json');
+    const r = await loadgen(['--target', ing.url, '--rate', '100', '--duration', '2', '--connections', '4', '--out', out]);
+    expect(r.code).toBe(0);
+    const j = readReport(out);
+    expect(j.config.mode).toBe('fixed-rate');
+    // 200 are due in 2 s; a busy machine may leave a few unsent at the end.
+    expect(j.totals.issued + j.fixedRate!.unsent).toBe(200);
+    expect(j.totals.requests).toBe(j.totals.issued);
+    expect(j.totals.ok).toBe(j.totals.issued);
+    expect(j.totals.issued).toBeGreaterThanOrEqual(190);
+    expect(j.fixedRate!.targetPerSec).toBe(100);
+    // About 100 complete in each second (a stall on a busy machine moves some across the boundary).
+    expect(j.timeline.filter((p) => p.t < 2).map((p) => p.requests).every((n) => n >= 50 && n <= 150)).toBe(true);
+
+    // Bounded by a request count instead of a duration: stops after the last one.
+    const out2 = path.join(dir, 'rate-n.json');
+    const n = await loadgen(['--target', ing.url, '--rate', '200', '--requests', '50', '--duration', '0', '--connections', '2', '--out', out2]);
+    expect(n.code).toBe(0);
+    const k = readReport(out2);
+    expect([k.totals.issued, k.totals.ok, k.fixedRate!.unsent]).toEqual([50, 50, 0]);
+  });
+
+  it('exits 1 when nothing answers and 2 on a bad flag', async () => {
+    const dead = await loadgen(['--target', 'http://127.0.0.1:1', '--requests', '3', '--connections', '1', '--quiet']);
+    expect(dead.code).toBe(1);
+    expect(dead.stderr).toMatch(/no request was answered/);
+    const bad = await loadgen(['--streams', '3']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--streams/);
+  });
+});
+
+describe('loadgen with many tenants and indexes (trusted header)', () => {
+  let ing: RunningIngester;
+  beforeAll(async () => {
+    ing = await startIngester({ args: ['--trust-tenant-header'] });
+  });
+  afterAll(async () => {
+    expect(await ing.stop()).toBe(0);
+    fs.rmSync(ing.dataDir, { recursive: true, force: true });
+  });
+
+  it('spreads requests round-robin over tenants × indexes, from two client threads', async () => {
+    const out = path.join(scratch(), 'tenants.json');
+    const r = await loadgen(['--target', ing.url, '--tenants', '5', '--indexes', '2', '--requests', '100', '--connections', '6', '--threads', '2', '--out', out]);
+    expect(r.code).toBe(0);
+    const j = readReport(out);
+    expect(j.statusCounts).toEqual({ '200': 100 });
+    expect(j.config.threads).toBe(2);
+    expect(j.prepare.lanes).toBe(10);
+    const dump = walDump(ing.walDir);
+    const perLane = new Map<string, number>();
+    for (const d of dump) perLane.set(`${d.tenant}/${d.index}`, (perLane.get(`${d.tenant}/${d.index}`) ?? 0) + 1);
+    expect(perLane.size).toBe(10);
+    for (let t = 0; t < 5; t++) for (let i = 0; i < 2; i++) expect(perLane.get(`tenant-${t}/idx-${i}`)).toBe(10);
+  });
+});
+
+describe('loadgen with tenants in signed JWTs', () => {
+  let ing: RunningIngester;
+  let keyFile: string;
+  beforeAll(async () => {
+    const dir = scratch('siglake-loadgen-jwt-');
+    const { privateKey, publicKey } = await generateKeyPair('ES256', { extractable: true });
+    keyFile = path.join(dir, 'key.pem');
+    fs.writeFileSync(keyFile, await exportPKCS8(privateKey));
+    const jwks = path.join(dir, 'jwks.json');
+    fs.writeFileSync(jwks, JSON.stringify({ keys: [{ ...(await exportJWK(publicKey)), kid: 'k1', alg: 'ES256' }] }));
+    ing = await startIngester({
+      args: ['--oidc-issuer', 'https://idp.test', '--oidc-audience', 'siglake', '--oidc-jwks-file', jwks, '--tenant-claim', 'org'],
+    });
+  });
+  afterAll(async () => {
+    expect(await ing.stop()).toBe(0);
+    fs.rmSync(ing.dataDir, { recursive: true, force: true });
+  });
+
+  it('signs one token per tenant; the ingester routes each to its tenant, over HTTP and gRPC', async () => {
+    const dir = scratch();
+    const common = ['--tenants', '4', '--jwt-key', keyFile, '--tenant-claim', 'org', '--jwt-issuer', 'https://idp.test', '--jwt-audience', 'siglake', '--jwt-kid', 'k1'];
+    const h = await loadgen(['--target', ing.url, '--requests', '40', '--connections', '4', '--out', path.join(dir, 'h.json'), ...common]);
+    expect(h.code).toBe(0);
+    expect(readReport(path.join(dir, 'h.json')).statusCounts).toEqual({ '200': 40 });
+    const g = await loadgen(['--protocol', 'grpc', '--target', ing.grpcAddress, '--requests', '40', '--connections', '2', '--streams', '2', '--out', path.join(dir, 'g.json'), ...common]);
+    expect(g.code).toBe(0);
+    expect(readReport(path.join(dir, 'g.json')).statusCounts).toEqual({ OK: 40 });
+    const dump = walDump(ing.walDir);
+    const perTenant = new Map<string, number>();
+    for (const d of dump) perTenant.set(d.tenant, (perTenant.get(d.tenant) ?? 0) + 1);
+    expect(perTenant).toEqual(new Map([0, 1, 2, 3].map((t) => [`tenant-${t}`, 20])));
+    expect(metricSum(await ing.metrics(), 'siglake_ingest_tenant_denied_total')).toBe(0);
+  });
+
+  it('a token with the wrong audience is refused 401 and counted so', async () => {
+    const out = path.join(scratch(), 'bad.json');
+    const r = await loadgen(['--target', ing.url, '--requests', '10', '--connections', '2', '--jwt-key', keyFile, '--tenant-claim', 'org', '--jwt-issuer', 'https://idp.test', '--jwt-audience', 'other', '--out', out]);
+    expect(r.code).toBe(0);
+    expect(readReport(out).statusCounts).toEqual({ '401': 10 });
+  });
+});
