@@ -147,6 +147,13 @@ export class HttpAcceptor {
     }
   };
 
+  #corking: HttpIngest | undefined = undefined;
+  readonly #writeOk = (): void => {
+    const state = this.#corking!;
+    const enc = state.encoding;
+    state.res.writeHeader('Content-Type', CONTENT_TYPES[enc]).end(EMPTY_RESPONSE[enc]);
+  };
+
   constructor(opts: HttpAcceptorOptions) {
     this.#o = opts;
     const app = opts.uws.App();
@@ -387,11 +394,11 @@ export class HttpAcceptor {
     if (status === 200) this.#o.metrics.records(state.endpoint, records);
     if (status === 200) {
       if (state.aborted) return;
-      const res = state.res;
-      const enc = state.encoding;
-      res.cork(() => {
-        res.writeHeader('Content-Type', CONTENT_TYPES[enc]).end(EMPTY_RESPONSE[enc]);
-      });
+      // cork() runs its callback at once: hand it the state through a field,
+      // so answering allocates no closure.
+      this.#corking = state;
+      state.res.cork(this.#writeOk);
+      this.#corking = undefined;
       return;
     }
     this.#write(state, status, errorForStatus(status, message), false);

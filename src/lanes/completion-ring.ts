@@ -99,19 +99,24 @@ export class CompletionRing {
   }
 }
 
-/** One Int32 word shared by all workers and the acceptor: "some completion is waiting". */
+/**
+ * Two Int32 words shared by all workers and the acceptor: a counter ("some
+ * completion is waiting") and a flag the acceptor raises just before it waits.
+ * A worker bumps the counter after posting and calls Atomics.notify only when
+ * the flag is up, so a busy acceptor costs it one atomic load, not a wake-up.
+ */
 export class Doorbell {
   readonly sab: SharedArrayBuffer;
   readonly #word: Int32Array;
 
   constructor(sab: SharedArrayBuffer = new SharedArrayBuffer(64)) {
     this.sab = sab;
-    this.#word = new Int32Array(sab, 0, 1);
+    this.#word = new Int32Array(sab, 0, 2);
   }
 
   ring(): void {
     Atomics.add(this.#word, 0, 1);
-    Atomics.notify(this.#word, 0);
+    if (Atomics.load(this.#word, 1) === 1) Atomics.notify(this.#word, 0);
   }
 
   value(): number {
@@ -120,7 +125,15 @@ export class Doorbell {
 
   /** Resolves when the doorbell moves past `seen`, or after `timeoutMs`. */
   async wait(seen: number, timeoutMs: number): Promise<void> {
-    const r = Atomics.waitAsync(this.#word, 0, seen, timeoutMs);
-    if (r.async) await r.value;
+    // Raise the flag, then look again: a ring between our last look and the
+    // flag either moved the counter (seen here) or saw the flag (and notifies).
+    Atomics.store(this.#word, 1, 1);
+    try {
+      if (Atomics.load(this.#word, 0) !== seen) return;
+      const r = Atomics.waitAsync(this.#word, 0, seen, timeoutMs);
+      if (r.async) await r.value;
+    } finally {
+      Atomics.store(this.#word, 1, 0);
+    }
   }
 }

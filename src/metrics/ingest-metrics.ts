@@ -1,8 +1,10 @@
 // The ingester's metrics (contract §8), registered on a registry passed in,
-// never at import time. Hot-path counters are resolved to label children once,
-// so counting a request is a property lookup and an add.
+// never at import time. Everything counted per request lives in typed arrays
+// and is turned into Prometheus series only at scrape time: prom-client's
+// labelled inc() and Histogram.observe() allocate on every call, and the hot
+// path must not.
 
-import client, { type Counter, type Gauge, type Registry } from 'prom-client';
+import client, { type Gauge, type Registry } from 'prom-client';
 import { TENANT_DENIED_REASONS, type TenantDeniedReason } from '../errors.js';
 import { FSYNC_BUCKETS, type WorkerStats } from './worker-stats.js';
 
@@ -13,11 +15,13 @@ export type RejectReason = (typeof REJECT_REASONS)[number];
 
 /** Upper bounds of siglake_ingest_lane_queue_depth. */
 const DEPTH_BUCKETS: readonly number[] = [0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096, 16384];
-const DEPTH_SUM = DEPTH_BUCKETS.length + 1;
 
-interface CounterChild {
-  inc(n?: number): void;
-}
+/** Every HTTP status the ingest endpoints answer with (a gRPC answer counts as its HTTP row). */
+const STATUSES: readonly number[] = [200, 400, 401, 403, 404, 408, 413, 415, 429, 499, 500, 503];
+const STATUS_SLOT = new Int8Array(600).fill(-1);
+STATUSES.forEach((s, i) => {
+  STATUS_SLOT[s] = i;
+});
 
 interface MetricValue {
   value: number;
@@ -25,7 +29,7 @@ interface MetricValue {
   metricName?: string;
 }
 
-/** A metric whose values are computed at scrape time (from worker SABs). */
+/** A metric whose values are computed at scrape time. */
 class ComputedMetric {
   readonly aggregator = 'sum';
   constructor(
@@ -40,6 +44,23 @@ class ComputedMetric {
   reset(): void {}
 }
 
+/** Histogram series (cumulative buckets, sum, count) from non-cumulative bucket counts. */
+function histogramValues(name: string, bounds: readonly number[], bucket: (i: number) => number, sum: number): MetricValue[] {
+  const values: MetricValue[] = [];
+  let cumulative = 0;
+  for (let i = 0; i <= bounds.length; i++) {
+    cumulative += bucket(i);
+    values.push({
+      value: cumulative,
+      labels: { le: i < bounds.length ? String(bounds[i]) : '+Inf' },
+      metricName: `${name}_bucket`,
+    });
+  }
+  values.push({ value: sum, metricName: `${name}_sum` });
+  values.push({ value: cumulative, metricName: `${name}_count` });
+  return values;
+}
+
 export interface MetricsSources {
   /** Worker stats blocks, one per shard. */
   workerStats: () => readonly WorkerStats[];
@@ -50,100 +71,73 @@ export interface MetricsSources {
 
 export class IngestMetrics {
   readonly registry: Registry;
-  readonly #requests: Counter<'endpoint' | 'status'>;
-  readonly #requestChildren: Map<number, CounterChild>[];
-  readonly #records: CounterChild[];
-  readonly #denied: Record<TenantDeniedReason, CounterChild>;
-  readonly #rejected: Record<RejectReason, CounterChild>;
-  readonly #breakerRejected: Counter;
-  readonly #backendErrors: Counter;
-  /** Bucket counts (non-cumulative), then the sum at DEPTH_SUM. */
-  readonly #depthCounts = new Float64Array(DEPTH_BUCKETS.length + 2);
+  /** [endpoint * STATUSES.length + status slot] */
+  readonly #requests = new Float64Array(ENDPOINTS.length * STATUSES.length);
+  readonly #records = new Float64Array(ENDPOINTS.length);
+  readonly #denied = new Float64Array(TENANT_DENIED_REASONS.length);
+  readonly #deniedSlot: Record<TenantDeniedReason, number>;
+  readonly #rejected = new Float64Array(REJECT_REASONS.length);
+  readonly #rejectedSlot: Record<RejectReason, number>;
+  /** [0] breaker rejections, [1] rate budget backend errors */
+  readonly #singles = new Float64Array(2);
+  /** Non-cumulative bucket counts, then the sum. */
+  readonly #depth = new Float64Array(DEPTH_BUCKETS.length + 2);
 
   constructor(registry: Registry, sources: MetricsSources) {
     this.registry = registry;
     const registers = [registry];
     client.collectDefaultMetrics({ register: registry });
+    this.#deniedSlot = Object.fromEntries(TENANT_DENIED_REASONS.map((r, i) => [r, i])) as Record<TenantDeniedReason, number>;
+    this.#rejectedSlot = Object.fromEntries(REJECT_REASONS.map((r, i) => [r, i])) as Record<RejectReason, number>;
 
-    const denied = new client.Counter({
-      name: 'siglake_ingest_tenant_denied_total',
-      help: 'Ingest requests refused with 403 at the tenant boundary, by reason.',
-      labelNames: ['reason'],
-      registers,
-    });
-    this.#denied = Object.fromEntries(TENANT_DENIED_REASONS.map((r) => [r, denied.labels(r)])) as Record<
-      TenantDeniedReason,
-      CounterChild
-    >;
-    for (const r of TENANT_DENIED_REASONS) this.#denied[r].inc(0);
+    const computed = (name: string, help: string, type: 'counter' | 'gauge' | 'histogram', collect: () => MetricValue[]) =>
+      registry.registerMetric(new ComputedMetric(name, help, type, collect) as never);
 
-    this.#requests = new client.Counter({
-      name: 'siglake_ingest_requests_total',
-      help: 'Ingest requests answered, by endpoint (otlp = logs, otlp_traces = traces) and HTTP status (gRPC answers count under the HTTP status of the same condition).',
-      labelNames: ['endpoint', 'status'],
-      registers,
-    });
-    this.#requestChildren = ENDPOINTS.map(() => new Map<number, CounterChild>());
-    for (let e = 0; e < ENDPOINTS.length; e++) this.#requestChild(e, 200).inc(0);
-
-    const records = new client.Counter({
-      name: 'siglake_ingest_records_total',
-      help: 'Log records or spans written to the WAL, by endpoint.',
-      labelNames: ['endpoint'],
-      registers,
-    });
-    this.#records = ENDPOINTS.map((e) => {
-      const c = records.labels(e);
-      c.inc(0);
-      return c;
-    });
-
-    this.#breakerRejected = new client.Counter({
-      name: 'siglake_ingest_mem_breaker_rejected_total',
-      help: 'Ingest requests shed because RSS was at or above the memory breaker limit.',
-      registers,
-    });
-    this.#backendErrors = new client.Counter({
-      name: 'siglake_rate_budget_backend_errors_total',
-      help: 'Rate-budget backend (Redis) failures or timeouts; each admitted the request unenforced. Alert on it.',
-      registers,
-    });
-    const rejected = new client.Counter({
-      name: 'siglake_ingest_rejected_total',
-      help: 'Ingest requests refused by a limit, by reason.',
-      labelNames: ['reason'],
-      registers,
-    });
-    this.#rejected = Object.fromEntries(REJECT_REASONS.map((r) => [r, rejected.labels(r)])) as Record<
-      RejectReason,
-      CounterChild
-    >;
-    for (const r of REJECT_REASONS) this.#rejected[r].inc(0);
-
-    // Observed on every admitted request: counted in a typed array (prom-client's
-    // Histogram.observe allocates per call), exposed at scrape time.
-    const depth = this.#depthCounts;
-    registry.registerMetric(
-      new ComputedMetric(
-        'siglake_ingest_lane_queue_depth',
-        'Commands already queued on the lane when a request was enqueued.',
-        'histogram',
-        () => {
-          const values: MetricValue[] = [];
-          let cumulative = 0;
-          for (let i = 0; i <= DEPTH_BUCKETS.length; i++) {
-            cumulative += depth[i]!;
-            values.push({
-              value: cumulative,
-              labels: { le: i < DEPTH_BUCKETS.length ? String(DEPTH_BUCKETS[i]) : '+Inf' },
-              metricName: 'siglake_ingest_lane_queue_depth_bucket',
-            });
+    computed(
+      'siglake_ingest_tenant_denied_total',
+      'Ingest requests refused with 403 at the tenant boundary, by reason.',
+      'counter',
+      () => TENANT_DENIED_REASONS.map((reason, i) => ({ value: this.#denied[i]!, labels: { reason } })),
+    );
+    computed(
+      'siglake_ingest_requests_total',
+      'Ingest requests answered, by endpoint (otlp = logs, otlp_traces = traces) and HTTP status (gRPC answers count under the HTTP status of the same condition).',
+      'counter',
+      () => {
+        const values: MetricValue[] = [];
+        for (let e = 0; e < ENDPOINTS.length; e++) {
+          for (let k = 0; k < STATUSES.length; k++) {
+            const v = this.#requests[e * STATUSES.length + k]!;
+            // 200 exists at zero from start-up; other statuses appear as they happen.
+            if (v > 0 || STATUSES[k] === 200) values.push({ value: v, labels: { endpoint: ENDPOINTS[e]!, status: String(STATUSES[k]) } });
           }
-          values.push({ value: depth[DEPTH_SUM]!, metricName: 'siglake_ingest_lane_queue_depth_sum' });
-          values.push({ value: cumulative, metricName: 'siglake_ingest_lane_queue_depth_count' });
-          return values;
-        },
-      ) as never,
+        }
+        return values;
+      },
+    );
+    computed('siglake_ingest_records_total', 'Log records or spans written to the WAL, by endpoint.', 'counter', () =>
+      ENDPOINTS.map((endpoint, i) => ({ value: this.#records[i]!, labels: { endpoint } })),
+    );
+    computed(
+      'siglake_ingest_mem_breaker_rejected_total',
+      'Ingest requests shed because RSS was at or above the memory breaker limit.',
+      'counter',
+      () => [{ value: this.#singles[0]! }],
+    );
+    computed(
+      'siglake_rate_budget_backend_errors_total',
+      'Rate-budget backend (Redis) failures or timeouts; each admitted the request unenforced. Alert on it.',
+      'counter',
+      () => [{ value: this.#singles[1]! }],
+    );
+    computed('siglake_ingest_rejected_total', 'Ingest requests refused by a limit, by reason.', 'counter', () =>
+      REJECT_REASONS.map((reason, i) => ({ value: this.#rejected[i]!, labels: { reason } })),
+    );
+    computed(
+      'siglake_ingest_lane_queue_depth',
+      'Commands already queued on the lane when a request was enqueued.',
+      'histogram',
+      () => histogramValues('siglake_ingest_lane_queue_depth', DEPTH_BUCKETS, (i) => this.#depth[i]!, this.#depth[DEPTH_BUCKETS.length + 1]!),
     );
 
     new client.Gauge({
@@ -171,104 +165,62 @@ export class IngestMetrics {
       },
     });
 
-    const sum = (f: (s: WorkerStats) => number) => () => [
-      { value: sources.workerStats().reduce((a, s) => a + f(s), 0) },
-    ];
-    registry.registerMetric(
-      new ComputedMetric(
-        'siglake_wal_bytes_written_total',
-        'Bytes appended to WAL segments (headers and records).',
-        'counter',
-        sum((s) => s.walBytes),
-      ) as never,
+    const sum = (f: (s: WorkerStats) => number) => () => [{ value: sources.workerStats().reduce((a, s) => a + f(s), 0) }];
+    computed('siglake_wal_bytes_written_total', 'Record bytes appended to WAL segments.', 'counter', sum((s) => s.walBytes));
+    computed(
+      'siglake_wal_truncated_bytes_total',
+      'Bytes cut from torn or corrupt WAL tails during recovery.',
+      'counter',
+      sum((s) => s.truncatedBytes),
     );
-    registry.registerMetric(
-      new ComputedMetric(
-        'siglake_wal_truncated_bytes_total',
-        'Bytes cut from torn or corrupt WAL tails during recovery.',
-        'counter',
-        sum((s) => s.truncatedBytes),
-      ) as never,
+    computed(
+      'siglake_wal_write_errors_total',
+      'WAL writes or fdatasyncs that failed; their requests were answered 500.',
+      'counter',
+      sum((s) => s.writeErrors),
     );
-    registry.registerMetric(
-      new ComputedMetric(
-        'siglake_wal_segments_created_total',
-        'WAL segment files created.',
-        'counter',
-        sum((s) => s.segmentsCreated),
-      ) as never,
-    );
-    registry.registerMetric(
-      new ComputedMetric(
-        'siglake_wal_write_errors_total',
-        'WAL writes or fdatasyncs that failed; their requests were answered 500.',
-        'counter',
-        sum((s) => s.writeErrors),
-      ) as never,
-    );
-    registry.registerMetric(
-      new ComputedMetric('siglake_wal_fsync_seconds', 'Duration of one WAL fdatasync.', 'histogram', () => {
-        const stats = sources.workerStats();
-        const values: MetricValue[] = [];
-        let cumulative = 0;
-        for (let i = 0; i <= FSYNC_BUCKETS.length; i++) {
-          for (const s of stats) cumulative += s.fsyncBucket(i);
-          const le = i < FSYNC_BUCKETS.length ? String(FSYNC_BUCKETS[i]) : '+Inf';
-          values.push({ value: cumulative, labels: { le }, metricName: 'siglake_wal_fsync_seconds_bucket' });
-        }
-        values.push({
-          value: stats.reduce((a, s) => a + s.fsyncSum, 0),
-          metricName: 'siglake_wal_fsync_seconds_sum',
-        });
-        values.push({
-          value: stats.reduce((a, s) => a + s.fsyncCount, 0),
-          metricName: 'siglake_wal_fsync_seconds_count',
-        });
-        return values;
-      }) as never,
-    );
-  }
-
-  #requestChild(endpoint: number, status: number): CounterChild {
-    const m = this.#requestChildren[endpoint]!;
-    let c = m.get(status);
-    if (c === undefined) {
-      c = this.#requests.labels(ENDPOINTS[endpoint]!, String(status));
-      m.set(status, c);
-    }
-    return c;
+    computed('siglake_wal_fsync_seconds', 'Duration of one WAL fdatasync.', 'histogram', () => {
+      const stats = sources.workerStats();
+      return histogramValues(
+        'siglake_wal_fsync_seconds',
+        FSYNC_BUCKETS,
+        (i) => stats.reduce((a, s) => a + s.fsyncBucket(i), 0),
+        stats.reduce((a, s) => a + s.fsyncSum, 0),
+      );
+    });
   }
 
   /** One answered ingest request. `endpoint` is 0 for logs, 1 for traces. */
   request(endpoint: number, status: number): void {
-    this.#requestChild(endpoint, status).inc();
+    const slot = STATUS_SLOT[status] ?? -1;
+    if (slot >= 0) this.#requests[endpoint * STATUSES.length + slot]! += 1;
   }
 
   records(endpoint: number, n: number): void {
-    if (n > 0) this.#records[endpoint]!.inc(n);
+    this.#records[endpoint]! += n;
   }
 
   denied(reason: TenantDeniedReason): void {
-    this.#denied[reason].inc();
+    this.#denied[this.#deniedSlot[reason]]! += 1;
   }
 
   rejected(reason: RejectReason): void {
-    this.#rejected[reason].inc();
+    this.#rejected[this.#rejectedSlot[reason]]! += 1;
   }
 
   memBreakerRejected(): void {
-    this.#breakerRejected.inc();
+    this.#singles[0]! += 1;
   }
 
   backendError(): void {
-    this.#backendErrors.inc();
+    this.#singles[1]! += 1;
   }
 
   queueDepth(depth: number): void {
     const b = DEPTH_BUCKETS;
     let i = 0;
     while (i < b.length && depth > b[i]!) i++;
-    this.#depthCounts[i]! += 1;
-    this.#depthCounts[DEPTH_SUM]! += depth;
+    this.#depth[i]! += 1;
+    this.#depth[DEPTH_BUCKETS.length + 1]! += depth;
   }
 }

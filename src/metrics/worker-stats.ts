@@ -12,7 +12,6 @@ const WAL_BYTES = 0;
 const TRUNCATED_BYTES = 1;
 const FSYNC_COUNT = 2;
 const FSYNC_SUM = 3;
-const SEGMENTS_CREATED = 4;
 const WRITE_ERRORS = 5;
 const FSYNC_BUCKET0 = 8;
 const SLOTS = FSYNC_BUCKET0 + FSYNC_BUCKETS.length + 1;
@@ -38,10 +37,6 @@ export class WorkerStats {
     this.#f[TRUNCATED_BYTES]! += n;
   }
 
-  addSegmentCreated(): void {
-    this.#f[SEGMENTS_CREATED]! += 1;
-  }
-
   addWriteError(): void {
     this.#f[WRITE_ERRORS]! += 1;
   }
@@ -60,9 +55,6 @@ export class WorkerStats {
   }
   get truncatedBytes(): number {
     return this.#f[TRUNCATED_BYTES]!;
-  }
-  get segmentsCreated(): number {
-    return this.#f[SEGMENTS_CREATED]!;
   }
   get writeErrors(): number {
     return this.#f[WRITE_ERRORS]!;

@@ -269,7 +269,10 @@ export class ShardLoop {
         status = 500;
         message = lane.failure;
       }
-      await this.#post(this.#reqIds[i]!, status, status === 200 ? this.#records[i]! : 0, message);
+      const records = status === 200 ? this.#records[i]! : 0;
+      if (!this.#compl.push(this.#reqIds[i]!, status, records, message)) {
+        await this.#postWhenRoom(this.#reqIds[i]!, status, records, message);
+      }
       this.#reqLane[i] = undefined;
       this.#messages[i] = undefined;
     }
@@ -293,7 +296,8 @@ export class ShardLoop {
     }
   }
 
-  async #post(reqId: number, status: number, records: number, message: string | undefined): Promise<void> {
+  /** The completion ring is full: wake the acceptor and wait until it drained some. */
+  async #postWhenRoom(reqId: number, status: number, records: number, message: string | undefined): Promise<void> {
     while (!this.#compl.push(reqId, status, records, message)) {
       this.#bell.ring();
       await this.#compl.waitForRoom(100);
