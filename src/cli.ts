@@ -11,6 +11,9 @@ const USAGE = `usage: siglake <command> [options]
 
 commands:
   ingest [flags]          run the ingester (OTLP/HTTP + OTLP/gRPC); see \`siglake config reference\`
+  loadgen [flags]         send realistic OTLP load and report throughput and latency; see \`siglake loadgen --help\`
+  compact [--once] [--ingester-stopped] [flags]
+                          land sealed WAL segments in the Iceberg tables (docs/iceberg.md)
   wal verify DIR          check WAL segments; exit 1 on corruption recovery would not repair
   wal dump DIR            print one JSON line per WAL record
   config reference        print the configuration reference (Markdown)
@@ -98,8 +101,18 @@ async function main(argv: string[]): Promise<void> {
       return ingest(rest);
     case 'wal':
       return wal(rest);
+    case 'compact': {
+      const { runCompactCommand } = await import('./compactor/command.js');
+      process.exitCode = await runCompactCommand(rest);
+      return;
+    }
     case 'config':
       return config(rest);
+    case 'loadgen': {
+      const { runLoadgen } = await import('./loadgen/command.js');
+      process.exitCode = await runLoadgen(rest);
+      return;
+    }
     case '--help':
     case '-h':
     case 'help':

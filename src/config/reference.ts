@@ -7,6 +7,7 @@ const CATEGORY_TITLES: Record<Category, string> = {
   server: 'Server',
   ingester: 'Ingester',
   wal: 'Write-ahead log',
+  iceberg: 'Iceberg landing',
   tenancy: 'Tenancy',
   limits: 'Limits',
   auth: 'Authentication',

@@ -15,11 +15,12 @@ import {
   oneOf,
   string,
   url,
+  ValueError,
   type ListenAddress,
   type Parser,
 } from './parsers.js';
 
-export type Category = 'server' | 'ingester' | 'wal' | 'tenancy' | 'limits' | 'auth' | 'logging';
+export type Category = 'server' | 'ingester' | 'wal' | 'iceberg' | 'tenancy' | 'limits' | 'auth' | 'logging';
 
 export interface SettingDef<T> {
   /** YAML key: the Helm-values path. */
@@ -39,6 +40,23 @@ export interface SettingDef<T> {
 function def<T>(d: SettingDef<T>): SettingDef<T> {
   return d;
 }
+
+/** `sqlite:<path>` or a `postgres://` / `postgresql://` URL (contract §10). */
+const catalogUrl: Parser<string> = (raw) => {
+  if (typeof raw !== 'string' || raw === '') throw new ValueError('must be sqlite:<path> or a postgres:// URL');
+  if (raw.startsWith('sqlite:')) {
+    if (raw.length === 'sqlite:'.length) throw new ValueError('sqlite: needs a file path, e.g. sqlite:./data/catalog.db');
+    return raw;
+  }
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    throw new ValueError('must be sqlite:<path> or a postgres:// URL');
+  }
+  if (u.protocol !== 'postgres:' && u.protocol !== 'postgresql:') throw new ValueError('must be sqlite:<path> or a postgres:// URL');
+  return raw;
+};
 
 const defaultWorkers = Math.max(1, os.availableParallelism() - 1);
 
@@ -151,6 +169,47 @@ export const SETTINGS = {
     default: 1024,
     doc: 'Open WAL segment files across all workers (an LRU). Bounds file descriptors however many lanes exist.',
     parse: integer({ min: 1, max: 1_000_000 }),
+  }),
+  catalogUrl: def<string>({
+    key: 'catalog.url',
+    flag: '--catalog-url',
+    category: 'iceberg',
+    default: 'sqlite:./data/catalog.db',
+    doc: 'The Iceberg SQL catalog (the JdbcCatalog / pyiceberg SqlCatalog schema): `sqlite:<path>` (embedded) or `postgres://…` for a catalog shared with other engines.',
+    parse: catalogUrl,
+    secret: true,
+  }),
+  catalogName: def<string>({
+    key: 'catalog.name',
+    flag: '--catalog-name',
+    category: 'iceberg',
+    default: 'siglake',
+    doc: 'The `catalog_name` column value of every row Siglake writes in the catalog tables.',
+    parse: string({ nonEmpty: true }),
+  }),
+  warehousePath: def<string>({
+    key: 'warehouse.path',
+    flag: '--warehouse',
+    category: 'iceberg',
+    default: './data/warehouse',
+    doc: 'Root of the table locations: `<warehouse>/<namespace>/<table>/{data,metadata}` on the local file system.',
+    parse: string({ nonEmpty: true }),
+  }),
+  compactorEnabled: def<boolean>({
+    key: 'compactor.enabled',
+    flag: '--compactor',
+    category: 'iceberg',
+    default: true,
+    doc: 'Run the compactor (sealed WAL segments to Iceberg tables) inside `siglake ingest`, on its own thread. Off: run `siglake compact` instead.',
+    parse: boolean,
+  }),
+  compactIntervalSecs: def<number>({
+    key: 'compactor.intervalSecs',
+    flag: '--compact-interval-secs',
+    category: 'iceberg',
+    default: 30,
+    doc: 'Seconds between compaction rounds; a round that left work behind (a backlog past its byte budget) is followed at once by the next.',
+    parse: integer({ min: 1, max: 86_400 }),
   }),
   tenantClaim: def<string>({
     key: 'ingester.tenantClaim',

@@ -8,6 +8,7 @@ import type { TemplatedApp } from 'uWebSockets.js';
 import { Authenticator } from '../auth/authenticator.js';
 import { loadTokenFile } from '../auth/static-tokens.js';
 import type { Settings } from '../config/settings.js';
+import { InProcessCompactor } from '../compactor/in-process-compactor.js';
 import { LaneTable } from '../lanes/lane-table.js';
 import { MemBreaker } from '../limits/mem-breaker.js';
 import type { RateBudget } from '../limits/rate-budget.js';
@@ -39,6 +40,7 @@ export class Ingester {
   readonly #grpc: GrpcAcceptor;
   readonly #breaker: MemBreaker;
   readonly #rateBudget: RateBudget;
+  readonly #compactor: InProcessCompactor | undefined;
   #ready = false;
   #draining = false;
   #stopped: Promise<number> | undefined;
@@ -51,6 +53,7 @@ export class Ingester {
     if (!native) log.warn({ reason: failure }, 'uWebSockets.js runs on its JavaScript fallback: expect a fraction of the throughput');
 
     const registry = new client.Registry();
+    this.#compactor = s.compactorEnabled ? new InProcessCompactor({ settings: s, log, registry }) : undefined;
     const lanes = new LaneTable(s.maxLanes, s.workers);
     this.#breaker = new MemBreaker({ limitMib: s.memBreakerLimitMib, sampleSecs: s.memBreakerSampleSecs });
     let metrics: IngestMetrics | undefined;
@@ -191,6 +194,7 @@ export class Ingester {
     await Promise.all([this.#http.listen(), this.#grpc.listen()]);
     this.#o.log.info({ http: this.#http.port, grpc: this.#grpc.port }, 'listening');
     await this.#dispatcher.start();
+    this.#compactor?.start();
     this.#ready = true;
   }
 
@@ -208,12 +212,14 @@ export class Ingester {
     const s = this.#o.settings;
     this.#draining = true;
     this.#http.stopListening();
+    const compactorDone = this.#compactor?.stop(s.shutdownTimeoutSecs * 1000);
     const grpcDone = this.#grpc.shutdown(s.shutdownTimeoutSecs * 1000);
     const { unanswered } = await this.#dispatcher.shutdown(s.shutdownTimeoutSecs * 1000);
     await grpcDone;
     this.#breaker.close();
     await this.#rateBudget.close();
     await this.#pool.destroy();
+    await compactorDone;
     this.#http.close();
     return unanswered;
   }

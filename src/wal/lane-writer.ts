@@ -18,6 +18,7 @@
 //   earlier records in the old segment (already fdatasynced by the rotation):
 //   the client is told 500 and may retry, so the WAL is at-least-once there.
 
+import { writeSealedMarker } from './sealed-marker.js';
 import { dirname, join } from 'node:path';
 import { FdCache, type FdHandle } from './fd-cache.js';
 import { errnoCode, NODE_FILE_OPS, writevAll, type FileOps } from './file-ops.js';
@@ -200,6 +201,7 @@ export class LaneWriter {
     const h = this.#handle;
     if (h === null) return;
     this.#settleTail();
+    const sealed = this.#segment;
     this.#handle = null;
     this.#segment = 0;
     this.#size = 0;
@@ -210,6 +212,11 @@ export class LaneWriter {
       throw new WalWriteError('fdatasync', h.path, err);
     } finally {
       if (this.#sealing === h) this.#sealing = null;
+    }
+    try {
+      writeSealedMarker(this.#dir, sealed);
+    } catch {
+      // Only a hint for the compactor: without it, it waits for the next segment.
     }
   }
 

@@ -1,0 +1,65 @@
+// Runs compaction rounds every interval until stopped: the body of the
+// compactor thread inside `siglake ingest` and of `siglake compact` without
+// --once. A round that left sealed segments behind (its byte budget ran out)
+// is followed at once by the next; a failed round is logged and retried at
+// the next tick (everything it did not commit is still in the WAL).
+
+import type { Logger } from 'pino';
+import type { Compactor } from './compactor.js';
+
+export class CompactorLoop {
+  readonly #compactor: Compactor;
+  readonly #intervalMs: number;
+  readonly #log: Logger;
+  #stopping = false;
+  #wake: (() => void) | null = null;
+  #done: Promise<void> | null = null;
+
+  constructor(compactor: Compactor, intervalMs: number, log: Logger) {
+    this.#compactor = compactor;
+    this.#intervalMs = intervalMs;
+    this.#log = log;
+  }
+
+  /** Starts the loop; the first round runs after one interval. */
+  start(): Promise<void> {
+    this.#done ??= this.#run();
+    return this.#done;
+  }
+
+  /** Asks the loop to stop after the round in progress; resolves when it has. */
+  stop(): Promise<void> {
+    this.#stopping = true;
+    this.#wake?.();
+    return this.#done ?? Promise.resolve();
+  }
+
+  async #run(): Promise<void> {
+    while (!this.#stopping) {
+      await this.#sleep(this.#intervalMs);
+      while (!this.#stopping) {
+        let backlog = false;
+        try {
+          backlog = (await this.#compactor.runRound()).backlog;
+        } catch (e) {
+          this.#log.error({ err: (e as Error).message, code: (e as { code?: string }).code }, 'compaction round failed; retrying next interval');
+        }
+        if (!backlog) break;
+      }
+    }
+  }
+
+  #sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      if (this.#stopping) return resolve();
+      const t = setTimeout(done, ms);
+      const self = this;
+      function done(): void {
+        clearTimeout(t);
+        self.#wake = null;
+        resolve();
+      }
+      this.#wake = done;
+    });
+  }
+}

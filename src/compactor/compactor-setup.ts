@@ -1,0 +1,60 @@
+// What both entry points of the compactor (the thread inside `siglake ingest`
+// and `siglake compact`) build from the settings: the catalog, the warehouse
+// storage and the Compactor.
+
+import type { Logger } from 'pino';
+import { FileStorage } from '../iceberg/file-storage.js';
+import { SqlCatalog } from '../iceberg/sql-catalog.js';
+import { listLaneDirs } from '../wal/layout.js';
+import { listLaneFiles } from '../wal/segment-files.js';
+import { Compactor } from './compactor.js';
+import type { CompactorStats } from './compactor-stats.js';
+import { SealRule, type SealMode } from './seal-rule.js';
+
+/** The settings the compactor reads (a plain object: it crosses to a worker thread). */
+export interface CompactorSettings {
+  readonly walDir: string;
+  readonly catalogUrl: string;
+  readonly catalogName: string;
+  readonly warehousePath: string;
+  readonly compactIntervalSecs: number;
+  readonly logLevel: string;
+}
+
+export class CompactorSetup {
+  readonly catalog: SqlCatalog;
+  readonly compactor: Compactor;
+
+  private constructor(catalog: SqlCatalog, compactor: Compactor) {
+    this.catalog = catalog;
+    this.compactor = compactor;
+  }
+
+  static async open(
+    s: CompactorSettings,
+    mode: SealMode,
+    log: Logger,
+    extra: { stats?: CompactorStats; afterCommit?: (namespace: string, table: string) => void | Promise<void> } = {},
+  ): Promise<CompactorSetup> {
+    const catalog = SqlCatalog.open(s.catalogUrl, s.catalogName);
+    const boundary = new Map<string, number>();
+    if (mode === 'in-process') {
+      // Every segment on disk now was written by an earlier life of the ingester (recovery is done).
+      for (const lane of listLaneDirs(s.walDir)) boundary.set(lane.dir, listLaneFiles(lane.dir).maxNumber);
+    }
+    const compactor = await Compactor.create({
+      walDir: s.walDir,
+      catalog,
+      storage: new FileStorage(s.warehousePath),
+      sealRule: new SealRule(mode, boundary),
+      log,
+      ...(extra.stats !== undefined ? { stats: extra.stats } : {}),
+      ...(extra.afterCommit !== undefined ? { afterCommit: extra.afterCommit } : {}),
+    });
+    return new CompactorSetup(catalog, compactor);
+  }
+
+  async close(): Promise<void> {
+    await this.catalog.close();
+  }
+}

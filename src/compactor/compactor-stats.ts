@@ -1,0 +1,122 @@
+// The compactor's figures for /metrics, in one block of Float64 slots on a
+// SharedArrayBuffer: the compactor thread writes them, the acceptor thread's
+// registry reads them at scrape time (the same shape as the WAL workers'
+// WorkerStats). Only the compactor thread writes.
+
+/** Upper bounds (seconds) of the siglake_compactor_commit_seconds histogram. */
+export const COMMIT_BUCKETS: readonly number[] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+const ROUNDS = 0;
+const ROUND_ERRORS = 1;
+const COMMITS = 2;
+const CONFLICTS = 3;
+const COMMIT_FAILURES = 4;
+const FILES = 5;
+const BYTES = 6;
+const ROWS = 7;
+const WAL_BYTES = 8;
+const RETIRED = 9;
+const CORRUPT = 10;
+const LAG = 11;
+const COMMIT_COUNT = 12;
+const COMMIT_SUM = 13;
+const COMMIT_BUCKET0 = 14;
+const SLOTS = COMMIT_BUCKET0 + COMMIT_BUCKETS.length + 1;
+
+export class CompactorStats {
+  readonly sab: SharedArrayBuffer;
+  readonly #f: Float64Array;
+
+  static create(): CompactorStats {
+    return new CompactorStats(new SharedArrayBuffer(SLOTS * 8));
+  }
+
+  constructor(sab: SharedArrayBuffer) {
+    this.sab = sab;
+    this.#f = new Float64Array(sab);
+  }
+
+  round(ok: boolean): void {
+    this.#f[ROUNDS]! += 1;
+    if (!ok) this.#f[ROUND_ERRORS]! += 1;
+  }
+  commit(seconds: number): void {
+    const f = this.#f;
+    f[COMMITS]! += 1;
+    f[COMMIT_COUNT]! += 1;
+    f[COMMIT_SUM]! += seconds;
+    let i = 0;
+    while (i < COMMIT_BUCKETS.length && seconds > COMMIT_BUCKETS[i]!) i++;
+    f[COMMIT_BUCKET0 + i]! += 1;
+  }
+  conflict(): void {
+    this.#f[CONFLICTS]! += 1;
+  }
+  commitFailure(): void {
+    this.#f[COMMIT_FAILURES]! += 1;
+  }
+  file(bytes: number, rows: number): void {
+    this.#f[FILES]! += 1;
+    this.#f[BYTES]! += bytes;
+    this.#f[ROWS]! += rows;
+  }
+  walRead(bytes: number): void {
+    this.#f[WAL_BYTES]! += bytes;
+  }
+  retired(): void {
+    this.#f[RETIRED]! += 1;
+  }
+  corrupt(): void {
+    this.#f[CORRUPT]! += 1;
+  }
+  setLag(seconds: number): void {
+    this.#f[LAG] = seconds;
+  }
+
+  get rounds(): number {
+    return this.#f[ROUNDS]!;
+  }
+  get roundErrors(): number {
+    return this.#f[ROUND_ERRORS]!;
+  }
+  get commits(): number {
+    return this.#f[COMMITS]!;
+  }
+  get conflicts(): number {
+    return this.#f[CONFLICTS]!;
+  }
+  get commitFailures(): number {
+    return this.#f[COMMIT_FAILURES]!;
+  }
+  get files(): number {
+    return this.#f[FILES]!;
+  }
+  get bytes(): number {
+    return this.#f[BYTES]!;
+  }
+  get rows(): number {
+    return this.#f[ROWS]!;
+  }
+  get walBytes(): number {
+    return this.#f[WAL_BYTES]!;
+  }
+  get segmentsRetired(): number {
+    return this.#f[RETIRED]!;
+  }
+  get corruptSegments(): number {
+    return this.#f[CORRUPT]!;
+  }
+  get lagSeconds(): number {
+    return this.#f[LAG]!;
+  }
+  get commitCount(): number {
+    return this.#f[COMMIT_COUNT]!;
+  }
+  get commitSum(): number {
+    return this.#f[COMMIT_SUM]!;
+  }
+  /** Non-cumulative count of bucket `i` (i = COMMIT_BUCKETS.length is +Inf). */
+  commitBucket(i: number): number {
+    return this.#f[COMMIT_BUCKET0 + i]!;
+  }
+}

@@ -1,0 +1,39 @@
+// The compactor thread of `siglake ingest`: a worker_threads Worker, so that
+// reading segments, encoding Parquet and waiting on the catalog never run on
+// the acceptor thread. It runs the CompactorLoop until the parent posts
+// 'stop', then closes the catalog and ends.
+
+import { parentPort, workerData } from 'node:worker_threads';
+import { createLogger } from '../log.js';
+import { CompactorLoop } from './compactor-loop.js';
+import { CompactorSetup, type CompactorSettings } from './compactor-setup.js';
+import { CompactorStats } from './compactor-stats.js';
+
+export interface CompactorThreadData {
+  readonly settings: CompactorSettings;
+  readonly statsSab: SharedArrayBuffer;
+}
+
+const data = workerData as CompactorThreadData;
+const log = createLogger(data.settings.logLevel, 'siglake-compactor');
+
+async function main(): Promise<void> {
+  const setup = await CompactorSetup.open(data.settings, 'in-process', log, { stats: new CompactorStats(data.statsSab) });
+  const loop = new CompactorLoop(setup.compactor, data.settings.compactIntervalSecs * 1000, log);
+  parentPort!.on('message', (m: unknown) => {
+    if (m === 'stop') {
+      void loop.stop().then(async () => {
+        await setup.close();
+        parentPort!.postMessage('stopped');
+        parentPort!.close();
+      });
+    }
+  });
+  parentPort!.postMessage('started');
+  await loop.start();
+}
+
+main().catch((e: unknown) => {
+  log.error({ err: (e as Error).message, code: (e as { code?: string }).code }, 'the compactor thread failed to start');
+  parentPort!.postMessage('failed');
+});

@@ -1,0 +1,415 @@
+// The compactor: sealed WAL segments in, Iceberg append snapshots out, then
+// the segments retired (docs/iceberg.md "The compactor").
+//
+// One round:
+//   1. For every lane, the sealed segments (SealRule), oldest first, up to a
+//      byte budget per round.
+//   2. Each record goes to its table (logs → `logs` or the index table,
+//      spans → `traces`, in the tenant's namespace) unless that table already
+//      records this segment as committed; its rows are buffered by day and
+//      written as Parquet row groups (TableBuilder).
+//   3. One append snapshot per table. Its summary records, for every lane
+//      that gave it rows, `siglake.wal.<walId>.<lane>` = the highest segment
+//      read: the table's own record of how far that WAL lane is in it.
+//   4. A segment is retired only after every table it gave rows to has
+//      committed: deleted, or, when it is its lane's highest, cut to an empty
+//      segment so its number is never handed out again.
+//
+// Exactly once across crashes: a crash before 3 leaves unreferenced data
+// files and every segment in place; a crash between 3 and 4 leaves segments
+// that the tables already record, so the next round routes none of their
+// rows again and retires them. Nothing is deleted before its commit is visible.
+
+import { readSealedMarker } from '../wal/sealed-marker.js';
+import { closeSync, fstatSync, fsyncSync, openSync, readSync, statSync, truncateSync, unlinkSync } from 'node:fs';
+import type { Logger } from 'pino';
+import type { SqlCatalog } from '../iceberg/sql-catalog.js';
+import type { ObjectStorage } from '../iceberg/storage.js';
+import { TableAppender, type LoadedTable } from '../iceberg/table-appender.js';
+import { TableSchema } from '../iceberg/table-schema.js';
+import { ZstdCodec, type Compressor } from '../iceberg/zstd-codec.js';
+import { namespaceOf } from '../tenancy/identifier.js';
+import { decodeSegmentHeader, RecordType, SEGMENT_HEADER_SIZE } from '../wal/format.js';
+import { listLaneDirs, type LaneLocation } from '../wal/layout.js';
+import { listLaneFiles, type SegmentFile } from '../wal/segment-files.js';
+import { SegmentReader } from '../wal/segment-reader.js';
+import { CompactorStats } from './compactor-stats.js';
+import { OtlpRowDecoder, type Row } from './otlp-row-decoder.js';
+import type { SealRule } from './seal-rule.js';
+import { TableBuilder, type TableBuilderLimits } from './table-builder.js';
+import { WalIdentity } from './wal-identity.js';
+
+export interface CompactorOptions {
+  readonly walDir: string;
+  readonly catalog: SqlCatalog;
+  readonly storage: ObjectStorage;
+  readonly sealRule: SealRule;
+  readonly log: Logger;
+  readonly stats?: CompactorStats;
+  readonly limits?: Partial<TableBuilderLimits>;
+  /** WAL bytes one round reads at most (whole segments; at least one). Default 1 GiB. */
+  readonly maxRoundWalBytes?: number;
+  readonly now?: () => number;
+  /** Called after each table commit, before any segment is retired (crash tests hook here). */
+  readonly afterCommit?: (namespace: string, table: string) => void | Promise<void>;
+}
+
+export interface RoundResult {
+  readonly segmentsRead: number;
+  readonly walBytes: number;
+  readonly rows: number;
+  readonly files: number;
+  readonly commits: number;
+  readonly failedTables: number;
+  readonly retired: number;
+  /** Sealed segments were left for the next round (the byte budget ran out). */
+  readonly backlog: boolean;
+}
+
+/** One table's work in a round. */
+class TableWork {
+  /** Lane key → highest segment read this round, for lanes that gave this table rows. */
+  readonly progress = new Map<string, number>();
+  /** Lane key → lowest segment that gave this table rows. */
+  readonly firstRouted = new Map<string, number>();
+  committed = false;
+  constructor(
+    readonly builder: TableBuilder,
+    readonly loaded: LoadedTable | null,
+    /** Lane key → segment through which the table already holds that lane (at load). */
+    readonly known: Map<string, number>,
+  ) {}
+}
+
+interface SegmentRead {
+  readonly lane: LaneLocation;
+  readonly file: SegmentFile;
+  /** Whether a higher-numbered segment file exists in the lane. */
+  readonly hasHigher: boolean;
+  readonly touched: Set<TableWork>;
+  readonly corrupt: boolean;
+  readonly size: number;
+}
+
+const DEFAULT_MAX_ROUND_WAL_BYTES = 1024 * 1024 * 1024;
+const PROGRESS_PREFIX = 'siglake.wal.';
+
+export class Compactor {
+  readonly #o: CompactorOptions;
+  readonly #identity: WalIdentity;
+  readonly #decoder: OtlpRowDecoder;
+  readonly #zstd: Compressor;
+  readonly #appender: TableAppender;
+  readonly #stats: CompactorStats;
+  readonly #now: () => number;
+  readonly #reportedCorrupt = new Set<string>();
+
+  private constructor(o: CompactorOptions, zstd: Compressor) {
+    this.#o = o;
+    this.#identity = new WalIdentity(o.walDir);
+    this.#decoder = new OtlpRowDecoder();
+    this.#zstd = zstd;
+    this.#stats = o.stats ?? CompactorStats.create();
+    this.#now = o.now ?? Date.now;
+    this.#appender = new TableAppender({ catalog: o.catalog, storage: o.storage, now: this.#now, onConflict: () => this.#stats.conflict() });
+  }
+
+  static async create(o: CompactorOptions): Promise<Compactor> {
+    return new Compactor(o, await ZstdCodec.load());
+  }
+
+  get stats(): CompactorStats {
+    return this.#stats;
+  }
+
+  async runRound(): Promise<RoundResult> {
+    try {
+      const r = await this.#round();
+      this.#stats.round(r.failedTables === 0);
+      return r;
+    } catch (e) {
+      this.#stats.round(false);
+      throw e;
+    } finally {
+      this.#updateLag();
+    }
+  }
+
+  async #round(): Promise<RoundResult> {
+    const maxBytes = this.#o.maxRoundWalBytes ?? DEFAULT_MAX_ROUND_WAL_BYTES;
+    const tables = new Map<string, TableWork>();
+    const reads: SegmentRead[] = [];
+    let walBytes = 0;
+    let rows = 0;
+    let backlog = false;
+    let walId: string | null = null;
+
+    try {
+      lanes: for (const lane of listLaneDirs(this.#o.walDir)) {
+        const files = listLaneFiles(lane.dir);
+        const highest = files.maxNumber;
+        const sealedUpTo = readSealedMarker(lane.dir);
+        for (const file of files.segments) {
+          if (!file.canonical || !this.#o.sealRule.isSealed(lane.dir, file.number, highest, sealedUpTo)) continue;
+          if (isEmptyFile(file.path)) continue; // a retired lane head, kept only for its number
+          if (walBytes >= maxBytes) {
+            backlog = true;
+            break lanes;
+          }
+          walId ??= this.#identity.get();
+          const hasHigher = files.segments.some((s) => s.number > file.number);
+          const read = await this.#readSegment(walId, lane, file, hasHigher, tables);
+          reads.push(read);
+          walBytes += read.size;
+          this.#stats.walRead(read.size);
+        }
+      }
+    } catch (e) {
+      // Nothing of this round is committed: drop its data files and leave every segment.
+      for (const work of tables.values()) await work.builder.abort().catch(() => undefined);
+      throw e;
+    }
+
+    let files = 0;
+    let commits = 0;
+    let failedTables = 0;
+    for (const work of tables.values()) {
+      rows += work.builder.rows;
+      if (work.builder.rows === 0) continue;
+      const r = await this.#commit(walId!, work);
+      if (r < 0) failedTables++;
+      else {
+        files += r;
+        commits++;
+      }
+    }
+
+    let retired = 0;
+    for (const read of reads) {
+      if (read.corrupt) continue;
+      let ok = true;
+      for (const t of read.touched) if (!t.committed) ok = false;
+      if (ok && this.#retire(read)) retired++;
+    }
+    const result: RoundResult = { segmentsRead: reads.length, walBytes, rows, files, commits, failedTables, retired, backlog };
+    if (reads.length > 0) this.#o.log.info(result, 'compaction round');
+    return result;
+  }
+
+  async #readSegment(
+    walId: string,
+    lane: LaneLocation,
+    file: SegmentFile,
+    hasHigher: boolean,
+    tables: Map<string, TableWork>,
+  ): Promise<SegmentRead> {
+    const touched = new Set<TableWork>();
+    const key = laneKey(lane);
+    const reader = new SegmentReader(file.path);
+    const size = reader.size;
+    let corrupt = false;
+    try {
+      for (let rec = reader.next(); rec !== null; rec = reader.next()) {
+        const work = await this.#table(walId, lane, rec.type, tables);
+        if ((work.known.get(key) ?? 0) >= file.number) continue;
+        const batch: Row[] = [];
+        const emit = (row: Row) => batch.push(row);
+        if (rec.type === RecordType.LOGS) this.#decoder.logs(rec.payload, rec.timeMs, emit);
+        else this.#decoder.traces(rec.payload, rec.timeMs, emit);
+        if (batch.length === 0) continue;
+        const share = rec.payload.length / batch.length;
+        for (const row of batch) {
+          const p = work.builder.add(row, share);
+          if (p !== undefined) await p;
+        }
+        touched.add(work);
+        work.progress.set(key, Math.max(work.progress.get(key) ?? 0, file.number));
+        if (!work.firstRouted.has(key)) work.firstRouted.set(key, file.number);
+      }
+      const stop = reader.stop;
+      if (stop?.kind === 'corrupt') {
+        corrupt = true;
+        this.#stats.corrupt();
+        if (!this.#reportedCorrupt.has(file.path)) {
+          this.#reportedCorrupt.add(file.path);
+          this.#o.log.error(
+            { segment: file.path, offset: stop.offset, why: stop.error.why },
+            'corrupt WAL segment: its records before the damage are landed, the file is kept (run siglake wal verify)',
+          );
+        }
+      }
+    } finally {
+      reader.close();
+    }
+    return { lane, file, hasHigher, touched, corrupt, size };
+  }
+
+  async #table(walId: string, lane: LaneLocation, type: RecordType, tables: Map<string, TableWork>): Promise<TableWork> {
+    const namespace = namespaceOf(lane.tenant);
+    const schema = type === RecordType.LOGS ? TableSchema.LOGS : TableSchema.TRACES;
+    const table = type === RecordType.TRACES ? 'traces' : lane.table.kind === 'index' ? lane.table.name : 'logs';
+    const id = `${namespace}.${table}`;
+    let work = tables.get(id);
+    if (work === undefined) {
+      const loaded = await this.#appender.load(namespace, table);
+      const location = loaded?.metadata.location ?? this.#o.storage.locationOf(namespace, table);
+      work = new TableWork(
+        new TableBuilder({ namespace, table, schema, location, storage: this.#o.storage, zstd: this.#zstd, ...(this.#o.limits ? { limits: this.#o.limits } : {}) }),
+        loaded,
+        progressOf(loaded, walId),
+      );
+      tables.set(id, work);
+    }
+    return work;
+  }
+
+  /** Commits one table's round; returns the files committed, or -1 when the commit failed or was abandoned. */
+  async #commit(walId: string, work: TableWork): Promise<number> {
+    const b = work.builder;
+    const t0 = performance.now();
+    let dataFiles;
+    try {
+      dataFiles = await b.finish();
+    } catch (e) {
+      this.#stats.commitFailure();
+      this.#o.log.error({ table: `${b.namespace}.${b.table}`, err: (e as Error).message }, 'writing data files failed');
+      await b.abort();
+      return -1;
+    }
+    const summary: Record<string, string> = {};
+    for (const [lane, n] of work.progress) summary[`${PROGRESS_PREFIX}${walId}.${lane}`] = String(n);
+    let result;
+    try {
+      result = await this.#appender.append({
+        namespace: b.namespace,
+        table: b.table,
+        schema: b.schema,
+        location: work.loaded?.metadata.location ?? this.#o.storage.locationOf(b.namespace, b.table),
+        files: dataFiles,
+        summary,
+        // Another compactor on this WAL committed some of these segments meanwhile: leave them to it.
+        precheck: (current) => {
+          const now = progressOf(current, walId);
+          for (const [lane, first] of work.firstRouted) if ((now.get(lane) ?? 0) >= first) return false;
+          return true;
+        },
+      });
+    } catch (e) {
+      this.#stats.commitFailure();
+      this.#o.log.error({ table: `${b.namespace}.${b.table}`, err: (e as Error).message, code: (e as { code?: string }).code }, 'Iceberg commit failed');
+      // The data files stay: the commit may have landed before the error; they are unreferenced otherwise.
+      return -1;
+    }
+    if (result.status === 'abandoned') {
+      await b.abort();
+      this.#o.log.warn({ table: `${b.namespace}.${b.table}` }, 'commit abandoned: the table already records these WAL segments');
+      return -1;
+    }
+    work.committed = true;
+    this.#stats.commit((performance.now() - t0) / 1000);
+    for (const f of dataFiles) this.#stats.file(f.fileSizeInBytes, f.recordCount);
+    this.#o.log.debug(
+      { table: `${b.namespace}.${b.table}`, snapshotId: String(result.snapshotId), files: dataFiles.length, rows: b.rows, attempts: result.attempts },
+      'committed',
+    );
+    await this.#o.afterCommit?.(b.namespace, b.table);
+    return dataFiles.length;
+  }
+
+  /** Deletes a landed segment, or empties it when it is its lane's highest (its number must stay taken). */
+  #retire(read: SegmentRead): boolean {
+    const path = read.file.path;
+    try {
+      if (read.hasHigher) {
+        unlinkSync(path);
+      } else {
+        if (read.size === 0) return false;
+        truncateSync(path, 0);
+        const fd = openSync(path, 'r+');
+        try {
+          fsyncSync(fd);
+        } finally {
+          closeSync(fd);
+        }
+      }
+      const dir = openSync(read.lane.dir, 'r');
+      try {
+        fsyncSync(dir);
+      } finally {
+        closeSync(dir);
+      }
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return false;
+      this.#o.log.error({ segment: path, err: (e as Error).message }, 'retiring a landed WAL segment failed; the next round retries');
+      return false;
+    }
+    this.#stats.retired();
+    return true;
+  }
+
+  /** The age of the oldest segment that still holds records, across every lane. */
+  #updateLag(): void {
+    let oldest = Infinity;
+    try {
+      for (const lane of listLaneDirs(this.#o.walDir)) {
+        for (const f of listLaneFiles(lane.dir).segments) {
+          const created = segmentCreatedMs(f.path);
+          if (created === null) continue;
+          // Segments only grow in number and age: the first with records is the lane's oldest.
+          if (created < oldest) oldest = created;
+          break;
+        }
+      }
+    } catch {
+      return;
+    }
+    this.#stats.setLag(oldest === Infinity ? 0 : Math.max(0, (this.#now() - oldest) / 1000));
+  }
+}
+
+/** The lane part of a progress key: `logs`, `traces` or `index.<name>`. */
+function laneKey(lane: LaneLocation): string {
+  return lane.table.kind === 'index' ? `index.${lane.table.name}` : lane.table.kind;
+}
+
+/** Lane key → committed segment, for WAL `walId`, from the newest snapshot of the table's history that records it. */
+function progressOf(table: LoadedTable | null, walId: string): Map<string, number> {
+  const out = new Map<string, number>();
+  if (table === null) return out;
+  const prefix = `${PROGRESS_PREFIX}${walId}.`;
+  for (const snap of table.metadata.ancestry()) {
+    for (const [k, v] of Object.entries(snap.summary)) {
+      if (!k.startsWith(prefix)) continue;
+      const lane = k.slice(prefix.length);
+      if (!out.has(lane)) out.set(lane, Number(v));
+    }
+  }
+  return out;
+}
+
+function isEmptyFile(path: string): boolean {
+  try {
+    return statSync(path).size === 0;
+  } catch {
+    return true;
+  }
+}
+
+/** The creation time in a segment's header, or null for an empty or unreadable segment. */
+function segmentCreatedMs(path: string): number | null {
+  let fd: number;
+  try {
+    fd = openSync(path, 'r');
+  } catch {
+    return null;
+  }
+  try {
+    if (fstatSync(fd).size <= SEGMENT_HEADER_SIZE) return null;
+    const b = Buffer.alloc(SEGMENT_HEADER_SIZE);
+    if (readSync(fd, b, 0, SEGMENT_HEADER_SIZE, 0) !== SEGMENT_HEADER_SIZE) return null;
+    const h = decodeSegmentHeader(b, 0, 0);
+    return typeof h === 'string' ? null : h.createdMs;
+  } finally {
+    closeSync(fd);
+  }
+}

@@ -1,0 +1,284 @@
+// Turns one WAL record's payload (an OTLP Export*ServiceRequest, protobuf)
+// into table rows, one per log record or span, in the column order of
+// TableSchema.LOGS / TableSchema.TRACES (docs/iceberg.md "Table schemas").
+//
+// Mapping rules, the same for every table:
+// - 64-bit nanosecond timestamps stay exact in *_unix_nano longs; `time` is
+//   the event time truncated to µs (Iceberg timestamptz), and picks the first
+//   set of: the record's time, its observed time (logs), the WAL ingest time.
+// - trace/span ids are lower-case hex; empty bytes are null.
+// - attributes become map<string,string>: strings as they are, bool/int/double
+//   as their text, bytes as base64, arrays and key-value lists as JSON. A
+//   repeated key keeps its last value (a Parquet map has unique keys).
+// - empty strings are null where the schema says so (proto3 cannot tell them apart).
+
+import type protobuf from 'protobufjs';
+import { ProtoRoot } from '../otlp/proto-root.js';
+
+export type Row = unknown[];
+export type MapValue = [string, string | null][];
+
+interface LongLike {
+  low: number;
+  high: number;
+  unsigned?: boolean;
+}
+
+type Msg = Record<string, unknown>;
+
+const EMPTY_MAP: MapValue = Object.freeze([]) as unknown as MapValue;
+
+export class OtlpRowDecoder {
+  readonly #logs: protobuf.Type;
+  readonly #traces: protobuf.Type;
+
+  constructor(root: ProtoRoot = ProtoRoot.load()) {
+    this.#logs = root.requestType('logs');
+    this.#traces = root.requestType('traces');
+  }
+
+  /** Calls `emit` with one logs-table row per log record of the payload; returns the count. */
+  logs(payload: Uint8Array, ingestMs: number, emit: (row: Row) => void): number {
+    const req = this.#logs.decode(payload) as unknown as Msg;
+    const ingestMicros = BigInt(ingestMs) * 1000n;
+    let n = 0;
+    for (const rl of (req['resourceLogs'] as Msg[]) ?? []) {
+      const res = resourceParts(rl);
+      for (const sl of (rl['scopeLogs'] as Msg[]) ?? []) {
+        const scope = scopeParts(sl);
+        for (const lr of (sl['logRecords'] as Msg[]) ?? []) {
+          const t = u64(lr['timeUnixNano']);
+          const o = u64(lr['observedTimeUnixNano']);
+          const body = lr['body'] as Msg | null | undefined;
+          const kind = body == null ? undefined : (body['value'] as string | undefined);
+          emit([
+            t !== 0n ? t / 1000n : o !== 0n ? o / 1000n : ingestMicros,
+            t === 0n ? null : t,
+            o === 0n ? null : o,
+            ingestMicros,
+            (lr['severityNumber'] as number) | 0,
+            nonEmpty(lr['severityText']),
+            kind === undefined ? null : kind === 'stringValue' ? (body!['stringValue'] as string) : JSON.stringify(jsonOf(body!)),
+            kind === undefined ? null : KIND_NAMES[kind] ?? null,
+            hex(lr['traceId']),
+            hex(lr['spanId']),
+            BigInt((lr['flags'] as number) >>> 0),
+            nonEmpty(lr['eventName']),
+            res.serviceName,
+            res.attributes,
+            res.dropped,
+            res.schemaUrl,
+            scope.name,
+            scope.version,
+            scope.attributes,
+            scope.schemaUrl,
+            mapOf(lr['attributes'] as Msg[]),
+            (lr['droppedAttributesCount'] as number) >>> 0,
+          ]);
+          n++;
+        }
+      }
+    }
+    return n;
+  }
+
+  /** Calls `emit` with one traces-table row per span of the payload; returns the count. */
+  traces(payload: Uint8Array, ingestMs: number, emit: (row: Row) => void): number {
+    const req = this.#traces.decode(payload) as unknown as Msg;
+    const ingestMicros = BigInt(ingestMs) * 1000n;
+    let n = 0;
+    for (const rs of (req['resourceSpans'] as Msg[]) ?? []) {
+      const res = resourceParts(rs);
+      for (const ss of (rs['scopeSpans'] as Msg[]) ?? []) {
+        const scope = scopeParts(ss);
+        for (const sp of (ss['spans'] as Msg[]) ?? []) {
+          const start = u64(sp['startTimeUnixNano']);
+          const end = u64(sp['endTimeUnixNano']);
+          const status = sp['status'] as Msg | null | undefined;
+          const events = (sp['events'] as Msg[]) ?? [];
+          const links = (sp['links'] as Msg[]) ?? [];
+          emit([
+            start !== 0n ? start / 1000n : ingestMicros,
+            start === 0n ? null : start,
+            end === 0n ? null : end,
+            start !== 0n && end !== 0n ? end - start : null,
+            ingestMicros,
+            hex(sp['traceId']),
+            hex(sp['spanId']),
+            hex(sp['parentSpanId']),
+            nonEmpty(sp['traceState']),
+            BigInt((sp['flags'] as number) >>> 0),
+            nonEmpty(sp['name']),
+            (sp['kind'] as number) | 0,
+            status == null ? 0 : (status['code'] as number) | 0,
+            status == null ? null : nonEmpty(status['message']),
+            res.serviceName,
+            res.attributes,
+            res.dropped,
+            res.schemaUrl,
+            scope.name,
+            scope.version,
+            scope.attributes,
+            scope.schemaUrl,
+            mapOf(sp['attributes'] as Msg[]),
+            (sp['droppedAttributesCount'] as number) >>> 0,
+            events.length === 0 ? null : JSON.stringify(events.map(eventJson)),
+            (sp['droppedEventsCount'] as number) >>> 0,
+            links.length === 0 ? null : JSON.stringify(links.map(linkJson)),
+            (sp['droppedLinksCount'] as number) >>> 0,
+          ]);
+          n++;
+        }
+      }
+    }
+    return n;
+  }
+}
+
+const KIND_NAMES: Readonly<Record<string, string>> = {
+  stringValue: 'string',
+  boolValue: 'bool',
+  intValue: 'int',
+  doubleValue: 'double',
+  bytesValue: 'bytes',
+  arrayValue: 'array',
+  kvlistValue: 'kvlist',
+};
+
+function resourceParts(r: Msg): { attributes: MapValue; serviceName: string | null; dropped: number; schemaUrl: string | null } {
+  const resource = r['resource'] as Msg | null | undefined;
+  const attrs = resource == null ? EMPTY_MAP : mapOf(resource['attributes'] as Msg[]);
+  let serviceName: string | null = null;
+  for (const [k, v] of attrs) if (k === 'service.name') serviceName = v;
+  return {
+    attributes: attrs,
+    serviceName,
+    dropped: resource == null ? 0 : (resource['droppedAttributesCount'] as number) >>> 0,
+    schemaUrl: nonEmpty(r['schemaUrl']),
+  };
+}
+
+function scopeParts(s: Msg): { name: string | null; version: string | null; attributes: MapValue; schemaUrl: string | null } {
+  const scope = s['scope'] as Msg | null | undefined;
+  return {
+    name: scope == null ? null : nonEmpty(scope['name']),
+    version: scope == null ? null : nonEmpty(scope['version']),
+    attributes: scope == null ? EMPTY_MAP : mapOf(scope['attributes'] as Msg[]),
+    schemaUrl: nonEmpty(s['schemaUrl']),
+  };
+}
+
+function eventJson(e: Msg): Record<string, unknown> {
+  return {
+    time_unix_nano: String(u64(e['timeUnixNano'])),
+    name: e['name'] as string,
+    attributes: Object.fromEntries(mapOf(e['attributes'] as Msg[])),
+    dropped_attributes_count: (e['droppedAttributesCount'] as number) >>> 0,
+  };
+}
+
+function linkJson(l: Msg): Record<string, unknown> {
+  return {
+    trace_id: hex(l['traceId']),
+    span_id: hex(l['spanId']),
+    trace_state: nonEmpty(l['traceState']),
+    flags: (l['flags'] as number) >>> 0,
+    attributes: Object.fromEntries(mapOf(l['attributes'] as Msg[])),
+    dropped_attributes_count: (l['droppedAttributesCount'] as number) >>> 0,
+  };
+}
+
+/** KeyValue list → map entries with text values; the last of a repeated key wins. */
+function mapOf(kvs: Msg[] | undefined): MapValue {
+  if (kvs === undefined || kvs.length === 0) return EMPTY_MAP;
+  const out: MapValue = [];
+  for (const kv of kvs) {
+    const key = kv['key'] as string;
+    const v = kv['value'] as Msg | null | undefined;
+    const text = v == null ? null : textOf(v);
+    let dup = -1;
+    for (let i = 0; i < out.length; i++) {
+      if (out[i]![0] === key) {
+        dup = i;
+        break;
+      }
+    }
+    if (dup >= 0) out[dup]![1] = text;
+    else out.push([key, text]);
+  }
+  return out;
+}
+
+/** An AnyValue as map text: scalars as text, bytes as base64, arrays and key-value lists as JSON. */
+function textOf(v: Msg): string | null {
+  switch (v['value'] as string | undefined) {
+    case 'stringValue':
+      return v['stringValue'] as string;
+    case 'boolValue':
+      return v['boolValue'] ? 'true' : 'false';
+    case 'intValue':
+      return String(i64(v['intValue']));
+    case 'doubleValue':
+      return String(v['doubleValue'] as number);
+    case 'bytesValue':
+      return Buffer.from(v['bytesValue'] as Uint8Array).toString('base64');
+    case 'arrayValue':
+    case 'kvlistValue':
+      return JSON.stringify(jsonOf(v));
+    default:
+      return null;
+  }
+}
+
+/** An AnyValue as a JSON value: int64 beyond ±2^53 as a string, non-finite doubles as strings, bytes as base64. */
+function jsonOf(v: Msg): unknown {
+  switch (v['value'] as string | undefined) {
+    case 'stringValue':
+      return v['stringValue'];
+    case 'boolValue':
+      return v['boolValue'] === true;
+    case 'intValue': {
+      const n = i64(v['intValue']);
+      return n >= BigInt(Number.MIN_SAFE_INTEGER) && n <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(n) : String(n);
+    }
+    case 'doubleValue': {
+      const d = v['doubleValue'] as number;
+      return Number.isFinite(d) ? d : String(d);
+    }
+    case 'bytesValue':
+      return Buffer.from(v['bytesValue'] as Uint8Array).toString('base64');
+    case 'arrayValue':
+      return (((v['arrayValue'] as Msg)['values'] as Msg[]) ?? []).map(jsonOf);
+    case 'kvlistValue': {
+      const out: Record<string, unknown> = {};
+      for (const kv of ((v['kvlistValue'] as Msg)['values'] as Msg[]) ?? []) {
+        const inner = kv['value'] as Msg | null | undefined;
+        out[kv['key'] as string] = inner == null ? null : jsonOf(inner);
+      }
+      return out;
+    }
+    default:
+      return null;
+  }
+}
+
+function u64(v: unknown): bigint {
+  if (typeof v === 'number') return BigInt(v);
+  if (v === null || v === undefined) return 0n;
+  const l = v as LongLike;
+  return (BigInt(l.high >>> 0) << 32n) | BigInt(l.low >>> 0);
+}
+
+function i64(v: unknown): bigint {
+  return BigInt.asIntN(64, u64(v));
+}
+
+function hex(b: unknown): string | null {
+  const bytes = b as Uint8Array | undefined;
+  if (bytes === undefined || bytes === null || bytes.length === 0) return null;
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('hex');
+}
+
+function nonEmpty(s: unknown): string | null {
+  return typeof s === 'string' && s !== '' ? s : null;
+}

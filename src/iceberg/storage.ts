@@ -1,0 +1,27 @@
+// What the Iceberg writer needs from a warehouse: write a whole object
+// durably, stream a large one, read one back, delete one. Locations are full
+// URIs (`file:///…` here; `s3://bucket/…` for an S3-compatible store later),
+// because Iceberg metadata stores every path as a URI that other engines open.
+
+export interface ObjectSink {
+  /** Appends bytes; they may be buffered until close(). */
+  write(bytes: Uint8Array): Promise<void>;
+  /** Makes the object durable and visible at its location; returns its size in bytes. */
+  close(): Promise<number>;
+  /** Drops what was written; nothing appears at the location. */
+  abort(): Promise<void>;
+}
+
+export interface ObjectStorage {
+  /** The URI of the warehouse root, without a trailing slash. */
+  readonly rootUri: string;
+  /** A location under the root from path segments (each a plain name). */
+  locationOf(...segments: string[]): string;
+  /** Writes an object that must not exist yet, atomically and durably. */
+  putNew(location: string, bytes: Uint8Array): Promise<void>;
+  /** Starts streaming an object that must not exist yet. */
+  openSink(location: string): Promise<ObjectSink>;
+  get(location: string): Promise<Uint8Array>;
+  /** Deletes an object; a missing one is not an error. */
+  delete(location: string): Promise<void>;
+}

@@ -1,0 +1,152 @@
+// End to end: the real OpenTelemetry exporters send logs and traces for
+// several tenants to the real `siglake ingest`; the compactor (as
+// `siglake compact`, then inside `siglake ingest`) lands them; icebird loads
+// each tenant's tables from their metadata files and must return exactly the
+// records acknowledged for that tenant and none of another's; DuckDB, reading
+// the Parquet files the manifests list, must agree.
+
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
+import { duckParquet, duckQuery, filesUnder, icebirdDataFiles, icebirdRows, installFileFetch } from '../helpers/iceberg.js';
+import { runCli, startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
+import { exportLogs, exportSpans, makeLogRecords, makeSpans, type Transport } from '../helpers/otel.js';
+
+const TENANTS = ['default', 'acme', 'globex'] as const;
+const NAMESPACE: Record<string, string> = { default: 'main', acme: 'tenant_acme', globex: 'tenant_globex' };
+
+describe('OTel exporters → WAL → Iceberg, per tenant', () => {
+  const dataDir = tempDir('siglake-iceberg-e2e-');
+  const walDir = path.join(dataDir, 'wal');
+  const catalogUrl = `sqlite:${path.join(dataDir, 'catalog.db')}`;
+  const warehouse = path.join(dataDir, 'warehouse');
+  const icebergFlags = ['--catalog-url', catalogUrl, '--warehouse', warehouse];
+  /** tenant → table → bodies / span names acknowledged. */
+  const acked = new Map<string, Map<string, string[]>>();
+  let catalog: SqlCatalog;
+  let restoreFetch: () => void;
+  let ing: RunningIngester | undefined;
+
+  const ack = (tenant: string, table: string, items: string[]) => {
+    const t = acked.get(tenant) ?? new Map<string, string[]>();
+    t.set(table, [...(t.get(table) ?? []), ...items]);
+    acked.set(tenant, t);
+  };
+
+  async function send(target: RunningIngester, round: string): Promise<void> {
+    for (const tenant of TENANTS) {
+      for (const transport of ['http', 'grpc'] as Transport[]) {
+        const headers: Record<string, string> = tenant === 'default' ? {} : { 'x-scope-orgid': tenant };
+        const t = { url: target.url, grpcAddress: target.grpcAddress, headers };
+        const bodies = Array.from({ length: 7 }, (_, i) => `${round}-${tenant}-${transport}-log-${i}`);
+        const logs = await exportLogs(t, transport, await makeLogRecords(bodies, `svc-${tenant}`));
+        expect(logs.ok, logs.error?.message).toBe(true);
+        ack(tenant, 'logs', bodies);
+        const names = Array.from({ length: 4 }, (_, i) => `${round}-${tenant}-${transport}-span-${i}`);
+        const spans = await exportSpans(t, transport, await makeSpans(names, `svc-${tenant}`));
+        expect(spans.ok).toBe(true);
+        ack(tenant, 'traces', names);
+      }
+    }
+    // A managed index of acme's: its own table in acme's namespace.
+    const audit = [`${round}-acme-audit-0`, `${round}-acme-audit-1`];
+    const out = await exportLogs(
+      { url: target.url, grpcAddress: target.grpcAddress, headers: { 'x-scope-orgid': 'acme', 'x-siglake-index': 'audit' } },
+      'http',
+      await makeLogRecords(audit, 'svc-acme'),
+    );
+    expect(out.ok).toBe(true);
+    ack('acme', 'audit', audit);
+    // A refused request leaves nothing: no lane, no namespace, no row.
+    const refused = await exportLogs(
+      { url: target.url, grpcAddress: target.grpcAddress, headers: { 'x-scope-orgid': 'bad tenant!' } },
+      'http',
+      await makeLogRecords([`${round}-refused`]),
+    );
+    expect(refused.ok).toBe(false);
+  }
+
+  /** Each tenant's tables hold exactly what was acknowledged for it, by icebird and by DuckDB. */
+  async function expectLanded(): Promise<void> {
+    for (const tenant of TENANTS) {
+      for (const [table, items] of acked.get(tenant)!) {
+        const loc = await catalog.metadataLocation(NAMESPACE[tenant]!, table);
+        expect(loc, `${tenant}.${table}`).not.toBeNull();
+        const column = table === 'traces' ? 'name' : 'body';
+        const rows = await icebirdRows(loc!);
+        const got = rows.map((r) => r[column] as string);
+        expect(got.sort()).toEqual([...items].sort());
+        expect(rows.every((r) => r['service_name'] === `svc-${tenant}`)).toBe(true);
+        const files = await icebirdDataFiles(loc!);
+        const duck = await duckQuery(
+          `SELECT count(*)::INTEGER AS n, list(${column} ORDER BY ${column}) AS items, count(DISTINCT resource_attributes['service.name'])::INTEGER AS services FROM ${duckParquet(files.map((f) => f.path))}`,
+        );
+        expect(duck).toEqual([{ n: items.length, items: [...items].sort(), services: 1 }]);
+      }
+    }
+    // No namespace for the refused tenant, and nothing else.
+    expect(await catalog.namespaces()).toEqual(['main', 'tenant_acme', 'tenant_globex']);
+    expect(await catalog.tables('tenant_acme')).toEqual(['audit', 'logs', 'traces']);
+  }
+
+  beforeAll(() => {
+    restoreFetch = installFileFetch();
+    catalog = SqlCatalog.open(catalogUrl, 'siglake');
+  });
+  afterAll(async () => {
+    restoreFetch();
+    await catalog.close();
+    if (ing !== undefined) await ing.stop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('siglake compact --once lands exactly what each tenant was acknowledged', async () => {
+    ing = await startIngester({ dataDir, args: ['--trust-tenant-header', '--compactor=false', ...icebergFlags] });
+    await send(ing, 'r1');
+    // Killed, not stopped: a graceful stop seals every live segment (and says
+    // so in each lane's .sealed marker), which would let the next run land them.
+    await ing.kill9();
+    ing = undefined;
+    // Beside a live ingester (no --ingester-stopped) each lane's unsealed highest segment waits: nothing lands yet.
+    const waiting = runCli(['compact', '--once', '--wal-dir', walDir, ...icebergFlags]);
+    expect(waiting.status, waiting.stderr).toBe(0);
+    expect(await catalog.namespaces()).toEqual([]);
+    const r = runCli(['compact', '--once', '--ingester-stopped', '--wal-dir', walDir, ...icebergFlags]);
+    expect(r.status, r.stderr).toBe(0);
+    await expectLanded();
+    // Every lane's segments are retired (the last one of each kept empty for its number).
+    const segs = filesUnder(walDir).filter((f) => f.endsWith('.seg'));
+    expect(segs.length).toBe(3 * 2 + 1);
+    expect(segs.map((f) => fs.statSync(path.join(walDir, f)).size)).toEqual(segs.map(() => 0));
+    const dump = runCli(['wal', 'dump', walDir]);
+    expect(dump.status).toBe(0);
+    expect(dump.stdout.trim()).toBe('');
+  });
+
+  it('the compactor inside siglake ingest lands the segments of an earlier life, off the acceptor thread', async () => {
+    ing = await startIngester({ dataDir, args: ['--trust-tenant-header', '--compactor=false', ...icebergFlags] });
+    await send(ing, 'r2');
+    expect(await ing.stop()).toBe(0);
+    ing = await startIngester({ dataDir, args: ['--trust-tenant-header', '--compact-interval-secs', '1', ...icebergFlags] });
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      const m = await ing.metrics();
+      if ((m.get('siglake_compactor_rounds_total') ?? 0) > 0 && (m.get('siglake_compactor_commits_total') ?? 0) >= 7) break;
+      if (Date.now() > deadline) throw new Error(`compactor did not land r2 in time: ${JSON.stringify(Object.fromEntries(m))}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    await expectLanded();
+    const m = await ing.metrics();
+    expect(m.get('siglake_compactor_commits_total')).toBe(7);
+    expect(m.get('siglake_compactor_files_written_total')).toBeGreaterThanOrEqual(7);
+    expect(m.get('siglake_compactor_rows_written_total')).toBe(3 * 2 * (7 + 4) + 2);
+    expect(m.get('siglake_compactor_lag_seconds')).toBe(0);
+    expect(m.get('siglake_compactor_commit_seconds_count')).toBe(7);
+    expect(m.get('siglake_compactor_round_errors_total')).toBe(0);
+    // The ingester still answers while it compacts, and stops cleanly with its compactor.
+    expect((await fetch(`${ing.url}/readyz`)).status).toBe(200);
+    expect(await ing.stop()).toBe(0);
+    ing = undefined;
+  });
+});

@@ -1,0 +1,434 @@
+// The compactor on real WAL segments (written by the real LaneWriter), a real
+// SQLite catalog and a file warehouse; what it lands is read back by icebird
+// and DuckDB, which share no code with it.
+
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { Compactor, type CompactorOptions } from '../../src/compactor/compactor.js';
+import { SealRule } from '../../src/compactor/seal-rule.js';
+import { FileStorage } from '../../src/iceberg/file-storage.js';
+import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
+import { createLogger } from '../../src/log.js';
+import { readSealedMarker, SEALED_MARKER, writeSealedMarker } from '../../src/wal/sealed-marker.js';
+import { indexTable, laneDir, LOGS_TABLE, TRACES_TABLE } from '../../src/wal/layout.js';
+import { listLaneFiles } from '../../src/wal/segment-files.js';
+import {
+  duckParquet,
+  duckQuery,
+  icebirdDataFiles,
+  icebirdRows,
+  installFileFetch,
+  logsRequest,
+  tracesRequest,
+  writeLane,
+} from '../helpers/iceberg.js';
+
+const log = createLogger('warn');
+let restoreFetch: () => void;
+const cleanup: (() => Promise<void> | void)[] = [];
+
+beforeAll(() => {
+  restoreFetch = installFileFetch();
+});
+afterAll(() => restoreFetch());
+afterEach(async () => {
+  for (const f of cleanup.splice(0).reverse()) await f();
+});
+
+interface Env {
+  dir: string;
+  walDir: string;
+  catalog: SqlCatalog;
+  compactor(opts?: Partial<CompactorOptions>): Promise<Compactor>;
+  rows(ns: string, table: string): Promise<Record<string, unknown>[]>;
+  location(ns: string, table: string): Promise<string | null>;
+}
+
+function env(): Env {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'siglake-compactor-'));
+  const walDir = path.join(dir, 'wal');
+  const url = `sqlite:${path.join(dir, 'catalog.db')}`;
+  const catalog = SqlCatalog.open(url, 'siglake');
+  const catalogs: SqlCatalog[] = [catalog];
+  cleanup.push(async () => {
+    for (const c of catalogs) await c.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  return {
+    dir,
+    walDir,
+    catalog,
+    async compactor(opts = {}) {
+      const c = SqlCatalog.open(url, 'siglake');
+      catalogs.push(c);
+      return Compactor.create({ walDir, catalog: c, storage: new FileStorage(path.join(dir, 'warehouse')), sealRule: new SealRule('stopped'), log, ...opts });
+    },
+    async rows(ns, table) {
+      const loc = await catalog.metadataLocation(ns, table);
+      if (loc === null) throw new Error(`no table ${ns}.${table}`);
+      return icebirdRows(loc);
+    },
+    location: (ns, table) => catalog.metadataLocation(ns, table),
+  };
+}
+
+const bodies = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}-${i}`);
+
+describe('compaction round', () => {
+  it('lands each lane in its tenant namespace and table, then retires the segments', async () => {
+    const e = env();
+    await writeLane(e.walDir, 'default', LOGS_TABLE, [{ type: 'logs', request: logsRequest(bodies('main-log', 4)) }]);
+    await writeLane(e.walDir, 'acme', LOGS_TABLE, [{ type: 'logs', request: logsRequest(bodies('acme-log', 3)) }]);
+    await writeLane(e.walDir, 'acme', LOGS_TABLE, [{ type: 'logs', request: logsRequest(bodies('acme-log2', 2)) }]);
+    await writeLane(e.walDir, 'acme', TRACES_TABLE, [{ type: 'traces', request: tracesRequest(bodies('acme-span', 5)) }]);
+    await writeLane(e.walDir, 'acme', indexTable('audit'), [{ type: 'logs', request: logsRequest(bodies('acme-audit', 2)) }]);
+    await writeLane(e.walDir, 'globex', LOGS_TABLE, [{ type: 'logs', request: logsRequest(bodies('globex-log', 6)) }]);
+
+    const c = await e.compactor();
+    const r = await c.runRound();
+    expect(r).toMatchObject({ segmentsRead: 6, rows: 22, commits: 5, failedTables: 0, retired: 6, backlog: false });
+
+    expect((await e.rows('main', 'logs')).map((x) => x['body'])).toEqual(bodies('main-log', 4));
+    expect((await e.rows('tenant_acme', 'logs')).map((x) => x['body']).sort()).toEqual([...bodies('acme-log', 3), ...bodies('acme-log2', 2)].sort());
+    expect((await e.rows('tenant_acme', 'traces')).map((x) => x['name'])).toEqual(bodies('acme-span', 5));
+    expect((await e.rows('tenant_acme', 'audit')).map((x) => x['body'])).toEqual(bodies('acme-audit', 2));
+    expect((await e.rows('tenant_globex', 'logs')).map((x) => x['body'])).toEqual(bodies('globex-log', 6));
+    expect(await e.location('tenant_globex', 'traces')).toBeNull();
+    expect(await e.catalog.namespaces()).toEqual(['main', 'tenant_acme', 'tenant_globex']);
+
+    // Retired: the lower segment of acme's logs lane is gone; every lane's highest is kept, empty, for its number.
+    const acmeLogs = listLaneFiles(laneDir(e.walDir, 'acme', LOGS_TABLE));
+    expect(acmeLogs.segments.map((s) => s.name)).toEqual(['00000002.seg']);
+    expect(fs.statSync(acmeLogs.segments[0]!.path).size).toBe(0);
+    expect(fs.readFileSync(path.join(e.walDir, '.siglake-wal-id'), 'utf8')).toMatch(/^[0-9a-f]{32}\n$/);
+
+    // DuckDB, over the files icebird finds in the manifests, agrees.
+    const files = await icebirdDataFiles((await e.location('tenant_acme', 'logs'))!);
+    const duck = await duckQuery(`SELECT count(*)::INTEGER AS n, min(body) AS lo FROM ${duckParquet(files.map((f) => f.path))}`);
+    expect(duck).toEqual([{ n: 5, lo: 'acme-log-0' }]);
+
+    // A second round finds nothing new.
+    expect(await c.runRound()).toMatchObject({ segmentsRead: 0, commits: 0 });
+    expect(c.stats.commits).toBe(5);
+    expect(c.stats.rows).toBe(22);
+    expect(c.stats.segmentsRetired).toBe(6);
+  });
+
+  it('maps OTLP fields faithfully', async () => {
+    const e = env();
+    const ingestMs = Date.UTC(2026, 0, 2, 3, 4, 5, 678);
+    await writeLane(e.walDir, 'default', LOGS_TABLE, [
+      {
+        type: 'logs',
+        timeMs: ingestMs,
+        request: {
+          resourceLogs: [
+            {
+              resource: {
+                attributes: [
+                  { key: 'service.name', value: { stringValue: 'checkout' } },
+                  { key: 'host.cpus', value: { intValue: '9007199254740993' } },
+                ],
+                droppedAttributesCount: 2,
+              },
+              schemaUrl: 'https://opentelemetry.io/schemas/1.24.0',
+              scopeLogs: [
+                {
+                  scope: { name: 'lib', version: '2.1', attributes: [{ key: 's', value: { boolValue: true } }] },
+                  logRecords: [
+                    {
+                      observedTimeUnixNano: '1767312245678901234',
+                      severityNumber: 17,
+                      severityText: 'ERROR',
+                      body: { kvlistValue: { values: [{ key: 'msg', value: { stringValue: 'boom' } }, { key: 'n', value: { doubleValue: 1.5 } }] } },
+                      attributes: [
+                        { key: 'dup', value: { stringValue: 'first' } },
+                        { key: 'arr', value: { arrayValue: { values: [{ intValue: '1' }, { stringValue: 'two' }] } } },
+                        { key: 'raw', value: { bytesValue: Buffer.from([0xde, 0xad]) } },
+                        { key: 'dup', value: { stringValue: 'last' } },
+                        { key: 'unset' },
+                      ],
+                      droppedAttributesCount: 1,
+                      flags: 1,
+                      traceId: Buffer.from('0102030405060708090a0b0c0d0e0f10', 'hex'),
+                      spanId: Buffer.from('a1a2a3a4a5a6a7a8', 'hex'),
+                      eventName: 'checkout.failed',
+                    },
+                    { timeUnixNano: '1767312245000000001', body: { stringValue: 'plain' } },
+                    {},
+                  ],
+                },
+              ],
+            },
+          ],
+        },
+      },
+    ]);
+    await (await e.compactor()).runRound();
+    const rows = await e.rows('main', 'logs');
+    expect(rows).toHaveLength(3);
+    const [a, b, empty] = rows as Record<string, unknown>[];
+    expect(a).toMatchObject({
+      time_unix_nano: null,
+      observed_time_unix_nano: 1767312245678901234n,
+      ingest_time: new Date(ingestMs),
+      severity_number: 17,
+      severity_text: 'ERROR',
+      body: '{"msg":"boom","n":1.5}',
+      body_type: 'kvlist',
+      trace_id: '0102030405060708090a0b0c0d0e0f10',
+      span_id: 'a1a2a3a4a5a6a7a8',
+      flags: 1n,
+      event_name: 'checkout.failed',
+      service_name: 'checkout',
+      resource_attributes: { 'service.name': 'checkout', 'host.cpus': '9007199254740993' },
+      resource_dropped_attributes_count: 2,
+      resource_schema_url: 'https://opentelemetry.io/schemas/1.24.0',
+      scope_name: 'lib',
+      scope_version: '2.1',
+      scope_attributes: { s: 'true' },
+      attributes: { dup: 'last', arr: '[1,"two"]', raw: '3q0=', unset: null },
+      dropped_attributes_count: 1,
+    });
+    // Event time falls back to the observed time, truncated to µs; the exact ns stay in their own column.
+    expect((a!['time'] as Date).toISOString()).toBe('2026-01-02T00:04:05.678Z');
+    expect(b).toMatchObject({ time_unix_nano: 1767312245000000001n, observed_time_unix_nano: null, body: 'plain', body_type: 'string', trace_id: null });
+    // A record with nothing set takes the WAL ingest time as its event time.
+    expect(empty).toMatchObject({ body: null, body_type: null, time_unix_nano: null, severity_number: 0, attributes: {} });
+    expect((empty!['time'] as Date).getTime()).toBe(ingestMs);
+
+    // DuckDB reads the µs timestamps and the maps the same way.
+    const files = await icebirdDataFiles((await e.location('main', 'logs'))!);
+    const duck = await duckQuery(
+      `SELECT epoch_us(time)::VARCHAR AS us, attributes['dup'] AS dup, resource_attributes['service.name'] AS svc FROM ${duckParquet(files.map((f) => f.path))} ORDER BY us`,
+    );
+    expect(duck[0]).toEqual({ us: '1767312245000000', dup: null, svc: 'checkout' });
+    expect(duck[1]).toEqual({ us: '1767312245678901', dup: 'last', svc: 'checkout' });
+  });
+
+  it('maps spans, with events and links as JSON', async () => {
+    const e = env();
+    await writeLane(e.walDir, 'default', TRACES_TABLE, [
+      {
+        type: 'traces',
+        request: {
+          resourceSpans: [
+            {
+              resource: { attributes: [{ key: 'service.name', value: { stringValue: 'api' } }] },
+              scopeSpans: [
+                {
+                  scope: { name: 'http' },
+                  spans: [
+                    {
+                      traceId: Buffer.alloc(16, 0xab),
+                      spanId: Buffer.alloc(8, 0xcd),
+                      parentSpanId: Buffer.alloc(8, 0xef),
+                      traceState: 'k=v',
+                      name: 'GET /',
+                      kind: 2,
+                      startTimeUnixNano: '1767225600000000999',
+                      endTimeUnixNano: '1767225600250000999',
+                      status: { code: 2, message: 'bad' },
+                      events: [{ timeUnixNano: '1767225600100000000', name: 'retry', attributes: [{ key: 'n', value: { intValue: '2' } }] }],
+                      links: [{ traceId: Buffer.alloc(16, 1), spanId: Buffer.alloc(8, 2), flags: 1 }],
+                      droppedEventsCount: 3,
+                    },
+                  ],
+                },
+              ],
+            },
+          ],
+        },
+      },
+    ]);
+    await (await e.compactor()).runRound();
+    const [s] = await e.rows('main', 'traces');
+    expect(s).toMatchObject({
+      start_time_unix_nano: 1767225600000000999n,
+      end_time_unix_nano: 1767225600250000999n,
+      duration_nanos: 250000000n,
+      trace_id: 'ab'.repeat(16),
+      span_id: 'cd'.repeat(8),
+      parent_span_id: 'ef'.repeat(8),
+      trace_state: 'k=v',
+      name: 'GET /',
+      kind: 2,
+      status_code: 2,
+      status_message: 'bad',
+      service_name: 'api',
+      dropped_events_count: 3,
+    });
+    expect(JSON.parse(s!['events'] as string)).toEqual([
+      { time_unix_nano: '1767225600100000000', name: 'retry', attributes: { n: '2' }, dropped_attributes_count: 0 },
+    ]);
+    expect(JSON.parse(s!['links'] as string)).toEqual([
+      { trace_id: '01'.repeat(16), span_id: '02'.repeat(8), trace_state: null, flags: 1, attributes: {}, dropped_attributes_count: 0 },
+    ]);
+  });
+
+  it('survives a crash between the catalog commit and the retirement: no row lost, none twice', async () => {
+    const e = env();
+    await writeLane(e.walDir, 'acme', LOGS_TABLE, [{ type: 'logs', request: logsRequest(bodies('a', 3)) }]);
+    await writeLane(e.walDir, 'acme', LOGS_TABLE, [{ type: 'logs', request: logsRequest(bodies('b', 3)) }]);
+    await writeLane(e.walDir, 'acme', TRACES_TABLE, [{ type: 'traces', request: tracesRequest(bodies('s', 2)) }]);
+    const crashing = await e.compactor({
+      afterCommit: () => {
+        throw new Error('killed between commit and retire');
+      },
+    });
+    await expect(crashing.runRound()).rejects.toThrow('killed between commit and retire');
+    // The first table's commit is visible, and no segment was retired.
+    const committed = (await e.location('tenant_acme', 'logs')) !== null ? 'logs' : 'traces';
+    expect(await e.location('tenant_acme', committed === 'logs' ? 'traces' : 'logs')).toBeNull();
+    expect(listLaneFiles(laneDir(e.walDir, 'acme', LOGS_TABLE)).segments.map((s) => fs.statSync(s.path).size > 0)).toEqual([true, true]);
+    expect(listLaneFiles(laneDir(e.walDir, 'acme', TRACES_TABLE)).segments.map((s) => fs.statSync(s.path).size > 0)).toEqual([true]);
+
+    const restarted = await e.compactor();
+    const r = await restarted.runRound();
+    expect(r.commits).toBe(1); // only the table the crash left uncommitted
+    expect(r.retired).toBe(3);
+    expect((await e.rows('tenant_acme', 'logs')).map((x) => x['body']).sort()).toEqual([...bodies('a', 3), ...bodies('b', 3)].sort());
+    expect((await e.rows('tenant_acme', 'traces')).map((x) => x['name'])).toEqual(bodies('s', 2));
+    // The table committed before the crash was not appended to again.
+    expect(await icebirdDataFiles((await e.location('tenant_acme', committed))!)).toHaveLength(1);
+    expect(await restarted.runRound()).toMatchObject({ segmentsRead: 0, commits: 0 });
+  });
+
+  it('sends spans of an index lane to the traces table, exactly once across a crash between the two commits', async () => {
+    const e = env();
+    const idx = indexTable('payments');
+    await writeLane(e.walDir, 'acme', idx, [
+      { type: 'logs', request: logsRequest(bodies('pay-log', 3)) },
+      { type: 'traces', request: tracesRequest(bodies('pay-span', 2)) },
+    ]);
+    let commits = 0;
+    const crashing = await e.compactor({
+      afterCommit: () => {
+        if (++commits === 1) throw new Error('crash after the first table');
+      },
+    });
+    await expect(crashing.runRound()).rejects.toThrow('crash after the first table');
+    const again = await e.compactor();
+    expect(await again.runRound()).toMatchObject({ commits: 1, retired: 1 });
+    expect((await e.rows('tenant_acme', 'payments')).map((x) => x['body'])).toEqual(bodies('pay-log', 3));
+    expect((await e.rows('tenant_acme', 'traces')).map((x) => x['name'])).toEqual(bodies('pay-span', 2));
+    expect(await again.runRound()).toMatchObject({ segmentsRead: 0, commits: 0 });
+  });
+
+  it("takes a lane's highest segment beside a live ingester once the writer sealed it (.sealed marker)", async () => {
+    const e = env();
+    await writeLane(e.walDir, 'default', LOGS_TABLE, [{ type: 'logs', request: logsRequest(bodies('quiet', 2)) }]);
+    const dir = laneDir(e.walDir, 'default', LOGS_TABLE);
+    // The writer sealed segment 1 (by age or at shutdown) and the lane went quiet.
+    expect(readSealedMarker(dir)).toBe(1);
+    const running = await e.compactor({ sealRule: new SealRule('running') });
+    expect(await running.runRound()).toMatchObject({ segmentsRead: 1, rows: 2 });
+    expect((await e.rows('main', 'logs')).map((x) => x['body'])).toEqual(bodies('quiet', 2));
+    // Without the marker the same segment would have waited.
+    writeSealedMarker(dir, 0);
+    expect(new SealRule('running').isSealed(dir, 1, 1, readSealedMarker(dir))).toBe(false);
+  });
+
+  it('takes only sealed segments: all but the highest beside a live ingester', async () => {
+    const e = env();
+    await writeLane(e.walDir, 'default', LOGS_TABLE, [{ type: 'logs', request: logsRequest(bodies('one', 1)) }]);
+    await writeLane(e.walDir, 'default', LOGS_TABLE, [{ type: 'logs', request: logsRequest(bodies('two', 1)) }]);
+    const dir = laneDir(e.walDir, 'default', LOGS_TABLE);
+    // As a live writer that has not sealed anything: no .sealed marker.
+    fs.rmSync(path.join(dir, SEALED_MARKER), { force: true });
+    const running = await e.compactor({ sealRule: new SealRule('running') });
+    expect(await running.runRound()).toMatchObject({ segmentsRead: 1, rows: 1, retired: 1 });
+    expect(listLaneFiles(dir).segments.map((s) => s.name)).toEqual(['00000002.seg']);
+    expect(await running.runRound()).toMatchObject({ segmentsRead: 0 });
+    // In process, segments of an earlier life (at or below the boundary seen at start) are sealed too.
+    const inProcess = await e.compactor({ sealRule: new SealRule('in-process', new Map([[dir, 2]])) });
+    expect(await inProcess.runRound()).toMatchObject({ segmentsRead: 1, rows: 1, retired: 1 });
+    expect((await e.rows('main', 'logs')).map((x) => x['body']).sort()).toEqual(['one-0', 'two-0']);
+    // A new segment of this life stays until a newer one exists.
+    await writeLane(e.walDir, 'default', LOGS_TABLE, [{ type: 'logs', request: logsRequest(bodies('three', 1)) }]);
+    fs.rmSync(path.join(dir, SEALED_MARKER), { force: true }); // still live: not sealed by its writer
+    expect(await inProcess.runRound()).toMatchObject({ segmentsRead: 0 });
+    expect(listLaneFiles(dir).segments.map((s) => s.name)).toEqual(['00000002.seg', '00000003.seg']);
+  });
+
+  it('keeps a corrupt segment, landing the records before the damage', async () => {
+    const e = env();
+    await writeLane(e.walDir, 'default', LOGS_TABLE, [
+      { type: 'logs', request: logsRequest(['good']) },
+      { type: 'logs', request: logsRequest(['lost']) },
+    ]);
+    await writeLane(e.walDir, 'default', LOGS_TABLE, [{ type: 'logs', request: logsRequest(['later']) }]);
+    const seg = listLaneFiles(laneDir(e.walDir, 'default', LOGS_TABLE)).segments[0]!;
+    const bytes = fs.readFileSync(seg.path);
+    bytes[bytes.length - 3] ^= 0xff; // inside the second record's payload: its CRC fails
+    fs.writeFileSync(seg.path, bytes);
+    const c = await e.compactor();
+    expect(await c.runRound()).toMatchObject({ rows: 2, commits: 1, retired: 1 });
+    expect(c.stats.corruptSegments).toBe(1);
+    expect(fs.existsSync(seg.path)).toBe(true);
+    expect((await e.rows('main', 'logs')).map((x) => x['body'])).toEqual(['good', 'later']);
+    // Later rounds do not land its prefix again.
+    expect(await c.runRound()).toMatchObject({ rows: 0, commits: 0 });
+  });
+
+  it('writes one file per day partition for many small segments, and rolls files at the target size', async () => {
+    const e = env();
+    const day = 86_400_000_000_000n;
+    const t0 = 1_767_225_600_000_000_000n; // 2026-01-01
+    for (let s = 0; s < 4; s++) {
+      await writeLane(e.walDir, 'default', LOGS_TABLE, [
+        { type: 'logs', request: logsRequest(bodies(`d0-s${s}`, 5), { timeUnixNano: (i) => String(t0 + BigInt(s * 5 + i)) }) },
+        { type: 'logs', request: logsRequest(bodies(`d1-s${s}`, 5), { timeUnixNano: (i) => String(t0 + day + BigInt(i)) }) },
+      ]);
+    }
+    const c = await e.compactor();
+    expect(await c.runRound()).toMatchObject({ segmentsRead: 4, rows: 40, files: 2, commits: 1 });
+    const files = await icebirdDataFiles((await e.location('main', 'logs'))!);
+    expect(files.map((f) => [f.records, (f.partition as Record<string, Date>)['time_day']!.toISOString().slice(0, 10)]).sort()).toEqual([
+      [20, '2026-01-01'],
+      [20, '2026-01-02'],
+    ]);
+    expect(files.every((f) => f.path.includes('/data/time_day=2026-01-0'))).toBe(true);
+
+    // A tiny target and row group: several files, each whole and readable.
+    const e2 = env();
+    for (let s = 0; s < 3; s++) await writeLane(e2.walDir, 'default', LOGS_TABLE, [{ type: 'logs', request: logsRequest(bodies(`x${s}`, 40)) }]);
+    const small = await e2.compactor({ limits: { targetFileBytes: 1, rowGroupRows: 25 } });
+    const r = await small.runRound();
+    expect(r.rows).toBe(120);
+    expect(r.files).toBe(5);
+    const files2 = await icebirdDataFiles((await e2.location('main', 'logs'))!);
+    expect(files2.map((f) => f.records)).toEqual([25, 25, 25, 25, 20]);
+    const duck = await duckQuery(`SELECT count(DISTINCT body)::INTEGER AS n FROM ${duckParquet(files2.map((f) => f.path))}`);
+    expect(duck).toEqual([{ n: 120 }]);
+  });
+
+  it('leaves a backlog past its byte budget for the next round, and reports its lag', async () => {
+    const e = env();
+    for (let s = 0; s < 3; s++) await writeLane(e.walDir, 'default', LOGS_TABLE, [{ type: 'logs', request: logsRequest(bodies(`s${s}`, 2)) }]);
+    const c = await e.compactor({ maxRoundWalBytes: 1, now: () => Date.now() + 120_000 });
+    expect(await c.runRound()).toMatchObject({ segmentsRead: 1, backlog: true, retired: 1 });
+    expect(c.stats.lagSeconds).toBeGreaterThanOrEqual(119);
+    expect(await c.runRound()).toMatchObject({ segmentsRead: 1, backlog: true });
+    expect(await c.runRound()).toMatchObject({ segmentsRead: 1, backlog: false });
+    expect(c.stats.lagSeconds).toBe(0);
+    expect((await e.rows('main', 'logs')).map((x) => x['body']).sort()).toEqual(['s0-0', 's0-1', 's1-0', 's1-1', 's2-0', 's2-1']);
+  });
+
+  it('on a catalog failure retires nothing and leaves no data file behind', async () => {
+    const e = env();
+    await writeLane(e.walDir, 'default', LOGS_TABLE, [{ type: 'logs', request: logsRequest(bodies('kept', 3)) }]);
+    const blocker = path.join(e.dir, 'not-a-dir');
+    fs.writeFileSync(blocker, '');
+    const broken = await e.compactor({ catalog: SqlCatalog.open(`sqlite:${path.join(blocker, 'catalog.db')}`, 'siglake') });
+    await expect(broken.runRound()).rejects.toMatchObject({ code: 'SIGLAKE_ICEBERG_CATALOG' });
+    expect(broken.stats.roundErrors).toBe(1);
+    const seg = listLaneFiles(laneDir(e.walDir, 'default', LOGS_TABLE)).segments;
+    expect(seg.map((s) => fs.statSync(s.path).size > 0)).toEqual([true]);
+    expect(fs.existsSync(path.join(e.dir, 'warehouse'))).toBe(false);
+    // The next round with a working catalog lands it.
+    expect(await (await e.compactor()).runRound()).toMatchObject({ rows: 3, commits: 1, retired: 1 });
+  });
+});
