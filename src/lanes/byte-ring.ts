@@ -170,6 +170,19 @@ export class ByteRing {
   }
 
   /**
+   * Blocks the calling thread until the producer publishes something (or
+   * `timeoutMs` passes); returns at once if frames are already waiting. For a
+   * consumer thread with nothing else to do: a futex wake is the shortest path
+   * from publish to read.
+   */
+  waitForDataSync(timeoutMs: number): void {
+    const seq = Atomics.load(this.#ctl, SEQ);
+    Atomics.store(this.#ctl, SLEEP, 1);
+    if (this.isEmpty()) Atomics.wait(this.#ctl, SEQ, seq, timeoutMs);
+    Atomics.store(this.#ctl, SLEEP, 0);
+  }
+
+  /**
    * Waits until the producer publishes something (or `timeoutMs` passes).
    * Returns at once if frames are already waiting.
    */

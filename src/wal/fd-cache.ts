@@ -122,6 +122,24 @@ export class FdCache {
   }
 
   /**
+   * fdatasync on this thread, blocking it: cheaper than a thread-pool hop when
+   * the caller has nothing else to do meanwhile (one dirty file per round).
+   */
+  syncNow(handle: FdHandle): void {
+    const e = handle as Entry;
+    const err = this.takeError(e);
+    if (err !== null) throw err;
+    if (!e.dirty || e.fd < 0) return;
+    e.dirty = false;
+    try {
+      this.#ops.fdatasyncSync(e.fd);
+    } catch (failure) {
+      e.dirty = true;
+      throw failure;
+    }
+  }
+
+  /**
    * The handle's file is done with. With `durable`, a dirty descriptor is
    * fdatasynced (synchronously) before it is closed; a failure is thrown after
    * the handle is retired all the same.

@@ -193,6 +193,23 @@ export class LaneWriter {
     }
   }
 
+  /** sync() without leaving the thread: a blocking fdatasync (see FdCache.syncNow). */
+  syncNow(): void {
+    const deferred = this.#deferred;
+    if (deferred !== null) {
+      this.#deferred = null;
+      throw deferred;
+    }
+    const h = this.#handle;
+    if (h === null) return;
+    try {
+      this.#cache.syncNow(h);
+    } catch (err) {
+      if (this.#handle === h) this.#abandon();
+      throw new WalWriteError('fdatasync', h.path, err);
+    }
+  }
+
   /**
    * Closes the live segment, durable, so that the next flush starts a new one
    * (age-based sealing, shutdown). Staged records stay staged.
