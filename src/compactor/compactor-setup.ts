@@ -34,14 +34,15 @@ export class CompactorSetup {
     s: CompactorSettings,
     mode: SealMode,
     log: Logger,
-    extra: { stats?: CompactorStats; afterCommit?: (namespace: string, table: string) => void | Promise<void> } = {},
+    extra: {
+      stats?: CompactorStats;
+      afterCommit?: (namespace: string, table: string) => void | Promise<void>;
+      /** in-process: the earlier-life boundary, taken before this life's writers started (earlierLifeBoundary). */
+      boundary?: ReadonlyMap<string, number>;
+    } = {},
   ): Promise<CompactorSetup> {
     const catalog = SqlCatalog.open(s.catalogUrl, s.catalogName);
-    const boundary = new Map<string, number>();
-    if (mode === 'in-process') {
-      // Every segment on disk now was written by an earlier life of the ingester (recovery is done).
-      for (const lane of listLaneDirs(s.walDir)) boundary.set(lane.dir, listLaneFiles(lane.dir).maxNumber);
-    }
+    const boundary = mode === 'in-process' ? (extra.boundary ?? new Map<string, number>()) : new Map<string, number>();
     const compactor = await Compactor.create({
       walDir: s.walDir,
       catalog,
@@ -57,4 +58,16 @@ export class CompactorSetup {
   async close(): Promise<void> {
     await this.catalog.close();
   }
+}
+
+/**
+ * The highest segment number (segments and .seg.tmp) of every lane on disk.
+ * Taken by the ingester BEFORE its writers start: a writer never appends to a
+ * segment of an earlier life, so every segment at or below it is sealed. Taken
+ * any later, it would count segments this life is still appending to.
+ */
+export function earlierLifeBoundary(walDir: string): Map<string, number> {
+  const boundary = new Map<string, number>();
+  for (const lane of listLaneDirs(walDir)) boundary.set(lane.dir, listLaneFiles(lane.dir).maxNumber);
+  return boundary;
 }

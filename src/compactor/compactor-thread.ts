@@ -12,13 +12,18 @@ import { CompactorStats } from './compactor-stats.js';
 export interface CompactorThreadData {
   readonly settings: CompactorSettings;
   readonly statsSab: SharedArrayBuffer;
+  /** [lane dir, highest segment number] before the writers started. */
+  readonly boundary: [string, number][];
 }
 
 const data = workerData as CompactorThreadData;
 const log = createLogger(data.settings.logLevel, 'siglake-compactor');
 
 async function main(): Promise<void> {
-  const setup = await CompactorSetup.open(data.settings, 'in-process', log, { stats: new CompactorStats(data.statsSab) });
+  const setup = await CompactorSetup.open(data.settings, 'in-process', log, {
+    stats: new CompactorStats(data.statsSab),
+    boundary: new Map(data.boundary),
+  });
   const loop = new CompactorLoop(setup.compactor, data.settings.compactIntervalSecs * 1000, log);
   parentPort!.on('message', (m: unknown) => {
     if (m === 'stop') {

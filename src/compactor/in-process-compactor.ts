@@ -6,7 +6,7 @@ import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import type client from 'prom-client';
 import { CompactorMetrics } from './compactor-metrics.js';
-import type { CompactorSettings } from './compactor-setup.js';
+import { earlierLifeBoundary, type CompactorSettings } from './compactor-setup.js';
 import { CompactorStats } from './compactor-stats.js';
 import type { CompactorThreadData } from './compactor-thread.js';
 
@@ -16,6 +16,7 @@ export class InProcessCompactor {
   readonly #stats = CompactorStats.create();
   #worker: Worker | null = null;
   #exited: Promise<void> | null = null;
+  #boundary: Map<string, number> | null = null;
 
   constructor(opts: { settings: CompactorSettings; log: Logger; registry: client.Registry }) {
     this.#settings = {
@@ -30,10 +31,20 @@ export class InProcessCompactor {
     new CompactorMetrics(opts.registry, this.#stats);
   }
 
-  /** Starts the compactor thread (after WAL recovery: segments on disk now are sealed). */
+  /**
+   * Notes which segments belong to earlier lives of the ingester. Must run
+   * before the writer workers start: afterwards a lane's highest segment may
+   * be one they are appending to (regression: compactor-lands-live-segment).
+   */
+  markEarlierLife(): void {
+    this.#boundary = earlierLifeBoundary(this.#settings.walDir);
+  }
+
+  /** Starts the compactor thread. */
   start(): void {
     if (this.#worker !== null) return;
-    const data: CompactorThreadData = { settings: this.#settings, statsSab: this.#stats.sab };
+    if (this.#boundary === null) throw new Error('InProcessCompactor.markEarlierLife() must run before the writers start');
+    const data: CompactorThreadData = { settings: this.#settings, statsSab: this.#stats.sab, boundary: [...this.#boundary] };
     const worker = new Worker(new URL('./compactor-thread.js', import.meta.url), { workerData: data, name: 'siglake-compactor' });
     this.#worker = worker;
     this.#exited = new Promise((resolve) => worker.once('exit', () => resolve()));

@@ -191,6 +191,8 @@ export class Ingester {
         this.#o.log.warn({ err: (e as Error).message }, 'Redis not ready at start: rate budgets unenforced until it is');
       });
     }
+    // Before any writer starts: what is on disk now belongs to earlier lives.
+    this.#compactor?.markEarlierLife();
     await Promise.all([this.#http.listen(), this.#grpc.listen()]);
     this.#o.log.info({ http: this.#http.port, grpc: this.#grpc.port }, 'listening');
     await this.#dispatcher.start();
