@@ -18,6 +18,7 @@ export interface CompactorSettings {
   readonly catalogName: string;
   readonly warehousePath: string;
   readonly compactIntervalSecs: number;
+  readonly compactMaxRoundBytes: number;
   readonly logLevel: string;
 }
 
@@ -48,6 +49,7 @@ export class CompactorSetup {
       catalog,
       storage: new FileStorage(s.warehousePath),
       sealRule: new SealRule(mode, boundary),
+      maxRoundWalBytes: s.compactMaxRoundBytes,
       log,
       ...(extra.stats !== undefined ? { stats: extra.stats } : {}),
       ...(extra.afterCommit !== undefined ? { afterCommit: extra.afterCommit } : {}),

@@ -91,7 +91,7 @@ interface SegmentRead {
   readonly size: number;
 }
 
-const DEFAULT_MAX_ROUND_WAL_BYTES = 1024 * 1024 * 1024;
+const DEFAULT_MAX_ROUND_WAL_BYTES = 64 * 1024 * 1024;
 const PROGRESS_PREFIX = 'siglake.wal.';
 
 export class Compactor {

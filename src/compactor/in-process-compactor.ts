@@ -10,6 +10,9 @@ import { earlierLifeBoundary, type CompactorSettings } from './compactor-setup.j
 import { CompactorStats } from './compactor-stats.js';
 import type { CompactorThreadData } from './compactor-thread.js';
 
+/** Old-generation heap of the compactor thread. */
+const COMPACTOR_HEAP_MIB = 512;
+
 export class InProcessCompactor {
   readonly #settings: CompactorSettings;
   readonly #log: Logger;
@@ -25,6 +28,7 @@ export class InProcessCompactor {
       catalogName: opts.settings.catalogName,
       warehousePath: opts.settings.warehousePath,
       compactIntervalSecs: opts.settings.compactIntervalSecs,
+      compactMaxRoundBytes: opts.settings.compactMaxRoundBytes,
       logLevel: opts.settings.logLevel,
     };
     this.#log = opts.log;
@@ -45,7 +49,13 @@ export class InProcessCompactor {
     if (this.#worker !== null) return;
     if (this.#boundary === null) throw new Error('InProcessCompactor.markEarlierLife() must run before the writers start');
     const data: CompactorThreadData = { settings: this.#settings, statsSab: this.#stats.sab, boundary: [...this.#boundary] };
-    const worker = new Worker(new URL('./compactor-thread.js', import.meta.url), { workerData: data, name: 'siglake-compactor' });
+    const worker = new Worker(new URL('./compactor-thread.js', import.meta.url), {
+      workerData: data,
+      name: 'siglake-compactor',
+      // A bounded heap makes V8 collect a round's garbage instead of growing
+      // toward its default limit (GBs on a big host): RSS counts toward the breaker.
+      resourceLimits: { maxOldGenerationSizeMb: COMPACTOR_HEAP_MIB },
+    });
     this.#worker = worker;
     this.#exited = new Promise((resolve) => worker.once('exit', () => resolve()));
     worker.on('error', (e) => this.#log.error({ err: e.message }, 'the compactor thread died; WAL segments wait for the next start'));

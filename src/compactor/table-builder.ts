@@ -17,16 +17,20 @@ const MICROS_PER_DAY = 86_400_000_000n;
 export interface TableBuilderLimits {
   /** Finish a data file once it has this many bytes (default 128 MiB). */
   readonly targetFileBytes: number;
-  /** Write a row group once a day's buffer holds this many rows (default 100,000)… */
+  /** Write a row group once a day's buffer holds this many rows (default 16,384)… */
   readonly rowGroupRows: number;
-  /** …or this many bytes of WAL payload (default 16 MiB). */
+  /** …or this many bytes of WAL payload (default 2 MiB). */
   readonly rowGroupWalBytes: number;
 }
 
+// Buffered rows are JS objects, several times their WAL size, and every
+// (table, day) of a round has its own buffer: these bounds keep a round's live
+// heap in the low hundreds of MiB with dozens of tables (measured: see
+// docs/iceberg.md, "Memory").
 export const DEFAULT_LIMITS: TableBuilderLimits = Object.freeze({
   targetFileBytes: 128 * 1024 * 1024,
-  rowGroupRows: 100_000,
-  rowGroupWalBytes: 16 * 1024 * 1024,
+  rowGroupRows: 16_384,
+  rowGroupWalBytes: 2 * 1024 * 1024,
 });
 
 class DayBuffer {

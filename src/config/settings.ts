@@ -211,6 +211,14 @@ export const SETTINGS = {
     doc: 'Seconds between compaction rounds; a round that left work behind (a backlog past its byte budget) is followed at once by the next.',
     parse: integer({ min: 1, max: 86_400 }),
   }),
+  compactMaxRoundBytes: def<number>({
+    key: 'compactor.maxRoundBytes',
+    flag: '--compact-max-round-bytes',
+    category: 'iceberg',
+    default: 64 * 1024 * 1024,
+    doc: "WAL bytes one compaction round reads at most (the rest is the next round's). Bounds the compactor's memory, which counts toward the memory breaker: about 4x this at peak.",
+    parse: integer({ min: 1024 * 1024, max: 16 * 1024 * 1024 * 1024 }),
+  }),
   tenantClaim: def<string>({
     key: 'ingester.tenantClaim',
     flag: '--tenant-claim',
