@@ -6,6 +6,7 @@
 // google.rpc.RetryInfo in grpc-status-details-bin.
 
 import * as grpc from '@grpc/grpc-js';
+import net from 'node:net';
 import { GrpcCode, IngestError } from '../errors.js';
 import { Signal } from '../lanes/frames.js';
 import type { Lane } from '../lanes/lane-table.js';
@@ -20,6 +21,8 @@ export interface GrpcAcceptorOptions {
   host: string;
   port: number;
   maxRequestBytes: number;
+  /** A call's message must arrive whole within this (as an HTTP body must). */
+  requestTimeoutSecs: number;
   admission: Admission;
   dispatcher: Dispatcher;
   metrics: IngestMetrics;
@@ -28,6 +31,53 @@ export interface GrpcAcceptorOptions {
 }
 
 const identity = (b: Buffer): Buffer => b;
+
+/** The HTTP server (uWS) closes a connection idle this long; the gRPC port does the same. */
+const IDLE_SESSION_MS = 10_000;
+
+/**
+ * grpc-js calls the handler only once a call's whole message arrived, so a
+ * call whose message stalls would hold its stream (and the bytes buffered so
+ * far) forever. This interceptor ends such a call with DEADLINE_EXCEEDED
+ * after the same bound HTTP bodies have (--request-timeout-secs).
+ */
+function receiveDeadline(timeoutMs: number): grpc.ServerInterceptor {
+  return (_method, call) => {
+    let timer: NodeJS.Timeout | undefined;
+    const clear = () => {
+      if (timer !== undefined) clearTimeout(timer);
+      timer = undefined;
+    };
+    return new grpc.ServerInterceptingCall(
+      call,
+      new grpc.ResponderBuilder()
+        .withStart((next) => {
+          timer = setTimeout(() => {
+            timer = undefined;
+            call.sendStatus({
+              code: grpc.status.DEADLINE_EXCEEDED,
+              details: 'request message not received in time (--request-timeout-secs)',
+            });
+          }, timeoutMs);
+          timer.unref();
+          next(
+            new grpc.ServerListenerBuilder()
+              .withOnReceiveMessage((message, nextMessage) => {
+                clear();
+                nextMessage(message);
+              })
+              .withOnCancel(clear)
+              .build(),
+          );
+        })
+        .withSendStatus((status, nextStatus) => {
+          clear();
+          nextStatus(status);
+        })
+        .build(),
+    );
+  };
+}
 const EMPTY = Buffer.alloc(0);
 
 function method(path: string): grpc.MethodDefinition<Buffer, Buffer> {
@@ -77,6 +127,8 @@ class GrpcIngest implements PendingRequest {
 export class GrpcAcceptor {
   readonly #o: GrpcAcceptorOptions;
   readonly #server: grpc.Server;
+  #listener: net.Server | undefined;
+  #injector: grpc.ConnectionInjector | undefined;
   #port = 0;
 
   constructor(opts: GrpcAcceptorOptions) {
@@ -85,6 +137,10 @@ export class GrpcAcceptor {
     this.#server = new grpc.Server({
       'grpc.max_receive_message_length': opts.maxRequestBytes,
       'grpc.max_send_message_length': 1024 * 1024,
+      // Close HTTP/2 sessions with no call for as long as the HTTP port keeps
+      // an idle connection (GOAWAY: clients reconnect when they need to).
+      'grpc.max_connection_idle_ms': IDLE_SESSION_MS,
+      interceptors: [receiveDeadline(opts.requestTimeoutSecs * 1000)],
     });
     this.#server.addService(LOGS_SERVICE, {
       Export: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => this.#ingest(call, cb, 0),
@@ -98,23 +154,42 @@ export class GrpcAcceptor {
     return this.#port;
   }
 
+  /**
+   * Listens on our own net.Server and hands each connection to grpc-js once it
+   * has spoken, so a connection that never sends the HTTP/2 preface is closed
+   * like an idle HTTP connection (grpc-js only watches established sessions).
+   */
   listen(): Promise<number> {
     const { host, port } = this.#o;
-    const addr = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+    const injector = this.#server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
+    this.#injector = injector;
+    const listener = net.createServer({ noDelay: true }, (socket) => {
+      // Until its first bytes the connection is ours: one that never speaks is
+      // cut. Once HTTP/2 owns the socket, grpc-js's idle timer (GOAWAY after
+      // IDLE_SESSION_MS without a call) and the receive deadline take over.
+      socket.setTimeout(IDLE_SESSION_MS, () => socket.destroy());
+      socket.once('data', (first: Buffer) => {
+        socket.setTimeout(0);
+        socket.pause();
+        socket.unshift(first);
+        injector.injectConnection(socket);
+      });
+      socket.on('error', () => socket.destroy());
+    });
+    this.#listener = listener;
     return new Promise((resolve, reject) => {
-      this.#server.bindAsync(addr, grpc.ServerCredentials.createInsecure(), (err, bound) => {
-        if (err) {
-          reject(new Error(`cannot listen on ${addr} for OTLP/gRPC: ${err.message}`));
-          return;
-        }
-        this.#port = bound;
-        resolve(bound);
+      listener.once('error', (err) => reject(new Error(`cannot listen on ${host}:${port} for OTLP/gRPC: ${err.message}`)));
+      listener.listen(port, host, () => {
+        this.#port = (listener.address() as net.AddressInfo).port;
+        resolve(this.#port);
       });
     });
   }
 
   /** Refuses new calls and resolves when the running ones have ended (or after `timeoutMs`). */
   shutdown(timeoutMs: number): Promise<void> {
+    this.#listener?.close();
+    this.#injector?.drain(timeoutMs);
     return new Promise((resolve) => {
       const t = setTimeout(() => {
         this.#server.forceShutdown();
@@ -129,6 +204,8 @@ export class GrpcAcceptor {
   }
 
   forceShutdown(): void {
+    this.#listener?.close();
+    this.#injector?.destroy();
     this.#server.forceShutdown();
   }
 

@@ -49,6 +49,7 @@ const requestTimeout = new IngestError(
   'request body not received in time (--request-timeout-secs)',
 );
 const draining = new IngestError('SIGLAKE_UNAVAILABLE', 'ingester shutting down: retry on another instance');
+const conflictingLength = new IngestError('SIGLAKE_BAD_HEADER', 'bad header: Content-Length sent twice with different values');
 const internal = new IngestError('SIGLAKE_WAL_WRITE', 'write failed: the request was not stored');
 
 /** Parses the content type into the response encoding; -1 when unusable. */
@@ -107,7 +108,13 @@ export class HttpAcceptor {
   readonly #uploads = new Set<HttpIngest>();
   readonly #timer: NodeJS.Timeout;
   // Header collection without a closure per request.
-  readonly #h: IngestHeaders & { contentType: string; contentEncoding: string; contentLength: number; chunked: boolean } = {
+  readonly #h: IngestHeaders & {
+    contentType: string;
+    contentEncoding: string;
+    contentLength: number;
+    chunked: boolean;
+    conflictingLength: boolean;
+  } = {
     authorization: undefined,
     orgId: undefined,
     orgIdCount: 0,
@@ -117,6 +124,7 @@ export class HttpAcceptor {
     contentEncoding: '',
     contentLength: -1,
     chunked: false,
+    conflictingLength: false,
   };
   readonly #collect = (k: string, v: string): void => {
     const h = this.#h;
@@ -139,6 +147,9 @@ export class HttpAcceptor {
         h.contentEncoding = v;
         break;
       case 'content-length':
+        // Two different lengths: uWS reads by the first, a proxy may by the
+        // other (request smuggling). RFC 9112 §6.3: refuse.
+        if (h.contentLength !== -1 && h.contentLength !== Number(v)) h.conflictingLength = true;
         h.contentLength = Number(v);
         break;
       case 'transfer-encoding':
@@ -245,6 +256,7 @@ export class HttpAcceptor {
     h.contentEncoding = '';
     h.contentLength = -1;
     h.chunked = false;
+    h.conflictingLength = false;
     req.forEach(this.#collect);
     // Refused before its body was read: close the connection rather than read
     // and throw away a large or open-ended body (small ones are skipped by uWS).
@@ -264,6 +276,10 @@ export class HttpAcceptor {
     });
     if (this.#o.isDraining()) {
       this.#refuse(state, draining, true);
+      return;
+    }
+    if (h.conflictingLength) {
+      this.#refuse(state, conflictingLength, true);
       return;
     }
 

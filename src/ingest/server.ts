@@ -167,6 +167,7 @@ export class Ingester {
       host: s.grpcListen.host,
       port: s.grpcListen.port,
       maxRequestBytes: s.maxRequestBytes,
+      requestTimeoutSecs: s.requestTimeoutSecs,
       admission,
       dispatcher,
       metrics,

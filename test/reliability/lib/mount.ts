@@ -1,0 +1,43 @@
+// A small file system for the disk-full suite: tmpfs with a size, mounted by
+// the test (CI runs as root). No privilege is a failure, not a skip: the row
+// of the reliability table must be tried.
+
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+
+export class TmpfsMount {
+  #mounted = false;
+
+  constructor(
+    readonly dir: string,
+    readonly sizeBytes: number,
+  ) {}
+
+  mount(): void {
+    fs.mkdirSync(this.dir, { recursive: true });
+    const r = spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${this.sizeBytes},mode=0755`, 'tmpfs', this.dir], { encoding: 'utf8' });
+    if (r.status !== 0) {
+      throw new Error(
+        `disk-full suite: cannot mount a ${this.sizeBytes}-byte tmpfs on ${this.dir} ` +
+          `(mount exited ${r.status}${r.error ? `, ${r.error.message}` : ''}: ${r.stderr.trim()}). ` +
+          'This suite needs root (or CAP_SYS_ADMIN) to make a small file system; CI runs as root. ' +
+          'Run it as root, or in a container started with --privileged.',
+      );
+    }
+    this.#mounted = true;
+  }
+
+  /** Bytes free on the mounted file system. */
+  freeBytes(): number {
+    const s = fs.statfsSync(this.dir);
+    return s.bavail * s.bsize;
+  }
+
+  unmount(): void {
+    if (!this.#mounted) return;
+    let r = spawnSync('umount', [this.dir], { encoding: 'utf8' });
+    if (r.status !== 0) r = spawnSync('umount', ['-l', this.dir], { encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`umount ${this.dir} failed: ${r.stderr}`);
+    this.#mounted = false;
+  }
+}

@@ -1,0 +1,13 @@
+// `siglake ingest` for the WAL-level reliability suites: the in-process
+// compactor (contract §10) is switched off, because it deletes or empties
+// WAL segments once it has landed them in Iceberg, and these suites check
+// every acknowledged record in `siglake wal dump`. The compactor's own
+// interplay with a live WAL is checked by compactor-live-segment.test.ts.
+// (An environment variable rather than `--compactor=false`, so that an
+// ingester built without the compactor starts just the same.)
+
+import { startIngester, type RunningIngester, type StartOptions } from '../../helpers/ingester.js';
+
+export function startWalIngester(opts: StartOptions = {}): Promise<RunningIngester> {
+  return startIngester({ ...opts, env: { SIGLAKE_COMPACTOR: 'false', ...opts.env } });
+}
