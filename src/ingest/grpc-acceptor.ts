@@ -188,8 +188,8 @@ export class GrpcAcceptor {
 
   /** Refuses new calls and resolves when the running ones have ended (or after `timeoutMs`). */
   shutdown(timeoutMs: number): Promise<void> {
+    // No new connections; tryShutdown lets the calls in flight finish first.
     this.#listener?.close();
-    this.#injector?.drain(timeoutMs);
     return new Promise((resolve) => {
       const t = setTimeout(() => {
         this.#server.forceShutdown();
