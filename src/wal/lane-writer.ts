@@ -176,39 +176,45 @@ export class LaneWriter {
 
   /** fdatasync of the live segment if it was written since its last sync; rotations sync old segments themselves. */
   async sync(): Promise<void> {
-    const deferred = this.#deferred;
-    if (deferred !== null) {
-      this.#deferred = null;
-      throw deferred;
-    }
-    const h = this.#handle;
+    const h = this.#handleToSync();
     if (h === null) return;
     try {
       await this.#cache.sync(h);
     } catch (err) {
-      // What was written since the last good sync may not be on disk: stop
-      // appending to this segment; the next flush starts a new one.
-      if (this.#handle === h) this.#abandon();
-      throw new WalWriteError('fdatasync', h.path, err);
+      throw this.#syncFailed(h, err);
     }
   }
 
   /** sync() without leaving the thread: a blocking fdatasync (see FdCache.syncNow). */
   syncNow(): void {
+    const h = this.#handleToSync();
+    if (h === null) return;
+    try {
+      this.#cache.syncNow(h);
+    } catch (err) {
+      throw this.#syncFailed(h, err);
+    }
+  }
+
+  /** The live handle to sync, after reporting a failure deferred from an eviction. */
+  #handleToSync(): FdHandle | null {
     const deferred = this.#deferred;
     if (deferred !== null) {
       this.#deferred = null;
       throw deferred;
     }
-    const h = this.#handle;
-    if (h === null) return;
-    try {
-      this.#cache.syncNow(h);
-    } catch (err) {
-      if (this.#handle === h) this.#abandon();
-      throw new WalWriteError('fdatasync', h.path, err);
-    }
+    return this.#handle;
   }
+
+  /**
+   * What was written since the last good sync may not be on disk: stop
+   * appending to this segment (the next flush starts a new one) and say why.
+   */
+  #syncFailed(h: FdHandle, err: unknown): WalWriteError {
+    if (this.#handle === h) this.#abandon();
+    return new WalWriteError('fdatasync', h.path, err);
+  }
+
 
   /**
    * Closes the live segment, durable, so that the next flush starts a new one

@@ -381,6 +381,27 @@ describe('LaneWriter', () => {
     await verifyClean(dir);
   });
 
+  it('syncNow: a blocking fdatasync with the same failure handling as sync()', async () => {
+    const ops = new FaultyOps();
+    const w = writer({ fileOps: ops });
+    put(w, 'one');
+    w.flush();
+    w.syncNow();
+    expect(w.segment).toBe(1);
+    put(w, 'two');
+    w.flush();
+    // The next fdatasyncSync is syncNow's (segment creation already happened).
+    ops.fail('fdatasyncSync', 'EIO');
+    expect(() => w.syncNow()).toThrow(expect.objectContaining({ code: 'SIGLAKE_WAL_WRITE', op: 'fdatasync', errno: 'EIO' }));
+    expect(w.segment).toBe(0);
+    put(w, 'three');
+    w.flush();
+    w.syncNow();
+    expect(w.segment).toBe(2);
+    expect(readLane(dir).map((s) => s.recs.map((r) => r.text))).toEqual([['one', 'two'], ['three']]);
+    await verifyClean(dir);
+  });
+
   it('fails the flush when the fdatasync of a rotation fails', async () => {
     const ops = new FaultyOps();
     const w = writer({ fileOps: ops, segmentBytes: SEGMENT_HEADER_SIZE + 30 });
