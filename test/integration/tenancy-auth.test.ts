@@ -18,9 +18,9 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LOGS_EXPORT, RawGrpcClient, grpc, rawGrpcCall } from '../helpers/grpc-client.js';
-import { post, sleep } from '../helpers/http.js';
-import { listFiles, runCli, startIngester, tempDir, walDump, type RunningIngester } from '../helpers/ingester.js';
+import { LOGS_EXPORT, grpc, rawGrpcCall } from '../helpers/grpc-client.js';
+import { sleep } from '../helpers/http.js';
+import { runCli, startIngester, tempDir, walDump, type RunningIngester } from '../helpers/ingester.js';
 import {
   AUDIENCE,
   ISSUER,
@@ -34,41 +34,24 @@ import {
   writeJwksFile,
   type KeyPair,
 } from '../helpers/jwt.js';
-import { decodeStatus, logsProto, tracesProto } from '../helpers/otlp-bodies.js';
+import { logsProto } from '../helpers/otlp-bodies.js';
+import {
+  Client,
+  TRANSPORTS,
+  delta,
+  expectAccepted as expectAcceptedBy,
+  expectRefused as expectRefusedBy,
+  only,
+  textsUnder,
+  topDirs,
+  walBytes,
+  type Reason,
+  type Reply,
+  type Signal,
+  type Transport,
+} from '../helpers/tenancy-client.js';
 
 // ------------------------------------------------------------------ helpers
-
-const TRANSPORTS = ['http', 'grpc'] as const;
-type Transport = (typeof TRANSPORTS)[number];
-type Signal = 'logs' | 'traces';
-
-const DENIAL_REASONS = [
-  'header_not_trusted',
-  'claim_missing',
-  'claim_invalid',
-  'header_mismatch',
-  'not_allowed',
-  'at_capacity',
-] as const;
-type Reason = (typeof DENIAL_REASONS)[number];
-
-const GRPC_OF: Record<number, number> = {
-  200: grpc.status.OK,
-  400: grpc.status.INVALID_ARGUMENT,
-  401: grpc.status.UNAUTHENTICATED,
-  403: grpc.status.PERMISSION_DENIED,
-  503: grpc.status.UNAVAILABLE,
-};
-
-interface Reply {
-  transport: Transport;
-  status: number;
-  code: number;
-  message: string;
-  retryAfter: string | null;
-  /** HTTP only: the google.rpc.Status code of a refusal body (absent for text/plain). */
-  bodyCode?: number;
-}
 
 /** Request headers: `token` becomes `Authorization: Bearer <token>`; `authorization` overrides it verbatim. */
 interface Creds {
@@ -85,67 +68,6 @@ function headersOf(c: Creds): Record<string, string> {
   return h;
 }
 
-class Client {
-  readonly rpc: RawGrpcClient;
-  constructor(readonly ing: RunningIngester) {
-    this.rpc = new RawGrpcClient(ing.grpcAddress);
-  }
-
-  async send(transport: Transport, signal: Signal, text: string, creds: Creds): Promise<Reply> {
-    const body = signal === 'logs' ? logsProto([text]) : tracesProto([text]);
-    const headers = headersOf(creds);
-    if (transport === 'http') {
-      const r = await post(this.ing.url, `/v1/${signal}`, body, { headers });
-      const st = r.status === 200 ? undefined : decodeStatus(r.contentType, r.body);
-      return {
-        transport,
-        status: r.status,
-        code: -1,
-        message: st?.message ?? '',
-        retryAfter: r.headers.get('retry-after'),
-        ...(st !== undefined ? { bodyCode: st.code } : {}),
-      };
-    }
-    const r = await this.rpc.export(signal, body, headers);
-    const ra = r.metadata.get('retry-after');
-    return { transport, status: -1, code: r.code, message: r.details, retryAfter: ra.length > 0 ? String(ra[0]) : null };
-  }
-
-  async denials(): Promise<Record<Reason, number>> {
-    const m = await this.ing.metrics();
-    const out = {} as Record<Reason, number>;
-    for (const r of DENIAL_REASONS) {
-      const v = m.get(`siglake_ingest_tenant_denied_total{reason="${r}"}`);
-      expect(v, `series for reason ${r} exists from start-up`).toBeTypeOf('number');
-      out[r] = v!;
-    }
-    return out;
-  }
-
-  close(): void {
-    this.rpc.close();
-  }
-}
-
-function expectStatus(r: Reply, httpStatus: number): void {
-  if (r.transport === 'http') {
-    expect(r.status, `HTTP status (${r.message})`).toBe(httpStatus);
-    if (r.bodyCode !== undefined) expect(r.bodyCode, 'google.rpc.Status code of the body').toBe(GRPC_OF[httpStatus]);
-  } else expect(r.code, `gRPC code (${r.message})`).toBe(GRPC_OF[httpStatus]);
-}
-
-function delta(before: Record<Reason, number>, after: Record<Reason, number>): Record<Reason, number> {
-  const out = {} as Record<Reason, number>;
-  for (const r of DENIAL_REASONS) out[r] = after[r] - before[r];
-  return out;
-}
-
-function only(reason: Reason | undefined): Record<Reason, number> {
-  const out = {} as Record<Reason, number>;
-  for (const r of DENIAL_REASONS) out[r] = r === reason ? 1 : 0;
-  return out;
-}
-
 function expectNoSecret(text: string, token: string | undefined): void {
   if (token === undefined) return;
   for (const s of secretParts(token)) expect(text.includes(s), 'a token (or part of one) is echoed').toBe(false);
@@ -160,46 +82,16 @@ interface Expect {
 }
 
 /** One request that must be refused: status/code, message, exactly the right counter, no token echoed. */
-async function expectRefused(c: Client, t: Transport, signal: Signal, text: string, creds: Creds, want: Expect): Promise<Reply> {
-  const before = await c.denials();
-  const r = await c.send(t, signal, text, creds);
-  expectStatus(r, want.status);
-  expect(r.message.length).toBeGreaterThan(0);
-  if (want.reason !== undefined) expect(r.message).toContain(want.reason);
-  if (want.says !== undefined) expect(r.message).toContain(want.says);
-  expectNoSecret(r.message, creds.token);
-  expectNoSecret(r.message, creds.authorization);
-  expect(delta(before, await c.denials())).toEqual(only(want.reason));
-  return r;
+function expectRefused(c: Client, t: Transport, signal: Signal, text: string, creds: Creds, want: Expect): Promise<Reply> {
+  return expectRefusedBy(c, () => c.send(t, signal, text, headersOf(creds)), want.status, want.reason, (r) => {
+    if (want.says !== undefined) expect(r.message).toContain(want.says);
+    expectNoSecret(r.message, creds.token);
+    expectNoSecret(r.message, creds.authorization);
+  });
 }
 
-async function expectAccepted(c: Client, t: Transport, signal: Signal, text: string, creds: Creds): Promise<void> {
-  const before = await c.denials();
-  const r = await c.send(t, signal, text, creds);
-  expectStatus(r, 200);
-  expect(delta(before, await c.denials())).toEqual(only(undefined));
-}
-
-function topDirs(walDir: string): string[] {
-  if (!fs.existsSync(walDir)) return [];
-  return fs
-    .readdirSync(walDir, { withFileTypes: true })
-    .filter((e) => e.isDirectory())
-    .map((e) => e.name)
-    .sort();
-}
-
-/** Total size of the files under `dir` (0 when absent). */
-function walBytes(dir: string): number {
-  return listFiles(dir)
-    .filter((f) => !f.endsWith('/'))
-    .reduce((n, f) => n + fs.statSync(path.join(dir, f)).size, 0);
-}
-
-function textsUnder(dir: string): string[] {
-  return walDump(dir)
-    .flatMap((l) => l.texts)
-    .sort();
+function expectAccepted(c: Client, t: Transport, signal: Signal, text: string, creds: Creds): Promise<void> {
+  return expectAcceptedBy(c, () => c.send(t, signal, text, headersOf(creds)));
 }
 
 /** Nothing the process logged (stdout JSON lines, stderr) contains any part of any of `tokens`. */
