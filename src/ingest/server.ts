@@ -63,6 +63,8 @@ export class Ingester {
             url: s.redisUrl,
             ratePerSec: s.rateLimitPerSec,
             burst: s.rateLimitBurst,
+            globalRatePerSec: s.rateLimitGlobalPerSec,
+            globalBurst: s.rateLimitGlobalBurst,
             maxTenantBuckets: s.rateLimitMaxTenantBuckets,
             commandTimeoutMs: s.redisTimeoutMs,
             onBackendError: (err) => {
@@ -73,6 +75,8 @@ export class Ingester {
         : new RateLimiter({
             ratePerSec: s.rateLimitPerSec,
             burst: s.rateLimitBurst,
+            globalRatePerSec: s.rateLimitGlobalPerSec,
+            globalBurst: s.rateLimitGlobalBurst,
             maxTenantBuckets: s.rateLimitMaxTenantBuckets,
           });
 

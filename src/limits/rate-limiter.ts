@@ -1,17 +1,23 @@
-// The in-process rate limiter: one global bucket and a bounded set of tenant
-// buckets in one TokenBucketTable. Every take is synchronous, lock-free and, for
-// a tenant already holding a bucket, allocation-free.
+// The in-process rate limiter: one global bucket in a TokenBucketTable of its
+// own (its own rate and burst) and a bounded set of tenant buckets in another.
+// Every take is synchronous, lock-free and, for a tenant already holding a
+// bucket, allocation-free.
 
+import { LimitsError } from './limits-error.js';
 import type { RateBudget } from './rate-budget.js';
-import { resolveRateOptions } from './rate-options.js';
+import { resolveGlobalRateOptions, resolveRateOptions } from './rate-options.js';
 import { TenantSlots } from './tenant-slots.js';
 import { TokenBucketTable } from './token-bucket-table.js';
 
 export interface RateLimiterOptions {
-  /** Refill rate per bucket, requests/s. 0 turns the limiter off. */
+  /** Refill rate of each tenant bucket, requests/s. 0 turns the limiter off. */
   ratePerSec: number;
-  /** Bucket size; defaults to ratePerSec rounded up (contract §2), at least 1. */
+  /** Tenant bucket size; defaults to ratePerSec rounded up (contract §2), at least 1. */
   burst?: number;
+  /** Refill rate of the global bucket, requests/s; defaults to ratePerSec. 0 exactly when ratePerSec is 0. */
+  globalRatePerSec?: number;
+  /** Global bucket size; defaults to burst while the global rate is ratePerSec, else to the global rate rounded up, at least 1. */
+  globalBurst?: number;
   /** How many tenant buckets are held at once (memory per bucket: 4 bytes of shared buffer, 8 of LRU links, one map entry). */
   maxTenantBuckets: number;
   /**
@@ -21,14 +27,27 @@ export interface RateLimiterOptions {
   nowMicros?: number;
 }
 
-/** Table slot of the global bucket. */
+/** Slot of the global bucket in its own table. */
 const GLOBAL_SLOT = 0;
-/** Table slot shared by novel tenants while every tenant bucket is busy. */
-const OVERFLOW_SLOT = 1;
-const FIRST_TENANT_SLOT = 2;
+/** Tenant table slot shared by novel tenants while every tenant bucket is busy. */
+const OVERFLOW_SLOT = 0;
+const FIRST_TENANT_SLOT = 1;
+
+/** The global table, with a refused parameter named as the global option it came from. */
+function globalTable(ratePerSec: number, burst: number, nowMicros: number | undefined): TokenBucketTable {
+  try {
+    return new TokenBucketTable({ ratePerSec, burst, slots: 1, nowMicros });
+  } catch (e) {
+    if (!(e instanceof LimitsError) || e.code !== 'SIGLAKE_LIMITS_BAD_PARAM') throw e;
+    const param = e.param === 'ratePerSec' ? 'globalRatePerSec' : e.param === 'burst' ? 'globalBurst' : e.param;
+    throw new LimitsError(e.code, `global bucket: ${e.message}`, param);
+  }
+}
 
 export class RateLimiter implements RateBudget {
   /** null while the limiter is off (ratePerSec 0). */
+  readonly #global: TokenBucketTable | null = null;
+  /** The overflow and tenant buckets; null while off. */
   readonly #table: TokenBucketTable | null = null;
   readonly #tenants: TenantSlots;
   readonly #isIdle: (slot: number) => boolean;
@@ -36,18 +55,21 @@ export class RateLimiter implements RateBudget {
   #timer: NodeJS.Timeout | undefined = undefined;
 
   constructor(options: RateLimiterOptions) {
-    const { ratePerSec, burst } = resolveRateOptions(options.ratePerSec, options.burst);
+    const tenant = resolveRateOptions(options.ratePerSec, options.burst);
+    const global = resolveGlobalRateOptions(tenant, options.globalRatePerSec, options.globalBurst);
     this.#tenants = new TenantSlots(options.maxTenantBuckets);
     this.#isIdle = (slot) => (this.#table as TokenBucketTable).isFull(FIRST_TENANT_SLOT + slot, this.#evictionClock);
-    if (ratePerSec === 0) {
-      this.#table = null;
-      return;
-    }
+    if (tenant.ratePerSec === 0) return;
     const slots = FIRST_TENANT_SLOT + options.maxTenantBuckets;
-    const table = new TokenBucketTable({ ratePerSec, burst, slots, nowMicros: options.nowMicros });
+    const table = new TokenBucketTable({ ratePerSec: tenant.ratePerSec, burst: tenant.burst, slots, nowMicros: options.nowMicros });
+    const gtable = globalTable(global.ratePerSec, global.burst, options.nowMicros);
     this.#table = table;
+    this.#global = gtable;
     if (options.nowMicros !== undefined) return;
-    this.#timer = setInterval(() => table.sweep(), table.sweepIntervalMs);
+    this.#timer = setInterval(() => {
+      gtable.sweep();
+      table.sweep();
+    }, this.sweepIntervalMs);
     this.#timer.unref();
   }
 
@@ -55,9 +77,20 @@ export class RateLimiter implements RateBudget {
     return this.#table !== null;
   }
 
-  /** The bucket table (null while off): its buffer can be shared with another thread. */
+  /** The tenant bucket table (overflow and tenant buckets; null while off): its buffer can be shared with another thread. */
   get table(): TokenBucketTable | null {
     return this.#table;
+  }
+
+  /** The global bucket's table (one slot, slot 0; null while off): its buffer can be shared with another thread. */
+  get globalTable(): TokenBucketTable | null {
+    return this.#global;
+  }
+
+  /** How often sweep() must run: the shorter of the two tables' intervals (0 while off). */
+  get sweepIntervalMs(): number {
+    if (this.#table === null || this.#global === null) return 0;
+    return Math.min(this.#table.sweepIntervalMs, this.#global.sweepIntervalMs);
   }
 
   /** Tenants holding a bucket now (≤ maxTenantBuckets). */
@@ -67,8 +100,8 @@ export class RateLimiter implements RateBudget {
 
   /** Spend a token of the global bucket: 0, or seconds for Retry-After. */
   takeGlobal(nowMicros?: number): number {
-    if (this.#table === null) return 0;
-    return this.#table.take(GLOBAL_SLOT, nowMicros);
+    if (this.#global === null) return 0;
+    return this.#global.take(GLOBAL_SLOT, nowMicros);
   }
 
   /**
@@ -90,9 +123,10 @@ export class RateLimiter implements RateBudget {
     return table.take(FIRST_TENANT_SLOT + slot, nowMicros);
   }
 
-  /** Keep idle buckets' words from wrapping; runs by itself every table.sweepIntervalMs. */
+  /** Keep idle buckets' words from wrapping; runs by itself every sweepIntervalMs. Returns the words rewritten. */
   sweep(nowMicros?: number): number {
-    return this.#table === null ? 0 : this.#table.sweep(nowMicros);
+    if (this.#table === null || this.#global === null) return 0;
+    return this.#global.sweep(nowMicros) + this.#table.sweep(nowMicros);
   }
 
   /** Stop the sweep timer. Takes keep working. */

@@ -1,4 +1,6 @@
-// The rate options every RateBudget shares: ratePerSec (0 = off) and burst.
+// The rate options every RateBudget shares: ratePerSec (0 = off) and burst for
+// the tenant buckets, and globalRatePerSec / globalBurst for the global bucket
+// (defaulting to the tenant ones).
 
 import { LimitsError } from './limits-error.js';
 
@@ -13,4 +15,38 @@ export function resolveRateOptions(ratePerSec: number, burst: number | undefined
     throw new LimitsError('SIGLAKE_LIMITS_BAD_PARAM', `ratePerSec must be a finite number ≥ 0, got ${String(ratePerSec)}`, 'ratePerSec');
   }
   return { ratePerSec, burst: burst ?? Math.max(1, Math.ceil(ratePerSec)) };
+}
+
+/**
+ * The global bucket's parameters, given the tenant buckets' (already resolved).
+ * globalRatePerSec defaults to ratePerSec. globalBurst defaults to burst while
+ * the global rate is the tenant rate (so one rate and one burst keep meaning
+ * what they always did), else to the global rate rounded up, at least 1. The
+ * global rate is 0 exactly when ratePerSec is 0: the limiter is on or off as a
+ * whole; anything else is refused with `param` 'globalRatePerSec'.
+ */
+export function resolveGlobalRateOptions(
+  tenant: ResolvedRateOptions,
+  globalRatePerSec: number | undefined,
+  globalBurst: number | undefined,
+): ResolvedRateOptions {
+  const rate = globalRatePerSec ?? tenant.ratePerSec;
+  if (typeof rate !== 'number' || !Number.isFinite(rate) || rate < 0) {
+    throw new LimitsError(
+      'SIGLAKE_LIMITS_BAD_PARAM',
+      `globalRatePerSec must be a finite number ≥ 0, got ${String(rate)}`,
+      'globalRatePerSec',
+    );
+  }
+  if ((rate === 0) !== (tenant.ratePerSec === 0)) {
+    throw new LimitsError(
+      'SIGLAKE_LIMITS_BAD_PARAM',
+      tenant.ratePerSec === 0
+        ? `globalRatePerSec must be 0 while ratePerSec is 0 (the limiter is off), got ${rate}`
+        : 'globalRatePerSec must be > 0 while ratePerSec is > 0 (the global bucket cannot be turned off alone)',
+      'globalRatePerSec',
+    );
+  }
+  const burst = globalBurst ?? (rate === tenant.ratePerSec ? tenant.burst : Math.max(1, Math.ceil(rate)));
+  return { ratePerSec: rate, burst };
 }

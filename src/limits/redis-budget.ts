@@ -2,7 +2,10 @@
 // Redis on the request's critical path.
 //
 // Each budget (the global one, one per tenant) is one GCRA bucket in Redis,
-// updated atomically by LEASE_SCRIPT with Redis' own clock (TIME). A replica
+// updated atomically by LEASE_SCRIPT with Redis' own clock (TIME); the script
+// takes the bucket's period and burst with every call, so the global budget runs
+// on its own parameters (globalRatePerSec, globalBurst) and the tenant budgets on
+// theirs (ratePerSec, burst). A replica
 // leases small batches of tokens into a local counter and spends them
 // synchronously; it asks for the next batch asynchronously when the counter runs
 // low. While a lease request is in flight and the counter is empty, a replica may
@@ -21,7 +24,7 @@ import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
 import type { RateBudget } from './rate-budget.js';
 import { LimitsError } from './limits-error.js';
-import { resolveRateOptions } from './rate-options.js';
+import { resolveGlobalRateOptions, resolveRateOptions } from './rate-options.js';
 import { TenantSlots } from './tenant-slots.js';
 
 /**
@@ -62,13 +65,20 @@ const LEASE_SCRIPT_SHA = createHash('sha1').update(LEASE_SCRIPT).digest('hex');
 export interface RedisBudgetOptions {
   /** `redis://[user:pass@]host:port[/db]` */
   url: string;
-  /** Refill rate per budget, requests/s, shared by all replicas. 0 turns the budget off (no connection). */
+  /** Refill rate of each tenant budget, requests/s, shared by all replicas. 0 turns the budget off (no connection). */
   ratePerSec: number;
-  /** Bucket size; defaults to ratePerSec rounded up, at least 1. */
+  /** Tenant bucket size; defaults to ratePerSec rounded up, at least 1. */
   burst?: number;
+  /** Refill rate of the global budget, requests/s; defaults to ratePerSec. 0 exactly when ratePerSec is 0. */
+  globalRatePerSec?: number;
+  /** Global bucket size; defaults to burst while the global rate is ratePerSec, else to the global rate rounded up, at least 1. */
+  globalBurst?: number;
   /** Tenant budgets whose lease state is kept at once in this replica. */
   maxTenantBuckets: number;
-  /** Tokens per lease (1..burst); default ceil(ratePerSec / 100) capped at burst: one lease per 10 ms at full rate. */
+  /**
+   * Tokens per lease, for every budget (1..min(burst, globalBurst)). Default, per
+   * budget, its rate / 100 rounded up, capped at its burst: one lease per 10 ms at full rate.
+   */
   leaseSize?: number;
   /** A Redis command that has not answered after this long counts as failed. Default 100 ms. */
   commandTimeoutMs?: number;
@@ -91,13 +101,26 @@ function positiveInteger(value: number, param: string, max: number): number {
   return value;
 }
 
+/** The default lease for a budget: rate / 100 rounded up, at least 1, at most burst. */
+function defaultLease(ratePerSec: number, burst: number): number {
+  return Math.min(burst, Math.max(1, Math.ceil(ratePerSec / 100)));
+}
+
 export class RedisBudget implements RateBudget {
   readonly #client: Redis | null;
+  /** Tokens per lease of a tenant (and the overflow) budget. */
   readonly #lease: number = 0;
-  /** Ask for the next lease when the counter falls to this. */
+  /** Ask for the next lease when a tenant budget's counter falls to this. */
   readonly #lowWater: number = 0;
+  /** The global budget's lease size and low-water mark. */
+  readonly #globalLease: number = 0;
+  readonly #globalLowWater: number = 0;
+  /** LEASE_SCRIPT's period (µs per token) and burst arguments for the tenant (and overflow) budgets. */
   readonly #period: string;
   readonly #burst: string;
+  /** The same for the global budget. */
+  readonly #globalPeriod: string;
+  readonly #globalBurst: string;
   readonly #backoffUs: number = 0;
   readonly #keyPrefix: string;
   readonly #onBackendError: ((err: Error) => void) | undefined;
@@ -125,7 +148,9 @@ export class RedisBudget implements RateBudget {
   #closed = false;
 
   constructor(options: RedisBudgetOptions) {
-    const { ratePerSec, burst } = resolveRateOptions(options.ratePerSec, options.burst);
+    const tenant = resolveRateOptions(options.ratePerSec, options.burst);
+    const global = resolveGlobalRateOptions(tenant, options.globalRatePerSec, options.globalBurst);
+    const { ratePerSec, burst } = tenant;
     this.#tenants = new TenantSlots(options.maxTenantBuckets);
     const slots = FIRST_TENANT_SLOT + options.maxTenantBuckets;
     this.#keys = new Array<string>(slots).fill('');
@@ -142,12 +167,23 @@ export class RedisBudget implements RateBudget {
     this.#onBackendError = options.onBackendError;
     this.#isIdle = (slot) => this.#idle(FIRST_TENANT_SLOT + slot);
     const on = ratePerSec > 0;
-    if (on) positiveInteger(burst, 'burst', 2 ** 31 - 1);
-    const defaultLease = Math.min(burst, Math.max(1, Math.ceil(ratePerSec / 100)));
-    this.#lease = on ? positiveInteger(options.leaseSize ?? defaultLease, 'leaseSize', burst) : 1;
+    if (on) {
+      positiveInteger(burst, 'burst', 2 ** 31 - 1);
+      positiveInteger(global.burst, 'globalBurst', 2 ** 31 - 1);
+    }
+    // An explicit leaseSize applies to every budget, so it must fit the smaller burst.
+    const lease =
+      on && options.leaseSize !== undefined
+        ? positiveInteger(options.leaseSize, 'leaseSize', Math.min(burst, global.burst))
+        : undefined;
+    this.#lease = on ? (lease ?? defaultLease(ratePerSec, burst)) : 1;
+    this.#globalLease = on ? (lease ?? defaultLease(global.ratePerSec, global.burst)) : 1;
     this.#lowWater = Math.floor(this.#lease / 2);
+    this.#globalLowWater = Math.floor(this.#globalLease / 2);
     this.#period = String(on ? 1e6 / ratePerSec : 0);
     this.#burst = String(burst);
+    this.#globalPeriod = String(on ? 1e6 / global.ratePerSec : 0);
+    this.#globalBurst = String(global.burst);
     const commandTimeoutMs = positiveInteger(options.commandTimeoutMs ?? 100, 'commandTimeoutMs', 60_000);
     this.#backoffUs = positiveInteger(options.backoffMs ?? 1000, 'backoffMs', 3_600_000) * 1000;
     if (typeof options.url !== 'string' || !/^rediss?:\/\//.test(options.url)) {
@@ -183,8 +219,14 @@ export class RedisBudget implements RateBudget {
     return this.#tenants.size;
   }
 
+  /** Tokens per lease of a tenant budget. */
   get leaseSize(): number {
     return this.#lease;
+  }
+
+  /** Tokens per lease of the global budget. */
+  get globalLeaseSize(): number {
+    return this.#globalLease;
   }
 
   /** Resolves once connected to Redis; rejects after `timeoutMs`. Requests before that fail open and count errors. */
@@ -235,7 +277,7 @@ export class RedisBudget implements RateBudget {
     const settling: Promise<void>[] = [];
     for (let i = 0; i < this.#keys.length; i++) {
       const force = this.#debt[i] - this.#avail[i];
-      if (force !== 0 && this.#keys[i] !== '') settling.push(this.#settle(this.#keys[i], force));
+      if (force !== 0 && this.#keys[i] !== '') settling.push(this.#settle(i, this.#keys[i], force));
       this.#avail[i] = 0;
       this.#debt[i] = 0;
     }
@@ -243,11 +285,21 @@ export class RedisBudget implements RateBudget {
     client.disconnect();
   }
 
+  /** Tokens per lease of budget `i`. */
+  #leaseOf(i: number): number {
+    return i === GLOBAL_SLOT ? this.#globalLease : this.#lease;
+  }
+
+  /** Low-water mark of budget `i`: ask for the next lease when its counter falls to this. */
+  #lowWaterOf(i: number): number {
+    return i === GLOBAL_SLOT ? this.#globalLowWater : this.#lowWater;
+  }
+
   #take(i: number): number | Promise<number> {
     const avail = this.#avail[i];
     if (avail > 0) {
       this.#avail[i] = avail - 1;
-      if (avail - 1 <= this.#lowWater && this.#inflight[i] === 0) this.#prefetch(i);
+      if (avail - 1 <= this.#lowWaterOf(i) && this.#inflight[i] === 0) this.#prefetch(i);
       return 0;
     }
     const now = this.#nowUs();
@@ -255,7 +307,7 @@ export class RedisBudget implements RateBudget {
     if (now < until) return Math.ceil((until - now) / 1e6);
     if (now < this.#downUntil || this.#closed) return 0; // fail open
     if (this.#inflight[i] === 0) this.#refill(i);
-    if (this.#debt[i] < this.#lease) {
+    if (this.#debt[i] < this.#leaseOf(i)) {
       this.#debt[i]++;
       return 0;
     }
@@ -290,7 +342,7 @@ export class RedisBudget implements RateBudget {
   /** Slot `i` now belongs to `tenant`; return the evicted tenant's unspent lease to Redis. */
   #adopt(i: number, tenant: string): void {
     const unspent = this.#avail[i];
-    if (unspent > 0 && this.#tenants.lastEvicted !== undefined) this.#settle(this.#keys[i], -unspent);
+    if (unspent > 0 && this.#tenants.lastEvicted !== undefined) this.#settle(i, this.#keys[i], -unspent);
     this.#keys[i] = this.#keyPrefix + 't:' + tenant;
     this.#avail[i] = 0;
     this.#debt[i] = 0;
@@ -298,13 +350,13 @@ export class RedisBudget implements RateBudget {
   }
 
   #refill(i: number): void {
-    const want = this.#lease - this.#avail[i];
+    const want = this.#leaseOf(i) - this.#avail[i];
     const force = this.#debt[i];
     this.#inflight[i] = 1;
     this.#sentWant[i] = want;
     this.#sentForce[i] = force;
     this.#track(
-      this.#evalLease(this.#keys[i], want, force).then(
+      this.#evalLease(i, this.#keys[i], want, force).then(
         (reply) => this.#onReply(i, reply),
         (err: unknown) => {
           // Fail open: requests admitted on credit while Redis failed are forgiven (a
@@ -326,16 +378,16 @@ export class RedisBudget implements RateBudget {
     this.#avail[i] += granted;
     const now = this.#nowUs();
     this.#deniedUntil[i] = granted < this.#sentWant[i] ? now + Math.max(1, reply[1]) : 0;
-    if (!this.#closed && now >= this.#deniedUntil[i] && (this.#debt[i] > 0 || this.#avail[i] <= this.#lowWater)) {
+    if (!this.#closed && now >= this.#deniedUntil[i] && (this.#debt[i] > 0 || this.#avail[i] <= this.#lowWaterOf(i))) {
       this.#refill(i);
     }
     this.#wakeWaiters(i);
   }
 
-  /** Charge (force > 0) or return (force < 0) tokens outside any lease request. */
-  #settle(key: string, force: number): Promise<void> {
+  /** Charge (force > 0) or return (force < 0) tokens of budget `i` (under `key`) outside any lease request. */
+  #settle(i: number, key: string, force: number): Promise<void> {
     return this.#track(
-      this.#evalLease(key, 0, force).then(
+      this.#evalLease(i, key, 0, force).then(
         () => undefined,
         (err: unknown) => this.#failed(err),
       ),
@@ -370,15 +422,22 @@ export class RedisBudget implements RateBudget {
     return t[0] * 1e6 + t[1] / 1000;
   }
 
-  /** EVALSHA, falling back to EVAL (which also caches the script) when Redis answers NOSCRIPT. */
-  async #evalLease(key: string, want: number, force: number): Promise<[number, number]> {
+  /**
+   * LEASE_SCRIPT on budget `i`'s bucket `key`, with that budget's parameters (the
+   * global ones for the global budget): EVALSHA, falling back to EVAL (which also
+   * caches the script) when Redis answers NOSCRIPT.
+   */
+  async #evalLease(i: number, key: string, want: number, force: number): Promise<[number, number]> {
     const client = this.#client as Redis;
+    const global = i === GLOBAL_SLOT;
+    const period = global ? this.#globalPeriod : this.#period;
+    const burst = global ? this.#globalBurst : this.#burst;
     let reply: unknown;
     try {
-      reply = await client.evalsha(LEASE_SCRIPT_SHA, 1, key, want, force, this.#period, this.#burst);
+      reply = await client.evalsha(LEASE_SCRIPT_SHA, 1, key, want, force, period, burst);
     } catch (err) {
       if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
-      reply = await client.eval(LEASE_SCRIPT, 1, key, want, force, this.#period, this.#burst);
+      reply = await client.eval(LEASE_SCRIPT, 1, key, want, force, period, burst);
     }
     if (!Array.isArray(reply) || typeof reply[0] !== 'number' || typeof reply[1] !== 'number') {
       throw new LimitsError('SIGLAKE_LIMITS_BACKEND', 'unexpected reply from the lease script');

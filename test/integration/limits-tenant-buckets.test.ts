@@ -2,9 +2,10 @@
 // "What is not isolated", "Redis-shared budgets"): the global bucket and the
 // per-tenant buckets in trusted-header mode, against the real process.
 //
-// The arithmetic that decides what a client can see. One `ratePerSec` and one
-// `burst` apply to the global bucket *and* to every tenant bucket (settings.ts,
-// contract §2). The global bucket is spent by every request that passes the
+// The arithmetic that decides what a client can see. By default one
+// `ratePerSec` and one `burst` apply to the global bucket *and* to every tenant
+// bucket (settings.ts, contract §2; `--rate-limit-global-per-sec` and
+// `--rate-limit-global-burst` default to them). The global bucket is spent by every request that passes the
 // memory breaker (before authentication); a tenant's bucket only by requests
 // that the global bucket admitted and that resolved to that tenant. A tenant
 // bucket starts full when its tenant is first seen, and both refill at the same
@@ -15,11 +16,16 @@
 // and whenever the global bucket admits (≥ 1 token) the tenant bucket admits
 // too. With rate r and burst 3: tenant A spending 3 leaves the global bucket at 0
 // as well, so tenant B's first request is refused by the *global* bucket; B does
-// not "still get its 3". In one process a tenant bucket never refuses first;
-// docs/limits.md lists this under "What is not isolated" (a flood, even one that
-// fails authentication, exhausts the global bucket and every tenant gets 429).
+// not "still get its 3". With equal parameters, in one process a tenant bucket
+// never refuses first; docs/limits.md lists this under "What is not isolated" (a
+// flood, even one that fails authentication, exhausts the global bucket and
+// every tenant gets 429).
 //
-// Where the tenant buckets are observable is Redis (`--redis-url`): each budget
+// With a global bucket larger than the tenants' (`--rate-limit-global-per-sec
+// 1000 --rate-limit-global-burst 1000`, the last in-process part) the tenant
+// bucket refuses first: A gets 429 after its 3 while B keeps getting 200.
+//
+// With equal parameters, where the tenant buckets are observable is Redis (`--redis-url`): each budget
 // is a key (`siglake:rate:global`, `siglake:rate:t:<tenant>`) whose value is the
 // GCRA theoretical arrival time in µs of Redis' clock, absent when the bucket is
 // full. The Redis part reads those keys to show which bucket a request spent,
@@ -97,6 +103,68 @@ describe('in-process buckets, trusted header, rate 0.01/s burst 3: tenant A spen
     expect(m.get('siglake_ingest_tenants_admitted')).toBe(1);
     expect(listFiles(ing.walDir).filter((f) => f.startsWith(B))).toEqual([]);
     expect(walDump(ing.walDir).flatMap((l) => l.texts).sort()).toEqual(['a-1', 'a-2', 'a-3']);
+  });
+});
+
+describe('in-process buckets, trusted header, tenant rate 0.01/s burst 3, global 1000/s burst 1000: one tenant limited, another not', () => {
+  const RATE = 0.01;
+  const BURST = 3;
+  const MAX_RA = Math.ceil(1 / RATE) + 1;
+  let ing: RunningIngester;
+  let rpc: RawGrpcClient;
+  beforeAll(async () => {
+    ing = await startIngester({
+      args: [
+        '--trust-tenant-header',
+        '--rate-limit-per-sec',
+        String(RATE),
+        '--rate-limit-burst',
+        String(BURST),
+        '--rate-limit-global-per-sec',
+        '1000',
+        '--rate-limit-global-burst',
+        '1000',
+      ],
+    });
+    rpc = new RawGrpcClient(ing.grpcAddress);
+  });
+  afterAll(async () => {
+    rpc.close();
+    expect(await ing.stop()).toBe(0);
+  });
+
+  it('A gets its burst of 3 (HTTP and gRPC), then 429 / RESOURCE_EXHAUSTED from its own bucket', async () => {
+    expect((await post(ing.url, '/v1/logs', logsProto(['a-1']), { headers: { 'x-scope-orgid': A } })).status).toBe(200);
+    expect((await rpc.export('logs', logsProto(['a-2']), { 'x-scope-orgid': A })).code).toBe(grpc.status.OK);
+    expect((await post(ing.url, '/v1/traces', tracesProto(['a-3']), { headers: { 'x-scope-orgid': A } })).status).toBe(200);
+    const r = await post(ing.url, '/v1/logs', logsProto(['a-4-refused']), { headers: { 'x-scope-orgid': A } });
+    expect(r.status).toBe(429);
+    // The tenant bucket's wait (one token per 100 s), not the global bucket's (1 ms).
+    expect(retryAfter(r.headers.get('retry-after'), MAX_RA)).toBeGreaterThan(50);
+    expect(decodeStatus(r.contentType, r.body).code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    const g = await rpc.export('traces', tracesProto(['a-5-refused']), { 'x-scope-orgid': A });
+    expect(g.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect(retryAfter(String(g.metadata.get('retry-after')[0]), MAX_RA)).toBeGreaterThan(50);
+  });
+
+  it('B keeps getting 200 (HTTP) and OK (gRPC) while A is limited', async () => {
+    expect((await post(ing.url, '/v1/logs', logsProto(['b-1']), { headers: { 'x-scope-orgid': B } })).status).toBe(200);
+    expect((await rpc.export('traces', tracesProto(['b-2']), { 'x-scope-orgid': B })).code).toBe(grpc.status.OK);
+    // A is still refused between B's requests: its bucket has no token back for 100 s.
+    const a = await post(ing.url, '/v1/traces', tracesProto(['a-6-refused']), { headers: { 'x-scope-orgid': A } });
+    expect(a.status).toBe(429);
+    retryAfter(a.headers.get('retry-after'), MAX_RA);
+    expect((await post(ing.url, '/v1/traces', tracesProto(['b-3']), { headers: { 'x-scope-orgid': B } })).status).toBe(200);
+  });
+
+  it("A's refusals counted as rate_limited; only admitted requests were written", async () => {
+    const m = await ing.metrics();
+    expect(m.get('siglake_ingest_rejected_total{reason="rate_limited"}')).toBe(3);
+    expect(m.get('siglake_ingest_requests_total{endpoint="otlp",status="429"}')).toBe(1);
+    expect(m.get('siglake_ingest_requests_total{endpoint="otlp_traces",status="429"}')).toBe(2);
+    expect(m.get('siglake_ingest_tenants_admitted')).toBe(2);
+    expect(walDump(`${ing.walDir}/${A}`).flatMap((l) => l.texts).sort()).toEqual(['a-1', 'a-2', 'a-3']);
+    expect(walDump(`${ing.walDir}/${B}`).flatMap((l) => l.texts).sort()).toEqual(['b-1', 'b-2', 'b-3']);
   });
 });
 

@@ -96,6 +96,7 @@ describe('loading', () => {
     expect(s.memBreakerLimitMib).toBe(0);
     expect(s.memBreakerSampleSecs).toBe(1);
     expect(s.rateLimitPerSec).toBe(0);
+    expect(s.rateLimitGlobalPerSec).toBe(0);
     expect(s.redisUrl).toBeUndefined();
     expect(s.oidcJwksUrl).toBeUndefined();
     expect(sources.maxTenants).toBe('default');
@@ -129,6 +130,19 @@ describe('loading', () => {
   it('computes defaults from other settings', () => {
     expect(load(['--rate-limit-per-sec', '50']).settings.rateLimitBurst).toBe(50);
     expect(load(['--rate-limit-per-sec', '50', '--rate-limit-burst', '5']).settings.rateLimitBurst).toBe(5);
+    // The global bucket runs on ratePerSec and burst unless given its own rate; its burst follows its rate.
+    const one = load(['--rate-limit-per-sec', '0.5', '--rate-limit-burst', '3']).settings;
+    expect([one.rateLimitGlobalPerSec, one.rateLimitGlobalBurst]).toEqual([0.5, 3]);
+    const own = load(['--rate-limit-per-sec', '0.5', '--rate-limit-burst', '3', '--rate-limit-global-per-sec', '100.5']).settings;
+    expect([own.rateLimitGlobalPerSec, own.rateLimitGlobalBurst, own.rateLimitBurst]).toEqual([100.5, 101, 3]);
+    const both = load(['--rate-limit-per-sec', '1', '--rate-limit-global-per-sec', '1000', '--rate-limit-global-burst', '50']).settings;
+    expect([both.rateLimitGlobalPerSec, both.rateLimitGlobalBurst, both.rateLimitBurst]).toEqual([1000, 50, 1]);
+    const env = load([], { SIGLAKE_RATE_LIMIT_PER_SEC: '2', SIGLAKE_RATE_LIMIT_GLOBAL_PER_SEC: '20', SIGLAKE_RATE_LIMIT_GLOBAL_BURST: '40' });
+    expect([env.settings.rateLimitGlobalPerSec, env.settings.rateLimitGlobalBurst]).toEqual([20, 40]);
+    expect(env.sources.rateLimitGlobalPerSec).toBe('env');
+    const file = yamlFile('ingester:\n  rateLimit:\n    ratePerSec: 2\n    globalRatePerSec: 30\n    globalBurst: 60\n');
+    const yaml = load(['--config', file]).settings;
+    expect([yaml.rateLimitGlobalPerSec, yaml.rateLimitGlobalBurst]).toEqual([30, 60]);
     const oidc = load(['--oidc-issuer', 'https://idp.example/', '--tenant-claim', 'org']).settings;
     expect(oidc.oidcJwksUrl).toBe('https://idp.example/.well-known/jwks.json');
     expect(oidc.tenantClaim).toBe('org');
@@ -161,6 +175,27 @@ describe('loading', () => {
       /auth\.oidc\.algorithms .*item 2: must be one of/,
     );
     expect(errorOf(() => load(['--oidc-issuer', 'https://i', '--oidc-algorithms', 'HS256']))).toMatch(/auth\.oidc\.algorithms/);
+  });
+
+  it('checks the global rate settings together with ratePerSec', () => {
+    expect(errorOf(() => load(['--rate-limit-global-per-sec', '100']))).toBe(
+      'invalid ingester.rateLimit.globalRatePerSec (flag --rate-limit-global-per-sec): needs ingester.rateLimit.ratePerSec > 0 (the rate limiter is off while it is 0)',
+    );
+    expect(errorOf(() => load([], { SIGLAKE_RATE_LIMIT_GLOBAL_PER_SEC: '5' }))).toMatch(
+      /^invalid ingester\.rateLimit\.globalRatePerSec \(env SIGLAKE_RATE_LIMIT_GLOBAL_PER_SEC\): needs ingester\.rateLimit\.ratePerSec > 0/,
+    );
+    expect(errorOf(() => load(['--rate-limit-per-sec', '10', '--rate-limit-global-per-sec', '0']))).toBe(
+      'invalid ingester.rateLimit.globalRatePerSec (flag --rate-limit-global-per-sec): must be > 0 while ingester.rateLimit.ratePerSec is set (the global bucket cannot be turned off alone)',
+    );
+    expect(errorOf(() => load(['--rate-limit-per-sec', '10', '--rate-limit-global-per-sec', '1', '--rate-limit-global-burst', '1001']))).toBe(
+      'invalid ingester.rateLimit.globalBurst (flag --rate-limit-global-burst): globalBurst / globalRatePerSec must be at most 1000 s, got 1001.0 s',
+    );
+    expect(errorOf(() => load(['--rate-limit-per-sec', '10', '--rate-limit-global-per-sec', '-1']))).toMatch(
+      /^invalid ingester\.rateLimit\.globalRatePerSec \(flag --rate-limit-global-per-sec\): must not be negative/,
+    );
+    // Explicitly 0 while the limiter is off is consistent, and so is a global burst that stays unused.
+    expect(load(['--rate-limit-global-per-sec', '0']).settings.rateLimitGlobalPerSec).toBe(0);
+    expect(load(['--rate-limit-per-sec', '1', '--rate-limit-global-per-sec', '1', '--rate-limit-global-burst', '1000']).settings.rateLimitGlobalBurst).toBe(1000);
   });
 
   it('ignores unknown SIGLAKE_ variables (Kubernetes service links) but not unknown flags', () => {

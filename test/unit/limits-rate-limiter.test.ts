@@ -14,6 +14,7 @@ describe('RateLimiter', () => {
     const rl = new RateLimiter({ ratePerSec: 0, maxTenantBuckets: 4 });
     expect(rl.enabled).toBe(false);
     expect(rl.table).toBeNull();
+    expect(rl.globalTable).toBeNull();
     for (let i = 0; i < 10_000; i++) {
       expect(rl.takeGlobal()).toBe(0);
       expect(rl.takeTenant(`t${i}`)).toBe(0);
@@ -47,6 +48,65 @@ describe('RateLimiter', () => {
     expect(rl.takeTenant('acme', T0 + SEC)).toBe(1);
     expect(rl.tenantBuckets).toBe(2);
     await rl.close();
+  });
+
+  it('without global options the global bucket runs on ratePerSec and burst', async () => {
+    const rl = new RateLimiter({ ratePerSec: 0.5, burst: 3, maxTenantBuckets: 1, nowMicros: T0 });
+    expect(rl.globalTable?.burst).toBe(3);
+    expect(rl.globalTable?.ratePerSec).toBeCloseTo(0.5, 6);
+    expect(rl.globalTable?.slots).toBe(1);
+    expect(rl.table?.burst).toBe(3);
+    expect(takes(4, () => rl.takeGlobal(T0))).toEqual([0, 0, 0, 2]);
+    // The same global rate given explicitly keeps the tenant burst; another rate defaults its burst to that rate rounded up.
+    const same = new RateLimiter({ ratePerSec: 0.5, burst: 3, globalRatePerSec: 0.5, maxTenantBuckets: 1, nowMicros: T0 });
+    expect(same.globalTable?.burst).toBe(3);
+    const other = new RateLimiter({ ratePerSec: 0.5, burst: 3, globalRatePerSec: 7.5, maxTenantBuckets: 1, nowMicros: T0 });
+    expect(other.globalTable?.burst).toBe(8);
+    expect(other.table?.burst).toBe(3);
+    await Promise.all([rl.close(), same.close(), other.close()]);
+  });
+
+  it('gives the global bucket its own rate and burst: it refuses at its own burst and refills at its own rate', async () => {
+    const rl = new RateLimiter({ ratePerSec: 1, burst: 2, globalRatePerSec: 10, globalBurst: 5, maxTenantBuckets: 4, nowMicros: T0 });
+    expect(rl.globalTable?.burst).toBe(5);
+    expect(rl.table?.burst).toBe(2);
+    expect(takes(6, () => rl.takeGlobal(T0))).toEqual([0, 0, 0, 0, 0, 1]);
+    // One global token back after 1/10 s (the tenant rate would need 1 s).
+    expect(rl.takeGlobal(T0 + SEC / 10)).toBe(0);
+    expect(rl.takeGlobal(T0 + SEC / 10)).toBe(1);
+    // The tenant buckets keep their own burst of 2, whatever the global bucket holds.
+    expect(takes(3, () => rl.takeTenant('acme', T0))).toEqual([0, 0, 1]);
+    await rl.close();
+  });
+
+  it('a tenant bucket refuses at its burst while another tenant is still admitted (global bucket larger)', async () => {
+    // Admission's order: the global bucket, then the tenant's (src/ingest/admission.ts).
+    const admit = (rl: RateLimiter, tenant: string, now: number) => {
+      const g = rl.takeGlobal(now);
+      return g > 0 ? { by: 'global', wait: g } : { by: 'tenant', wait: rl.takeTenant(tenant, now) };
+    };
+    const rl = new RateLimiter({
+      ratePerSec: 0.01,
+      burst: 3,
+      globalRatePerSec: 1000,
+      globalBurst: 1000,
+      maxTenantBuckets: 8,
+      nowMicros: T0,
+    });
+    expect(takes(3, () => admit(rl, 'a', T0).wait)).toEqual([0, 0, 0]);
+    expect(admit(rl, 'a', T0)).toEqual({ by: 'tenant', wait: 100 }); // A's own bucket refuses: one token per 100 s
+    expect(takes(3, () => admit(rl, 'b', T0).wait)).toEqual([0, 0, 0]); // B still gets its 3
+    expect(admit(rl, 'b', T0)).toEqual({ by: 'tenant', wait: 100 });
+    expect(rl.globalTable?.tokens(0, T0)).toBe(1000 - 8); // every request spent a global token
+    expect(admit(rl, 'a', T0 + 50 * SEC)).toEqual({ by: 'tenant', wait: 50 });
+    await rl.close();
+
+    // With one rate and one burst for both, the global bucket refuses first: B gets nothing.
+    const same = new RateLimiter({ ratePerSec: 0.01, burst: 3, maxTenantBuckets: 8, nowMicros: T0 });
+    expect(takes(3, () => admit(same, 'a', T0).wait)).toEqual([0, 0, 0]);
+    expect(admit(same, 'a', T0)).toEqual({ by: 'global', wait: 100 });
+    expect(admit(same, 'b', T0)).toEqual({ by: 'global', wait: 100 });
+    await same.close();
   });
 
   it('a stream of novel tenant names cannot grow the tenant buckets past the bound', async () => {
@@ -100,6 +160,21 @@ describe('RateLimiter', () => {
     await rl.close();
   });
 
+  it('sweeps at the shorter interval of the two tables, keeping both correct across wraps', async () => {
+    const rl = new RateLimiter({ ratePerSec: 1, burst: 2, globalRatePerSec: 600_000, globalBurst: 6, maxTenantBuckets: 2, nowMicros: T0 });
+    const global = rl.globalTable!.sweepIntervalMs;
+    expect(global).toBeLessThan(rl.table!.sweepIntervalMs);
+    expect(rl.sweepIntervalMs).toBe(global);
+    expect(takes(3, () => rl.takeTenant('a', T0))).toEqual([0, 0, 1]);
+    expect(takes(7, () => rl.takeGlobal(T0))).toEqual([0, 0, 0, 0, 0, 0, 1]);
+    const period = rl.sweepIntervalMs * 1000;
+    let now = T0;
+    for (; now < T0 + 3 * 2 ** 32; now += period) rl.sweep(now);
+    expect(takes(3, () => rl.takeTenant('a', now))).toEqual([0, 0, 1]);
+    expect(takes(7, () => rl.takeGlobal(now))).toEqual([0, 0, 0, 0, 0, 0, 1]);
+    await rl.close();
+  });
+
   it('works on its own clock', async () => {
     const rl = new RateLimiter({ ratePerSec: 50, burst: 2, maxTenantBuckets: 2 });
     expect(takes(3, () => rl.takeTenant('a'))).toEqual([0, 0, 1]);
@@ -123,5 +198,12 @@ describe('RateLimiter', () => {
     bad(() => new RateLimiter({ ratePerSec: 10, burst: 0, maxTenantBuckets: 1 }), 'burst');
     bad(() => new RateLimiter({ ratePerSec: 10, maxTenantBuckets: 0 }), 'maxTenantBuckets');
     bad(() => new RateLimiter({ ratePerSec: 0, maxTenantBuckets: 1.5 }), 'maxTenantBuckets');
+    bad(() => new RateLimiter({ ratePerSec: 10, globalRatePerSec: -1, maxTenantBuckets: 1 }), 'globalRatePerSec');
+    bad(() => new RateLimiter({ ratePerSec: 10, globalRatePerSec: Number.NaN, maxTenantBuckets: 1 }), 'globalRatePerSec');
+    bad(() => new RateLimiter({ ratePerSec: 0, globalRatePerSec: 5, maxTenantBuckets: 1 }), 'globalRatePerSec');
+    bad(() => new RateLimiter({ ratePerSec: 10, globalRatePerSec: 0, maxTenantBuckets: 1 }), 'globalRatePerSec');
+    bad(() => new RateLimiter({ ratePerSec: 10, globalRatePerSec: 2_000_000, maxTenantBuckets: 1 }), 'globalRatePerSec');
+    bad(() => new RateLimiter({ ratePerSec: 10, globalBurst: 0, maxTenantBuckets: 1 }), 'globalBurst');
+    bad(() => new RateLimiter({ ratePerSec: 10, globalRatePerSec: 1, globalBurst: 1074, maxTenantBuckets: 1 }), 'globalBurst');
   });
 });

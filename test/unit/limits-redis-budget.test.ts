@@ -103,6 +103,113 @@ describe('RedisBudget with a shared redis-server', () => {
     await b.close();
   });
 
+  it('runs the global budget on the global parameters and the tenant budgets on theirs', async () => {
+    const keyPrefix = freshPrefix();
+    // Tenant budgets: 0.5/s (2 s a token), burst 2. Global budget: 1/s (1 s a token), burst 6.
+    const b = new RedisBudget({
+      url: server.url,
+      ratePerSec: 0.5,
+      burst: 2,
+      globalRatePerSec: 1,
+      globalBurst: 6,
+      maxTenantBuckets: 4,
+      leaseSize: 1,
+      keyPrefix,
+    });
+    await b.ready();
+    /** Admitted takes until the first refusal, and that refusal's Retry-After. */
+    const drain = async (take: () => number | Promise<number>) => {
+      let n = 0;
+      let wait = 0;
+      const refusedSoon = await until(async () => {
+        wait = await take();
+        if (wait === 0) n++;
+        return wait > 0;
+      }, 3000, 5);
+      expect(refusedSoon).toBe(true);
+      return { n, wait };
+    };
+    /** Tokens missing from a bucket in Redis now, counted in periods of `periodUs`. */
+    const missing = async (key: string, periodUs: number) => {
+      const [tat, time] = await Promise.all([admin.get(key), admin.time()]);
+      const now = Number(time[0]) * 1e6 + Number(time[1]);
+      return (Number(tat) - now) / periodUs;
+    };
+    const g = await drain(() => b.takeGlobal());
+    // The global burst (6), plus at most one lease and one credit: not the tenant burst of 2.
+    expect(g.n).toBeGreaterThanOrEqual(6);
+    expect(g.n).toBeLessThanOrEqual(6 + 2 * 1);
+    // A global token is back within one global period (1 s), two if this replica's credit went into deficit.
+    expect(g.wait).toBeGreaterThanOrEqual(1);
+    expect(g.wait).toBeLessThanOrEqual(2);
+    await sleep(50);
+    // Refused: the bucket holds less than one token, i.e. TAT − now > (globalBurst − 1) · 1 s.
+    const gm = await missing(`${keyPrefix}global`, 1e6);
+    expect(gm).toBeGreaterThan(5 - 0.5);
+    expect(gm).toBeLessThanOrEqual(6 + 2 * 1);
+
+    const a = await drain(() => b.takeTenant('a'));
+    expect(a.n).toBeGreaterThanOrEqual(2);
+    expect(a.n).toBeLessThanOrEqual(2 + 2 * 1);
+    // A tenant token: one tenant period (2 s), two with a deficit.
+    expect(a.wait).toBeGreaterThanOrEqual(2);
+    expect(a.wait).toBeLessThanOrEqual(4);
+    await sleep(50);
+    const am = await missing(`${keyPrefix}t:a`, 2e6);
+    expect(am).toBeGreaterThan(1 - 0.25);
+    expect(am).toBeLessThanOrEqual(2 + 2 * 1);
+    expect(b.backendErrors).toBe(0);
+    await b.close();
+  });
+
+  it('with a larger global budget, one tenant is refused at its burst while another is still admitted', async () => {
+    const keyPrefix = freshPrefix();
+    const b = new RedisBudget({
+      url: server.url,
+      ratePerSec: 0.01,
+      burst: 3,
+      globalRatePerSec: 1000,
+      globalBurst: 1000,
+      maxTenantBuckets: 4,
+      keyPrefix,
+    });
+    await b.ready();
+    expect(b.leaseSize).toBe(1); // ceil(0.01 / 100), per budget
+    expect(b.globalLeaseSize).toBe(10); // ceil(1000 / 100)
+    const admit = async (tenant: string) => {
+      const g = await b.takeGlobal();
+      return g > 0 ? { by: 'global', wait: g } : { by: 'tenant', wait: await b.takeTenant(tenant) };
+    };
+    const run = async (tenant: string) => {
+      const out: { by: string; wait: number }[] = [];
+      for (let i = 0; i < 6; i++) {
+        out.push(await admit(tenant));
+        await sleep(20); // each lease request settles
+      }
+      return out;
+    };
+    const as = await run('a');
+    const bs = await run('b');
+    for (const seq of [as, bs]) {
+      const admitted = seq.filter((r) => r.wait === 0).length;
+      expect(admitted).toBeGreaterThanOrEqual(3);
+      expect(admitted).toBeLessThanOrEqual(3 + 2 * 1);
+      const refused = seq.filter((r) => r.wait > 0);
+      expect(refused.length).toBeGreaterThan(0);
+      // Refused by the tenant's own budget, with its period (100 s a token), never by the global one.
+      for (const r of refused) {
+        expect(r.by).toBe('tenant');
+        expect(r.wait).toBeGreaterThan(50);
+        expect(r.wait).toBeLessThanOrEqual(400);
+      }
+    }
+    // B was admitted after A had been refused.
+    expect(as.at(-1)!.wait).toBeGreaterThan(0);
+    expect(bs[0]).toEqual({ by: 'tenant', wait: 0 });
+    expect(b.backendErrors).toBe(0);
+    await b.close();
+  });
+
   it('admits a concurrent burst on a full shared bucket: takes past the credit wait for the lease', async () => {
     // Regression: with a lease of 1 (the default below 100 req/s) a burst of
     // concurrent requests used to get 429 for every request past the first
@@ -197,6 +304,12 @@ describe('RedisBudget with a shared redis-server', () => {
     bad(() => new RedisBudget({ ...base, maxTenantBuckets: 0 }), 'maxTenantBuckets');
     bad(() => new RedisBudget({ ...base, ratePerSec: -5 }), 'ratePerSec');
     bad(() => new RedisBudget({ ...base, burst: 0 }), 'burst');
+    bad(() => new RedisBudget({ ...base, globalRatePerSec: -1 }), 'globalRatePerSec');
+    bad(() => new RedisBudget({ ...base, globalRatePerSec: 0 }), 'globalRatePerSec');
+    bad(() => new RedisBudget({ ...base, ratePerSec: 0, globalRatePerSec: 10 }), 'globalRatePerSec');
+    bad(() => new RedisBudget({ ...base, globalBurst: 0 }), 'globalBurst');
+    // An explicit lease applies to every budget: it must fit the smaller burst.
+    bad(() => new RedisBudget({ ...base, globalBurst: 3, leaseSize: 4 }), 'leaseSize');
   });
 });
 
