@@ -15,7 +15,7 @@ import type { IngestMetrics } from '../metrics/ingest-metrics.js';
 import type { Admission, IngestHeaders } from './admission.js';
 import type { Dispatcher, PendingRequest } from './dispatcher.js';
 import { INVALID_ROUTING_HEADER, installGrpcHeaderGuard } from './grpc-header-guard.js';
-import { encodeStatusProto, errorForStatus } from './responses.js';
+import { DRAINING, encodeStatusProto, errorForStatus, INTERNAL } from './responses.js';
 
 export interface GrpcAcceptorOptions {
   host: string;
@@ -95,8 +95,6 @@ function method(path: string): grpc.MethodDefinition<Buffer, Buffer> {
 const LOGS_SERVICE = { Export: method('/opentelemetry.proto.collector.logs.v1.LogsService/Export') };
 const TRACE_SERVICE = { Export: method('/opentelemetry.proto.collector.trace.v1.TraceService/Export') };
 
-const draining = new IngestError('SIGLAKE_UNAVAILABLE', 'ingester shutting down: retry on another instance');
-const internal = new IngestError('SIGLAKE_WAL_WRITE', 'write failed: the request was not stored');
 
 function single(md: grpc.Metadata, key: string): { value: string | undefined; count: number } {
   const v = md.get(key);
@@ -215,7 +213,7 @@ export class GrpcAcceptor {
       state.cancelled = true;
     });
     if (this.#o.isDraining()) {
-      this.#refuse(state, draining);
+      this.#refuse(state, DRAINING);
       return;
     }
     const md = call.metadata;
@@ -249,7 +247,7 @@ export class GrpcAcceptor {
   }
 
   #refuse(state: GrpcIngest, err: unknown): void {
-    const e = err instanceof IngestError ? err : internal;
+    const e = err instanceof IngestError ? err : INTERNAL;
     if (!(err instanceof IngestError)) {
       this.#o.log.error({ err: (err as Error)?.message }, 'unexpected error during admission');
     }

@@ -14,7 +14,17 @@ import type { Logger } from '../log.js';
 import type { IngestMetrics } from '../metrics/ingest-metrics.js';
 import type { Admission, IngestHeaders } from './admission.js';
 import type { Dispatcher, PendingRequest } from './dispatcher.js';
-import { CONTENT_TYPES, EMPTY_RESPONSE, Encoding, errorForStatus, refusalBody, statusLine, type EncodingCode } from './responses.js';
+import {
+  CONTENT_TYPES,
+  DRAINING,
+  EMPTY_RESPONSE,
+  Encoding,
+  errorForStatus,
+  INTERNAL,
+  refusalBody,
+  statusLine,
+  type EncodingCode,
+} from './responses.js';
 import type { Uws } from './uws-loader.js';
 
 export interface HttpAcceptorOptions {
@@ -48,9 +58,7 @@ const requestTimeout = new IngestError(
   'SIGLAKE_REQUEST_TIMEOUT',
   'request body not received in time (--request-timeout-secs)',
 );
-const draining = new IngestError('SIGLAKE_UNAVAILABLE', 'ingester shutting down: retry on another instance');
 const conflictingLength = new IngestError('SIGLAKE_BAD_HEADER', 'bad header: Content-Length sent twice with different values');
-const internal = new IngestError('SIGLAKE_WAL_WRITE', 'write failed: the request was not stored');
 
 /** Parses the content type into the response encoding; -1 when unusable. */
 function encodingOf(contentType: string): number {
@@ -275,7 +283,7 @@ export class HttpAcceptor {
       this.#uploads.delete(state);
     });
     if (this.#o.isDraining()) {
-      this.#refuse(state, draining, true);
+      this.#refuse(state, DRAINING, true);
       return;
     }
     if (h.conflictingLength) {
@@ -375,7 +383,7 @@ export class HttpAcceptor {
 
   /** Refusal before a lane was reserved. */
   #refuse(state: HttpIngest, err: unknown, close: boolean): void {
-    const e = err instanceof IngestError ? err : internal;
+    const e = err instanceof IngestError ? err : INTERNAL;
     if (!(err instanceof IngestError)) {
       this.#o.log.error({ err: (err as Error)?.message }, 'unexpected error during admission');
     }

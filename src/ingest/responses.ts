@@ -9,6 +9,10 @@ export type EncodingCode = (typeof Encoding)[keyof typeof Encoding];
 
 export const CONTENT_TYPES = ['application/x-protobuf', 'application/json', 'text/plain; charset=utf-8'] as const;
 
+/** Refusals both transports make before a request reaches a worker. */
+export const DRAINING = new IngestError('SIGLAKE_UNAVAILABLE', 'ingester shutting down: retry on another instance');
+export const INTERNAL = new IngestError('SIGLAKE_WAL_WRITE', 'write failed: the request was not stored');
+
 /** Empty Export*ServiceResponse: zero protobuf bytes, or `{}`. */
 export const EMPTY_RESPONSE: readonly Uint8Array[] = [new Uint8Array(0), new TextEncoder().encode('{}'), new Uint8Array(0)];
 
@@ -120,8 +124,6 @@ export function errorForStatus(status: number, message: string | undefined): Ing
           : status === 503
             ? 'SIGLAKE_UNAVAILABLE'
             : 'SIGLAKE_WAL_WRITE';
-  if (message === undefined) {
-    return new IngestError(code, code === 'SIGLAKE_WAL_WRITE' ? 'write failed: the request was not stored' : `request refused (${status})`);
-  }
-  return new IngestError(code, message);
+  if (message !== undefined) return new IngestError(code, message);
+  return code === 'SIGLAKE_WAL_WRITE' ? INTERNAL : new IngestError(code, `request refused (${status})`);
 }
