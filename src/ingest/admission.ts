@@ -7,8 +7,8 @@
 //   2 global rate bucket     429 + Retry-After
 //   3 authentication         401
 //   4 tenant resolution      403 / 400 (and the x-siglake-index rule, 400)
-//     tenant rate bucket     429 (keyed by the resolved tenant: see below)
 //   5 --allowed-tenants      403 not_allowed
+//     tenant rate bucket     429 (keyed by the resolved, allowed tenant: see below)
 //   6 lane cap               503, no Retry-After
 //   7 tenant cap             403 at_capacity
 //   8 lane queue full        503 + Retry-After: 1
@@ -16,7 +16,8 @@
 // The tenant's bucket is spent once the tenant is resolved, after
 // authentication, so an unauthenticated flood naming a tenant can only spend
 // the global bucket, never the tenant's (the seed's limiter read the raw header
-// before authentication).
+// before authentication); and after the allow-list, so a tenant outside
+// --allowed-tenants never occupies a bucket slot.
 
 import type { Authenticator, AuthResult } from '../auth/authenticator.js';
 import { IngestError } from '../errors.js';

@@ -73,6 +73,61 @@ export async function icebirdDataFiles(metadataLocation: string): Promise<{ path
   );
 }
 
+/** One data file of the current snapshot as its manifest entry describes it (field id → value maps). */
+export interface ManifestDataFile {
+  readonly path: string;
+  readonly recordCount: number;
+  readonly valueCounts: Map<number, number>;
+  readonly nullValueCounts: Map<number, number>;
+  readonly lowerBounds: Map<number, Uint8Array>;
+  readonly upperBounds: Map<number, Uint8Array>;
+}
+
+/** The current schema's fields as the table metadata file gives them (icebird's reading). */
+export interface MetadataField {
+  readonly id: number;
+  readonly name: string;
+  readonly type: string | { type: string; 'key-id'?: number; 'value-id'?: number };
+}
+
+/** The current schema and the live data files of a table, read through icebird (metadata → manifest list → manifests). */
+export async function icebirdManifestFiles(metadataLocation: string): Promise<{ fields: MetadataField[]; files: ManifestDataFile[] }> {
+  const cut = metadataLocation.lastIndexOf('/metadata/');
+  const metadata = await icebergMetadata({
+    tableUrl: metadataLocation.slice(0, cut),
+    metadataFileName: metadataLocation.slice(cut + '/metadata/'.length),
+  });
+  const schema = metadata.schemas.find((s) => s['schema-id'] === metadata['current-schema-id'])!;
+  const manifests = await icebergManifests(metadata);
+  const files = manifests.flatMap((m) =>
+    m.entries
+      .filter((e) => e.status !== 2)
+      .map((e) => {
+        const d = e.data_file;
+        return {
+          path: d.file_path,
+          recordCount: Number(d.record_count),
+          valueCounts: idMap(d.value_counts, Number),
+          nullValueCounts: idMap(d.null_value_counts, Number),
+          lowerBounds: idMap(d.lower_bounds, (v) => v as Uint8Array),
+          upperBounds: idMap(d.upper_bounds, (v) => v as Uint8Array),
+        };
+      }),
+  );
+  return { fields: schema.fields as unknown as MetadataField[], files };
+}
+
+/** An Avro map with int keys, as a reader may give it (an array of {key, value} records, or an object). */
+function idMap<T>(raw: unknown, conv: (v: unknown) => T): Map<number, T> {
+  const out = new Map<number, T>();
+  if (raw === undefined || raw === null) return out;
+  const pairs: [unknown, unknown][] = Array.isArray(raw)
+    ? raw.map((kv: { key: unknown; value: unknown }) => [kv.key, kv.value])
+    : Object.entries(raw as Record<string, unknown>);
+  for (const [k, v] of pairs) out.set(Number(k), conv(v));
+  return out;
+}
+
 /** Runs one query in a fresh in-memory DuckDB; rows as JSON-safe objects. */
 export async function duckQuery(sql: string): Promise<Record<string, unknown>[]> {
   const db = await DuckDBInstance.create(':memory:');
@@ -88,7 +143,12 @@ export async function duckQuery(sql: string): Promise<Record<string, unknown>[]>
 
 /** A DuckDB `read_parquet([...])` source over `file:` URIs. */
 export function duckParquet(files: readonly string[]): string {
-  return `read_parquet([${files.map((f) => `'${fileURLToPath(f).replace(/'/g, "''")}'`).join(', ')}])`;
+  return `read_parquet([${files.map(duckPath).join(', ')}])`;
+}
+
+/** A `file:` URI as a DuckDB string literal of its path. */
+export function duckPath(file: string): string {
+  return `'${fileURLToPath(file).replace(/'/g, "''")}'`;
 }
 
 export interface WalRecordSpec {

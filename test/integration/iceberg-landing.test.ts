@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
-import { duckParquet, duckQuery, filesUnder, icebirdDataFiles, icebirdRows, installFileFetch } from '../helpers/iceberg.js';
+import { duckParquet, duckPath, duckQuery, filesUnder, icebirdDataFiles, icebirdManifestFiles, icebirdRows, installFileFetch } from '../helpers/iceberg.js';
 import { runCli, startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
 import { exportLogs, exportSpans, makeLogRecords, makeSpans, type Transport } from '../helpers/otel.js';
 
@@ -83,11 +83,61 @@ describe('OTel exporters → WAL → Iceberg, per tenant', () => {
           `SELECT count(*)::INTEGER AS n, list(${column} ORDER BY ${column}) AS items, count(DISTINCT resource_attributes['service.name'])::INTEGER AS services FROM ${duckParquet(files.map((f) => f.path))}`,
         );
         expect(duck).toEqual([{ n: items.length, items: [...items].sort(), services: 1 }]);
+        await expectPrunable(loc!, column);
       }
     }
     // No namespace for the refused tenant, and nothing else.
     expect(await catalog.namespaces()).toEqual(['main', 'tenant_acme', 'tenant_globex']);
     expect(await catalog.tables('tenant_acme')).toEqual(['audit', 'logs', 'traces']);
+  }
+
+  /**
+   * What an engine needs to read and prune the files, checked by readers that
+   * share no code with the writer: every Parquet column carries its Iceberg
+   * field id and zstd pages (DuckDB's parquet_schema / parquet_metadata), and
+   * every manifest entry carries value and null counts for every field id and
+   * bounds that hold the file's values (icebird's manifest reading, DuckDB's min/max).
+   */
+  async function expectPrunable(metadataLocation: string, textColumn: string): Promise<void> {
+    const { fields, files } = await icebirdManifestFiles(metadataLocation);
+    const ids: number[] = [];
+    for (const f of fields) {
+      ids.push(f.id);
+      if (typeof f.type === 'object' && f.type.type === 'map') ids.push(f.type['key-id']!, f.type['value-id']!);
+    }
+    const idOf = (name: string) => fields.find((f) => f.name === name)!.id;
+    const primitive = fields.filter((f) => typeof f.type === 'string').map((f) => f.id);
+    expect(files.length).toBeGreaterThan(0);
+    for (const file of files) {
+      const src = duckParquet([file.path]);
+      const where = duckPath(file.path);
+      const columns = await duckQuery(`SELECT name, field_id FROM parquet_schema(${where})`);
+      const withId = columns.filter((c) => c['field_id'] !== null).map((c) => Number(c['field_id']));
+      expect(withId.sort((a, b) => a - b), `field ids in ${file.path}`).toEqual([...ids].sort((a, b) => a - b));
+      // The only columns without an id are the root and the maps' repeated key_value groups.
+      expect(columns.filter((c) => c['field_id'] === null).length).toBe(1 + (ids.length - fields.length) / 2);
+      expect(await duckQuery(`SELECT DISTINCT compression FROM parquet_metadata(${where})`)).toEqual([{ compression: 'ZSTD' }]);
+
+      expect([...file.valueCounts.keys()].sort((a, b) => a - b)).toEqual([...ids].sort((a, b) => a - b));
+      expect([...file.nullValueCounts.keys()].sort((a, b) => a - b)).toEqual([...ids].sort((a, b) => a - b));
+      for (const id of primitive) expect(file.valueCounts.get(id), `value count of field ${id}`).toBe(file.recordCount);
+      expect(file.nullValueCounts.get(idOf('time'))).toBe(0);
+      expect(file.nullValueCounts.get(idOf(textColumn))).toBe(0);
+
+      const [actual] = await duckQuery(
+        `SELECT min(${textColumn}) AS lo, max(${textColumn}) AS hi, epoch_us(min(time))::VARCHAR AS tlo, epoch_us(max(time))::VARCHAR AS thi, count(*)::INTEGER AS n FROM ${src}`,
+      );
+      expect(actual!['n']).toBe(file.recordCount);
+      const le64 = (b: Uint8Array | undefined) => Buffer.from(b!).readBigInt64LE(0).toString();
+      expect(le64(file.lowerBounds.get(idOf('time')))).toBe(actual!['tlo']);
+      expect(le64(file.upperBounds.get(idOf('time')))).toBe(actual!['thi']);
+      // String bounds may be truncated (Iceberg's truncate(16)): the lower one a prefix of the minimum, the upper one at or above the maximum.
+      const lo = Buffer.from(file.lowerBounds.get(idOf(textColumn))!).toString('utf8');
+      const hi = Buffer.from(file.upperBounds.get(idOf(textColumn))!).toString('utf8');
+      expect((actual!['lo'] as string).startsWith(lo)).toBe(true);
+      expect(lo.length).toBeGreaterThan(0);
+      expect(Buffer.compare(Buffer.from(hi), Buffer.from(actual!['hi'] as string))).toBeGreaterThanOrEqual(0);
+    }
   }
 
   beforeAll(() => {
