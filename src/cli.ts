@@ -25,22 +25,24 @@ function fail(message: string, code: number): never {
 }
 
 async function ingest(argv: string[]): Promise<void> {
-  const { loadSettings } = await import('./config/load.js');
+  const { loadSettings, withSource } = await import('./config/load.js');
   const { createLogger } = await import('./log.js');
   const { Ingester } = await import('./ingest/server.js');
-  let settings;
+  let loaded;
   try {
-    settings = loadSettings({ argv, env: process.env }).settings;
+    loaded = loadSettings({ argv, env: process.env });
   } catch (e) {
     if (e instanceof ConfigError) fail(e.message, 2);
     throw e;
   }
+  const settings = loaded.settings;
   const log = createLogger(settings.logLevel);
   let ingester;
   try {
     ingester = new Ingester({ settings, log, testHooks: process.env['SIGLAKE_TEST_HOOKS'] === '1' });
   } catch (e) {
-    if (e instanceof ConfigError || (e as { code?: string }).code?.startsWith('SIGLAKE_')) fail((e as Error).message, 2);
+    if (e instanceof ConfigError) fail(withSource(e.message, loaded), 2);
+    if ((e as { code?: string }).code?.startsWith('SIGLAKE_')) fail((e as Error).message, 2);
     throw e;
   }
   let signals = 0;

@@ -365,6 +365,10 @@ function readJwksFile(path: string): JSONWebKeySet {
     if (k !== null && typeof k === 'object' && ('d' in k || (k as { kty?: unknown }).kty === 'oct')) {
       throw new ConfigError(`auth.oidc.jwksFile: ${path} holds a private or symmetric key; give public keys only`);
     }
+    const kty = (k as { kty?: unknown } | null)?.kty;
+    if (kty !== 'RSA' && kty !== 'EC' && kty !== 'OKP') {
+      throw new ConfigError(`auth.oidc.jwksFile: ${path} holds a key whose kty is ${JSON.stringify(kty ?? null)}; want RSA, EC or OKP public keys`);
+    }
   }
   return jwks as JSONWebKeySet;
 }

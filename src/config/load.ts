@@ -14,6 +14,8 @@ export type Source = 'default' | 'file' | 'env' | 'flag';
 export interface LoadedSettings {
   settings: Settings;
   sources: Readonly<Record<SettingName, Source>>;
+  /** The YAML file read, when there was one. */
+  configFile?: string;
 }
 
 export interface LoadInput {
@@ -146,7 +148,20 @@ export function loadSettings(input: LoadInput): LoadedSettings {
   }
   const settings = out as Settings;
   validateTogether(settings, sources, configFile);
-  return { settings, sources };
+  return configFile === undefined ? { settings, sources } : { settings, sources, configFile };
+}
+
+/**
+ * A ConfigError raised after loading, by a component that checks a setting's
+ * value further (a JWKS file's keys, a tenant list), says `<key>: why`; this
+ * adds where the value came from, in the same form as the loader's own
+ * refusals. Other messages are returned as they are.
+ */
+export function withSource(message: string, loaded: LoadedSettings): string {
+  const m = /^([A-Za-z][A-Za-z0-9.]*): ([\s\S]*)$/.exec(message);
+  const name = m === null ? undefined : byKey.get(m[1]!);
+  if (m === null || name === undefined) return message;
+  return `invalid ${m[1]} (${where(name, loaded.sources[name], loaded.configFile)}): ${m[2]}`;
 }
 
 /** Rules that involve more than one setting. */

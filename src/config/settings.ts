@@ -6,6 +6,7 @@
 // leading dashes, upper-cased, with `-` turned into `_`.
 
 import os from 'node:os';
+import { isValidIdentifier } from '../tenancy/identifier.js';
 import {
   boolean,
   integer,
@@ -243,7 +244,11 @@ export const SETTINGS = {
     default: [],
     defaultDoc: '[] (open)',
     doc: 'Only these tenants may write (403 not_allowed otherwise). Comma list on the flag and env var.',
-    parse: list(),
+    parse: list((raw) => {
+      const id = string({ nonEmpty: true })(raw);
+      if (!isValidIdentifier(id)) throw new ValueError(`${JSON.stringify(id)} is not a valid tenant identifier (contract §5)`);
+      return id;
+    }),
   }),
   maxTenants: def<number>({
     key: 'ingester.maxTenants',
@@ -294,7 +299,7 @@ export const SETTINGS = {
     default: 0,
     defaultDoc: '0 (off)',
     doc: 'Token refill rate in requests per second of each tenant bucket, and of the global bucket unless --rate-limit-global-per-sec sets its own. 0 turns the limiter off.',
-    parse: number({ min: 0, max: 10_000_000 }),
+    parse: number({ min: 0, max: 1_000_000 }),
   }),
   rateLimitBurst: def<number>({
     key: 'ingester.rateLimit.burst',
@@ -312,7 +317,7 @@ export const SETTINGS = {
     default: (s) => (s['rateLimitPerSec'] as number) ?? 0,
     defaultDoc: 'ratePerSec',
     doc: 'Token refill rate in requests per second of the global bucket, which every request spends before authentication. Needs ratePerSec > 0 (0 only while the limiter is off). Set it above the sum of the tenants\' rates so that a tenant bucket, not the global one, refuses a busy tenant.',
-    parse: number({ min: 0, max: 10_000_000 }),
+    parse: number({ min: 0, max: 1_000_000 }),
   }),
   rateLimitGlobalBurst: def<number>({
     key: 'ingester.rateLimit.globalBurst',

@@ -3,6 +3,7 @@
 // setting and its source), against the real `siglake` executable.
 
 import { spawnSync } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -127,6 +128,29 @@ describe('configuration errors stop start-up with exit code 2 and one line', () 
     expect(line).toContain('ingester.tenantClaim');
     expect(line).toContain('flag --tenant-claim');
     expect(line).toMatch(/OIDC|oidc/);
+  });
+
+  it('values that a component checks further are refused with the setting and its source too', () => {
+    const keys = tempDir('siglake-jwks-');
+    const priv = path.join(keys, 'private.json');
+    const jwk = generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ format: 'jwk' });
+    fs.writeFileSync(priv, JSON.stringify({ keys: [{ ...jwk, kid: 'k1' }] }));
+    const odd = path.join(keys, 'odd.json');
+    fs.writeFileSync(odd, JSON.stringify({ keys: [{ kty: 'oops', kid: 'k1' }] }));
+    const cases: { args: string[]; env?: Record<string, string>; want: string[] }[] = [
+      { args: ['--rate-limit-per-sec', '5000000'], want: ['ingester.rateLimit.ratePerSec', 'flag --rate-limit-per-sec', '1000000'] },
+      { args: ['--allowed-tenants', 'ok,../x'], want: ['ingester.allowedTenants', 'flag --allowed-tenants', '"../x"'] },
+      { args: ['--oidc-issuer', 'https://issuer.test', '--oidc-jwks-file', priv], want: ['auth.oidc.jwksFile', 'flag --oidc-jwks-file', 'private'] },
+      { args: [], env: { SIGLAKE_OIDC_ISSUER: 'https://issuer.test', SIGLAKE_OIDC_JWKS_FILE: odd }, want: ['auth.oidc.jwksFile', 'env SIGLAKE_OIDC_JWKS_FILE', '"oops"'] },
+    ];
+    for (const c of cases) {
+      const r = ingestMustFail(c.args, c.env);
+      expect(r.status, r.stderr).toBe(2);
+      const line = oneLine(r.stderr);
+      for (const w of c.want) expect(line).toContain(w);
+      expect(line).not.toContain('"d"');
+      expect(listFiles(r.dir)).toEqual([]);
+    }
   });
 
   it('an unknown flag is named', () => {
