@@ -130,6 +130,11 @@ export async function openStalledGrpcCall(address: string, method: string): Prom
   const prefix = Buffer.alloc(5);
   prefix.writeUInt32BE(1000, 1);
   req.write(Buffer.concat([prefix, Buffer.alloc(10)]));
+  // A PING answered means the server has read every frame sent before it:
+  // the call exists there before the caller goes on (to a signal, say).
+  await new Promise<void>((resolve, reject) => {
+    session.ping((err) => (err === null ? resolve() : reject(err)));
+  });
   return {
     close() {
       req.destroy();

@@ -157,6 +157,32 @@ describe('shutdown', () => {
   });
 });
 
+describe('signals', () => {
+  it('SIGINT drains like SIGTERM; a second signal while draining exits at once with 1', async () => {
+    const ing = await startIngester({ args: ['--shutdown-timeout-secs', '20'] });
+    expect((await post(ing.url, '/v1/logs', logsProto(['before-sigint']))).status).toBe(200);
+    // A gRPC call whose message never arrives keeps the drain going until the bound.
+    const stalled = await openStalledGrpcCall(ing.grpcAddress, LOGS_EXPORT);
+    try {
+      ing.child.kill('SIGINT');
+      await waitForLog(ing, 'stopping: draining queues');
+      expect(ing.logs.find((l) => l.msg === 'stopping: draining queues')?.['signal']).toBe('SIGINT');
+      await sleep(200);
+      expect(ing.exitCode).toBeNull();
+      const t0 = Date.now();
+      ing.child.kill('SIGTERM');
+      expect(await ing.exited).toBe(1);
+      expect(Date.now() - t0).toBeLessThan(2000);
+      expect(ing.logs.some((l) => l.msg === 'second signal: exiting at once')).toBe(true);
+    } finally {
+      stalled.close();
+    }
+    // What was acknowledged before the signals is on disk, and the WAL needs no repair.
+    expect(walDump(ing.walDir).flatMap((l) => l.texts)).toEqual(['before-sigint']);
+    verifyClean(ing.walDir);
+  });
+});
+
 describe('restart on the same data directory', () => {
   it('segment numbering continues, old records stay, nothing is duplicated', async () => {
     const first = await startIngester();

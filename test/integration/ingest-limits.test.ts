@@ -159,3 +159,45 @@ describe('lane queue full (--ingest-queue-capacity 1)', () => {
     expect(m.get('siglake_ingest_requests_total{endpoint="otlp_traces",status="200"}')).toBe(2);
   });
 });
+
+describe('open WAL files (--wal-max-open-files 8)', () => {
+  /** Descriptors of the ingester process that point into its WAL directory (acceptor and workers share one process). */
+  function walDescriptors(ing: RunningIngester): number {
+    const fdDir = `/proc/${ing.child.pid}/fd`;
+    let n = 0;
+    for (const fd of fs.readdirSync(fdDir)) {
+      let target: string;
+      try {
+        target = fs.readlinkSync(path.join(fdDir, fd));
+      } catch {
+        continue; // closed between the listing and the read
+      }
+      if (target.startsWith(ing.walDir + path.sep)) n++;
+    }
+    return n;
+  }
+
+  it('60 tenants write through at most 8 descriptors across both workers, and every record lands in its own lane', async () => {
+    const ing = await startIngester({
+      args: ['--trust-tenant-header', '--wal-max-open-files', '8', '--workers', '2', '--compactor=false'],
+    });
+    try {
+      let most = 0;
+      for (let round = 0; round < 2; round++) {
+        for (let t = 0; t < 60; t++) {
+          const r = await post(ing.url, '/v1/logs', logsProto([`fd-${round}-${t}`]), { headers: { 'x-scope-orgid': `t${t}` } });
+          expect(r.status).toBe(200);
+          most = Math.max(most, walDescriptors(ing));
+        }
+      }
+      expect(most).toBeGreaterThan(0);
+      expect(most).toBeLessThanOrEqual(8);
+      const byTenant = new Map<string, string[]>();
+      for (const l of walDump(ing.walDir)) byTenant.set(l.tenant, [...(byTenant.get(l.tenant) ?? []), ...l.texts]);
+      expect(byTenant.size).toBe(60);
+      for (let t = 0; t < 60; t++) expect(byTenant.get(`t${t}`)).toEqual([`fd-0-${t}`, `fd-1-${t}`]);
+    } finally {
+      await ing.stop();
+    }
+  });
+});
