@@ -298,9 +298,9 @@ describe(`gRPC clients that stall or idle (--request-timeout-secs ${REQUEST_TIME
   }, 60_000);
 
   it('regression (grpc-stalled-call-never-times-out): a gRPC call whose message stops arriving is ended within --request-timeout-secs', async () => {
-    // grpc-js holds a call until its whole message arrived, and the acceptor
-    // gives it no receive deadline: the call, its connection and its buffered
-    // bytes stay forever (see docs/reliability.md, findings).
+    // grpc-js holds a call until its whole message arrived; before the fix the
+    // acceptor gave it no receive deadline, so the call, its connection and its
+    // buffered bytes stayed forever (docs/reliability.md, finding 2).
     const calls = await Promise.all(
       Array.from({ length: 20 }, (_, i) =>
         stalledGrpcCall(ing.grpcAddress, i % 2 ? LOGS_EXPORT : TRACES_EXPORT, 100_000, new Uint8Array(10 + i)),
@@ -321,8 +321,9 @@ describe(`gRPC clients that stall or idle (--request-timeout-secs ${REQUEST_TIME
   }, 60_000);
 
   it('regression (grpc-idle-connections-never-closed): idle TCP connections and idle HTTP/2 sessions on the gRPC port are closed', async () => {
-    // The HTTP port closes a connection idle for 10 s; the gRPC port keeps it
-    // forever, so idle connections exhaust the process's descriptors.
+    // The HTTP port closes a connection idle for 10 s; before the fix the gRPC
+    // port kept it forever, so idle connections could exhaust the process's
+    // descriptors (docs/reliability.md, finding 3).
     const n = scaled(300, 3000);
     const tcp = await idleSockets(ing.grpcPort, n);
     const h2 = await idleHttp2Sessions(ing.grpcAddress, 50);
