@@ -35,40 +35,11 @@ import {
   type JWTVerifyOptions,
 } from 'jose';
 import { ConfigError, IngestError } from '../errors.js';
+import { ASYMMETRIC_ALGORITHMS } from './algorithms.js';
 import { AuthError, type AuthFailureReason } from './auth-error.js';
 
-/** The asymmetric JWS algorithms jose verifies; anything else is refused at construction. */
-export const SUPPORTED_ALGORITHMS: readonly string[] = [
-  'RS256',
-  'RS384',
-  'RS512',
-  'PS256',
-  'PS384',
-  'PS512',
-  'ES256',
-  'ES384',
-  'ES512',
-  'EdDSA',
-  'Ed25519',
-  'ML-DSA-44',
-  'ML-DSA-65',
-  'ML-DSA-87',
-];
-
-/** The default allow-list: the RS*, PS*, ES* and EdDSA families. */
-export const DEFAULT_ALGORITHMS: readonly string[] = [
-  'RS256',
-  'RS384',
-  'RS512',
-  'PS256',
-  'PS384',
-  'PS512',
-  'ES256',
-  'ES384',
-  'ES512',
-  'EdDSA',
-  'Ed25519',
-];
+/** The default allow-list: every algorithm the verifier supports (anything else is refused at construction). */
+export const DEFAULT_ALGORITHMS: readonly string[] = ASYMMETRIC_ALGORITHMS;
 
 export const OIDC_DEFAULTS = Object.freeze({
   clockSkewSecs: 30,
@@ -328,7 +299,7 @@ function checkAlgorithms(list: string[] | undefined): string[] {
     if (/^hs/i.test(alg)) {
       throw new ConfigError(`auth.oidc.algorithms: ${alg} is refused: HMAC algorithms let a public key act as a secret`);
     }
-    if (!SUPPORTED_ALGORITHMS.includes(alg)) {
+    if (!ASYMMETRIC_ALGORITHMS.includes(alg)) {
       throw new ConfigError(`auth.oidc.algorithms: unsupported algorithm ${alg}`);
     }
   }

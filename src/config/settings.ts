@@ -6,6 +6,7 @@
 // leading dashes, upper-cased, with `-` turned into `_`.
 
 import os from 'node:os';
+import { ASYMMETRIC_ALGORITHMS } from '../auth/algorithms.js';
 import { isValidIdentifier } from '../tenancy/identifier.js';
 import {
   boolean,
@@ -61,7 +62,6 @@ const catalogUrl: Parser<string> = (raw) => {
 
 const defaultWorkers = Math.max(1, os.availableParallelism() - 1);
 
-const ASYMMETRIC_ALGS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'];
 
 export const SETTINGS = {
   httpListen: def<ListenAddress>({
@@ -418,10 +418,10 @@ export const SETTINGS = {
     key: 'auth.oidc.algorithms',
     flag: '--oidc-algorithms',
     category: 'auth',
-    default: ASYMMETRIC_ALGS,
-    defaultDoc: ASYMMETRIC_ALGS.join(','),
+    default: [...ASYMMETRIC_ALGORITHMS],
+    defaultDoc: ASYMMETRIC_ALGORITHMS.join(','),
     doc: 'Accepted JWS algorithms. `none` and HMAC (HS*) are refused.',
-    parse: list(oneOf(ASYMMETRIC_ALGS)),
+    parse: list(oneOf(ASYMMETRIC_ALGORITHMS)),
   }),
   oidcClockSkewSecs: def<number>({
     key: 'auth.oidc.clockSkewSecs',
