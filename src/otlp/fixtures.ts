@@ -5,6 +5,7 @@
 // the same bytes on every machine. Each request comes as protobuf (encoded by
 // protobufjs, independent of the project's own JSON decoder) and as OTLP/JSON.
 
+import { Prng } from '../prng.js';
 import { ProtoRoot } from './proto-root.js';
 import { MESSAGES, Msg, type MsgId, type Signal } from './schema.js';
 
@@ -63,29 +64,13 @@ const MS = 1_000_000n;
 
 export class FixtureGenerator {
   readonly #root: ProtoRoot;
-  // sfc32 state.
-  #a: number;
-  #b: number;
-  #c: number;
-  #d: number;
+  readonly #rng: Prng;
 
   /** `root` defaults to a freshly loaded ProtoRoot; pass one to share it. */
   constructor(seed: number, root: ProtoRoot = ProtoRoot.load()) {
     this.#root = root;
-    // splitmix32 spreads the seed over the four words of state.
-    let s = seed >>> 0;
-    const mix = (): number => {
-      s = (s + 0x9e3779b9) >>> 0;
-      let z = s;
-      z = Math.imul(z ^ (z >>> 16), 0x85ebca6b) >>> 0;
-      z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35) >>> 0;
-      return (z ^ (z >>> 16)) >>> 0;
-    };
-    this.#a = mix();
-    this.#b = mix();
-    this.#c = mix();
-    this.#d = mix();
-    for (let i = 0; i < 12; i++) this.#next();
+    // 12 warm-up rounds: the sequences (and so the committed bench fixtures) predate the shared Prng.
+    this.#rng = new Prng(seed, 12);
   }
 
   logs(options: FixtureOptions = {}): Fixture {
@@ -112,7 +97,7 @@ export class FixtureGenerator {
       recordLists.push(records);
       const scopeKey = signal === 'logs' ? 'logRecords' : 'spans';
       const scope: Obj = { scope: this.#scope(signal), [scopeKey]: records };
-      if (this.#int(2) === 0) scope.schemaUrl = 'https://opentelemetry.io/schemas/1.26.0';
+      if (this.#rng.int(2) === 0) scope.schemaUrl = 'https://opentelemetry.io/schemas/1.26.0';
       groups.push({
         resource: this.#resource(),
         [signal === 'logs' ? 'scopeLogs' : 'scopeSpans']: [scope],
@@ -126,14 +111,14 @@ export class FixtureGenerator {
     let time = start;
     const trace = { id: '', spans: 0, parent: '' };
     for (;;) {
-      time += BigInt(this.#int(50) + 1) * MS;
+      time += BigInt(this.#rng.int(50) + 1) * MS;
       let record: Obj;
       if (signal === 'logs') {
         record = this.#logRecord(time, n, options);
       } else {
         if (trace.spans === 0) {
           trace.id = this.#hex(16);
-          trace.spans = 3 + this.#int(8);
+          trace.spans = 3 + this.#rng.int(8);
           trace.parent = '';
         }
         record = this.#span(time, trace.id, trace.parent, options);
@@ -159,84 +144,84 @@ export class FixtureGenerator {
   // ---- content ---------------------------------------------------------------
 
   #resource(): Obj {
-    const service = this.#pick(SERVICES);
-    const lang = this.#pick(LANGUAGES);
+    const service = this.#rng.pick(SERVICES);
+    const lang = this.#rng.pick(LANGUAGES);
     const attrs = [
       kv('service.name', str(service)),
-      kv('service.namespace', str(this.#pick(NAMESPACES))),
-      kv('service.version', str(`1.${this.#int(20)}.${this.#int(10)}`)),
+      kv('service.namespace', str(this.#rng.pick(NAMESPACES))),
+      kv('service.version', str(`1.${this.#rng.int(20)}.${this.#rng.int(10)}`)),
       kv('service.instance.id', str(this.#uuid())),
-      kv('deployment.environment.name', str(this.#pick(ENVIRONMENTS))),
-      kv('host.name', str(`ip-10-0-${this.#int(256)}-${this.#int(256)}.ec2.internal`)),
-      kv('host.arch', str(this.#int(4) === 0 ? 'arm64' : 'amd64')),
+      kv('deployment.environment.name', str(this.#rng.pick(ENVIRONMENTS))),
+      kv('host.name', str(`ip-10-0-${this.#rng.int(256)}-${this.#rng.int(256)}.ec2.internal`)),
+      kv('host.arch', str(this.#rng.int(4) === 0 ? 'arm64' : 'amd64')),
       kv('os.type', str('linux')),
-      kv('process.pid', int(1 + this.#int(65535))),
+      kv('process.pid', int(1 + this.#rng.int(65535))),
       kv('k8s.namespace.name', str(service)),
       kv('k8s.pod.name', str(`${service}-${this.#hex(5)}-${this.#hex(3)}`)),
       kv('telemetry.sdk.name', str('opentelemetry')),
       kv('telemetry.sdk.language', str(lang)),
-      kv('telemetry.sdk.version', str(`1.${20 + this.#int(20)}.0`)),
+      kv('telemetry.sdk.version', str(`1.${20 + this.#rng.int(20)}.0`)),
     ];
     return { attributes: attrs };
   }
 
   #scope(signal: Signal): Obj {
     return {
-      name: this.#pick(signal === 'logs' ? LOG_SCOPES : TRACE_SCOPES),
-      version: `${1 + this.#int(3)}.${this.#int(40)}.${this.#int(5)}`,
+      name: this.#rng.pick(signal === 'logs' ? LOG_SCOPES : TRACE_SCOPES),
+      version: `${1 + this.#rng.int(3)}.${this.#rng.int(40)}.${this.#rng.int(5)}`,
     };
   }
 
   #logRecord(time: bigint, n: number, options: FixtureOptions): Obj {
-    const roll = this.#int(100);
+    const roll = this.#rng.int(100);
     const [, severity, text] = SEVERITY_TABLE.find(([w]) => roll < w) ?? SEVERITY_TABLE[1];
     const record: Obj = {
       timeUnixNano: time.toString(),
-      observedTimeUnixNano: (time + BigInt(this.#int(5_000_000) + 1)).toString(),
+      observedTimeUnixNano: (time + BigInt(this.#rng.int(5_000_000) + 1)).toString(),
       severityNumber: severity,
       severityText: text,
     };
     const structured = options.allValueKinds === true && n % 4 === 3;
     record.body = structured ? this.#structuredBody() : str(this.#message(options.logBodyBytes ?? 160));
     const attrs = [
-      kv('thread.name', str(this.#pick(THREADS))),
-      kv('code.function', str(`com.example.${this.#pick(SERVICES)}.Handler.handle`)),
-      kv('http.route', str(this.#pick(ROUTES))),
+      kv('thread.name', str(this.#rng.pick(THREADS))),
+      kv('code.function', str(`com.example.${this.#rng.pick(SERVICES)}.Handler.handle`)),
+      kv('http.route', str(this.#rng.pick(ROUTES))),
     ];
     if (options.allValueKinds === true) attrs.push(...this.#everyKind());
     record.attributes = attrs;
-    if (this.#int(10) < 7) {
+    if (this.#rng.int(10) < 7) {
       record.traceId = this.#hex(16);
       record.spanId = this.#hex(8);
       record.flags = 1;
     }
-    if (this.#int(20) === 0) record.eventName = 'app.checkout.completed';
+    if (this.#rng.int(20) === 0) record.eventName = 'app.checkout.completed';
     return record;
   }
 
   #span(time: bigint, traceId: string, parent: string, options: FixtureOptions): Obj {
-    const kindRoll = this.#int(10);
+    const kindRoll = this.#rng.int(10);
     const kind = parent === '' ? 2 : kindRoll < 5 ? 3 : kindRoll < 8 ? 1 : kindRoll < 9 ? 4 : 5;
-    const method = this.#pick(METHODS);
-    const route = this.#pick(ROUTES);
-    const table = this.#pick(TABLES);
-    const isDb = kind === 3 && this.#int(2) === 0;
+    const method = this.#rng.pick(METHODS);
+    const route = this.#rng.pick(ROUTES);
+    const table = this.#rng.pick(TABLES);
+    const isDb = kind === 3 && this.#rng.int(2) === 0;
     const name = isDb ? `SELECT ${table}` : kind === 4 ? `${table} publish` : kind === 5 ? `${table} process` : `${method} ${route}`;
-    const duration = BigInt(this.#int(250_000) + 50) * 1000n;
+    const duration = BigInt(this.#rng.int(250_000) + 50) * 1000n;
     const attrs = isDb
       ? [
           kv('db.system', str('postgresql')),
           kv('db.namespace', str('shop')),
-          kv('db.query.text', str(`SELECT * FROM ${table} WHERE id = $1 AND tenant = $2 LIMIT ${1 + this.#int(100)}`)),
-          kv('server.address', str(`pg-${this.#int(3)}.internal`)),
+          kv('db.query.text', str(`SELECT * FROM ${table} WHERE id = $1 AND tenant = $2 LIMIT ${1 + this.#rng.int(100)}`)),
+          kv('server.address', str(`pg-${this.#rng.int(3)}.internal`)),
           kv('server.port', int(5432)),
         ]
       : [
           kv('http.request.method', str(method)),
           kv('http.route', str(route)),
-          kv('url.path', str(route.replace('{id}', String(this.#int(100000))))),
-          kv('http.response.status_code', int(this.#int(20) === 0 ? 503 : 200)),
-          kv('server.address', str(`${this.#pick(SERVICES)}.svc.cluster.local`)),
+          kv('url.path', str(route.replace('{id}', String(this.#rng.int(100000))))),
+          kv('http.response.status_code', int(this.#rng.int(20) === 0 ? 503 : 200)),
+          kv('server.address', str(`${this.#rng.pick(SERVICES)}.svc.cluster.local`)),
           kv('user_agent.original', str('Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36')),
         ];
     if (options.allValueKinds === true) attrs.push(...this.#everyKind());
@@ -252,8 +237,8 @@ export class FixtureGenerator {
       flags: 0x101,
     };
     if (parent !== '') span.parentSpanId = parent;
-    if (this.#int(4) === 0) span.traceState = `rojo=${this.#hex(8)},congo=t61rcWkgMzE`;
-    const failed = this.#int(20) === 0;
+    if (this.#rng.int(4) === 0) span.traceState = `rojo=${this.#hex(8)},congo=t61rcWkgMzE`;
+    const failed = this.#rng.int(20) === 0;
     if (failed) {
       span.status = { code: 2, message: 'upstream unavailable' };
       span.events = [
@@ -267,36 +252,36 @@ export class FixtureGenerator {
           ],
         },
       ];
-    } else if (this.#int(3) === 0) {
+    } else if (this.#rng.int(3) === 0) {
       span.status = { code: 1 };
     }
-    if (this.#int(6) === 0) {
+    if (this.#rng.int(6) === 0) {
       span.events = [
         ...((span.events as Obj[] | undefined) ?? []),
-        { timeUnixNano: (time + 1000n).toString(), name: 'cache.miss', attributes: [kv('cache.key', str(`${table}:${this.#int(1000)}`))] },
+        { timeUnixNano: (time + 1000n).toString(), name: 'cache.miss', attributes: [kv('cache.key', str(`${table}:${this.#rng.int(1000)}`))] },
       ];
     }
-    if (this.#int(10) === 0) {
+    if (this.#rng.int(10) === 0) {
       span.links = [{ traceId: this.#hex(16), spanId: this.#hex(8), attributes: [kv('link.reason', str('batch'))], flags: 1 }];
     }
-    if (this.#int(50) === 0) span.droppedAttributesCount = 1 + this.#int(5);
+    if (this.#rng.int(50) === 0) span.droppedAttributesCount = 1 + this.#rng.int(5);
     return span;
   }
 
   /** Log text of about `size` bytes: a line from a template, padded with words. */
   #message(size: number): string {
-    const target = Math.max(8, Math.round(size * (0.5 + this.#float())));
+    const target = Math.max(8, Math.round(size * (0.5 + this.#rng.float())));
     const lead = [
-      `${this.#pick(METHODS)} ${this.#pick(ROUTES)} completed status=${this.#int(5) === 0 ? 500 : 200} duration_ms=${this.#int(900)}`,
-      `order ${this.#int(1_000_000)} reserved ${1 + this.#int(9)} items for user ${this.#hex(6)}`,
+      `${this.#rng.pick(METHODS)} ${this.#rng.pick(ROUTES)} completed status=${this.#rng.int(5) === 0 ? 500 : 200} duration_ms=${this.#rng.int(900)}`,
+      `order ${this.#rng.int(1_000_000)} reserved ${1 + this.#rng.int(9)} items for user ${this.#hex(6)}`,
       `cache miss for key session:${this.#hex(8)}; loading from upstream`,
-      `retrying upstream call attempt=${1 + this.#int(4)} backoff_ms=${this.#int(2000)}`,
-    ][this.#int(4)];
+      `retrying upstream call attempt=${1 + this.#rng.int(4)} backoff_ms=${this.#rng.int(2000)}`,
+    ][this.#rng.int(4)];
     let text = lead;
     let bytes = Buffer.byteLength(lead);
     while (bytes < target) {
-      const w = this.#int(20) === 0 ? this.#pick(UNICODE_WORDS) : this.#pick(WORDS);
-      const piece = this.#int(3) === 0 ? ` ${w}=${this.#int(10000)}` : ` ${w}`;
+      const w = this.#rng.int(20) === 0 ? this.#rng.pick(UNICODE_WORDS) : this.#rng.pick(WORDS);
+      const piece = this.#rng.int(3) === 0 ? ` ${w}=${this.#rng.int(10000)}` : ` ${w}`;
       text += piece;
       bytes += Buffer.byteLength(piece);
     }
@@ -312,10 +297,10 @@ export class FixtureGenerator {
     return {
       kvlistValue: {
         values: [
-          kv('msg', str(`${this.#pick(WORDS)} ${this.#pick(WORDS)}`)),
-          kv('order_id', int(this.#int(1_000_000))),
-          kv('ok', { boolValue: this.#int(2) === 0 }),
-          kv('items', { arrayValue: { values: [str(this.#pick(TABLES)), int(this.#int(10))] } }),
+          kv('msg', str(`${this.#rng.pick(WORDS)} ${this.#rng.pick(WORDS)}`)),
+          kv('order_id', int(this.#rng.int(1_000_000))),
+          kv('ok', { boolValue: this.#rng.int(2) === 0 }),
+          kv('items', { arrayValue: { values: [str(this.#rng.pick(TABLES)), int(this.#rng.int(10))] } }),
         ],
       },
     };
@@ -325,17 +310,17 @@ export class FixtureGenerator {
   #everyKind(): Obj[] {
     const bigInts = ['-9223372036854775808', '9223372036854775807', '-1', '0', '1700000000000000001'];
     return [
-      kv('siglake.bool', { boolValue: this.#int(2) === 0 }),
-      kv('siglake.int', { intValue: this.#pick(bigInts) }),
-      kv('siglake.double', { doubleValue: (this.#int(2_000_000) - 1_000_000) / 1000 }),
-      kv('siglake.bytes', { bytesValue: Buffer.from(this.#hex(1 + this.#int(12)), 'hex').toString('base64') }),
+      kv('siglake.bool', { boolValue: this.#rng.int(2) === 0 }),
+      kv('siglake.int', { intValue: this.#rng.pick(bigInts) }),
+      kv('siglake.double', { doubleValue: (this.#rng.int(2_000_000) - 1_000_000) / 1000 }),
+      kv('siglake.bytes', { bytesValue: Buffer.from(this.#hex(1 + this.#rng.int(12)), 'hex').toString('base64') }),
       kv('siglake.empty_string', str('')),
       kv('siglake.unset', {}),
-      kv('siglake.array', { arrayValue: { values: [str(this.#pick(WORDS)), int(this.#int(100)), { boolValue: true }, { doubleValue: 0.5 }, {}] } }),
+      kv('siglake.array', { arrayValue: { values: [str(this.#rng.pick(WORDS)), int(this.#rng.int(100)), { boolValue: true }, { doubleValue: 0.5 }, {}] } }),
       kv('siglake.kvlist', {
         kvlistValue: {
           values: [
-            kv('a', str(this.#pick(UNICODE_WORDS))),
+            kv('a', str(this.#rng.pick(UNICODE_WORDS))),
             kv('nested', { kvlistValue: { values: [kv('deep', { arrayValue: { values: [int(-7)] } })] } }),
             kv('empty', { arrayValue: {} }),
           ],
@@ -346,31 +331,9 @@ export class FixtureGenerator {
 
   // ---- randomness --------------------------------------------------------------
 
-  #next(): number {
-    const t = (((this.#a + this.#b) >>> 0) + this.#d) >>> 0;
-    this.#d = (this.#d + 1) >>> 0;
-    this.#a = this.#b ^ (this.#b >>> 9);
-    this.#b = (this.#c + (this.#c << 3)) >>> 0;
-    this.#c = ((this.#c << 21) | (this.#c >>> 11)) >>> 0;
-    this.#c = (this.#c + t) >>> 0;
-    return t;
-  }
-
-  #float(): number {
-    return this.#next() / 0x100000000;
-  }
-
-  #int(n: number): number {
-    return Math.floor(this.#float() * n);
-  }
-
-  #pick<T>(items: readonly T[]): T {
-    return items[this.#int(items.length)];
-  }
-
   #hex(bytes: number): string {
     let s = '';
-    for (let i = 0; i < bytes; i++) s += (this.#next() & 0xff).toString(16).padStart(2, '0');
+    for (let i = 0; i < bytes; i++) s += (this.#rng.u32() & 0xff).toString(16).padStart(2, '0');
     return s;
   }
 
