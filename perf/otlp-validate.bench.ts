@@ -10,6 +10,7 @@
 // Prints the median (p50) time per iteration and the MB/s it implies.
 
 import { Bench } from 'tinybench';
+import { throughputRows } from './throughput-table.js';
 import { FixtureGenerator, type Fixture } from '../src/otlp/fixtures.js';
 import { otlpJsonToProtobuf } from '../src/otlp/json-decoder.js';
 import { ProtoRoot } from '../src/otlp/proto-root.js';
@@ -78,18 +79,5 @@ for (const c of corpora) {
 
 await bench.run();
 
-const rows = bench.tasks.map((t) => {
-  const r = t.result;
-  if (r.state !== 'completed') return { task: t.name, state: r.state };
-  const p50 = r.latency.p50;
-  const bytes = bytesPerTask.get(t.name) ?? 0;
-  return {
-    task: t.name,
-    'bytes/iter': bytes,
-    'p50 ms/iter': Number(p50.toFixed(4)),
-    'p50 MB/s': Math.round(bytes / 1e6 / (p50 / 1000)),
-    samples: r.latency.samplesCount,
-  };
-});
-console.table(rows);
+console.table(throughputRows(bench, bytesPerTask));
 console.log(`node ${process.version}, ${timeMs} ms per task (sink ${sink > 0 ? 'ok' : 'empty'})`);

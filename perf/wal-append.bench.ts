@@ -18,6 +18,7 @@ import { closeSync, mkdtempSync, openSync, readdirSync, rmSync, unlinkSync, writ
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Bench } from 'tinybench';
+import { throughputRows } from './throughput-table.js';
 import { NODE_FILE_OPS, type FileOps } from '../src/wal/file-ops.js';
 import { RECORD_HEADER_SIZE, RecordType, encodeRecordHeader, formatSegmentName } from '../src/wal/format.js';
 import { LaneWriter } from '../src/wal/lane-writer.js';
@@ -124,18 +125,5 @@ try {
   rmSync(root, { recursive: true, force: true });
 }
 
-const rows = bench.tasks.map((t) => {
-  const r = t.result;
-  if (r.state !== 'completed') return { task: t.name, state: r.state };
-  const p50 = r.latency.p50;
-  const bytes = bytesPerTask.get(t.name) ?? 0;
-  return {
-    task: t.name,
-    'bytes/iter': bytes,
-    'p50 ms/iter': Number(p50.toFixed(4)),
-    'p50 MB/s': Math.round(bytes / 1e6 / (p50 / 1000)),
-    samples: r.latency.samplesCount,
-  };
-});
-console.table(rows);
+console.table(throughputRows(bench, bytesPerTask));
 console.log(`node ${process.version}, ${timeMs} ms per task, files under ${arg('--dir') ?? tmpdir()} (sink ${sink !== 0 ? 'ok' : 'empty'})`);
