@@ -299,12 +299,9 @@ export class ShardLoop {
     const t0 = performance.now();
     try {
       lane.writer.syncNow();
-      lane.dirty = false;
-      this.#stats.observeFsync((performance.now() - t0) / 1000);
+      this.#synced(lane, t0);
     } catch (e) {
-      lane.failure = writeFailure(e);
-      this.#stats.addWriteError();
-      this.#log.error({ lane: describeLane(lane.spec), err: (e as Error).message }, 'WAL fdatasync failed');
+      this.#syncFailed(lane, e);
     }
   }
 
@@ -312,13 +309,21 @@ export class ShardLoop {
     const t0 = performance.now();
     try {
       await lane.writer.sync();
-      lane.dirty = false;
-      this.#stats.observeFsync((performance.now() - t0) / 1000);
+      this.#synced(lane, t0);
     } catch (e) {
-      lane.failure = writeFailure(e);
-      this.#stats.addWriteError();
-      this.#log.error({ lane: describeLane(lane.spec), err: (e as Error).message }, 'WAL fdatasync failed');
+      this.#syncFailed(lane, e);
     }
+  }
+
+  #synced(lane: LaneState, t0: number): void {
+    lane.dirty = false;
+    this.#stats.observeFsync((performance.now() - t0) / 1000);
+  }
+
+  #syncFailed(lane: LaneState, e: unknown): void {
+    lane.failure = writeFailure(e);
+    this.#stats.addWriteError();
+    this.#log.error({ lane: describeLane(lane.spec), err: (e as Error).message }, 'WAL fdatasync failed');
   }
 
   /** The completion ring is full: wake the acceptor and wait until it drained some. */
