@@ -52,19 +52,18 @@ export type IcebirdRow = Record<string, unknown>;
 
 /** icebird's rows of the table whose current metadata file is `metadataLocation`. */
 export async function icebirdRows(metadataLocation: string): Promise<IcebirdRow[]> {
+  return icebergRead(tableLocation(metadataLocation));
+}
+
+/** icebird's way of naming a table: its URL and the name of its metadata file. */
+function tableLocation(metadataLocation: string): { tableUrl: string; metadataFileName: string } {
   const cut = metadataLocation.lastIndexOf('/metadata/');
-  const tableUrl = metadataLocation.slice(0, cut);
-  const metadataFileName = metadataLocation.slice(cut + '/metadata/'.length);
-  return icebergRead({ tableUrl, metadataFileName });
+  return { tableUrl: metadataLocation.slice(0, cut), metadataFileName: metadataLocation.slice(cut + '/metadata/'.length) };
 }
 
 /** The data files icebird finds through the current snapshot's manifests. */
 export async function icebirdDataFiles(metadataLocation: string): Promise<{ path: string; records: number; partition: unknown }[]> {
-  const cut = metadataLocation.lastIndexOf('/metadata/');
-  const metadata = await icebergMetadata({
-    tableUrl: metadataLocation.slice(0, cut),
-    metadataFileName: metadataLocation.slice(cut + '/metadata/'.length),
-  });
+  const metadata = await icebergMetadata(tableLocation(metadataLocation));
   const manifests = await icebergManifests(metadata);
   return manifests.flatMap((m) =>
     m.entries
@@ -92,11 +91,7 @@ export interface MetadataField {
 
 /** The current schema and the live data files of a table, read through icebird (metadata → manifest list → manifests). */
 export async function icebirdManifestFiles(metadataLocation: string): Promise<{ fields: MetadataField[]; files: ManifestDataFile[] }> {
-  const cut = metadataLocation.lastIndexOf('/metadata/');
-  const metadata = await icebergMetadata({
-    tableUrl: metadataLocation.slice(0, cut),
-    metadataFileName: metadataLocation.slice(cut + '/metadata/'.length),
-  });
+  const metadata = await icebergMetadata(tableLocation(metadataLocation));
   const schema = metadata.schemas.find((s) => s['schema-id'] === metadata['current-schema-id'])!;
   const manifests = await icebergManifests(metadata);
   const files = manifests.flatMap((m) =>
