@@ -10,25 +10,11 @@ import net from 'node:net';
 import { GrpcCode, IngestError } from '../errors.js';
 import { Signal } from '../lanes/frames.js';
 import type { Lane } from '../lanes/lane-table.js';
-import type { Logger } from '../log.js';
-import type { IngestMetrics } from '../metrics/ingest-metrics.js';
-import type { Admission, IngestHeaders } from './admission.js';
-import type { Dispatcher, PendingRequest } from './dispatcher.js';
+import type { AcceptorOptions } from './acceptor-options.js';
+import type { IngestHeaders } from './admission.js';
+import type { PendingRequest } from './dispatcher.js';
 import { INVALID_ROUTING_HEADER, installGrpcHeaderGuard } from './grpc-header-guard.js';
 import { DRAINING, encodeStatusProto, errorForStatus, INTERNAL } from './responses.js';
-
-export interface GrpcAcceptorOptions {
-  host: string;
-  port: number;
-  maxRequestBytes: number;
-  /** A call's message must arrive whole within this (as an HTTP body must). */
-  requestTimeoutSecs: number;
-  admission: Admission;
-  dispatcher: Dispatcher;
-  metrics: IngestMetrics;
-  log: Logger;
-  isDraining(): boolean;
-}
 
 const identity = (b: Buffer): Buffer => b;
 
@@ -123,13 +109,13 @@ class GrpcIngest implements PendingRequest {
 }
 
 export class GrpcAcceptor {
-  readonly #o: GrpcAcceptorOptions;
+  readonly #o: AcceptorOptions;
   readonly #server: grpc.Server;
   #listener: net.Server | undefined;
   #injector: grpc.ConnectionInjector | undefined;
   #port = 0;
 
-  constructor(opts: GrpcAcceptorOptions) {
+  constructor(opts: AcceptorOptions) {
     this.#o = opts;
     installGrpcHeaderGuard(opts.log);
     this.#server = new grpc.Server({

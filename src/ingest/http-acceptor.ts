@@ -10,10 +10,9 @@ import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from '
 import { IngestError } from '../errors.js';
 import { FLAG_GZIP, FLAG_JSON, Signal } from '../lanes/frames.js';
 import type { Lane } from '../lanes/lane-table.js';
-import type { Logger } from '../log.js';
-import type { IngestMetrics } from '../metrics/ingest-metrics.js';
-import type { Admission, IngestHeaders } from './admission.js';
-import type { Dispatcher, PendingRequest } from './dispatcher.js';
+import type { AcceptorOptions } from './acceptor-options.js';
+import type { IngestHeaders } from './admission.js';
+import type { PendingRequest } from './dispatcher.js';
 import {
   CONTENT_TYPES,
   DRAINING,
@@ -27,18 +26,9 @@ import {
 } from './responses.js';
 import type { Uws } from './uws-loader.js';
 
-export interface HttpAcceptorOptions {
+export interface HttpAcceptorOptions extends AcceptorOptions {
   uws: Uws;
-  host: string;
-  port: number;
-  maxRequestBytes: number;
-  requestTimeoutSecs: number;
-  admission: Admission;
-  dispatcher: Dispatcher;
-  metrics: IngestMetrics;
-  log: Logger;
   isReady(): boolean;
-  isDraining(): boolean;
   /** Extra routes (test hooks) registered before the catch-all. */
   extraRoutes?: (app: TemplatedApp) => void;
 }

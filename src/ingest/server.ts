@@ -153,31 +153,24 @@ export class Ingester {
       queueCapacity: s.queueCapacity,
     });
 
+    const common = {
+      maxRequestBytes: s.maxRequestBytes,
+      requestTimeoutSecs: s.requestTimeoutSecs,
+      admission,
+      dispatcher,
+      metrics,
+      log,
+      isDraining: () => this.#draining,
+    };
     this.#http = new HttpAcceptor({
+      ...common,
       uws,
       host: s.httpListen.host,
       port: s.httpListen.port,
-      maxRequestBytes: s.maxRequestBytes,
-      requestTimeoutSecs: s.requestTimeoutSecs,
-      admission,
-      dispatcher,
-      metrics,
-      log,
       isReady: () => this.#ready,
-      isDraining: () => this.#draining,
       ...(opts.testHooks ? { extraRoutes: (app: TemplatedApp) => this.#testRoutes(app) } : {}),
     });
-    this.#grpc = new GrpcAcceptor({
-      host: s.grpcListen.host,
-      port: s.grpcListen.port,
-      maxRequestBytes: s.maxRequestBytes,
-      requestTimeoutSecs: s.requestTimeoutSecs,
-      admission,
-      dispatcher,
-      metrics,
-      log,
-      isDraining: () => this.#draining,
-    });
+    this.#grpc = new GrpcAcceptor({ ...common, host: s.grpcListen.host, port: s.grpcListen.port });
   }
 
   get httpPort(): number {

@@ -1,0 +1,19 @@
+// What both acceptors (uWS HTTP and grpc-js) are built from.
+
+import type { Logger } from '../log.js';
+import type { IngestMetrics } from '../metrics/ingest-metrics.js';
+import type { Admission } from './admission.js';
+import type { Dispatcher } from './dispatcher.js';
+
+export interface AcceptorOptions {
+  host: string;
+  port: number;
+  maxRequestBytes: number;
+  /** A request's body (a gRPC call's message) must arrive whole within this. */
+  requestTimeoutSecs: number;
+  admission: Admission;
+  dispatcher: Dispatcher;
+  metrics: IngestMetrics;
+  log: Logger;
+  isDraining(): boolean;
+}
