@@ -21,10 +21,10 @@ import { RawGrpcClient, grpc } from '../helpers/grpc-client.js';
 import { post } from '../helpers/http.js';
 import { tempDir, type RunningIngester } from '../helpers/ingester.js';
 import { decodeStatus, logsProto, tracesProto } from '../helpers/otlp-bodies.js';
-import { LoadRun, Ledger, checkLedger, until, type LaneChoice } from './lib/load.js';
+import { LoadRun, Ledger, checkLedger, expectLedgerIntact, until, type LaneChoice } from './lib/load.js';
 import { TmpfsMount } from './lib/mount.js';
 import { Prng } from './lib/prng.js';
-import { startWalIngester } from './lib/wal-ingester.js';
+import { expectCleanRestart, startWalIngester } from './lib/wal-ingester.js';
 import { baseSeed, recordFigures, scaled } from './lib/scale.js';
 import { dumpWal, snapshotWal, verifyWal } from './lib/wal-files.js';
 
@@ -165,21 +165,13 @@ describe.each(['batch', 'interval'] as const)('disk full (a small tmpfs under te
     expect(after.status, after.output).toBe(0);
     expect(after.tornTails, after.output).toBe(0);
     expect(after.problems, after.output).toBe(0);
-    const c = checkLedger(ledger, dumpWal(walDir), `df-${mode}-`);
-    expect(c.lost).toEqual([]);
-    expect(c.misplaced).toEqual([]);
-    expect(c.duplicated).toEqual([]);
-    // The refused probes and first fresh-lane requests must not be in the WAL.
-    expect(c.invented).toEqual([]);
+    // Also: the refused probes and first fresh-lane requests must not be in the WAL.
+    const c = expectLedgerIntact(ledger, walDir, `df-${mode}-`);
     const dumped = new Set(dumpWal(walDir).flatMap((d) => d.texts));
     expect([...dumped].filter((t) => t.includes('-probe-') || /-fresh-lane$/.test(t))).toEqual([]);
 
     // A restart finds nothing to repair and every acknowledged record.
-    const again = await startWalIngester({ dataDir, workers: 2, args });
-    live.add(again);
-    expect(await again.metric('siglake_wal_truncated_bytes_total')).toBe(0);
-    expect(await again.stop()).toBe(0);
-    live.delete(again);
+    await expectCleanRestart({ dataDir, workers: 2, args }, live);
     expect(checkLedger(ledger, dumpWal(walDir), `df-${mode}-`).lost).toEqual([]);
 
     const fe = fullEntries();

@@ -16,11 +16,11 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { shardOf, tableKey } from '../../src/lanes/frames.js';
 import type { RunningIngester } from '../helpers/ingester.js';
-import { LoadRun, Ledger, checkLedger, laneMatrix, sleep, until, type LaneChoice } from './lib/load.js';
+import { LoadRun, Ledger, expectLedgerIntact, laneMatrix, sleep, until, type LaneChoice } from './lib/load.js';
 import { Prng } from './lib/prng.js';
-import { startWalIngester } from './lib/wal-ingester.js';
+import { expectCleanRestart, startWalIngester } from './lib/wal-ingester.js';
 import { CHAOS, baseSeed, recordFigures, scaled } from './lib/scale.js';
-import { dumpWal, verifyWal } from './lib/wal-files.js';
+import { verifyWal } from './lib/wal-files.js';
 
 const WORKERS = 2;
 const KILLS = scaled(4, 40, 'SIGLAKE_WORKER_KILLS');
@@ -156,17 +156,9 @@ describe(`worker death (--workers ${WORKERS}, ${KILLS} kills of either shard)`, 
     expect(v.tornTails, v.output).toBe(0);
     const ledgerAll = new Ledger();
     for (const e of all) ledgerAll.add(e);
-    const c = checkLedger(ledgerAll, dumpWal(ing.walDir), 'wd');
-    expect(c.lost).toEqual([]);
-    expect(c.misplaced).toEqual([]);
-    expect(c.duplicated).toEqual([]);
-    expect(c.invented).toEqual([]);
+    const c = expectLedgerIntact(ledgerAll, ing.walDir, 'wd');
 
-    const again = await startWalIngester({ dataDir: ing.dataDir, workers: WORKERS, args: ['--trust-tenant-header'] });
-    live.add(again);
-    expect(await again.metric('siglake_wal_truncated_bytes_total')).toBe(0);
-    expect(await again.stop()).toBe(0);
-    live.delete(again);
+    await expectCleanRestart({ dataDir: ing.dataDir, workers: WORKERS, args: ['--trust-tenant-header'] }, live);
 
     const rec = kills.map((k) => k.recoveredAt - k.at).sort((a, b) => a - b);
     figures = {

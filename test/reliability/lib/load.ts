@@ -8,7 +8,9 @@
 import { RawGrpcClient } from '../../helpers/grpc-client.js';
 import type { DumpLine, RunningIngester } from '../../helpers/ingester.js';
 import { gzip, jsonBytes, logsJson, logsProto, tracesJson, tracesProto } from '../../helpers/otlp-bodies.js';
+import { expect } from 'vitest';
 import type { Prng } from './prng.js';
+import { dumpWal } from './wal-files.js';
 
 export interface LaneChoice {
   tenant: string;
@@ -260,4 +262,17 @@ export async function until(cond: () => boolean, timeoutMs: number, what: string
     if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await sleep(10);
   }
+}
+
+/**
+ * The ledger against `siglake wal dump` of `walDir`: every acknowledged marker
+ * is there, in its lane, once, and nothing with the suite's prefix was invented.
+ */
+export function expectLedgerIntact(ledger: Ledger, walDir: string, ownPrefix: string, context = ''): LedgerCheck {
+  const c = checkLedger(ledger, dumpWal(walDir), ownPrefix);
+  expect(c.lost, `${context}acknowledged markers lost`).toEqual([]);
+  expect(c.misplaced, `${context}markers in the wrong lane`).toEqual([]);
+  expect(c.duplicated, `${context}markers stored twice`).toEqual([]);
+  expect(c.invented, `${context}markers never sent`).toEqual([]);
+  return c;
 }
