@@ -1,7 +1,11 @@
 # syntax=docker/dockerfile:1
-# Siglake ingester: Node 20 on Debian bookworm (glibc 2.36, which the bundled
+# Siglake: Node 20 on Debian bookworm (glibc 2.36, which the bundled
 # uWebSockets.js native binary needs), built in one stage, run in another as a
-# non-root user with the WAL on a volume.
+# non-root user with everything it writes on one volume: the WAL, the SQLite
+# catalog and the warehouse (issue 19: with only the WAL there, the catalog
+# and warehouse defaults pointed under /app, which the user cannot write).
+# One image, every command: `ingest` (the default), `compact`, `query`.
+# Checked without a Docker engine by test/integration/docker-image.test.ts.
 
 FROM node:20-bookworm-slim AS build
 WORKDIR /src
@@ -25,9 +29,12 @@ COPY --from=build --chown=siglake:siglake /src/dist ./dist
 COPY --from=build --chown=siglake:siglake /src/proto ./proto
 USER siglake
 ENV SIGLAKE_WAL_DIR=/var/lib/siglake/wal
+ENV SIGLAKE_CATALOG_URL=sqlite:/var/lib/siglake/catalog.db
+ENV SIGLAKE_WAREHOUSE=/var/lib/siglake/warehouse
 VOLUME ["/var/lib/siglake"]
-# 4317 OTLP/gRPC, 4318 OTLP/HTTP and /metrics, /healthz, /readyz
-EXPOSE 4317 4318
+# 4317 OTLP/gRPC, 4318 OTLP/HTTP and /metrics, /healthz, /readyz;
+# 4380 `siglake query` (query.listen)
+EXPOSE 4317 4318 4380
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["node", "dist/cli.js"]
 CMD ["ingest"]

@@ -45,6 +45,17 @@ async function ingest(argv: string[]): Promise<void> {
     if ((e as { code?: string }).code?.startsWith('SIGLAKE_')) fail((e as Error).message, 2);
     throw e;
   }
+  if (settings.compactorEnabled) {
+    // After the settings the Ingester checks itself, so a refused start leaves nothing on disk.
+    // A compactor that can never land anything must stop start-up, not leave the process ready (issue 19).
+    const { checkCompactorTargets } = await import('./compactor/preflight.js');
+    try {
+      await checkCompactorTargets(settings);
+    } catch (e) {
+      if (e instanceof ConfigError) fail(withSource(e.message, loaded), 2);
+      throw e;
+    }
+  }
   let signals = 0;
   const onSignal = (sig: NodeJS.Signals) => {
     signals++;

@@ -10,13 +10,15 @@
 // Every other flag is a setting of `siglake config reference`.
 //
 // Exit codes: 0 done; 1 a round failed (nothing uncommitted was retired);
-// 2 a bad flag or setting.
+// 2 a bad flag or setting, or a catalog that cannot be opened or a warehouse
+// that cannot be written (src/compactor/preflight.ts).
 
 import { ConfigError } from '../errors.js';
-import { loadSettings } from '../config/load.js';
+import { loadSettings, withSource } from '../config/load.js';
 import { createLogger } from '../log.js';
 import { CompactorLoop } from './compactor-loop.js';
 import { CompactorSetup } from './compactor-setup.js';
+import { checkCompactorTargets } from './preflight.js';
 
 export async function runCompactCommand(argv: string[]): Promise<number> {
   let once = false;
@@ -29,7 +31,12 @@ export async function runCompactCommand(argv: string[]): Promise<number> {
   }
   let settings;
   try {
-    settings = loadSettings({ argv: rest, env: process.env }).settings;
+    const loaded = loadSettings({ argv: rest, env: process.env });
+    settings = loaded.settings;
+    // The catalog opens and the warehouse takes a write, or the command stops here (issue 19).
+    await checkCompactorTargets(settings).catch((e: unknown) => {
+      throw e instanceof ConfigError ? new ConfigError(withSource(e.message, loaded)) : e;
+    });
   } catch (e) {
     if (e instanceof ConfigError) {
       process.stderr.write(`siglake: ${e.message}\n`);

@@ -7,6 +7,13 @@
 import type { Logger } from 'pino';
 import type { Compactor } from './compactor.js';
 
+/**
+ * What one round came to, for readiness (issue 19): `failed` when it threw or
+ * when every table it had work for failed to commit (a round with nothing to
+ * do is not a failure). `error` is the message of the failure.
+ */
+export type RoundOutcome = { failed: false } | { failed: true; error: string };
+
 export class CompactorLoop {
   readonly #compactor: Compactor;
   readonly #intervalMs: number;
@@ -14,11 +21,13 @@ export class CompactorLoop {
   #stopping = false;
   #wake: (() => void) | null = null;
   #done: Promise<void> | null = null;
+  readonly #onRound: ((o: RoundOutcome) => void) | undefined;
 
-  constructor(compactor: Compactor, intervalMs: number, log: Logger) {
+  constructor(compactor: Compactor, intervalMs: number, log: Logger, onRound?: (o: RoundOutcome) => void) {
     this.#compactor = compactor;
     this.#intervalMs = intervalMs;
     this.#log = log;
+    this.#onRound = onRound;
   }
 
   /** Starts the loop; the first round runs after one interval. */
@@ -40,9 +49,14 @@ export class CompactorLoop {
       while (!this.#stopping) {
         let backlog = false;
         try {
-          backlog = (await this.#compactor.runRound()).backlog;
+          const r = await this.#compactor.runRound();
+          backlog = r.backlog;
+          this.#onRound?.(
+            r.firstError !== undefined && r.commits === 0 ? { failed: true, error: r.firstError } : { failed: false },
+          );
         } catch (e) {
           this.#log.error({ err: (e as Error).message, code: (e as { code?: string }).code }, 'compaction round failed; retrying next interval');
+          this.#onRound?.({ failed: true, error: (e as Error).message });
         }
         if (!backlog) break;
       }

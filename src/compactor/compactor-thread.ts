@@ -5,7 +5,7 @@
 
 import { parentPort, workerData } from 'node:worker_threads';
 import { createLogger } from '../log.js';
-import { CompactorLoop } from './compactor-loop.js';
+import { CompactorLoop, type RoundOutcome } from './compactor-loop.js';
 import { CompactorSetup, type CompactorSettings } from './compactor-setup.js';
 import { CompactorStats } from './compactor-stats.js';
 
@@ -16,6 +16,14 @@ export interface CompactorThreadData {
   readonly boundary: [string, number][];
 }
 
+/** What the thread posts to the parent besides 'started'/'stopped'/'failed': each round's outcome. */
+export interface RoundMessage {
+  readonly type: 'round';
+  readonly outcome: RoundOutcome;
+}
+
+const postRound = (outcome: RoundOutcome): void => parentPort!.postMessage({ type: 'round', outcome } satisfies RoundMessage);
+
 const data = workerData as CompactorThreadData;
 const log = createLogger(data.settings.logLevel, 'siglake-compactor');
 
@@ -24,7 +32,7 @@ async function main(): Promise<void> {
     stats: new CompactorStats(data.statsSab),
     boundary: new Map(data.boundary),
   });
-  const loop = new CompactorLoop(setup.compactor, data.settings.compactIntervalSecs * 1000, log);
+  const loop = new CompactorLoop(setup.compactor, data.settings.compactIntervalSecs * 1000, log, postRound);
   parentPort!.on('message', (m: unknown) => {
     if (m === 'stop') {
       void loop.stop().then(async () => {
@@ -40,5 +48,6 @@ async function main(): Promise<void> {
 
 main().catch((e: unknown) => {
   log.error({ err: (e as Error).message, code: (e as { code?: string }).code }, 'the compactor thread failed to start');
+  postRound({ failed: true, error: `the compactor thread failed to start: ${(e as Error).message}` });
   parentPort!.postMessage('failed');
 });

@@ -64,6 +64,8 @@ export interface RoundResult {
   readonly retired: number;
   /** Sealed segments were left for the next round (the byte budget ran out). */
   readonly backlog: boolean;
+  /** The first table failure's message, when a table's data files or commit failed (not when abandoned). */
+  readonly firstError?: string;
 }
 
 /** One table's work in a round. */
@@ -103,6 +105,7 @@ export class Compactor {
   readonly #stats: CompactorStats;
   readonly #now: () => number;
   readonly #reportedCorrupt = new Set<string>();
+  #firstError: string | undefined;
 
   private constructor(o: CompactorOptions, zstd: Compressor) {
     this.#o = o;
@@ -143,6 +146,7 @@ export class Compactor {
     let rows = 0;
     let backlog = false;
     let walId: string | null = null;
+    this.#firstError = undefined;
 
     try {
       lanes: for (const lane of listLaneDirs(this.#o.walDir)) {
@@ -191,7 +195,17 @@ export class Compactor {
       for (const t of read.touched) if (!t.committed) ok = false;
       if (ok && this.#retire(read)) retired++;
     }
-    const result: RoundResult = { segmentsRead: reads.length, walBytes, rows, files, commits, failedTables, retired, backlog };
+    const result: RoundResult = {
+      segmentsRead: reads.length,
+      walBytes,
+      rows,
+      files,
+      commits,
+      failedTables,
+      retired,
+      backlog,
+      ...(this.#firstError !== undefined ? { firstError: this.#firstError } : {}),
+    };
     if (reads.length > 0) this.#o.log.info(result, 'compaction round');
     return result;
   }
@@ -272,6 +286,7 @@ export class Compactor {
       dataFiles = await b.finish();
     } catch (e) {
       this.#stats.commitFailure();
+      this.#firstError ??= `writing data files failed: ${(e as Error).message}`;
       this.#o.log.error({ table: `${b.namespace}.${b.table}`, err: (e as Error).message }, 'writing data files failed');
       await b.abort();
       return -1;
@@ -296,6 +311,7 @@ export class Compactor {
       });
     } catch (e) {
       this.#stats.commitFailure();
+      this.#firstError ??= `Iceberg commit failed: ${(e as Error).message}`;
       this.#o.log.error({ table: `${b.namespace}.${b.table}`, err: (e as Error).message, code: (e as { code?: string }).code }, 'Iceberg commit failed');
       // The data files stay: the commit may have landed before the error; they are unreferenced otherwise.
       return -1;

@@ -4,11 +4,11 @@
 
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
-import type client from 'prom-client';
+import client from 'prom-client';
 import { CompactorMetrics } from './compactor-metrics.js';
 import { earlierLifeBoundary, type CompactorSettings } from './compactor-setup.js';
 import { CompactorStats } from './compactor-stats.js';
-import type { CompactorThreadData } from './compactor-thread.js';
+import type { CompactorThreadData, RoundMessage } from './compactor-thread.js';
 
 /** Old-generation heap of the compactor thread. */
 const COMPACTOR_HEAP_MIB = 512;
@@ -20,8 +20,18 @@ export class InProcessCompactor {
   #worker: Worker | null = null;
   #exited: Promise<void> | null = null;
   #boundary: Map<string, number> | null = null;
+  readonly #maxFailingMs: number;
+  readonly #now: () => number;
+  /** When the current run of failed rounds began (null while the last round did not fail). */
+  #failingSince: number | null = null;
+  #lastError = '';
 
-  constructor(opts: { settings: CompactorSettings; log: Logger; registry: client.Registry }) {
+  constructor(opts: {
+    settings: CompactorSettings & { compactMaxFailingSecs: number };
+    log: Logger;
+    registry: client.Registry;
+    now?: () => number;
+  }) {
     this.#settings = {
       walDir: opts.settings.walDir,
       catalogUrl: opts.settings.catalogUrl,
@@ -32,7 +42,51 @@ export class InProcessCompactor {
       logLevel: opts.settings.logLevel,
     };
     this.#log = opts.log;
+    this.#maxFailingMs = opts.settings.compactMaxFailingSecs * 1000;
+    this.#now = opts.now ?? Date.now;
     new CompactorMetrics(opts.registry, this.#stats);
+    const self = this;
+    new client.Gauge({
+      name: 'siglake_compactor_failing_seconds',
+      help: 'Seconds since the first of the compaction rounds that have all failed in a row (0 while the last round did not fail).',
+      registers: [opts.registry],
+      collect() {
+        this.set(self.#failingSince === null ? 0 : Math.max(0, (self.#now() - self.#failingSince) / 1000));
+      },
+    });
+    new client.Gauge({
+      name: 'siglake_compactor_not_ready',
+      help: '1 while failing compaction rounds hold /readyz at 503 (failing for longer than compactor.maxFailingSecs), else 0.',
+      registers: [opts.registry],
+      collect() {
+        this.set(self.notReadyReason() === undefined ? 0 : 1);
+      },
+    });
+  }
+
+  /**
+   * Why the compactor holds the ingester unready: every round with work has
+   * failed for longer than compactor.maxFailingSecs (issue 19). Undefined
+   * otherwise, and always when the bound is 0.
+   */
+  notReadyReason(): string | undefined {
+    if (this.#maxFailingMs === 0 || this.#failingSince === null) return undefined;
+    const ms = this.#now() - this.#failingSince;
+    if (ms <= this.#maxFailingMs) return undefined;
+    return `compactor: every round has failed for ${Math.floor(ms / 1000)} s (compactor.maxFailingSecs ${this.#maxFailingMs / 1000}): ${this.#lastError}`;
+  }
+
+  #onMessage(m: unknown): void {
+    if (typeof m !== 'object' || m === null || (m as RoundMessage).type !== 'round') return;
+    const outcome = (m as RoundMessage).outcome;
+    if (!outcome.failed) {
+      if (this.#failingSince !== null) this.#log.info('compaction rounds succeed again');
+      this.#failingSince = null;
+      this.#lastError = '';
+      return;
+    }
+    this.#failingSince ??= this.#now();
+    this.#lastError = outcome.error;
   }
 
   /**
@@ -58,7 +112,12 @@ export class InProcessCompactor {
     });
     this.#worker = worker;
     this.#exited = new Promise((resolve) => worker.once('exit', () => resolve()));
-    worker.on('error', (e) => this.#log.error({ err: e.message }, 'the compactor thread died; WAL segments wait for the next start'));
+    worker.on('message', (m: unknown) => this.#onMessage(m));
+    worker.on('error', (e) => {
+      this.#log.error({ err: e.message }, 'the compactor thread died; WAL segments wait for the next start');
+      // Nothing lands until a restart: readiness goes once the bound has passed.
+      this.#onMessage({ type: 'round', outcome: { failed: true, error: `the compactor thread died: ${e.message}` } } satisfies RoundMessage);
+    });
     worker.unref();
   }
 

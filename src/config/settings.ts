@@ -220,6 +220,14 @@ export const SETTINGS = {
     doc: "WAL bytes one compaction round reads at most (the rest is the next round's). Bounds the compactor's memory, which counts toward the memory breaker: about 4x this at peak.",
     parse: integer({ min: 1024 * 1024, max: 16 * 1024 * 1024 * 1024 }),
   }),
+  compactMaxFailingSecs: def<number>({
+    key: 'compactor.maxFailingSecs',
+    flag: '--compact-max-failing-secs',
+    category: 'iceberg',
+    default: 300,
+    doc: 'When every compaction round with work to do has failed for longer than this many seconds, `/readyz` of `siglake ingest` answers 503 with the last error (and siglake_compactor_not_ready is 1) until a round succeeds. 0: the compactor never affects readiness.',
+    parse: integer({ min: 0, max: 7 * 86_400 }),
+  }),
   tenantClaim: def<string>({
     key: 'ingester.tenantClaim',
     flag: '--tenant-claim',

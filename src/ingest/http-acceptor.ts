@@ -29,6 +29,8 @@ import type { Uws } from './uws-loader.js';
 export interface HttpAcceptorOptions extends AcceptorOptions {
   uws: Uws;
   isReady(): boolean;
+  /** Why a started process is not ready (a compactor failing past its bound), else undefined. */
+  notReadyReason?(): string | undefined;
   /** Extra routes (test hooks) registered before the catch-all. */
   extraRoutes?: (app: TemplatedApp) => void;
 }
@@ -174,12 +176,12 @@ export class HttpAcceptor {
       res.cork(() => res.writeHeader('Content-Type', 'text/plain').end('ok\n'));
     });
     app.get('/readyz', (res) => {
-      const ready = opts.isReady() && !opts.isDraining();
+      const started = opts.isReady();
+      const reason = started ? opts.notReadyReason?.() : undefined;
+      const ready = started && !opts.isDraining() && reason === undefined;
+      const body = ready ? 'ready\n' : opts.isDraining() ? 'draining\n' : reason !== undefined ? `not ready: ${reason}\n` : 'starting\n';
       res.cork(() =>
-        res
-          .writeStatus(ready ? '200 OK' : '503 Service Unavailable')
-          .writeHeader('Content-Type', 'text/plain')
-          .end(ready ? 'ready\n' : opts.isDraining() ? 'draining\n' : 'starting\n'),
+        res.writeStatus(ready ? '200 OK' : '503 Service Unavailable').writeHeader('Content-Type', 'text/plain').end(body),
       );
     });
     opts.extraRoutes?.(app);

@@ -168,6 +168,7 @@ export class Ingester {
       host: s.httpListen.host,
       port: s.httpListen.port,
       isReady: () => this.#ready,
+      notReadyReason: () => this.#compactor?.notReadyReason(),
       ...(opts.testHooks ? { extraRoutes: (app: TemplatedApp) => this.#testRoutes(app) } : {}),
     });
     this.#grpc = new GrpcAcceptor({ ...common, host: s.grpcListen.host, port: s.grpcListen.port });
