@@ -1,0 +1,152 @@
+{{/* Names and labels. */}}
+{{- define "siglake.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "siglake.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "siglake.selector" -}}
+app.kubernetes.io/name: {{ .root.Chart.Name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "siglake.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{/*
+The Siglake settings of the values, as the config file's YAML: only the
+sections that are settings (the keys of `siglake config reference`).
+*/}}
+{{- define "siglake.ingesterConfig" -}}
+{{- $cfg := dict -}}
+{{- range $k := list "server" "ingester" "redis" "catalog" "warehouse" "compactor" "auth" "log" -}}
+{{- if hasKey $.Values $k -}}{{- $_ := set $cfg $k (get $.Values $k) -}}{{- end -}}
+{{- end -}}
+{{- toYaml $cfg -}}
+{{- end -}}
+
+{{- define "siglake.queryConfig" -}}
+{{- $cfg := dict -}}
+{{- range $k := list "query" "catalog" "warehouse" "auth" "log" -}}
+{{- if hasKey $.Values $k -}}{{- $_ := set $cfg $k (get $.Values $k) -}}{{- end -}}
+{{- end -}}
+{{- toYaml $cfg -}}
+{{- end -}}
+
+{{/* A Kubernetes memory quantity in MiB (Ki, Mi, Gi, Ti, k, M, G, T or bytes). */}}
+{{- define "siglake.mib" -}}
+{{- $q := toString . -}}
+{{- $units := dict "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "k" 1000.0 "M" 1000000.0 "G" 1000000000.0 "T" 1000000000000.0 -}}
+{{- $num := regexFind "^[0-9.]+" $q -}}
+{{- $unit := trimPrefix $num $q -}}
+{{- if not $num -}}{{- fail (printf "cannot read the memory quantity %q" $q) -}}{{- end -}}
+{{- $mult := 1.0 -}}
+{{- if $unit -}}
+{{- if not (hasKey $units $unit) -}}{{- fail (printf "cannot read the memory quantity %q (unit %q)" $q $unit) -}}{{- end -}}
+{{- $mult = get $units $unit -}}
+{{- end -}}
+{{- divf (mulf (float64 $num) $mult) 1048576.0 -}}
+{{- end -}}
+
+{{/* The port of a listen address host:port. */}}
+{{- define "siglake.port" -}}
+{{- regexFind "[0-9]+$" (toString .) -}}
+{{- end -}}
+
+{{/*
+Checks that make a wrong combination of values a `helm template` error, not
+a pod that crash-loops or is OOM-killed.
+*/}}
+{{- define "siglake.checks" -}}
+{{- $ing := .Values.pods.ingester -}}
+{{- $limitMib := int (default 0 .Values.ingester.memBreaker.limitMib) -}}
+{{- $memLimit := dig "resources" "limits" "memory" "" $ing -}}
+{{- if $memLimit -}}
+{{- $containerMib := include "siglake.mib" $memLimit | float64 -}}
+{{- if eq $limitMib 0 -}}
+{{- fail (printf "ingester.memBreaker.limitMib is 0 (off) while pods.ingester.resources.limits.memory is %s: set the breaker below the container limit so the ingester sheds load (503 + Retry-After) before the OOM killer ends it" $memLimit) -}}
+{{- end -}}
+{{- if ge (float64 $limitMib) $containerMib -}}
+{{- fail (printf "ingester.memBreaker.limitMib (%d MiB) must be below pods.ingester.resources.limits.memory (%s = %.0f MiB): at or above it the OOM killer ends the pod before the breaker sheds load" $limitMib $memLimit $containerMib) -}}
+{{- end -}}
+{{- end -}}
+{{- $memRequest := dig "resources" "requests" "memory" "" $ing -}}
+{{- if and $memRequest (gt $limitMib 0) -}}
+{{- if lt (include "siglake.mib" $memRequest | float64) (float64 $limitMib) -}}
+{{- fail (printf "pods.ingester.resources.requests.memory (%s) is below ingester.memBreaker.limitMib (%d MiB): request at least what the breaker lets the process use" $memRequest $limitMib) -}}
+{{- end -}}
+{{- end -}}
+{{- $shutdown := int (default 25 .Values.server.shutdownTimeoutSecs) -}}
+{{- if $ing.terminationGracePeriodSeconds -}}
+{{- if le (int $ing.terminationGracePeriodSeconds) $shutdown -}}
+{{- fail (printf "pods.ingester.terminationGracePeriodSeconds (%d) must be above server.shutdownTimeoutSecs (%d): Kubernetes would kill the pod before queued requests are written" (int $ing.terminationGracePeriodSeconds) $shutdown) -}}
+{{- end -}}
+{{- end -}}
+{{- $shared := or (gt (int $ing.replicas) 1) .Values.pods.query.enabled -}}
+{{- if and $shared (hasPrefix "sqlite:" (toString .Values.catalog.url)) -}}
+{{- fail "catalog.url is SQLite on one pod's volume, but several ingesters (pods.ingester.replicas > 1) or the query server (pods.query.enabled) need a shared catalog: set catalog.url to postgres://… (or SIGLAKE_CATALOG_URL from a Secret through extraEnv, with catalog.url set to the same host without the password)" -}}
+{{- end -}}
+{{- if and $shared (not (hasPrefix "s3://" (toString .Values.warehouse.path))) -}}
+{{- fail "warehouse.path is a directory on one pod's volume, but several ingesters (pods.ingester.replicas > 1) or the query server (pods.query.enabled) need a shared warehouse: set warehouse.path to s3://bucket/prefix" -}}
+{{- end -}}
+{{- if and (hasKey .Values.ingester "tenantClaim") .Values.ingester.tenantClaim (not (dig "oidc" "issuer" "" (default dict .Values.auth))) -}}
+{{- fail "ingester.tenantClaim needs auth.oidc.issuer (the claim is read from a verified JWT)" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The image sets SIGLAKE_WAL_DIR, SIGLAKE_CATALOG_URL and SIGLAKE_WAREHOUSE
+(issue 19), and an env var wins over the config file: so the pods set them
+to the values' settings. The catalog URL comes from the chart's Secret, or
+from pods.catalogUrlSecret (a URL with its password, kept out of the values).
+*/}}
+{{- define "siglake.imageEnv" -}}
+{{- if .walDir }}
+- name: SIGLAKE_WAL_DIR
+  value: {{ .walDir | quote }}
+{{- end }}
+- name: SIGLAKE_CATALOG_URL
+  valueFrom:
+    secretKeyRef:
+      {{- with .root.Values.pods.catalogUrlSecret }}
+      name: {{ .name }}
+      key: {{ .key }}
+      {{- else }}
+      name: {{ .secret }}
+      key: catalog-url
+      {{- end }}
+- name: SIGLAKE_WAREHOUSE
+  value: {{ .root.Values.warehouse.path | quote }}
+{{- end -}}
+
+{{- define "siglake.securityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+runAsUser: 10001
+runAsGroup: 10001
+capabilities:
+  drop: ["ALL"]
+{{- end -}}
+
+{{- define "siglake.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 10001
+runAsGroup: 10001
+fsGroup: 10001
+fsGroupChangePolicy: OnRootMismatch
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}

@@ -1,0 +1,223 @@
+// The Helm chart (deploy/helm/siglake), issue 17 item 3: `helm lint` and
+// `helm template` (helm built from its Go module at a pinned version by
+// test/interop/helm/install.sh) for the default values and the three example
+// value files; the rendered manifests validated offline against the pinned
+// Kubernetes API types (test/interop/helm/kubecheck); the config file each
+// pod reads loaded by Siglake's own settings loader; and the chart's own
+// refusals (breaker at or above the memory limit, grace period not above the
+// shutdown timeout, SQLite shared by several pods).
+
+import { execFileSync, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import YAML from 'yaml';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { loadSettings } from '../../src/config/load.js';
+import { REPO, tempDir } from '../helpers/ingester.js';
+
+const CHART = path.join(REPO, 'deploy/helm/siglake');
+/** The Kubernetes version the manifests are rendered for and validated against (k8s.io/api in kubecheck's go.mod). */
+const KUBE_VERSION = '1.37.0';
+const VALUE_FILES = ['', 'examples/single-tenant.yaml', 'examples/claim-routed.yaml', 'examples/trusted-header.yaml'];
+/**
+ * Keys of settings other branches add (S3 warehouse: i17s3; query server:
+ * i15, query-contract §2). The chart renders them already; this branch's
+ * loader does not know them yet, so they are taken out before loading.
+ * Remove each entry when its branch lands.
+ */
+const PENDING_KEY_PREFIXES = ['warehouse.s3.', 'query.'];
+
+let bin = '';
+
+interface K8sObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; labels?: Record<string, string> };
+  spec?: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+  stringData?: Record<string, string>;
+}
+
+function helm(args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(path.join(bin, 'helm'), args, { encoding: 'utf8', cwd: CHART, timeout: 120_000 });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+function template(valueFile: string, set: string[] = []): { status: number | null; stdout: string; stderr: string } {
+  return helm(['template', 'sl', '.', '--kube-version', KUBE_VERSION, ...(valueFile ? ['-f', valueFile] : []), ...set.flatMap((s) => ['--set', s])]);
+}
+
+function objects(manifest: string): K8sObject[] {
+  return YAML.parseAllDocuments(manifest)
+    .map((d) => d.toJS() as K8sObject | null)
+    .filter((o): o is K8sObject => o !== null);
+}
+
+function one(objs: K8sObject[], kind: string, name: string): K8sObject {
+  const found = objs.filter((o) => o.kind === kind && o.metadata.name === name);
+  expect(found, `${kind}/${name}`).toHaveLength(1);
+  return found[0]!;
+}
+
+/** Drops keys of settings this branch does not have yet (PENDING_KEY_PREFIXES). */
+function withoutPending(doc: Record<string, unknown>, prefix = ''): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(doc)) {
+    const key = prefix + k;
+    if (PENDING_KEY_PREFIXES.some((p) => (key + '.').startsWith(p))) continue;
+    out[k] = v !== null && typeof v === 'object' && !Array.isArray(v) ? withoutPending(v as Record<string, unknown>, key + '.') : v;
+  }
+  return out;
+}
+
+beforeAll(() => {
+  // Idempotent: builds helm and kubecheck once into the interop cache.
+  const out = execFileSync(path.join(REPO, 'test/interop/helm/install.sh'), { encoding: 'utf8', timeout: 1_500_000 });
+  bin = out.trim().split('\n').at(-1)!;
+  expect(fs.existsSync(path.join(bin, 'helm'))).toBe(true);
+}, 1_600_000);
+
+describe.each(VALUE_FILES)('the chart with %s', (valueFile) => {
+  const label = valueFile || 'the default values';
+  let objs: K8sObject[];
+  let manifest = '';
+  let values: Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+  beforeAll(() => {
+    const r = template(valueFile);
+    expect(r.stderr, label).toBe('');
+    expect(r.status).toBe(0);
+    manifest = r.stdout;
+    objs = objects(manifest);
+    values = YAML.parse(helm(['show', 'values', '.']).stdout);
+    if (valueFile) {
+      const merge = (a: Record<string, any>, b: Record<string, any>): Record<string, any> => { // eslint-disable-line @typescript-eslint/no-explicit-any
+        const o = { ...a };
+        for (const [k, v] of Object.entries(b)) o[k] = v && typeof v === 'object' && !Array.isArray(v) && a[k] && typeof a[k] === 'object' ? merge(a[k], v) : v;
+        return o;
+      };
+      values = merge(values, YAML.parse(fs.readFileSync(path.join(CHART, valueFile), 'utf8')));
+    }
+  });
+
+  it('passes helm lint --strict', () => {
+    const r = helm(['lint', '--strict', '.', '--kube-version', KUBE_VERSION, ...(valueFile ? ['-f', valueFile] : [])]);
+    expect(r.stdout + r.stderr).toContain('1 chart(s) linted, 0 chart(s) failed');
+    expect(r.status).toBe(0);
+  });
+
+  it(`validates against the Kubernetes ${KUBE_VERSION} API types (strict decoding, offline)`, () => {
+    const file = path.join(tempDir('siglake-helm-'), 'manifest.yaml');
+    fs.writeFileSync(file, manifest);
+    const r = spawnSync(path.join(bin, 'kubecheck'), [file], { encoding: 'utf8' });
+    expect(r.stdout + r.stderr).not.toContain('FAIL');
+    expect(r.status).toBe(0);
+    expect(r.stdout.trim().split('\n')).toHaveLength(objs.length);
+  });
+
+  it('runs the ingesters as a StatefulSet: WAL volume per pod, probes, grace period above the shutdown timeout, non-root, read-only root', () => {
+    const sts = one(objs, 'StatefulSet', 'sl-siglake-ingester');
+    expect(sts.spec.replicas).toBe(values['pods'].ingester.replicas);
+    const pod = sts.spec.template.spec;
+    const c = pod.containers[0];
+    expect(c.args).toEqual(['ingest', '--config', '/etc/siglake/ingester.yaml']);
+    expect(c.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'otlp-http' });
+    expect(c.livenessProbe.httpGet).toEqual({ path: '/healthz', port: 'otlp-http' });
+    expect(pod.terminationGracePeriodSeconds).toBeGreaterThan(values['server'].shutdownTimeoutSecs);
+    expect(pod.securityContext.runAsNonRoot).toBe(true);
+    expect(c.securityContext).toMatchObject({ runAsNonRoot: true, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false });
+    // The WAL is on the pod's own claim.
+    expect(sts.spec.volumeClaimTemplates.map((t: K8sObject) => t.metadata.name)).toEqual(['data']);
+    const dataMount = c.volumeMounts.find((m: { name: string }) => m.name === 'data').mountPath as string;
+    const env = Object.fromEntries(c.env.filter((e: { value?: string }) => e.value !== undefined).map((e: { name: string; value: string }) => [e.name, e.value]));
+    expect(env['SIGLAKE_WAL_DIR']!.startsWith(dataMount + '/')).toBe(true);
+    expect(c.env.find((e: { name: string }) => e.name === 'SIGLAKE_CATALOG_URL').valueFrom.secretKeyRef).toBeDefined();
+    // The breaker sits below the container's memory limit, and the request covers it.
+    const mib = (q: string) => Number(/^(\d+)/.exec(q)![1]) * (q.endsWith('Gi') ? 1024 : q.endsWith('Mi') ? 1 : NaN);
+    expect(values['ingester'].memBreaker.limitMib).toBeLessThan(mib(c.resources.limits.memory));
+    expect(mib(c.resources.requests.memory)).toBeGreaterThanOrEqual(values['ingester'].memBreaker.limitMib);
+  });
+
+  it('renders the values into the config file the ingester reads, which Siglake loads', () => {
+    const secret = one(objs, 'Secret', 'sl-siglake-config');
+    const text = secret.stringData!['ingester.yaml']!;
+    const dir = tempDir('siglake-helm-config-');
+    const file = path.join(dir, 'ingester.yaml');
+    fs.writeFileSync(file, YAML.stringify(withoutPending(YAML.parse(text))));
+    // Files the config names are mounted in the pod; here they are stand-ins.
+    const sts = one(objs, 'StatefulSet', 'sl-siglake-ingester');
+    const c = sts.spec.template.spec.containers[0];
+    const parsed = YAML.parse(text);
+    const tokenFile = parsed.auth?.bearerTokensFile as string | undefined;
+    const env: Record<string, string> = {};
+    for (const e of c.env as { name: string; value?: string }[]) if (e.value !== undefined) env[e.name] = e.value;
+    if (tokenFile !== undefined) {
+      expect(c.volumeMounts.some((m: { mountPath: string }) => tokenFile.startsWith(m.mountPath + '/'))).toBe(true);
+      const stand = path.join(dir, 'tokens');
+      fs.writeFileSync(stand, 'a-token\n');
+      env['SIGLAKE_AUTH_BEARER_TOKENS_FILE'] = stand;
+    }
+    const loaded = loadSettings({ argv: c.args.slice(1).map((a: string) => (a === '/etc/siglake/ingester.yaml' ? file : a)), env });
+    const s = loaded.settings;
+    // Values named exactly as the YAML keys reach the process.
+    expect(s.maxLanes).toBe(values['ingester'].maxLanes);
+    expect(s.queueCapacity).toBe(values['ingester'].backpressure.capacity);
+    expect(s.memBreakerLimitMib).toBe(values['ingester'].memBreaker.limitMib);
+    expect(s.maxTenants).toBe(values['ingester'].maxTenants);
+    expect(s.trustTenantHeader).toBe(values['ingester'].trustTenantHeader);
+    expect(s.tenantClaim).toBe(values['ingester'].tenantClaim);
+    expect(s.rateLimitPerSec).toBe(values['ingester'].rateLimit.ratePerSec);
+    expect(s.redisUrl).toBe(values['redis']?.url);
+    expect(s.warehousePath).toBe(values['warehouse'].path);
+    expect(s.catalogUrl).toBe(values['catalog'].url);
+    expect(s.compactMaxFailingSecs).toBe(values['compactor'].maxFailingSecs);
+    expect(s.shutdownTimeoutSecs).toBe(values['server'].shutdownTimeoutSecs);
+    expect(loaded.sources.walDir).toBe('env');
+    // S3 settings are in the file for the S3 warehouse (issue 17 item 1).
+    if (values['warehouse'].s3 !== undefined) expect(parsed.warehouse.s3).toEqual(values['warehouse'].s3);
+  });
+
+  it('has the OTLP Service (4317, 4318), the PodDisruptionBudget, and the query Deployment and Service when enabled', () => {
+    const svc = one(objs, 'Service', 'sl-siglake-ingester');
+    expect(svc.spec.ports.map((p: { port: number }) => p.port)).toEqual([4317, 4318]);
+    expect(one(objs, 'PodDisruptionBudget', 'sl-siglake-ingester').spec.maxUnavailable).toBe(1);
+    const query = objs.filter((o) => o.kind === 'Deployment');
+    if (values['pods'].query.enabled) {
+      const dep = one(objs, 'Deployment', 'sl-siglake-query');
+      const c = dep.spec.template.spec.containers[0];
+      expect(c.args).toEqual(['query', '--config', '/etc/siglake/query.yaml']);
+      expect(c.ports).toEqual([{ name: 'query', containerPort: 4380 }]);
+      expect(c.readinessProbe.httpGet.path).toBe('/readyz');
+      expect(c.securityContext.readOnlyRootFilesystem).toBe(true);
+      expect(one(objs, 'Service', 'sl-siglake-query').spec.ports[0].port).toBe(4380);
+      const q = YAML.parse(one(objs, 'Secret', 'sl-siglake-config').stringData!['query.yaml']!);
+      expect(q.query).toEqual(values['query']);
+      expect(q.catalog).toEqual(values['catalog']);
+    } else {
+      expect(query).toEqual([]);
+    }
+    expect(objs.filter((o) => o.kind === 'ServiceMonitor')).toHaveLength(values['serviceMonitor'].enabled ? 1 : 0);
+  });
+});
+
+describe('the chart refuses values that cannot work', () => {
+  it.each([
+    [['ingester.memBreaker.limitMib=2048'], /ingester\.memBreaker\.limitMib \(2048 MiB\) must be below pods\.ingester\.resources\.limits\.memory \(2Gi = 2048 MiB\)/],
+    [['ingester.memBreaker.limitMib=0'], /ingester\.memBreaker\.limitMib is 0 \(off\) while pods\.ingester\.resources\.limits\.memory is 2Gi/],
+    [['pods.ingester.resources.requests.memory=1Gi'], /requests\.memory \(1Gi\) is below ingester\.memBreaker\.limitMib \(1536 MiB\)/],
+    [['pods.ingester.terminationGracePeriodSeconds=25'], /terminationGracePeriodSeconds \(25\) must be above server\.shutdownTimeoutSecs \(25\)/],
+    [['pods.ingester.replicas=2'], /catalog\.url is SQLite on one pod's volume/],
+    [['pods.query.enabled=true', 'catalog.url=postgres://pg/siglake'], /warehouse\.path is a directory on one pod's volume/],
+    [['ingester.tenantClaim=tenant'], /ingester\.tenantClaim needs auth\.oidc\.issuer/],
+  ])('--set %s', (set, message) => {
+    const r = template('', set);
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toMatch(message);
+  });
+
+  it('a grace period above the shutdown timeout, and a breaker just below the limit, are accepted', () => {
+    const r = template('', ['pods.ingester.terminationGracePeriodSeconds=26', 'ingester.memBreaker.limitMib=2047']);
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    expect(one(objects(r.stdout), 'StatefulSet', 'sl-siglake-ingester').spec.template.spec.terminationGracePeriodSeconds).toBe(26);
+  });
+});
