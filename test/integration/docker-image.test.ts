@@ -285,6 +285,23 @@ describe('the Dockerfile build, without Docker', () => {
     }
   });
 
+  it('after `npm prune --omit=dev` the runtime stage still has every package dist/ imports', () => {
+    const pkgFull = JSON.parse(fs.readFileSync(path.join(REPO, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
+    const runtime = new Set(Object.keys(pkgFull.dependencies));
+    const files = fs.readdirSync(path.join(REPO, 'dist'), { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.js'));
+    const imported = new Set<string>();
+    for (const f of files) {
+      const js = fs.readFileSync(path.join(REPO, 'dist', f), 'utf8');
+      for (const m of js.matchAll(/(?:from |import\(|require\()'([^'.][^']*)'/g)) {
+        const spec = m[1]!;
+        if (spec.startsWith('node:')) continue;
+        imported.add(spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : spec.split('/')[0]!);
+      }
+    }
+    expect(imported.size).toBeGreaterThan(10);
+    for (const name of imported) expect(runtime.has(name), `${name} is imported by dist/ but is not in dependencies`).toBe(true);
+  });
+
   it('its CMD is a siglake command, and the other commands the image runs are in the CLI', () => {
     expect(execForm(stages[1]!, 'CMD')).toEqual(['ingest']);
     const help = spawnSync(process.execPath, [CLI, 'help'], { encoding: 'utf8' });

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the tools the chart tests need, from their Go modules at pinned
 # versions, into ${SIGLAKE_INTEROP_CACHE:-$HOME/.cache/siglake-interop}/helm/bin.
-# Idempotent: a tool already built at its pinned version is kept. Needs Go
-# (>= 1.24) and the Go module proxy; nothing else is fetched.
+# Idempotent: a tool already built at its pinned version is kept. Needs Go 1.26
+# (an older go fetches it with GOTOOLCHAIN=auto) and the Go module proxy;
+# nothing else is fetched.
 #
 #   helm        helm.sh/helm/v3 (helm lint, helm template)
 #   kubecheck   test/interop/helm/kubecheck: strict decoding of rendered
