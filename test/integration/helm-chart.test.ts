@@ -13,6 +13,7 @@ import path from 'node:path';
 import YAML from 'yaml';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadSettings } from '../../src/config/load.js';
+import { SETTINGS, settingNames } from '../../src/config/settings.js';
 import { REPO, tempDir } from '../helpers/ingester.js';
 
 const CHART = path.join(REPO, 'deploy/helm/siglake');
@@ -196,6 +197,40 @@ describe.each(VALUE_FILES)('the chart with %s', (valueFile) => {
       expect(query).toEqual([]);
     }
     expect(objs.filter((o) => o.kind === 'ServiceMonitor')).toHaveLength(values['serviceMonitor'].enabled ? 1 : 0);
+  });
+});
+
+describe('values.yaml', () => {
+  /** Where the chart's defaults differ from the binary's, on purpose. */
+  const CHART_DEFAULTS: Record<string, unknown> = {
+    'ingester.workers': 1, // a pod's CPU request, not the node's cores
+    'ingester.walDir': '/var/lib/siglake/wal', // the pod's volume (as in the image)
+    'catalog.url': 'sqlite:/var/lib/siglake/catalog.db',
+    'warehouse.path': '/var/lib/siglake/warehouse',
+    'ingester.memBreaker.limitMib': 1536, // below the 2Gi container limit
+  };
+  const CONFIG_SECTIONS = ['server', 'ingester', 'redis', 'catalog', 'warehouse', 'compactor', 'auth', 'log', 'query'];
+
+  it('names only settings (as their YAML keys), with the binary\'s defaults except where the chart says why', () => {
+    const values = YAML.parse(fs.readFileSync(path.join(CHART, 'values.yaml'), 'utf8')) as Record<string, unknown>;
+    const byKey = new Map(settingNames().map((n) => [SETTINGS[n].key, SETTINGS[n]]));
+    const leaves: [string, unknown][] = [];
+    const walk = (node: unknown, key: string): void => {
+      if (!byKey.has(key) && node !== null && typeof node === 'object' && !Array.isArray(node)) {
+        for (const [k, v] of Object.entries(node)) walk(v, key === '' ? k : `${key}.${k}`);
+      } else leaves.push([key, node]);
+    };
+    for (const section of CONFIG_SECTIONS) if (section in values) walk(values[section], section);
+    expect(leaves.length).toBeGreaterThan(25);
+    for (const [key, value] of leaves) {
+      if (PENDING_KEY_PREFIXES.some((p) => (key + '.').startsWith(p))) continue;
+      const def = byKey.get(key);
+      expect(def, `${key} is not a setting`).toBeDefined();
+      const builtIn = typeof def!.default === 'function' ? undefined : def!.default;
+      const want = key in CHART_DEFAULTS ? CHART_DEFAULTS[key] : key === 'server.httpListen' || key === 'server.grpcListen' ? undefined : builtIn;
+      if (key === 'server.httpListen' || key === 'server.grpcListen') expect(def!.defaultDoc).toBe(value);
+      else expect(value, key).toEqual(want);
+    }
   });
 });
 
