@@ -44,6 +44,8 @@ async function main(): Promise<void> {
   const t0 = performance.now();
   const db = await DuckDBInstance.create(':memory:');
   const conn = await db.connect();
+  // The same engine setting the server's tenant contexts use: footers cached per instance.
+  await conn.run('SET parquet_metadata_cache = true');
   const files: string[] = [];
   const per = Math.ceil(ROWS / FILES);
   for (let f = 0; f < FILES; f++) {

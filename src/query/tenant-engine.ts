@@ -61,6 +61,8 @@ export class TenantEngine {
         allowed.push(...t.files);
         named.push(t.name);
       }
+      // Parquet footers are read once per context, not once per query (the files never change).
+      await setup.run('SET parquet_metadata_cache = true');
       await setup.run(`SET allowed_paths = [${allowed.map(sqlString).join(', ')}]::VARCHAR[]`);
       await setup.run('SET allowed_directories = []::VARCHAR[]');
       await setup.run('SET enable_external_access = false');
