@@ -16,7 +16,7 @@ import { bodiesOf, icebergFlags, landTenants, listFiles, postSql, sendTenants, s
 const TENANTS = ['default', 'acme', 'globex'] as const;
 const N = 20;
 const MAX_ROWS = 50;
-const TIMEOUT_SECS = 3;
+const TIMEOUT_SECS = 5;
 
 /** CPU seconds (user + system) the process has used, from /proc. */
 function cpuSeconds(pid: number): number {
