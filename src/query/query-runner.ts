@@ -29,7 +29,7 @@ export interface RunOptions {
 }
 
 export async function runQuery(engine: TenantEngine, sql: string, opts: RunOptions): Promise<QueryResult> {
-  const conn: DuckDBConnection = await engine.connect();
+  const conn: DuckDBConnection = await engine.borrow();
   let timedOut = false;
   const timer = setTimeout(() => {
     timedOut = true;
@@ -68,9 +68,9 @@ export async function runQuery(engine: TenantEngine, sql: string, opts: RunOptio
   } finally {
     clearTimeout(timer);
     opts.signal?.removeEventListener('abort', onAbort);
-    // A truncated or failed query may still have work queued: stop it before letting go of the connection.
+    // A truncated or failed query may still have work queued: stop it, and do not reuse its connection.
     if (!finished) conn.interrupt();
     prepared?.destroySync();
-    conn.closeSync();
+    engine.giveBack(conn, finished && !timedOut);
   }
 }

@@ -1,9 +1,10 @@
 // One read-only statement per request (contract query §4), decided by the
 // engine's own parser, never by matching the text:
 //
-//   1. DuckDB splits the request into statements; exactly one is allowed.
-//   2. DuckDB's parser serialises it (json_serialize_sql, parse only, nothing
-//      bound or run). Only SELECT-shaped statements serialise: SELECT, WITH,
+//   1. DuckDB's parser serialises the request (json_serialize_sql: parse
+//      only, nothing bound or run); a syntax error is a 400 with its message.
+//   2. Exactly one statement, and one that serialises: only SELECT-shaped
+//      statements do: SELECT, WITH,
 //      VALUES, DESCRIBE, SHOW TABLES, SUMMARIZE. COPY, ATTACH, INSTALL, LOAD,
 //      SET, RESET, PRAGMA, CALL, CREATE, INSERT, DROP, EXPORT, BEGIN, … and
 //      EXPLAIN (whose inner statement the serialiser cannot show) are refused.
@@ -66,18 +67,10 @@ const ONE_READ_ONLY = 'only one read-only statement is allowed (SELECT, WITH, VA
 
 /** The one statement of `sql`, prepared on `conn`, or throws the 400. */
 export async function prepareReadOnly(conn: DuckDBConnection, sql: string): Promise<DuckDBPreparedStatement> {
-  let extracted;
-  try {
-    extracted = await conn.extractStatements(sql);
-  } catch (e) {
-    throw engineError(e);
-  }
-  if (extracted.count === 0) throw new QueryError('SIGLAKE_BAD_SQL', 'no SQL statement in the request');
-  if (extracted.count > 1) throw new QueryError('SIGLAKE_SQL_REFUSED', `one statement per request, got ${extracted.count}: ${ONE_READ_ONLY}`);
   await checkParseTree(conn, sql);
   let prepared: DuckDBPreparedStatement;
   try {
-    prepared = await extracted.prepare(0);
+    prepared = await conn.prepare(sql);
   } catch (e) {
     throw engineError(e);
   }
@@ -93,17 +86,29 @@ export async function prepareReadOnly(conn: DuckDBConnection, sql: string): Prom
   return prepared;
 }
 
-/** Steps 2 and 3: the statement's parse tree, from the engine's parser. */
+interface SerializedSql {
+  error?: boolean;
+  error_type?: string;
+  error_message?: string;
+  statements?: unknown[];
+}
+
+/** Steps 1 to 3: the request's parse tree, from the engine's parser. */
 async function checkParseTree(conn: DuckDBConnection, sql: string): Promise<void> {
-  let text: string;
+  let tree: SerializedSql;
   try {
     const reader = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS tree', [sql]);
-    text = String(reader.getRows()[0]![0]);
+    tree = JSON.parse(String(reader.getRows()[0]![0])) as SerializedSql;
   } catch (e) {
     throw engineError(e);
   }
-  const tree = JSON.parse(text) as { error?: boolean; error_message?: string };
-  if (tree.error === true) throw new QueryError('SIGLAKE_SQL_REFUSED', `${ONE_READ_ONLY}; the statement is not one`);
+  if (tree.error === true) {
+    if (tree.error_type === 'parser') throw new QueryError('SIGLAKE_BAD_SQL', `Parser Error: ${tree.error_message ?? 'syntax error'}`);
+    throw new QueryError('SIGLAKE_SQL_REFUSED', ONE_READ_ONLY);
+  }
+  const n = tree.statements?.length ?? 0;
+  if (n === 0) throw new QueryError('SIGLAKE_BAD_SQL', 'no SQL statement in the request');
+  if (n > 1) throw new QueryError('SIGLAKE_SQL_REFUSED', `one statement per request, got ${n}: ${ONE_READ_ONLY}`);
   for (const name of tableFunctions(tree)) {
     if (!READ_ONLY_TABLE_FUNCTIONS.has(name)) throw new QueryError('SIGLAKE_SQL_REFUSED', `table function ${name} is not allowed in a query`);
   }

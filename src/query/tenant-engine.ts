@@ -14,6 +14,8 @@
 
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 
+const MAX_IDLE_CONNECTIONS = 4;
+
 export interface ContextTable {
   readonly name: string;
   readonly files: readonly string[];
@@ -36,6 +38,8 @@ export function sqlIdent(s: string): string {
 export class TenantEngine {
   readonly #db: DuckDBInstance;
   readonly tables: readonly string[];
+  /** Connections whose last query ended normally, ready for the next one. */
+  readonly #idle: DuckDBConnection[] = [];
   #closed = false;
 
   private constructor(db: DuckDBInstance, tables: readonly string[]) {
@@ -76,9 +80,18 @@ export class TenantEngine {
     }
   }
 
-  /** A new connection for one query (interruptible on its own). */
-  connect(): Promise<DuckDBConnection> {
-    return this.#db.connect();
+  /** A connection for one query (interruptible on its own): an idle one, or a new one. */
+  async borrow(): Promise<DuckDBConnection> {
+    return this.#idle.pop() ?? (await this.#db.connect());
+  }
+
+  /**
+   * Ends a query's use of `conn`: kept for the next query when `reusable`
+   * (the query ended normally), else closed (it was interrupted or failed).
+   */
+  giveBack(conn: DuckDBConnection, reusable: boolean): void {
+    if (reusable && !this.#closed && this.#idle.length < MAX_IDLE_CONNECTIONS) this.#idle.push(conn);
+    else conn.closeSync();
   }
 
   get closed(): boolean {
@@ -88,6 +101,7 @@ export class TenantEngine {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    for (const c of this.#idle.splice(0)) c.closeSync();
     this.#db.closeSync();
   }
 }
