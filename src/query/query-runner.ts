@@ -24,7 +24,7 @@ export interface QueryResult {
 export interface RunOptions {
   readonly maxRows: number;
   readonly timeoutMs: number;
-  /** Set by the server on shutdown or a closed client: interrupt now. */
+  /** Aborted by the server on shutdown, or when the caller hung up: interrupt now. */
   readonly signal?: AbortSignal;
 }
 
@@ -63,7 +63,7 @@ export async function runQuery(engine: TenantEngine, sql: string, opts: RunOptio
     return { columns, rows, truncated };
   } catch (e) {
     if (timedOut) throw new QueryError('SIGLAKE_QUERY_TIMEOUT', `query cancelled after query.timeoutSecs (${opts.timeoutMs / 1000} s)`);
-    if (opts.signal?.aborted === true) throw new QueryError('SIGLAKE_UNAVAILABLE', 'query cancelled: the server is shutting down', { retryAfterSecs: 1 });
+    if (opts.signal?.aborted === true) throw new QueryError('SIGLAKE_UNAVAILABLE', 'query cancelled: the server is stopping or the caller hung up', { retryAfterSecs: 1 });
     throw engineError(e);
   } finally {
     clearTimeout(timer);

@@ -236,13 +236,19 @@ export class QueryServer {
     const sql = sqlOf(body, req.headers['content-type']);
     const release = this.#slots.acquire(tenant);
     const started = performance.now();
+    // A caller that hangs up stops its query: nobody would read the answer.
+    const gone = new AbortController();
+    const onClose = () => {
+      if (!res.writableEnded) gone.abort();
+    };
+    res.once('close', onClose);
     try {
       const lease = await this.#pool.acquire(tenant);
       try {
         const result = await runQuery(lease.engine, sql, {
           maxRows: this.#s.queryMaxRows,
           timeoutMs: this.#s.queryTimeoutSecs * 1000,
-          signal: this.#stopping.signal,
+          signal: AbortSignal.any([this.#stopping.signal, gone.signal]),
         });
         if (wantsNdjson(req.headers.accept)) sendNdjson(res, result);
         else sendResult(res, result, Math.round(performance.now() - started));
@@ -250,6 +256,7 @@ export class QueryServer {
         lease.release();
       }
     } finally {
+      res.off('close', onClose);
       release();
     }
   }

@@ -212,6 +212,29 @@ describe('siglake query: tenant-routed SQL over the landed tables', () => {
     expect((await postSql(q.url, 'SELECT 1', { token: tokens['acme'] })).status).toBe(200);
   });
 
+  it('a caller that hangs up stops its query in the engine (no timeout counted)', async () => {
+    const timeoutsBefore = (await q.metrics()).get('siglake_query_timeouts_total')!;
+    const ac = new AbortController();
+    const pending = fetch(`${q.url}/api/v1/sql`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tokens['globex']}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ sql: 'SELECT sum(range % 7) FROM range(100000000000000)' }),
+      signal: ac.signal,
+    }).catch((e: unknown) => e);
+    const deadline = Date.now() + 20_000;
+    while ((await q.metrics()).get('siglake_query_running')! < 1) {
+      if (Date.now() > deadline) throw new Error('the query did not start');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    ac.abort();
+    expect(await pending).toBeInstanceOf(Error);
+    while ((await q.metrics()).get('siglake_query_running')! > 0) {
+      if (Date.now() > deadline) throw new Error('the query kept running');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect((await q.metrics()).get('siglake_query_timeouts_total')).toBe(timeoutsBefore);
+  });
+
   it('a record acknowledged and compacted is visible to the next query, without a restart', async () => {
     let ing: RunningIngester | undefined = await startIngester({
       dataDir,
