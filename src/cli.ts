@@ -17,6 +17,7 @@ commands:
   wal verify DIR          check WAL segments; exit 1 on corruption recovery would not repair
   wal dump DIR            print one JSON line per WAL record
   config reference        print the configuration reference (Markdown)
+  query [flags]           run the query server: tenant-routed SQL over the Iceberg tables (docs/query.md)
 `;
 
 function fail(message: string, code: number): never {
@@ -121,6 +122,11 @@ async function main(argv: string[]): Promise<void> {
     }
     case 'config':
       return config(rest);
+    case 'query': {
+      const { runQueryCommand } = await import('./query/command.js');
+      // Exit once stopped: the engine's native threads must not keep the process alive.
+      process.exit(await runQueryCommand(rest));
+    }
     case 'loadgen': {
       const { runLoadgen } = await import('./loadgen/command.js');
       process.exitCode = await runLoadgen(rest);

@@ -12,6 +12,7 @@ const CATEGORY_TITLES: Record<Category, string> = {
   limits: 'Limits',
   auth: 'Authentication',
   logging: 'Logging',
+  query: 'Query server',
 };
 
 function showDefault(name: SettingName): string {

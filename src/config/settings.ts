@@ -22,7 +22,7 @@ import {
   type Parser,
 } from './parsers.js';
 
-export type Category = 'server' | 'ingester' | 'wal' | 'iceberg' | 'tenancy' | 'limits' | 'auth' | 'logging';
+export type Category = 'server' | 'ingester' | 'wal' | 'iceberg' | 'tenancy' | 'limits' | 'auth' | 'logging' | 'query';
 
 export interface SettingDef<T> {
   /** YAML key: the Helm-values path. */
@@ -471,10 +471,102 @@ export const SETTINGS = {
     doc: 'Log level. Telemetry and token text never appear at info or above.',
     parse: oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const),
   }),
+  queryListen: def<ListenAddress>({
+    key: 'query.listen',
+    flag: '--query-listen',
+    category: 'query',
+    default: { host: '0.0.0.0', port: 4380 },
+    defaultDoc: '0.0.0.0:4380',
+    doc: '`siglake query`: address of the SQL API and its admin endpoints (/metrics, /healthz, /readyz). Port 0 picks a free port.',
+    parse: listenAddress,
+  }),
+  queryTenantClaim: def<string>({
+    key: 'query.oidc.tenantClaim',
+    flag: '--query-tenant-claim',
+    category: 'query',
+    default: undefined,
+    defaultDoc: 'unset',
+    doc: 'JWT claim naming the tenant a query reads. Needs OIDC. Unset: every accepted query reads `main` (the default tenant).',
+    parse: string({ nonEmpty: true }),
+  }),
+  queryAllowedTenants: def<string[]>({
+    key: 'query.allowedTenants',
+    flag: '--query-allowed-tenants',
+    category: 'query',
+    default: [],
+    defaultDoc: '[] (every usable claim)',
+    doc: 'Exact allow-list of query tenants (403 unlisted otherwise). Non-empty needs query.oidc.tenantClaim. Never reads ingester.allowedTenants.',
+    parse: list((raw) => {
+      const id = string({ nonEmpty: true })(raw);
+      if (!isValidIdentifier(id)) throw new ValueError(`${JSON.stringify(id)} is not a valid tenant identifier (contract §5)`);
+      return id;
+    }),
+  }),
+  queryShards: def<string[]>({
+    key: 'query.shards',
+    flag: '--query-shards',
+    category: 'query',
+    default: [],
+    defaultDoc: '[]',
+    doc: 'Base URLs of query workers. Non-empty makes this server a coordinator: each tenant is routed to one of them by rendezvous hashing.',
+    parse: list(url(['http:', 'https:'])),
+  }),
+  queryShardToken: def<string>({
+    key: 'query.shardToken',
+    flag: '--query-shard-token',
+    category: 'query',
+    default: undefined,
+    defaultDoc: 'unset',
+    doc: 'Shared secret a coordinator presents to /api/v1/sql/shard (X-Siglake-Shard-Token). Required on both sides when shards are used. Prefer --query-shard-token-file.',
+    parse: string({ nonEmpty: true }),
+    secret: true,
+  }),
+  queryShardTokenFile: def<string>({
+    key: 'query.shardTokenFile',
+    flag: '--query-shard-token-file',
+    category: 'query',
+    default: undefined,
+    defaultDoc: 'unset',
+    doc: 'File holding the shard token (first line, surrounding blanks ignored).',
+    parse: string({ nonEmpty: true }),
+  }),
+  queryTimeoutSecs: def<number>({
+    key: 'query.timeoutSecs',
+    flag: '--query-timeout-secs',
+    category: 'query',
+    default: 30,
+    doc: 'A query still running after this many seconds is interrupted in the engine and answered 504.',
+    parse: integer({ min: 1, max: 86_400 }),
+  }),
+  queryMaxRows: def<number>({
+    key: 'query.maxRows',
+    flag: '--query-max-rows',
+    category: 'query',
+    default: 10_000,
+    doc: 'Rows returned at most; the answer says `truncated: true` (NDJSON: header X-Siglake-Truncated) when there were more.',
+    parse: integer({ min: 1, max: 10_000_000 }),
+  }),
+  queryMemoryLimitMib: def<number>({
+    key: 'query.memoryLimitMib',
+    flag: '--query-memory-limit-mib',
+    category: 'query',
+    default: 1024,
+    doc: "Engine memory limit in MiB of one tenant context (DuckDB memory_limit), which that tenant's running queries share.",
+    parse: integer({ min: 16, max: 1_048_576 }),
+  }),
+  queryMaxConcurrentPerTenant: def<number>({
+    key: 'query.maxConcurrentPerTenant',
+    flag: '--query-max-concurrent-per-tenant',
+    category: 'query',
+    default: 4,
+    doc: 'Queries one tenant may run at once on this server; one more is answered 429 + Retry-After: 1.',
+    parse: integer({ min: 1, max: 1024 }),
+  }),
 } as const;
 
 type ValueOf<D> = D extends SettingDef<infer T> ? T : never;
-type Optional = 'tenantClaim' | 'redisUrl' | 'authBearerTokensFile' | 'oidcIssuer' | 'oidcAudience' | 'oidcJwksUrl' | 'oidcJwksFile';
+type Optional = 'tenantClaim' | 'redisUrl' | 'authBearerTokensFile' | 'oidcIssuer' | 'oidcAudience' | 'oidcJwksUrl' | 'oidcJwksFile'
+  | 'queryTenantClaim' | 'queryShardToken' | 'queryShardTokenFile';
 
 export type SettingName = keyof typeof SETTINGS;
 export type Settings = {

@@ -1,0 +1,68 @@
+// `siglake query`: the query server as its own process (contract query §1).
+// Exit codes: 0 stopped cleanly; 1 could not start; 2 a bad flag or setting
+// (query.allowedTenants without query.oidc.tenantClaim among them).
+
+import { loadSettings, withSource, type LoadedSettings } from '../config/load.js';
+import { ConfigError } from '../errors.js';
+import { createLogger } from '../log.js';
+import { QueryServer } from './query-server.js';
+
+export async function runQueryCommand(argv: string[]): Promise<number> {
+  let loaded: LoadedSettings;
+  try {
+    loaded = loadSettings({ argv, env: process.env });
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      process.stderr.write(`siglake: ${e.message}\n`);
+      return 2;
+    }
+    throw e;
+  }
+  const s = loaded.settings;
+  const log = createLogger(s.logLevel, 'siglake-query');
+  let server: QueryServer;
+  try {
+    server = new QueryServer({ settings: s, log });
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      process.stderr.write(`siglake: ${withSource(e.message, loaded)}\n`);
+      return 2;
+    }
+    if ((e as { code?: string }).code?.startsWith('SIGLAKE_')) {
+      process.stderr.write(`siglake: ${(e as Error).message}\n`);
+      return 2;
+    }
+    throw e;
+  }
+  try {
+    await server.start();
+  } catch (e) {
+    process.stderr.write(`siglake: ${(e as Error).message}\n`);
+    return 1;
+  }
+  log.info({ port: server.port, role: server.role }, 'listening');
+  log.info({ port: server.port }, 'ready');
+  return new Promise<number>((resolve) => {
+    let signals = 0;
+    const onSignal = (signal: NodeJS.Signals) => {
+      signals++;
+      if (signals > 1) {
+        log.warn({ signal }, 'second signal: exiting at once');
+        process.exit(1);
+      }
+      log.info({ signal }, 'stopping: letting running queries finish');
+      server.stop().then(
+        (interrupted) => {
+          log.info({ interrupted }, 'stopped');
+          resolve(0);
+        },
+        (err: unknown) => {
+          log.error({ err: (err as Error).message }, 'shutdown failed');
+          resolve(1);
+        },
+      );
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+  });
+}

@@ -1,0 +1,129 @@
+// The tenant contexts of this server: at most one current TenantEngine per
+// tenant, for the snapshots its tables had when it was built.
+//
+// Each query reads the catalog first (the tenant's tables and their
+// metadata_location): the tables as the catalog has them when the query is
+// planned. If nothing changed, the current context serves it; after a commit
+// a new context is built over the new files (resolution cached by
+// metadata_location) and the old one closes when its last query ends. Idle
+// contexts beyond MAX_IDLE_CONTEXTS are closed, least recently used first.
+
+import type { SqlCatalog } from '../iceberg/sql-catalog.js';
+import { namespaceOf } from '../tenancy/identifier.js';
+import type { TableFilesReader } from './table-files.js';
+import { TenantEngine } from './tenant-engine.js';
+
+const MAX_IDLE_CONTEXTS = 32;
+
+interface Context {
+  readonly tenant: string;
+  readonly fingerprint: string;
+  readonly engine: TenantEngine;
+  readonly seq: number;
+  refs: number;
+  retired: boolean;
+}
+
+export interface Lease {
+  readonly engine: TenantEngine;
+  release(): void;
+}
+
+export class EnginePool {
+  readonly #catalog: SqlCatalog;
+  readonly #reader: TableFilesReader;
+  readonly #memoryLimitMib: number;
+  /** tenant → current context; Map order is least recently used first. */
+  readonly #current = new Map<string, Context>();
+  readonly #building = new Map<string, Promise<Context>>();
+  #seq = 0;
+  #closed = false;
+
+  constructor(catalog: SqlCatalog, reader: TableFilesReader, opts: { memoryLimitMib: number }) {
+    this.#catalog = catalog;
+    this.#reader = reader;
+    this.#memoryLimitMib = opts.memoryLimitMib;
+  }
+
+  /** Tenant contexts held now. */
+  get size(): number {
+    return this.#current.size;
+  }
+
+  /** The tenant's context at the catalog's current snapshots; call release() when the query ends. */
+  async acquire(tenant: string): Promise<Lease> {
+    const ns = namespaceOf(tenant);
+    const seq = ++this.#seq;
+    const tables: { name: string; location: string }[] = [];
+    for (const name of await this.#catalog.tables(ns)) {
+      const location = await this.#catalog.metadataLocation(ns, name);
+      if (location !== null) tables.push({ name, location });
+    }
+    const fingerprint = tables.map((t) => `${t.name}\0${t.location}`).join('\n');
+    let ctx = this.#current.get(tenant);
+    if (ctx === undefined || ctx.fingerprint !== fingerprint) {
+      const key = `${tenant}\n${fingerprint}`;
+      let p = this.#building.get(key);
+      if (p === undefined) {
+        p = this.#build(tenant, ns, fingerprint, tables, seq).finally(() => this.#building.delete(key));
+        this.#building.set(key, p);
+      }
+      ctx = await p;
+      // Retired and closed by a newer context between the build and now: plan again.
+      if (ctx.engine.closed) return this.acquire(tenant);
+    }
+    ctx.refs++;
+    const c = ctx;
+    if (this.#current.get(tenant) === c) {
+      this.#current.delete(tenant);
+      this.#current.set(tenant, c);
+    }
+    let released = false;
+    return {
+      engine: c.engine,
+      release: () => {
+        if (released) return;
+        released = true;
+        c.refs--;
+        if (c.retired && c.refs === 0) c.engine.close();
+        this.#evictIdle();
+      },
+    };
+  }
+
+  async #build(tenant: string, ns: string, fingerprint: string, tables: { name: string; location: string }[], seq: number): Promise<Context> {
+    const resolved = await Promise.all(tables.map(async (t) => ({ name: t.name, files: (await this.#reader.read(ns, t.location)).files })));
+    const engine = await TenantEngine.open(resolved, { memoryLimitMib: this.#memoryLimitMib });
+    const ctx: Context = { tenant, fingerprint, engine, seq, refs: 0, retired: false };
+    const old = this.#current.get(tenant);
+    if (this.#closed || (old !== undefined && old.seq > seq)) {
+      // Planned before the current one (or the pool is closing): serve this query, then close.
+      ctx.retired = true;
+      return ctx;
+    }
+    if (old !== undefined) this.#retire(old);
+    this.#current.set(tenant, ctx);
+    this.#evictIdle();
+    return ctx;
+  }
+
+  #retire(ctx: Context): void {
+    if (this.#current.get(ctx.tenant) === ctx) this.#current.delete(ctx.tenant);
+    ctx.retired = true;
+    if (ctx.refs === 0) ctx.engine.close();
+  }
+
+  #evictIdle(): void {
+    if (this.#current.size <= MAX_IDLE_CONTEXTS) return;
+    for (const ctx of [...this.#current.values()]) {
+      if (this.#current.size <= MAX_IDLE_CONTEXTS) break;
+      if (ctx.refs === 0) this.#retire(ctx);
+    }
+  }
+
+  /** Closes every idle context now and every busy one when its query ends. */
+  close(): void {
+    this.#closed = true;
+    for (const ctx of [...this.#current.values()]) this.#retire(ctx);
+  }
+}

@@ -1,0 +1,80 @@
+// The query server's metrics, on its own registry. Every labelled series
+// that a user alerts on exists at zero from start-up (contract query §4).
+
+import client, { type Registry } from 'prom-client';
+import { QUERY_DENIED_REASONS, type QueryDeniedReason } from './query-error.js';
+
+export const QUERY_ENDPOINTS = ['sql', 'sql_shard', 'tables'] as const;
+export type QueryEndpoint = (typeof QUERY_ENDPOINTS)[number];
+
+export class QueryMetrics {
+  readonly registry: Registry;
+  readonly #denied: client.Counter<'reason'>;
+  readonly #requests: client.Counter<'endpoint' | 'status'>;
+  readonly #duration: client.Histogram<'endpoint'>;
+  readonly #timeouts: client.Counter;
+  readonly #shardErrors: client.Counter;
+
+  constructor(gauges: { running: () => number; contexts: () => number }) {
+    const registry = new client.Registry();
+    this.registry = registry;
+    this.#denied = new client.Counter({
+      name: 'siglake_query_tenant_denied_total',
+      help: 'Queries refused by tenant routing, by reason (missing, invalid, unlisted claim).',
+      labelNames: ['reason'],
+      registers: [registry],
+    });
+    for (const r of QUERY_DENIED_REASONS) this.#denied.inc({ reason: r }, 0);
+    this.#requests = new client.Counter({
+      name: 'siglake_query_requests_total',
+      help: 'Query API requests answered, by endpoint and HTTP status.',
+      labelNames: ['endpoint', 'status'],
+      registers: [registry],
+    });
+    for (const e of QUERY_ENDPOINTS) for (const s of [200, 400, 401, 403, 429, 500, 502, 504]) this.#requests.inc({ endpoint: e, status: String(s) }, 0);
+    this.#duration = new client.Histogram({
+      name: 'siglake_query_duration_seconds',
+      help: 'Time from a request to its answer, by endpoint (successful queries).',
+      labelNames: ['endpoint'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+      registers: [registry],
+    });
+    this.#timeouts = new client.Counter({
+      name: 'siglake_query_timeouts_total',
+      help: 'Queries interrupted after query.timeoutSecs (answered 504).',
+      registers: [registry],
+    });
+    this.#shardErrors = new client.Counter({
+      name: 'siglake_query_shard_errors_total',
+      help: 'Forwarded queries whose shard did not answer (answered 502).',
+      registers: [registry],
+    });
+    new client.Gauge({
+      name: 'siglake_query_running',
+      help: 'Queries running on this server now.',
+      registers: [registry],
+      collect() {
+        this.set(gauges.running());
+      },
+    });
+    new client.Gauge({
+      name: 'siglake_query_tenant_contexts',
+      help: 'Tenant contexts (embedded engine instances) held now.',
+      registers: [registry],
+      collect() {
+        this.set(gauges.contexts());
+      },
+    });
+  }
+
+  denied(reason: QueryDeniedReason): void {
+    this.#denied.inc({ reason });
+  }
+
+  answered(endpoint: QueryEndpoint, status: number, seconds: number): void {
+    this.#requests.inc({ endpoint, status: String(status) });
+    if (status === 200) this.#duration.observe({ endpoint }, seconds);
+    if (status === 504) this.#timeouts.inc();
+    if (status === 502) this.#shardErrors.inc();
+  }
+}

@@ -1,0 +1,76 @@
+// Runs one statement in a tenant context: guard, execute, read at most
+// maxRows + 1 rows (to know whether the answer is truncated), all within
+// timeoutMs; past it the connection is interrupted (the engine stops working
+// on it) and the answer is 504. Values are DuckDB's JSON forms: BIGINT,
+// DECIMAL, HUGEINT and timestamps as strings, MAPs as [{key, value}] arrays.
+
+import { JsonDuckDBValueConverter, type DuckDBConnection, type DuckDBPreparedStatement, type Json } from '@duckdb/node-api';
+import { engineError } from './engine-errors.js';
+import { QueryError } from './query-error.js';
+import { prepareReadOnly } from './statement-guard.js';
+import type { TenantEngine } from './tenant-engine.js';
+
+export interface QueryColumn {
+  readonly name: string;
+  readonly type: string;
+}
+
+export interface QueryResult {
+  readonly columns: readonly QueryColumn[];
+  readonly rows: (Json | null)[][];
+  readonly truncated: boolean;
+}
+
+export interface RunOptions {
+  readonly maxRows: number;
+  readonly timeoutMs: number;
+  /** Aborted by the server on shutdown, or when the caller hung up: interrupt now. */
+  readonly signal?: AbortSignal;
+}
+
+export async function runQuery(engine: TenantEngine, sql: string, opts: RunOptions): Promise<QueryResult> {
+  const conn: DuckDBConnection = await engine.borrow();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    conn.interrupt();
+  }, opts.timeoutMs);
+  const onAbort = () => conn.interrupt();
+  opts.signal?.addEventListener('abort', onAbort);
+  let prepared: DuckDBPreparedStatement | undefined;
+  let finished = false;
+  try {
+    prepared = await prepareReadOnly(conn, sql);
+    const result = await prepared.stream();
+    const names = result.columnNames();
+    const types = result.columnTypes();
+    const columns = names.map((name, i) => ({ name, type: types[i]!.toString() }));
+    const rows: (Json | null)[][] = [];
+    let truncated = false;
+    for (;;) {
+      const chunk = await result.fetchChunk();
+      if (chunk === null || chunk.rowCount === 0) break;
+      for (const row of chunk.convertRows(JsonDuckDBValueConverter)) {
+        if (rows.length === opts.maxRows) {
+          truncated = true;
+          break;
+        }
+        rows.push(row);
+      }
+      if (truncated) break;
+    }
+    finished = !truncated;
+    return { columns, rows, truncated };
+  } catch (e) {
+    if (timedOut) throw new QueryError('SIGLAKE_QUERY_TIMEOUT', `query cancelled after query.timeoutSecs (${opts.timeoutMs / 1000} s)`);
+    if (opts.signal?.aborted === true) throw new QueryError('SIGLAKE_UNAVAILABLE', 'query cancelled: the server is stopping or the caller hung up', { retryAfterSecs: 1 });
+    throw engineError(e);
+  } finally {
+    clearTimeout(timer);
+    opts.signal?.removeEventListener('abort', onAbort);
+    // A truncated or failed query may still have work queued: stop it, and do not reuse its connection.
+    if (!finished) conn.interrupt();
+    prepared?.destroySync();
+    engine.giveBack(conn, finished && !timedOut);
+  }
+}

@@ -1,0 +1,310 @@
+// `siglake query`: the HTTP API of contract query §3 on query.listen.
+//
+// A query request goes through, in order (contract query §4, §5):
+//   shard endpoint only: the X-Siglake-Shard-Token, else 401
+//   authentication (shared with ingest: OIDC > static tokens > open), else 401
+//   tenant routing and the allow-list (tenant-gate.ts), else 403
+//   coordinator (query.shards set): forward to the tenant's shard, answer as it did
+//   the tenant's concurrency slot, else 429
+//   the tenant context at the catalog's current snapshots (engine-pool.ts)
+//   the one read-only statement (statement-guard.ts), within the timeout (504)
+// Nothing tenant-specific exists before the third step passes.
+
+import { timingSafeEqual, createHash } from 'node:crypto';
+import fs from 'node:fs';
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Authenticator } from '../auth/authenticator.js';
+import { loadTokenFile } from '../auth/static-tokens.js';
+import type { Settings } from '../config/settings.js';
+import { ConfigError } from '../errors.js';
+import { FileStorage } from '../iceberg/file-storage.js';
+import { SqlCatalog } from '../iceberg/sql-catalog.js';
+import type { Logger } from '../log.js';
+import { namespaceOf } from '../tenancy/identifier.js';
+import { sendError, sendForwarded, sendJson, sendNdjson, sendResult, wantsNdjson } from './answers.js';
+import { TenantSlots } from './concurrency.js';
+import { EnginePool } from './engine-pool.js';
+import { asQueryError, QueryError } from './query-error.js';
+import { QueryMetrics, type QueryEndpoint } from './query-metrics.js';
+import { runQuery } from './query-runner.js';
+import { readBody, sqlOf } from './request-body.js';
+import { ShardForwarder } from './shard-forwarder.js';
+import { TableFilesReader } from './table-files.js';
+import { TenantGate } from './tenant-gate.js';
+
+export interface QueryServerOptions {
+  readonly settings: Settings;
+  readonly log: Logger;
+}
+
+export class QueryServer {
+  readonly #s: Settings;
+  readonly #log: Logger;
+  readonly #auth: Authenticator;
+  readonly #gate: TenantGate;
+  readonly #catalog: SqlCatalog;
+  readonly #reader: TableFilesReader;
+  readonly #pool: EnginePool;
+  readonly #slots: TenantSlots;
+  readonly #metrics: QueryMetrics;
+  readonly #forwarder: ShardForwarder | undefined;
+  readonly #shardTokenDigest: Buffer | undefined;
+  readonly #stopping = new AbortController();
+  readonly #http: http.Server;
+  #draining = false;
+  #inFlight = 0;
+  #idle: (() => void) | undefined;
+
+  constructor(opts: QueryServerOptions) {
+    const s = opts.settings;
+    this.#s = s;
+    this.#log = opts.log;
+    if (s.queryTenantClaim !== undefined && s.oidcIssuer === undefined) {
+      throw new ConfigError('query.oidc.tenantClaim: needs OIDC (set auth.oidc.issuer)');
+    }
+    this.#gate = new TenantGate({ tenantClaim: s.queryTenantClaim, allowedTenants: s.queryAllowedTenants });
+    const shardToken = readShardToken(s);
+    if (s.queryShards.length > 0 && shardToken === undefined) {
+      throw new ConfigError('query.shards: needs query.shardToken or query.shardTokenFile (the shards verify it)');
+    }
+    this.#shardTokenDigest = shardToken === undefined ? undefined : digest(shardToken);
+    this.#forwarder = s.queryShards.length > 0 ? new ShardForwarder(s.queryShards, shardToken!, s.queryTimeoutSecs) : undefined;
+    const bearerTokens = [...s.authBearerTokens];
+    if (s.authBearerTokensFile !== undefined) bearerTokens.push(...loadTokenFile(s.authBearerTokensFile));
+    this.#auth = new Authenticator({
+      bearerTokens,
+      ...(s.oidcIssuer !== undefined
+        ? {
+            oidc: {
+              issuer: s.oidcIssuer,
+              ...(s.oidcAudience !== undefined ? { audience: s.oidcAudience } : {}),
+              ...(s.oidcJwksFile !== undefined ? { jwksFile: s.oidcJwksFile } : { jwksUrl: s.oidcJwksUrl! }),
+              algorithms: s.oidcAlgorithms,
+              clockSkewSecs: s.oidcClockSkewSecs,
+              cacheSize: s.oidcTokenCacheSize,
+              jwksCooldownMs: s.oidcJwksCooldownSecs * 1000,
+              jwksTimeoutMs: s.oidcJwksTimeoutMs,
+            },
+          }
+        : {}),
+    });
+    this.#catalog = SqlCatalog.open(s.catalogUrl, s.catalogName);
+    const storage = new FileStorage(s.warehousePath);
+    this.#reader = new TableFilesReader(storage);
+    this.#pool = new EnginePool(this.#catalog, this.#reader, { memoryLimitMib: s.queryMemoryLimitMib });
+    this.#slots = new TenantSlots(s.queryMaxConcurrentPerTenant);
+    this.#metrics = new QueryMetrics({ running: () => this.#slots.total, contexts: () => this.#pool.size });
+    this.#http = http.createServer((req, res) => void this.#handle(req, res));
+    this.#http.keepAliveTimeout = 10_000;
+  }
+
+  get port(): number {
+    return (this.#http.address() as AddressInfo).port;
+  }
+
+  get role(): 'coordinator' | 'worker' {
+    return this.#forwarder === undefined ? 'worker' : 'coordinator';
+  }
+
+  async start(): Promise<void> {
+    const { host, port } = this.#s.queryListen;
+    await new Promise<void>((resolve, reject) => {
+      this.#http.once('error', reject);
+      this.#http.listen(port, host, () => {
+        this.#http.off('error', reject);
+        resolve();
+      });
+    });
+    try {
+      await this.#catalog.ready();
+    } catch (e) {
+      this.#log.warn({ err: (e as Error).message }, 'catalog not reachable yet; /readyz answers 503 until it is');
+    }
+  }
+
+  /**
+   * Graceful stop: refuse new queries (503), let running ones finish for up
+   * to server.shutdownTimeoutSecs, interrupt the rest, close the engines and the catalog.
+   */
+  async stop(): Promise<number> {
+    this.#draining = true;
+    this.#http.close();
+    const deadline = this.#s.shutdownTimeoutSecs * 1000;
+    if (this.#inFlight > 0) {
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, deadline);
+        this.#idle = () => {
+          clearTimeout(t);
+          resolve();
+        };
+      });
+    }
+    const interrupted = this.#inFlight;
+    this.#stopping.abort();
+    while (this.#inFlight > 0) await new Promise((r) => setTimeout(r, 20));
+    this.#http.closeAllConnections();
+    this.#pool.close();
+    await this.#catalog.close();
+    return interrupted;
+  }
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = (req.url ?? '/').split('?')[0]!;
+    try {
+      switch (path) {
+        case '/healthz':
+          res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
+          return;
+        case '/readyz':
+          return await this.#readyz(res);
+        case '/metrics':
+          res.writeHead(200, { 'content-type': this.#metrics.registry.contentType });
+          res.end(await this.#metrics.registry.metrics());
+          return;
+        case '/api/v1/sql':
+          return await this.#endpoint(req, res, 'sql', 'POST', () => this.#sql(req, res, false));
+        case '/api/v1/sql/shard':
+          return await this.#endpoint(req, res, 'sql_shard', 'POST', () => this.#sql(req, res, true));
+        case '/api/v1/tables':
+          return await this.#endpoint(req, res, 'tables', 'GET', () => this.#tables(req, res));
+        default:
+          req.resume();
+          sendError(res, new QueryError('SIGLAKE_NOT_FOUND', `no endpoint ${path}`));
+      }
+    } catch (e) {
+      this.#log.error({ err: (e as Error).message }, 'query request failed');
+      if (!res.headersSent) sendError(res, asQueryError(e));
+      else res.destroy();
+    }
+  }
+
+  async #readyz(res: ServerResponse): Promise<void> {
+    if (this.#draining) {
+      res.writeHead(503, { 'content-type': 'text/plain' }).end('stopping\n');
+      return;
+    }
+    try {
+      await this.#catalog.ready();
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('ready\n');
+    } catch {
+      res.writeHead(503, { 'content-type': 'text/plain' }).end('catalog not reachable\n');
+    }
+  }
+
+  /** Counts the request in flight, answers refusals, records the metrics. */
+  async #endpoint(req: IncomingMessage, res: ServerResponse, endpoint: QueryEndpoint, method: string, run: () => Promise<void>): Promise<void> {
+    const started = performance.now();
+    this.#inFlight++;
+    try {
+      if (req.method !== method) throw new QueryError('SIGLAKE_METHOD_NOT_ALLOWED', `${req.method ?? '?'} is not allowed here; use ${method}`);
+      if (this.#draining) throw new QueryError('SIGLAKE_UNAVAILABLE', 'the query server is shutting down', { retryAfterSecs: 1 });
+      await run();
+    } catch (e) {
+      const err = asQueryError(e);
+      if (err.reason !== undefined) this.#metrics.denied(err.reason);
+      if (err.httpStatus >= 500 && err.code !== 'SIGLAKE_QUERY_TIMEOUT') this.#log.warn({ code: err.code, endpoint }, 'query failed');
+      req.resume();
+      if (!res.headersSent) sendError(res, err);
+    } finally {
+      this.#metrics.answered(endpoint, res.statusCode, (performance.now() - started) / 1000);
+      this.#inFlight--;
+      if (this.#inFlight === 0) this.#idle?.();
+    }
+  }
+
+  /** Authentication and tenant routing: the tenant, or throws the 401/403. */
+  async #tenantOf(req: IncomingMessage): Promise<string> {
+    const { claims } = await this.#auth.authenticate(req.headers.authorization);
+    return this.#gate.resolve(claims);
+  }
+
+  async #sql(req: IncomingMessage, res: ServerResponse, viaShard: boolean): Promise<void> {
+    if (viaShard) this.#checkShardToken(req);
+    const tenant = await this.#tenantOf(req);
+    const body = await readBody(req);
+    if (this.#forwarder !== undefined && !viaShard) {
+      const answer = await this.#forwarder.forward(tenant, {
+        body,
+        contentType: req.headers['content-type'],
+        accept: req.headers.accept,
+        authorization: req.headers.authorization,
+      });
+      sendForwarded(res, answer);
+      return;
+    }
+    const sql = sqlOf(body, req.headers['content-type']);
+    const release = this.#slots.acquire(tenant);
+    const started = performance.now();
+    // A caller that hangs up stops its query: nobody would read the answer.
+    const gone = new AbortController();
+    const onClose = () => {
+      if (!res.writableEnded) gone.abort();
+    };
+    res.once('close', onClose);
+    try {
+      const lease = await this.#pool.acquire(tenant);
+      try {
+        const result = await runQuery(lease.engine, sql, {
+          maxRows: this.#s.queryMaxRows,
+          timeoutMs: this.#s.queryTimeoutSecs * 1000,
+          signal: AbortSignal.any([this.#stopping.signal, gone.signal]),
+        });
+        if (wantsNdjson(req.headers.accept)) sendNdjson(res, result);
+        else sendResult(res, result, Math.round(performance.now() - started));
+      } finally {
+        lease.release();
+      }
+    } finally {
+      res.off('close', onClose);
+      release();
+    }
+  }
+
+  #checkShardToken(req: IncomingMessage): void {
+    const given = req.headers['x-siglake-shard-token'];
+    const ok = this.#shardTokenDigest !== undefined && typeof given === 'string' && timingSafeEqual(digest(given), this.#shardTokenDigest);
+    if (!ok) throw new QueryError('SIGLAKE_UNAUTHENTICATED', 'unauthenticated: shard token missing or wrong');
+  }
+
+  async #tables(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const tenant = await this.#tenantOf(req);
+    req.resume();
+    const ns = namespaceOf(tenant);
+    const tables = [];
+    for (const name of await this.#catalog.tables(ns)) {
+      const loc = await this.#catalog.metadataLocation(ns, name);
+      if (loc === null) continue;
+      const t = await this.#reader.read(ns, loc);
+      const retention = t.properties['siglake.retention-days'];
+      const version = t.properties['siglake.schema-version'];
+      tables.push({
+        name,
+        kind: name === 'logs' || name === 'traces' ? name : 'index',
+        rowCount: t.rowCount,
+        retentionDays: retention === undefined ? null : Number(retention),
+        schemaVersion: version === undefined ? null : Number(version),
+      });
+    }
+    sendJson(res, 200, { tables });
+  }
+}
+
+function digest(s: string): Buffer {
+  return createHash('sha256').update(s, 'utf8').digest();
+}
+
+function readShardToken(s: Settings): string | undefined {
+  if (s.queryShardTokenFile !== undefined) {
+    let text: string;
+    try {
+      text = fs.readFileSync(s.queryShardTokenFile, 'utf8');
+    } catch {
+      throw new ConfigError(`query.shardTokenFile: cannot read ${s.queryShardTokenFile}`);
+    }
+    const token = text.split('\n')[0]!.trim();
+    if (token === '') throw new ConfigError('query.shardTokenFile: the file holds no token');
+    return token;
+  }
+  return s.queryShardToken;
+}

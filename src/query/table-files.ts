@@ -1,0 +1,102 @@
+// What a query reads of one table: the data files of its current snapshot,
+// resolved from the Iceberg metadata Siglake writes (docs/iceberg.md):
+// metadata file → current snapshot → manifest list → data manifests → live
+// entries. A metadata file never changes once written, so the answer is
+// cached by metadata_location; a commit makes a new location, and the next
+// query resolves that one.
+//
+// Every data file must lie under its table's location, and the table under
+// `<warehouse>/<namespace>/`: the query engine is allowed to open exactly
+// these files, so a path outside them is a corrupt table, never a file to read.
+
+import path from 'node:path';
+import { AvroFile, type AvroRecord } from '../iceberg/avro-file.js';
+import type { FileStorage } from '../iceberg/file-storage.js';
+import { LosslessJson } from '../iceberg/lossless-json.js';
+import { ManifestList } from '../iceberg/manifest-list.js';
+import { TableMetadata } from '../iceberg/table-metadata.js';
+import { QueryError } from './query-error.js';
+
+/** The readable state of a table at one metadata file. */
+export interface TableFiles {
+  readonly metadataLocation: string;
+  /** Absolute paths of the live Parquet data files. */
+  readonly files: readonly string[];
+  readonly rowCount: number;
+  /** `siglake.table-kind` (`logs`, `traces`) or `index` for a managed index's table. */
+  readonly properties: Readonly<Record<string, string>>;
+}
+
+const MANIFEST_CONTENT_DATA = 0;
+const ENTRY_STATUS_DELETED = 2;
+const DATA_FILE_CONTENT_DATA = 0;
+/** Metadata files whose resolution is kept; a few per table is the working set. */
+const CACHE_ENTRIES = 4096;
+
+export class TableFilesReader {
+  readonly #storage: FileStorage;
+  readonly #cache = new Map<string, Promise<TableFiles>>();
+
+  constructor(storage: FileStorage) {
+    this.#storage = storage;
+  }
+
+  /** The files of the table of `namespace` whose current metadata file is `metadataLocation`. */
+  read(namespace: string, metadataLocation: string): Promise<TableFiles> {
+    const hit = this.#cache.get(metadataLocation);
+    if (hit !== undefined) {
+      this.#cache.delete(metadataLocation);
+      this.#cache.set(metadataLocation, hit);
+      return hit;
+    }
+    const p = this.#resolve(namespace, metadataLocation);
+    this.#cache.set(metadataLocation, p);
+    p.catch(() => this.#cache.delete(metadataLocation));
+    while (this.#cache.size > CACHE_ENTRIES) this.#cache.delete(this.#cache.keys().next().value as string);
+    return p;
+  }
+
+  async #resolve(namespace: string, metadataLocation: string): Promise<TableFiles> {
+    const storage = this.#storage;
+    const text = Buffer.from(await storage.get(metadataLocation)).toString('utf8');
+    const meta = TableMetadata.parse(text, metadataLocation);
+    const tableDir = storage.pathOf(meta.location.replace(/\/+$/, ''));
+    const nsDir = path.join(storage.rootDir, namespace);
+    if (!tableDir.startsWith(nsDir + path.sep)) throw corrupt(`${metadataLocation}: table location is not under its namespace's directory`);
+    const properties = propertiesOf(text);
+    const snap = meta.currentSnapshot();
+    if (snap === null) return { metadataLocation, files: [], rowCount: 0, properties };
+    const files: string[] = [];
+    let rows = 0;
+    for (const m of await ManifestList.read(storage, snap.manifestList)) {
+      if (Number(m['content'] ?? 0) !== MANIFEST_CONTENT_DATA) throw corrupt(`${metadataLocation}: delete manifests are not supported`);
+      const manifest = String(m['manifest_path']);
+      const { records } = AvroFile.decode(await storage.get(manifest), manifest);
+      for (const entry of records) {
+        if (Number(entry['status']) === ENTRY_STATUS_DELETED) continue;
+        const df = entry['data_file'] as AvroRecord;
+        if (Number(df['content'] ?? 0) !== DATA_FILE_CONTENT_DATA) throw corrupt(`${manifest}: delete files are not supported`);
+        if (String(df['file_format']).toUpperCase() !== 'PARQUET') throw corrupt(`${manifest}: a data file is not Parquet`);
+        const file = storage.pathOf(String(df['file_path']));
+        if (!file.startsWith(tableDir + path.sep)) throw corrupt(`${manifest}: a data file lies outside its table's location`);
+        files.push(file);
+        rows += Number(df['record_count']);
+      }
+    }
+    return { metadataLocation, files, rowCount: rows, properties };
+  }
+}
+
+function propertiesOf(text: string): Record<string, string> {
+  const doc = LosslessJson.parse(text) as Record<string, unknown>;
+  const props = doc['properties'];
+  const out: Record<string, string> = {};
+  if (props !== null && typeof props === 'object' && !Array.isArray(props)) {
+    for (const [k, v] of Object.entries(props as Record<string, unknown>)) out[k] = String(v);
+  }
+  return out;
+}
+
+function corrupt(message: string): QueryError {
+  return new QueryError('SIGLAKE_QUERY_ENGINE', `table metadata unusable: ${message}`);
+}

@@ -1,0 +1,107 @@
+// One tenant context: an embedded DuckDB instance that sees exactly one
+// tenant's tables at one set of snapshots, and nothing else.
+//
+// Built only after the tenant passed authentication and routing. Each table
+// is a view by its bare name over read_parquet of its live data files. Then
+// the engine's own controls close every way out, in this order:
+//   allowed_paths = exactly those data files (the only files it may open)
+//   enable_external_access = false (no other file, URL, ATTACH, COPY TO,
+//                                   extension install or load)
+//   lock_configuration = true (no SET/RESET/PRAGMA can undo the above)
+// Extensions are never auto-installed or auto-loaded. Statement types are
+// checked separately (statement-guard.ts). A commit makes a new context; the
+// old one is closed when its last query ends (engine-pool.ts).
+
+import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
+
+const MAX_IDLE_CONNECTIONS = 4;
+
+export interface ContextTable {
+  readonly name: string;
+  readonly files: readonly string[];
+}
+
+export interface TenantEngineOptions {
+  readonly memoryLimitMib: number;
+}
+
+/** A SQL string literal. */
+export function sqlString(s: string): string {
+  return `'${s.replace(/'/g, "''")}'`;
+}
+
+/** A quoted SQL identifier. */
+export function sqlIdent(s: string): string {
+  return `"${s.replace(/"/g, '""')}"`;
+}
+
+export class TenantEngine {
+  readonly #db: DuckDBInstance;
+  readonly tables: readonly string[];
+  /** Connections whose last query ended normally, ready for the next one. */
+  readonly #idle: DuckDBConnection[] = [];
+  #closed = false;
+
+  private constructor(db: DuckDBInstance, tables: readonly string[]) {
+    this.#db = db;
+    this.tables = tables;
+  }
+
+  static async open(tables: readonly ContextTable[], opts: TenantEngineOptions): Promise<TenantEngine> {
+    const db = await DuckDBInstance.create(':memory:', {
+      autoinstall_known_extensions: 'false',
+      autoload_known_extensions: 'false',
+      allow_community_extensions: 'false',
+      memory_limit: `${opts.memoryLimitMib}MiB`,
+    });
+    const setup = await db.connect();
+    try {
+      const allowed: string[] = [];
+      const named: string[] = [];
+      for (const t of tables) {
+        // A table without data files (all of them expired) has no schema to read; it is left out.
+        if (t.files.length === 0) continue;
+        await setup.run(`CREATE VIEW ${sqlIdent(t.name)} AS SELECT * FROM read_parquet([${t.files.map(sqlString).join(', ')}])`);
+        allowed.push(...t.files);
+        named.push(t.name);
+      }
+      // Parquet footers are read once per context, not once per query (the files never change).
+      await setup.run('SET parquet_metadata_cache = true');
+      await setup.run(`SET allowed_paths = [${allowed.map(sqlString).join(', ')}]::VARCHAR[]`);
+      await setup.run('SET allowed_directories = []::VARCHAR[]');
+      await setup.run('SET enable_external_access = false');
+      await setup.run('SET lock_configuration = true');
+      setup.closeSync();
+      return new TenantEngine(db, named);
+    } catch (e) {
+      setup.closeSync();
+      db.closeSync();
+      throw e;
+    }
+  }
+
+  /** A connection for one query (interruptible on its own): an idle one, or a new one. */
+  async borrow(): Promise<DuckDBConnection> {
+    return this.#idle.pop() ?? (await this.#db.connect());
+  }
+
+  /**
+   * Ends a query's use of `conn`: kept for the next query when `reusable`
+   * (the query ended normally), else closed (it was interrupted or failed).
+   */
+  giveBack(conn: DuckDBConnection, reusable: boolean): void {
+    if (reusable && !this.#closed && this.#idle.length < MAX_IDLE_CONNECTIONS) this.#idle.push(conn);
+    else conn.closeSync();
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const c of this.#idle.splice(0)) c.closeSync();
+    this.#db.closeSync();
+  }
+}

@@ -1,0 +1,300 @@
+// `siglake query` against the real processes: three tenants' logs and spans
+// landed by the real ingester and compactor, read back through the query API
+// with OIDC tenant claims, and compared with DuckDB reading the same Parquet
+// files directly. Routing refusals, their counters, limits, timeouts, fresh
+// data without a restart and a graceful stop.
+
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
+import { duckParquet, duckQuery } from '../helpers/iceberg.js';
+import { runCli, startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
+import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile, type KeyPair } from '../helpers/jwt.js';
+import { bodiesOf, icebergFlags, landTenants, listFiles, postSql, sendTenants, startQuery, tableFiles, type RunningQuery } from '../helpers/query.js';
+
+const TENANTS = ['default', 'acme', 'globex'] as const;
+const N = 20;
+const MAX_ROWS = 50;
+const TIMEOUT_SECS = 5;
+
+/** CPU seconds (user + system) the process has used, from /proc. */
+function cpuSeconds(pid: number): number {
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+describe('siglake query: tenant-routed SQL over the landed tables', () => {
+  const dataDir = tempDir('siglake-query-api-');
+  let key: KeyPair;
+  let jwks: string;
+  let q: RunningQuery;
+  const tokens: Record<string, string> = {};
+  let catalog: SqlCatalog;
+
+  const oidcArgs = () => ['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks];
+
+  beforeAll(async () => {
+    await landTenants(dataDir, TENANTS, 'r1', N);
+    key = await makeKeyPair('ES256', 'k1');
+    jwks = writeJwksFile(dataDir, [key.jwk]);
+    for (const t of TENANTS) tokens[t] = await mint(key, { tenant: t });
+    q = await startQuery(dataDir, [
+      ...icebergFlags(dataDir),
+      ...oidcArgs(),
+      '--query-tenant-claim',
+      'tenant',
+      '--query-allowed-tenants',
+      TENANTS.join(','),
+      '--query-max-rows',
+      String(MAX_ROWS),
+      '--query-timeout-secs',
+      String(TIMEOUT_SECS),
+    ]);
+    catalog = SqlCatalog.open(`sqlite:${path.join(dataDir, 'catalog.db')}`, 'siglake');
+  }, 120_000);
+
+  afterAll(async () => {
+    await catalog?.close();
+    await q?.stop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('the three siglake_query_tenant_denied_total series are at zero from start-up', async () => {
+    const m = await q.metrics();
+    for (const r of ['missing', 'invalid', 'unlisted']) expect(m.get(`siglake_query_tenant_denied_total{reason="${r}"}`)).toBe(0);
+    expect(m.get('siglake_query_tenant_contexts')).toBe(0);
+    expect((await fetch(`${q.url}/healthz`)).status).toBe(200);
+    expect((await fetch(`${q.url}/readyz`)).status).toBe(200);
+  });
+
+  it('each tenant reads exactly its own logs and spans, in JSON and NDJSON, as DuckDB reads the same Parquet files', async () => {
+    const sql = (from: string) => `SELECT body, service_name, attributes['k'] AS k, time::VARCHAR AS t FROM ${from} ORDER BY body`;
+    for (const tenant of TENANTS) {
+      const files = await tableFiles(dataDir, tenant, 'logs');
+      expect(files.length).toBeGreaterThan(0);
+      const direct = await duckQuery(sql(duckParquet(files.map((f) => `file://${f}`))));
+      expect(direct.map((r) => r['body'])).toEqual([...bodiesOf(tenant, 'r1', N)].sort());
+
+      const a = await postSql(q.url, sql('logs'), { token: tokens[tenant] });
+      expect(a.status, a.text).toBe(200);
+      expect(a.body['columns']).toEqual([
+        { name: 'body', type: 'VARCHAR' },
+        { name: 'service_name', type: 'VARCHAR' },
+        { name: 'k', type: 'VARCHAR' },
+        { name: 't', type: 'VARCHAR' },
+      ]);
+      expect(a.body['rows']).toEqual(direct.map((r) => [r['body'], r['service_name'], r['k'], r['t']]));
+      expect(a.body['rowCount']).toBe(N);
+      expect(a.body['truncated']).toBe(false);
+      expect(typeof a.body['elapsedMs']).toBe('number');
+
+      const nd = await postSql(q.url, sql('logs'), { token: tokens[tenant], accept: 'application/x-ndjson' });
+      expect(nd.status).toBe(200);
+      expect(nd.headers.get('content-type')).toBe('application/x-ndjson');
+      expect(nd.headers.get('x-siglake-truncated')).toBe('false');
+      expect(nd.text.trimEnd().split('\n').map((l) => JSON.parse(l) as unknown)).toEqual(direct);
+
+      const spans = await postSql(q.url, 'SELECT name, service_name FROM traces ORDER BY name', { token: tokens[tenant] });
+      expect(spans.body['rows']).toEqual([
+        [`r1-${tenant}-span-0`, `svc-${tenant}`],
+        [`r1-${tenant}-span-1`, `svc-${tenant}`],
+      ]);
+    }
+  });
+
+  it('GET /api/v1/tables lists the tenant\'s tables with their row counts', async () => {
+    const res = await fetch(`${q.url}/api/v1/tables`, { headers: { authorization: `Bearer ${tokens['acme']}` } });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({
+      tables: [
+        { name: 'logs', kind: 'logs', rowCount: N, retentionDays: null, schemaVersion: null },
+        { name: 'traces', kind: 'traces', rowCount: 2, retentionDays: null, schemaVersion: null },
+      ],
+    });
+  });
+
+  it('refuses each unusable tenant claim with 403 and its reason, counted, before any tenant context or namespace exists', async () => {
+    const before = await q.metrics();
+    const namespaces = await catalog.namespaces();
+    const files = listFiles(path.join(dataDir, 'warehouse'));
+    const cases: [string, string][] = [
+      [await mint(key, {}), 'missing'],
+      [await mint(key, { tenant: 'bad tenant!' }), 'invalid'],
+      [await mint(key, { tenant: 'logs' }), 'invalid'],
+      [await mint(key, { tenant: 42 }), 'invalid'],
+      [await mint(key, { tenant: 'initech' }), 'unlisted'],
+    ];
+    for (const [token, reason] of cases) {
+      for (const p of ['/api/v1/sql', '/api/v1/tables']) {
+        const res = await fetch(`${q.url}${p}`, {
+          method: p === '/api/v1/sql' ? 'POST' : 'GET',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          ...(p === '/api/v1/sql' ? { body: JSON.stringify({ sql: 'SELECT 1' }) } : {}),
+        });
+        expect(res.status, `${reason} on ${p}`).toBe(403);
+        const body = (await res.json()) as { error: { code: string; reason: string; message: string } };
+        expect(body.error.code).toBe('SIGLAKE_TENANT_DENIED');
+        expect(body.error.reason).toBe(reason);
+        expect(body.error.message).toContain(`(${reason})`);
+      }
+    }
+    const after = await q.metrics();
+    expect(after.get('siglake_query_tenant_denied_total{reason="missing"}')! - before.get('siglake_query_tenant_denied_total{reason="missing"}')!).toBe(2);
+    expect(after.get('siglake_query_tenant_denied_total{reason="invalid"}')! - before.get('siglake_query_tenant_denied_total{reason="invalid"}')!).toBe(6);
+    expect(after.get('siglake_query_tenant_denied_total{reason="unlisted"}')! - before.get('siglake_query_tenant_denied_total{reason="unlisted"}')!).toBe(2);
+    expect(after.get('siglake_query_tenant_contexts')).toBe(before.get('siglake_query_tenant_contexts'));
+    expect(await catalog.namespaces()).toEqual(namespaces);
+    expect(listFiles(path.join(dataDir, 'warehouse'))).toEqual(files);
+  });
+
+  it('401 without a token or with a bad one; the body names the code', async () => {
+    for (const auth of [undefined, 'Bearer not-a-jwt', `Basic ${Buffer.from('a:b').toString('base64')}`]) {
+      const a = await postSql(q.url, 'SELECT 1', auth === undefined ? {} : { headers: { authorization: auth } });
+      expect(a.status).toBe(401);
+      expect((a.body['error'] as { code: string }).code).toBe('SIGLAKE_UNAUTHENTICATED');
+    }
+  });
+
+  it('bad SQL is a 400 with the engine\'s message; an unknown table is one too', async () => {
+    const a = await postSql(q.url, 'SELEC 1', { token: tokens['acme'] });
+    expect(a.status).toBe(400);
+    expect((a.body['error'] as { message: string }).message).toMatch(/syntax error/);
+    const b = await postSql(q.url, 'SELECT * FROM nope', { token: tokens['acme'] });
+    expect(b.status).toBe(400);
+    expect((b.body['error'] as { message: string }).message).toMatch(/Table with name nope does not exist/);
+  });
+
+  it(`cuts an answer at query.maxRows (${MAX_ROWS}) and says so, in JSON and NDJSON`, async () => {
+    const a = await postSql(q.url, 'SELECT range AS r FROM range(1000)', { token: tokens['acme'] });
+    expect(a.status).toBe(200);
+    expect(a.body['rowCount']).toBe(MAX_ROWS);
+    expect(a.body['truncated']).toBe(true);
+    expect((a.body['rows'] as unknown[][]).map((r) => Number(r[0]))).toEqual(Array.from({ length: MAX_ROWS }, (_, i) => i));
+    const nd = await postSql(q.url, 'SELECT range AS r FROM range(1000)', { token: tokens['acme'], accept: 'application/x-ndjson' });
+    expect(nd.headers.get('x-siglake-truncated')).toBe('true');
+    expect(nd.text.trimEnd().split('\n')).toHaveLength(MAX_ROWS);
+    const exact = await postSql(q.url, `SELECT range AS r FROM range(${MAX_ROWS})`, { token: tokens['acme'] });
+    expect(exact.body['truncated']).toBe(false);
+  });
+
+  it('a query past query.timeoutSecs is interrupted in the engine and answered 504; the CPU goes back to idle', async () => {
+    const a = await postSql(q.url, 'SELECT sum(range % 7) FROM range(100000000000000)', { token: tokens['globex'] });
+    expect(a.status).toBe(504);
+    expect((a.body['error'] as { code: string }).code).toBe('SIGLAKE_QUERY_TIMEOUT');
+    // Idle: less than a tenth of a core over a 500 ms window, within 20 s.
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      const c0 = cpuSeconds(q.child.pid!);
+      await new Promise((r) => setTimeout(r, 500));
+      if (cpuSeconds(q.child.pid!) - c0 < 0.05) break;
+      if (Date.now() > deadline) throw new Error('the engine kept working after the 504');
+    }
+    expect((await q.metrics()).get('siglake_query_timeouts_total')).toBeGreaterThanOrEqual(1);
+  });
+
+  it('the fifth concurrent query of one tenant gets 429 + Retry-After: 1 while another tenant\'s runs', async () => {
+    const slow = 'SELECT sum(range % 7) FROM range(100000000000000)';
+    const running = Array.from({ length: 4 }, () => postSql(q.url, slow, { token: tokens['acme'] }));
+    const deadline = Date.now() + 20_000;
+    while ((await q.metrics()).get('siglake_query_running')! < 4) {
+      if (Date.now() > deadline) throw new Error('the four queries did not start');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const fifth = await postSql(q.url, 'SELECT 1', { token: tokens['acme'] });
+    expect(fifth.status).toBe(429);
+    expect(fifth.headers.get('retry-after')).toBe('1');
+    expect((fifth.body['error'] as { code: string }).code).toBe('SIGLAKE_QUERY_CONCURRENCY');
+    const other = await postSql(q.url, 'SELECT count(*) AS n FROM logs', { token: tokens['globex'] });
+    expect(other.status).toBe(200);
+    expect(other.body['rows']).toEqual([[String(N)]]);
+    expect((await Promise.all(running)).map((r) => r.status)).toEqual([504, 504, 504, 504]);
+    expect((await postSql(q.url, 'SELECT 1', { token: tokens['acme'] })).status).toBe(200);
+  });
+
+  it('a caller that hangs up stops its query in the engine (no timeout counted)', async () => {
+    const timeoutsBefore = (await q.metrics()).get('siglake_query_timeouts_total')!;
+    const ac = new AbortController();
+    const pending = fetch(`${q.url}/api/v1/sql`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tokens['globex']}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ sql: 'SELECT sum(range % 7) FROM range(100000000000000)' }),
+      signal: ac.signal,
+    }).catch((e: unknown) => e);
+    const deadline = Date.now() + 20_000;
+    while ((await q.metrics()).get('siglake_query_running')! < 1) {
+      if (Date.now() > deadline) throw new Error('the query did not start');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    ac.abort();
+    expect(await pending).toBeInstanceOf(Error);
+    while ((await q.metrics()).get('siglake_query_running')! > 0) {
+      if (Date.now() > deadline) throw new Error('the query kept running');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect((await q.metrics()).get('siglake_query_timeouts_total')).toBe(timeoutsBefore);
+  });
+
+  it('a record acknowledged and compacted is visible to the next query, without a restart', async () => {
+    let ing: RunningIngester | undefined = await startIngester({
+      dataDir,
+      args: ['--trust-tenant-header', '--compact-interval-secs', '1', '--wal-segment-max-age-secs', '1', ...icebergFlags(dataDir)],
+    });
+    try {
+      await sendTenants(ing.url, ['acme'], 'r2', 3);
+      const deadline = Date.now() + 60_000;
+      for (;;) {
+        const a = await postSql(q.url, "SELECT body FROM logs WHERE body LIKE 'r2-%' ORDER BY body", { token: tokens['acme'] });
+        expect(a.status).toBe(200);
+        if (a.body['rowCount'] === 3) {
+          expect(a.body['rows']).toEqual(bodiesOf('acme', 'r2', 3).map((b) => [b]));
+          break;
+        }
+        if (Date.now() > deadline) throw new Error('r2 did not become visible');
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      // Another tenant's view did not move.
+      const g = await postSql(q.url, 'SELECT count(*) AS n FROM logs', { token: tokens['globex'] });
+      expect(g.body['rows']).toEqual([[String(N)]]);
+    } finally {
+      expect(await ing.stop()).toBe(0);
+      ing = undefined;
+    }
+  }, 120_000);
+
+  it('SIGTERM lets a running query answer, then exits 0', async () => {
+    const pending = postSql(q.url, 'SELECT sum(range % 7) FROM range(100000000000000)', { token: tokens['default'] });
+    const deadline = Date.now() + 20_000;
+    while ((await q.metrics()).get('siglake_query_running')! < 1) {
+      if (Date.now() > deadline) throw new Error('the query did not start');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    q.child.kill('SIGTERM');
+    expect((await pending).status).toBe(504);
+    expect(await q.exited).toBe(0);
+    expect(q.logs.some((l) => l.msg === 'stopped')).toBe(true);
+  });
+});
+
+describe('siglake query: settings that cannot work together stop start-up', () => {
+  const cases: { name: string; args: string[]; want: string }[] = [
+    { name: 'query.allowedTenants without query.oidc.tenantClaim', args: ['--query-allowed-tenants', 'acme'], want: 'query.allowedTenants' },
+    {
+      name: 'query.oidc.tenantClaim without OIDC',
+      args: ['--query-tenant-claim', 'tenant'],
+      want: 'query.oidc.tenantClaim',
+    },
+    { name: 'query.shards without a shard token', args: ['--query-shards', 'http://127.0.0.1:9'], want: 'query.shards' },
+    { name: 'an invalid tenant in query.allowedTenants', args: ['--query-allowed-tenants', 'bad tenant'], want: 'query.allowedTenants' },
+  ];
+  it.each(cases)('$name → exit 2 naming $want', ({ args, want }) => {
+    const dir = tempDir('siglake-query-config-');
+    try {
+      const r = runCli(['query', '--query-listen', '127.0.0.1:0', ...icebergFlags(dir), ...args]);
+      expect(r.status).toBe(2);
+      expect(r.stderr).toContain(want);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
