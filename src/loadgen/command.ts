@@ -6,6 +6,7 @@
 
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { terminalWidth } from '../config/help.js';
 import { ConfigError } from '../errors.js';
 import { LoadCoordinator } from './load-coordinator.js';
 import { LoadReport } from './load-report.js';
@@ -32,7 +33,7 @@ export async function runLoadgen(argv: string[]): Promise<number> {
     throw e;
   }
   if (opts === 'help') {
-    process.stdout.write(loadgenUsage());
+    process.stdout.write(loadgenUsage(terminalWidth()));
     return 0;
   }
   const coordinator = new LoadCoordinator(opts, process.stdout);

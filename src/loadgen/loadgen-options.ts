@@ -4,6 +4,7 @@
 
 import os from 'node:os';
 import { parseArgs } from 'node:util';
+import { wrap } from '../config/help.js';
 import { ConfigError } from '../errors.js';
 
 export type Protocol = 'http' | 'grpc';
@@ -112,11 +113,15 @@ const FLAGS: readonly FlagRow[] = [
   { name: 'help', type: 'boolean', help: 'print this help' },
 ];
 
-export function loadgenUsage(): string {
-  const lines = ['usage: siglake loadgen [options]', '', 'Sends realistic OTLP logs/traces and reports throughput and latency.', ''];
+/** The help text, fitted to `width` columns: flag and default on one line, the help indented below. */
+export function loadgenUsage(width = 80): string {
+  const w = Math.max(40, Math.min(width, 120));
+  const lines = ['usage: siglake loadgen [options]', '', ...wrap('Sends realistic OTLP logs/traces and reports throughput and latency. Exits 1 when more than --max-error-rate of the requests were refused or failed, 2 on a bad flag.', w, 0), ''];
   for (const f of FLAGS) {
-    const left = `  --${f.name}${f.type === 'string' ? ' V' : ''}`;
-    lines.push(`${left.padEnd(24)} ${f.help}${f.default !== undefined ? ` (default ${f.default})` : ''}`);
+    const head = `  --${f.name}${f.type === 'string' ? ' V' : ''}`;
+    const def = f.default !== undefined ? `default ${f.default}` : '';
+    lines.push(def !== '' && head.length + 2 + def.length <= w ? `${head}  ${def}` : head);
+    lines.push(...wrap(f.help, w, 6));
   }
   return lines.join('\n') + '\n';
 }
