@@ -92,17 +92,32 @@ async function ingest(argv: string[]): Promise<void> {
 async function wal(argv: string[]): Promise<void> {
   const [sub, dir, ...rest] = argv;
   if ((sub !== 'verify' && sub !== 'dump') || dir === undefined || rest.length > 0) fail(`usage: siglake wal verify|dump DIR (see siglake wal --help)`, 2);
-  const out = (line: string) => process.stdout.write(line + '\n');
+  const { StdoutLines, ClosedOutput } = await import('./stdout-lines.js');
+  const stdout = new StdoutLines();
+  const out = (line: string) => stdout.line(line);
   const wal = await import('./wal/commands.js');
-  if (sub === 'verify') {
-    process.exitCode = await wal.walVerify(dir, out);
-    return;
+  try {
+    if (sub === 'verify') {
+      process.exitCode = await wal.walVerify(dir, out);
+    } else {
+      const { describeRequest } = await import('./otlp/summary.js');
+      const { RecordType } = await import('./wal/format.js');
+      process.exitCode = await wal.walDump(
+        dir,
+        out,
+        (type, payload) => describeRequest(type === RecordType.TRACES ? 'traces' : 'logs', payload),
+        (line) => process.stderr.write(`siglake wal dump: ${line}\n`),
+      );
+    }
+    stdout.flush();
+  } catch (e) {
+    // The reader went away (`siglake wal dump DIR | head`): stop quietly, as cat does.
+    if (e instanceof ClosedOutput) {
+      process.exitCode = 0;
+      return;
+    }
+    throw e;
   }
-  const { describeRequest } = await import('./otlp/summary.js');
-  const { RecordType } = await import('./wal/format.js');
-  process.exitCode = await wal.walDump(dir, out, (type, payload) =>
-    describeRequest(type === RecordType.TRACES ? 'traces' : 'logs', payload),
-  );
 }
 
 async function config(argv: string[]): Promise<void> {
