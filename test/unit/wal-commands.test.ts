@@ -61,7 +61,7 @@ describe('wal dump', () => {
     );
     // segmentBytes 80 holds the header and one 31-byte record: the second record rotated.
     expect(rows[1]).toMatchObject({ tenant: 'default', table: 'logs', segment: '00000002.seg', offset: 32 });
-    expect(Object.keys(rows.find((r) => r.table === 'index'))).toEqual(['tenant', 'table', 'index', 'segment', 'offset', 'type', 'records', 'timeMs', 'texts']);
+    expect(Object.keys(rows.find((r) => r.table === 'index'))).toEqual(['tenant', 'table', 'index', 'segment', 'offset', 'type', 'records', 'timeMs', 'time', 'texts']);
     expect(rows.find((r) => r.table === 'index')).toMatchObject({ tenant: 'default', index: 'errors', texts: ['1:d-err'] });
     expect(rows.filter((r) => r.tenant === 'beta').map((r) => [r.type, r.texts[0]])).toEqual([
       ['traces', '2:b-span-1'],
