@@ -61,6 +61,8 @@ export interface LoadgenOptions {
   chart: string | undefined;
   progress: 'auto' | 'on' | 'off';
   quiet: boolean;
+  /** Percent of requests refused or failed above which the run fails (exit 1). */
+  maxErrorRate: number;
 }
 
 interface FlagRow {
@@ -110,6 +112,7 @@ const FLAGS: readonly FlagRow[] = [
   { name: 'progress', type: 'boolean', help: 'force the live progress line (default: when stdout is a TTY)' },
   { name: 'no-progress', type: 'boolean', help: 'never print the progress line' },
   { name: 'quiet', type: 'boolean', help: 'print no text report (the JSON and chart are still written)' },
+  { name: 'max-error-rate', type: 'string', default: '1%', help: 'fail the run (exit 1) when more than this share of the requests was refused or failed; 100% never fails on refusals' },
   { name: 'help', type: 'boolean', help: 'print this help' },
 ];
 
@@ -137,6 +140,14 @@ function num(name: string, raw: string, min: number): number {
   const n = Number(raw.trim());
   if (raw.trim() === '' || !Number.isFinite(n) || n < min) throw new ConfigError(`--${name}: must be a number ≥ ${min}, got ${JSON.stringify(raw)}`);
   return n;
+}
+
+/** "1", "1%" or "0.5 %": a percentage between 0 and 100. */
+function percent(name: string, raw: string): number {
+  const m = /^(\d+(?:\.\d+)?)\s*%?$/.exec(raw.trim());
+  const v = m === null ? NaN : Number(m[1]);
+  if (!(v >= 0 && v <= 100)) throw new ConfigError(`--${name}: must be a percentage from 0 to 100, like 1 or 1%, got ${JSON.stringify(raw)}`);
+  return v;
 }
 
 function seconds(name: string, raw: string): number {
@@ -259,5 +270,6 @@ export function parseLoadgenArgs(argv: string[]): LoadgenOptions | 'help' {
     chart: str('chart'),
     progress: values['progress'] === true ? 'on' : values['no-progress'] === true ? 'off' : 'auto',
     quiet: values['quiet'] === true,
+    maxErrorRate: percent('max-error-rate', str('max-error-rate')!),
   };
 }
