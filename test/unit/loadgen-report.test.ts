@@ -118,7 +118,7 @@ describe('LoadReport', () => {
     for (const line of text.split('\n')) expect([...line].length).toBeLessThanOrEqual(80);
   });
 
-  it('renders a self-contained chart page with three SVG charts', () => {
+  it('renders a self-contained chart page: rates, MB/s, records/s, latency over time and by percentile', () => {
     const o = opts(['--duration', '2', '--rate', '100']);
     const r = new LoadReport(o, 0);
     r.addInterval(interval(0, 100, 1500));
@@ -128,7 +128,7 @@ describe('LoadReport', () => {
     const j = r.toJSON();
     expect(j.fixedRate).toEqual({ targetPerSec: 100, achievedPerSec: 100, maxBacklog: 3, unsent: 1 });
     const html = ReportChart.html(j);
-    expect(html.match(/<svg /g)).toHaveLength(3);
+    expect(html.match(/<svg /g)).toHaveLength(5);
     expect(html).not.toMatch(/<script|<link|src=/);
     expect(html).toContain('Latency by percentile');
     // Two intervals → a line of two points per throughput series.
