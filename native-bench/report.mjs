@@ -265,15 +265,15 @@ ${bars('p99 latency, ms (log axis)', rows.map((r) => item(r, r.p99)), 'ms', { lo
   const failed = Object.entries(failures);
   const partialNote = meta.partial ? `<p class="partial">Partial run (<code>--only ${esc(meta.only ?? '')}</code>): only the goals and rows it measured are shown.</p>` : '';
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>siglake native-bench ${esc(meta.startedAt)}</title>
-<style>body{font-family:sans-serif;margin:16px auto;padding:0 16px;max-width:1100px;color:#222;line-height:1.35}table{border-collapse:collapse;margin:8px 0 16px}td,th{padding:3px 10px 3px 0;text-align:left;vertical-align:top}table.grid td,table.grid th{border-bottom:1px solid #eee}.n{text-align:right;white-space:nowrap}svg.chart{display:block;width:100%;height:auto;margin:10px 0}.legend span{margin-right:18px;white-space:nowrap}.legend i,.sw{display:inline-block;width:12px;height:12px;margin-right:6px;vertical-align:-1px}.partial{background:#fff4d6;padding:6px 10px}small{color:#666}</style></head><body>
+<style>body{font-family:sans-serif;margin:16px auto;padding:0 16px;max-width:1100px;color:#222;line-height:1.35}table{border-collapse:collapse;margin:8px 0 16px}td,th{padding:3px 10px 3px 0;text-align:left;vertical-align:top}table.grid td,table.grid th{border-bottom:1px solid #eee}.n{text-align:right;white-space:nowrap}svg.chart{display:block;width:100%;min-width:640px;height:auto;margin:10px 0}.scroll{overflow-x:auto}table.grid{display:block;overflow-x:auto}.legend span{margin-right:18px;white-space:nowrap}.legend i,.sw{display:inline-block;width:12px;height:12px;margin-right:6px;vertical-align:-1px}.partial{background:#fff4d6;padding:6px 10px}small{color:#666}</style></head><body>
 <h2>siglake native-bench — ${esc(meta.startedAt)}</h2><p>${esc(`${meta.host}; node ${meta.node ?? ''}; ${meta.secs} s x ${meta.runs} runs per row (medians), ${meta.connections} connections`)}</p>
 ${partialNote}
 <h3>Goals</h3>
 ${goalTableHtml}
 ${failed.length > 0 ? `<p><b>Rows that failed:</b> ${failed.map(([k, v]) => `${esc(k)}: ${esc(v)}`).join('; ')}</p>` : ''}
 ${legend(entries)}
-${groups}
-${p4Chart(entries)}
+<div class="scroll">${groups}
+${p4Chart(entries)}</div>
 <h3>All rows</h3>
 <table class="grid"><tr>${th}</tr>${rowsHtml}</table>
 </body></html>

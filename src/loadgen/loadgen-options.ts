@@ -113,7 +113,7 @@ const FLAGS: readonly FlagRow[] = [
   { name: 'no-progress', type: 'boolean', help: 'never print the progress line' },
   { name: 'quiet', type: 'boolean', help: 'print no text report (the JSON and chart are still written)' },
   { name: 'max-error-rate', type: 'string', default: '1%', help: 'fail the run (exit 1) when more than this share of the requests was refused or failed; 100% never fails on refusals' },
-  { name: 'help', type: 'boolean', help: 'print this help' },
+  { name: 'help', type: 'boolean', help: 'print this help (also -h)' },
 ];
 
 /** The help text, fitted to `width` columns: flag and default on one line, the help indented below. */
@@ -164,8 +164,9 @@ function oneOf<T extends string>(name: string, raw: string, values: readonly T[]
 
 /** Parses argv; returns 'help' for --help. Throws ConfigError naming the flag on a bad value. */
 export function parseLoadgenArgs(argv: string[]): LoadgenOptions | 'help' {
-  const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean }> = {};
+  const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean; short?: string }> = {};
   for (const f of FLAGS) options[f.name] = f.multiple ? { type: f.type, multiple: true } : { type: f.type };
+  options['help'] = { type: 'boolean', short: 'h' };
   let values: Record<string, string | boolean | string[] | undefined>;
   try {
     values = parseArgs({ args: argv, options, strict: true, allowPositionals: false }).values as typeof values;

@@ -238,7 +238,7 @@ export class ReportChart {
           : `<p class="verdict passed">Passed: ${num(v.refusedShare * 100, 1)} % of ${num(v.requests)} requests refused or failed (at most ${num(v.maxErrorRate, 1)} % allowed).</p>`;
     let refusals = '';
     if (v !== undefined && v.refusals.length > 0) {
-      const refusedLat = r.refusedLatencyMs !== undefined && r.refusedLatencyMs.count > 0 ? `<p>Refused requests were answered in ${lat(r.refusedLatencyMs)} ms; they are not in the latency charts above, which show ingest latency.</p>` : '';
+      const refusedLat = r.refusedLatencyMs !== undefined && r.refusedLatencyMs.count > 0 ? `<p>Refused requests were answered in ${lat(r.refusedLatencyMs)} ms; they are left out of the latency charts, which show ingest latency.</p>` : '';
       refusals = `<h3 id="refusals">Refusals</h3>
 <table class="grid"><tr><th>status</th><th class="n">count</th><th class="n">share</th><th>first message</th><th>likely fix</th></tr>${v.refusals
         .map((f) => `<tr><td>${esc(f.status)}</td><td class="n">${num(f.count)}</td><td class="n">${num(f.share * 100, 1)} %</td><td>${esc(f.message)}</td><td>${esc(f.fix)}</td></tr>`)
@@ -247,13 +247,13 @@ ${refusedLat}`;
     }
     return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>siglake loadgen ${esc(r.startedAt)}</title>
-<style>body{font-family:sans-serif;margin:16px auto;padding:0 16px;max-width:1000px;color:#222;line-height:1.4}table{border-collapse:collapse;margin-bottom:16px}th{text-align:left;padding:2px 12px 2px 0;color:#555;font-weight:normal;vertical-align:top}td{padding:2px 8px 2px 0;vertical-align:top}table.grid td,table.grid th{border-bottom:1px solid #eee}.n{text-align:right;white-space:nowrap}svg.chart{display:block;width:100%;height:auto;margin:16px 0}.verdict{padding:8px 12px;border-radius:4px}.failed{background:#fde2e1;color:#8a1c1c}.passed{background:#e3f4e1;color:#1d5e1a}</style>
+<style>body{font-family:sans-serif;margin:16px auto;padding:0 16px;max-width:1000px;color:#222;line-height:1.4}table{border-collapse:collapse;margin-bottom:16px}th{text-align:left;padding:2px 12px 2px 0;color:#555;font-weight:normal;vertical-align:top}td{padding:2px 8px 2px 0;vertical-align:top}table.grid td,table.grid th{border-bottom:1px solid #eee}.n{text-align:right;white-space:nowrap}svg.chart{display:block;width:100%;min-width:560px;height:auto;margin:16px 0}.scroll{overflow-x:auto}table.grid{display:block;overflow-x:auto}.verdict{padding:8px 12px;border-radius:4px}.failed{background:#fde2e1;color:#8a1c1c}.passed{background:#e3f4e1;color:#1d5e1a}</style>
 </head><body>
 <h2>siglake loadgen — ${esc(r.startedAt)}, ${num(r.elapsedSecs, 1)} s</h2>
 ${banner}
 <table>${rows}</table>
 ${refusals}
-${charts.join('\n')}
+${charts.map((c) => `<div class="scroll">${c}</div>`).join('\n')}
 </body></html>
 `;
   }

@@ -61,6 +61,7 @@ describe('loadgen flags', () => {
 
   it('answers --help', () => {
     expect(parseLoadgenArgs(['--help'])).toBe('help');
+    expect(parseLoadgenArgs(['-h'])).toBe('help');
   });
 });
 
