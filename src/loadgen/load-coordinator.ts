@@ -93,8 +93,9 @@ export class LoadCoordinator {
         second++;
         const last = new IntervalStats();
         let any = false;
-        const from = Math.floor(((second - 1) * 1000) / o.intervalMs);
+        // The intervals that ended in the last second; with intervals longer than a second, the last whole one.
         const to = Math.floor((second * 1000) / o.intervalMs);
+        const from = o.intervalMs > 1000 ? to - 1 : Math.floor(((second - 1) * 1000) / o.intervalMs);
         for (let i = from; i < to; i++) {
           const s = rep.interval(i);
           if (s !== undefined) {
@@ -107,6 +108,7 @@ export class LoadCoordinator {
           totalSecs,
           warmup: second <= o.warmupSecs,
           last: any ? last : undefined,
+          lastSecs: o.intervalMs > 1000 ? o.intervalMs / 1000 : 1,
           total: rep.total,
           requests: o.requests,
         });

@@ -17,8 +17,10 @@ export interface ProgressState {
   /** Seconds the run lasts (warm-up included); undefined when bounded by --requests only. */
   totalSecs: number | undefined;
   warmup: boolean;
-  /** The second that just ended; undefined when nothing completed in it. */
+  /** The second (or, with --interval-ms above 1000, the interval) that just ended; undefined when nothing completed in it. */
   last: IntervalStats | undefined;
+  /** Seconds `last` covers (default 1). */
+  lastSecs?: number;
   /** Counted since the warm-up. */
   total: IntervalStats;
   /** --requests, if given. */
@@ -28,10 +30,11 @@ export interface ProgressState {
 /** The line for `s`, at most `width` columns. */
 export function progressText(s: ProgressState, width: number): string {
   const last = s.last;
-  const rate = last?.completed ?? 0;
-  const mb = (last?.bytes ?? 0) / 1e6;
+  const secs = s.lastSecs ?? 1;
+  const rate = (last?.completed ?? 0) / secs;
+  const mb = (last?.bytes ?? 0) / 1e6 / secs;
   const p99 = last === undefined || last.ok === 0 ? '-' : fmtMs(last.hist.percentile(99) / 1000);
-  const lastRefused = last === undefined ? 0 : last.completed - last.ok;
+  const lastRefused = last === undefined ? 0 : Math.round((last.completed - last.ok) / secs);
   const time = s.totalSecs !== undefined ? `${s.elapsedSecs}/${fmtNum(s.totalSecs)} s` : `${s.elapsedSecs} s`;
   const refused = s.total.completed - s.total.ok;
   const statuses = [...s.total.statuses].filter(([k]) => k !== '200' && k !== 'OK').sort((a, b) => b[1] - a[1]);
