@@ -96,7 +96,8 @@ export class ReportChart {
     const xs = all.map(([x]) => tx(x));
     const xMin = o.percentileX ? 0 : Math.min(0, ...xs);
     const xTicks = o.percentileX
-      ? [0, 90, 99, 99.9, 99.99, 99.999].filter((p, i, a) => i === 0 || tx(a[i - 1]!) < Math.max(...xs, 1) - 1e-9)
+      ? // Each percentile tick up to the first at or past the last point.
+        [0, 90, 99, 99.9, 99.99, 99.999].filter((_, i, a) => i === 0 || tx(a[i - 1]!) < Math.max(...xs, 1) - 1e-9)
       : niceTicks(Math.max(...xs, o.xEnd ?? 0, 1e-9) - xMin, 6).map((t) => t + xMin);
     const xMax = Math.max(o.percentileX ? tx(xTicks[xTicks.length - 1]!) : xTicks[xTicks.length - 1]!, xMin + 1e-9, ...xs);
     const ys = all.map(([, y]) => y);
