@@ -71,10 +71,12 @@ interface FlagRow {
   multiple?: boolean;
   default?: string;
   help: string;
+  /** Heading printed before this flag in the help (the first flag of a group). */
+  group?: string;
 }
 
 const FLAGS: readonly FlagRow[] = [
-  { name: 'protocol', type: 'string', default: 'http', help: 'http (OTLP/HTTP) or grpc (OTLP/gRPC)' },
+  { name: 'protocol', group: 'Target and bodies', type: 'string', default: 'http', help: 'http (OTLP/HTTP) or grpc (OTLP/gRPC)' },
   { name: 'target', type: 'string', help: 'http: base URL (default http://127.0.0.1:4318); grpc: host:port (default 127.0.0.1:4317)' },
   { name: 'signal', type: 'string', default: 'logs', help: 'logs, traces or mixed (alternating)' },
   { name: 'encoding', type: 'string', default: 'protobuf', help: 'HTTP body encoding: protobuf or json' },
@@ -83,7 +85,7 @@ const FLAGS: readonly FlagRow[] = [
   { name: 'log-body-bytes', type: 'string', help: 'average log record body length (default 160)' },
   { name: 'bodies', type: 'string', default: '8', help: 'distinct bodies per (tenant, index) pool' },
   { name: 'pool-mib', type: 'string', default: '16', help: 'cap on distinct body bytes per client thread (pools are shared round-robin past it)' },
-  { name: 'tenants', type: 'string', default: '1', help: 'tenants, visited round-robin' },
+  { name: 'tenants', group: 'Tenants, tokens and indexes', type: 'string', default: '1', help: 'tenants, visited round-robin' },
   { name: 'tenant-prefix', type: 'string', default: 'tenant-', help: 'tenant names are <prefix><n>' },
   { name: 'tenant-header', type: 'boolean', help: 'send X-Scope-OrgID even with one tenant (always sent with more, unless --jwt-key)' },
   { name: 'jwt-key', type: 'string', help: 'private key file (PEM or JWK JSON): sign one JWT per tenant instead of X-Scope-OrgID' },
@@ -96,7 +98,7 @@ const FLAGS: readonly FlagRow[] = [
   { name: 'bearer', type: 'string', help: 'static bearer token for every request (not with --jwt-key)' },
   { name: 'indexes', type: 'string', default: '0', help: 'managed indexes per tenant (x-siglake-index <prefix><n>); 0: default table' },
   { name: 'index-prefix', type: 'string', default: 'idx-', help: 'index names are <prefix><n>' },
-  { name: 'rate', type: 'string', help: 'fixed rate, requests/s over all threads (open loop, latency from the intended send time)' },
+  { name: 'rate', group: 'Load', type: 'string', help: 'fixed rate, requests/s over all threads (open loop, latency from the intended send time)' },
   { name: 'connections', type: 'string', default: '32', help: 'connections over all threads (closed loop: requests in flight)' },
   { name: 'streams', type: 'string', default: '1', help: 'gRPC: concurrent calls per connection' },
   { name: 'duration', type: 'string', default: '10', help: 'seconds (suffix s or m accepted)' },
@@ -107,7 +109,7 @@ const FLAGS: readonly FlagRow[] = [
   { name: 'interval-ms', type: 'string', default: '1000', help: 'timeline resolution of the report and chart' },
   { name: 'seed', type: 'string', default: '1', help: 'fixture generator seed' },
   { name: 'header', type: 'string', multiple: true, help: 'extra header/metadata "name: value" (repeatable)' },
-  { name: 'out', type: 'string', help: 'write the report as JSON here' },
+  { name: 'out', group: 'Report and verdict', type: 'string', help: 'write the report as JSON here' },
   { name: 'chart', type: 'string', help: 'write a self-contained HTML chart (throughput and latency over time) here' },
   { name: 'progress', type: 'boolean', help: 'force the live progress line (default: when stdout is a TTY)' },
   { name: 'no-progress', type: 'boolean', help: 'never print the progress line' },
@@ -119,8 +121,9 @@ const FLAGS: readonly FlagRow[] = [
 /** The help text, fitted to `width` columns: flag and default on one line, the help indented below. */
 export function loadgenUsage(width = 80): string {
   const w = Math.max(40, Math.min(width, 120));
-  const lines = ['usage: siglake loadgen [options]', '', ...wrap('Sends realistic OTLP logs/traces and reports throughput and latency. Exits 1 when more than --max-error-rate of the requests were refused or failed, 2 on a bad flag.', w, 0), ''];
+  const lines = ['usage: siglake loadgen [options]', '', ...wrap('Sends realistic OTLP logs/traces and reports throughput and latency. Exits 1 when more than --max-error-rate of the requests were refused or failed, 2 on a bad flag.', w, 0)];
   for (const f of FLAGS) {
+    if (f.group !== undefined) lines.push('', `${f.group}:`);
     const head = `  --${f.name}${f.type === 'string' ? ' V' : ''}`;
     const def = f.default !== undefined ? `default ${f.default}` : '';
     lines.push(def !== '' && head.length + 2 + def.length <= w ? `${head}  ${def}` : head);
