@@ -31,6 +31,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { FD_SETTING, chart, goalRows, goalTable, ratios, resultFiles, table } from './report.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO = path.resolve(HERE, '..');
@@ -45,9 +46,10 @@ const CONNS = Number(process.env.BENCH_CONNECTIONS ?? 64);
 const STREAMS = 10;
 const BENCH_DIR = process.env.BENCH_DIR ?? os.tmpdir();
 const TENANTS_MANY = 10_000;
-const FD_SETTING = 512; // --wal-max-open-files for the 10,000-tenant row (P5)
 
-const { values: args } = parseArgs({ options: { only: { type: 'string' }, 'no-build': { type: 'boolean' }, list: { type: 'boolean' } } });
+const { values: args } = parseArgs({
+  options: { only: { type: 'string' }, 'no-build': { type: 'boolean' }, list: { type: 'boolean' }, render: { type: 'string' }, out: { type: 'string' } },
+});
 
 // ---- the rows ----------------------------------------------------------------
 
@@ -409,130 +411,20 @@ function fixedRate(port, rate) {
   return { rate, achieved: j.rates.requestsPerSec, p50: j.latencyMs.p50, p99: j.latencyMs.p99, p999: j.latencyMs.p999, max: j.latencyMs.max, unsent: j.fixedRate.unsent, statusCounts: j.statusCounts };
 }
 
-// ---- report ------------------------------------------------------------------
-
-const fmt = (v, d = 0) => (Number.isFinite(v) ? v.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }) : '-');
-const pctOf = (a, b) => (Number.isFinite(a) && Number.isFinite(b) && b > 0 ? a / b : NaN);
-
-function ratios(results) {
-  const get = (id) => results[id];
-  for (const row of ROWS) {
-    const r = get(row.id);
-    if (r === undefined || row.kind !== 'siglake') continue;
-    const ceiling = row.proto === 'grpc' ? get(`grpc-discard-${row.size}`) : get(`ceiling-${row.size}`);
-    const baseline = row.proto === 'http' ? get(`baseline-${row.size}`) : undefined;
-    r.vsCeiling = pctOf(r.rps, ceiling?.rps);
-    r.vsBaseline = pctOf(r.rps, baseline?.rps);
-    r.vsDisk = pctOf(r.mbps, get(`disk-${row.size}`)?.mbps);
-  }
-}
-
-function goalRows(results, goals) {
-  const g = (id) => results[id];
-  const rows = [];
-  const add = (id, workload, measured, goal, met) => rows.push({ id, workload, measured, goal, met: met === undefined ? 'n/a' : met ? 'met' : 'short' });
-  const s1 = g('siglake-http-batch-1k');
-  if (goals.includes('p1')) {
-    const c = pctOf(s1?.rps, g('ceiling-1k')?.rps);
-    const b = pctOf(s1?.rps, g('baseline-1k')?.rps);
-    add('P1', 'OTLP/HTTP 1 KiB, 64 conns, batch', `${fmt(c * 100, 1)} % of ceiling, ${fmt(b, 2)}x baseline`, '≥ 50 % of ceiling and ≥ 3x baseline', Number.isFinite(c) && Number.isFinite(b) ? c >= 0.5 && b >= 3 : undefined);
-  }
-  if (goals.includes('p2')) {
-    const d = pctOf(g('siglake-http-batch-256k')?.mbps, g('disk-256k')?.mbps);
-    add('P2', 'same, 256 KiB bodies', `${fmt(d * 100, 1)} % of disk ceiling MB/s`, '≥ 70 % of disk ceiling', Number.isFinite(d) ? d >= 0.7 : undefined);
-  }
-  if (goals.includes('p3')) {
-    const c = pctOf(g('siglake-grpc-batch-1k')?.rps, g('grpc-discard-1k')?.rps);
-    add('P3', 'OTLP/gRPC 1 KiB, 64x10 streams, batch', `${fmt(c * 100, 1)} % of grpc-js discard`, '≥ 70 % of grpc-js discard', Number.isFinite(c) ? c >= 0.7 : undefined);
-  }
-  if (goals.includes('p4')) {
-    const p = s1?.p4;
-    const at = (fraction, target) => p?.curve?.find((c) => c.fraction === fraction && c.target === target);
-    const q = at(0.25, 'siglake');
-    const floor = at(0.5, 'uws-discard');
-    const more = [q ? `; p99 ${fmt(q.p99, 2)} ms at a quarter (${fmt(q.rate)}/s)` : '', floor ? `; the generator alone against uWS discard at half: p99 ${fmt(floor.p99, 2)} ms` : ''].join('');
-    add('P4', 'latency at half of P1 best rate', p ? `p99 ${fmt(p.p99, 2)} ms at ${fmt(p.achieved)}/s (target ${fmt(p.rate)}/s)${more}` : '-', 'p99 ≤ 5 ms, fsync included', p ? p.p99 <= 5 && p.achieved >= 0.95 * p.rate : undefined);
-  }
-  if (goals.includes('p5')) {
-    const m = g('siglake-http-batch-1k-10k');
-    const r = pctOf(m?.rps, s1?.rps);
-    const fdBound = FD_SETTING + CONNS + 64;
-    add('P5', '10,000 tenants round-robin, one lane each', m ? `${fmt(r * 100, 1)} % of one tenant; RSS ${fmt(m.rssMiB)} MiB; ${m.fds} fds (--wal-max-open-files ${FD_SETTING})` : '-', `≥ 80 %; RSS ≤ 512 MiB; fds ≤ ${fdBound}`, m ? r >= 0.8 && m.rssMiB <= 512 && m.fds <= fdBound : undefined);
-  }
-  const micro = g('micro')?.micro;
-  const probe = (id) => micro?.probes.find((p) => p.id === id);
-  if (goals.includes('p6')) {
-    const a = probe('admission');
-    const j = probe('jwt-cache-hit');
-    add('P6', 'admission per request; JWT verify on a cache hit', a && j ? `${fmt(a.nsPerOp, 0)} ns (${fmt(a.allocBytesPerOp ?? NaN, 2)} B/op allocated); ${fmt(j.nsPerOp, 0)} ns` : '-', '≤ 1 µs, no steady-state allocation; ≤ 2 µs', a && j ? a.nsPerOp <= 1000 && (a.allocBytesPerOp ?? 0) < 1 && j.nsPerOp <= 2000 : undefined);
-  }
-  if (goals.includes('p7')) {
-    const w = probe('wal-append');
-    const c = probe('crc32c');
-    add('P7', 'WAL append in a worker, no fsync; CRC-32C', w && c ? `${fmt(w.mbPerSec / 1000, 2)} GB/s; ${fmt(c.mbPerSec / 1000, 2)} GB/s` : '-', '≥ 1 GB/s; ≥ 5 GB/s', w && c ? w.mbPerSec >= 1000 && c.mbPerSec >= 5000 : undefined);
-  }
-  return rows;
-}
-
-function table(results) {
-  const head = ['row', 'req/s', 'MB/s', 'records/s', 'p50 ms', 'p99 ms', 'RSS MiB', 'errors', 'vs ceiling', 'vs baseline'];
-  const lines = [];
-  for (const row of ROWS) {
-    const r = results[row.id];
-    if (r === undefined || row.kind === 'micro') continue;
-    lines.push([
-      `${row.id} (${row.label})`,
-      fmt(r.rps),
-      fmt(r.mbps, 1),
-      fmt(r.recordsPerSec),
-      fmt(r.p50, 2),
-      fmt(r.p99, 2),
-      fmt(r.rssMiB),
-      fmt(r.errors),
-      Number.isFinite(r.vsCeiling) ? `${fmt(r.vsCeiling * 100, 1)} %` : Number.isFinite(r.vsDisk) && row.size === '256k' ? `${fmt(r.vsDisk * 100, 1)} % disk` : '',
-      Number.isFinite(r.vsBaseline) ? `${fmt(r.vsBaseline, 2)}x` : '',
-    ]);
-  }
-  return render([head, ...lines]);
-}
-
-function render(rows) {
-  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)));
-  return rows.map((r, k) => r.map((c, i) => (i === 0 || k === 0 ? String(c).padEnd(widths[i]) : String(c).padStart(widths[i]))).join('  ')).join('\n') + '\n';
-}
-
-function chart(results, goals, meta) {
-  const esc = (s) => String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;');
-  const bars = (title, pick, unit) => {
-    const items = ROWS.filter((r) => results[r.id] !== undefined && r.kind !== 'micro' && Number.isFinite(pick(results[r.id]))).map((r) => ({ row: r, v: pick(results[r.id]) }));
-    const max = Math.max(1e-9, ...items.map((i) => i.v));
-    const W = 940;
-    const L = 380;
-    const H = 26 + items.length * 20;
-    const color = { ceiling: '#7f7f7f', baseline: '#d62728', siglake: '#1f77b4', disk: '#8c564b', 'grpc-ceiling': '#7f7f7f', 'h2-reference': '#bcbd22' };
-    const out = [`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="11"><text x="0" y="14" font-size="13" font-weight="bold">${esc(title)}</text>`];
-    items.forEach((it, i) => {
-      const y = 22 + i * 20;
-      const w = ((W - L - 90) * it.v) / max;
-      out.push(`<text x="${L - 6}" y="${y + 12}" text-anchor="end">${esc(it.row.id)}</text><rect x="${L}" y="${y}" width="${w.toFixed(1)}" height="15" fill="${color[it.row.kind] ?? '#999'}"/><text x="${L + w + 4}" y="${y + 12}">${esc(fmt(it.v, it.v < 10 ? 2 : 0))} ${unit}</text>`);
-    });
-    out.push('</svg>');
-    return out.join('');
-  };
-  const gr = goalRows(results, goals);
-  const goalTable = `<table><tr><th>id</th><th>workload</th><th>measured</th><th>goal</th><th></th></tr>${gr.map((g) => `<tr><td>${g.id}</td><td>${esc(g.workload)}</td><td>${esc(g.measured)}</td><td>${esc(g.goal)}</td><td style="color:${g.met === 'met' ? 'green' : g.met === 'short' ? 'red' : '#888'}">${g.met}</td></tr>`).join('')}</table>`;
-  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>siglake native-bench ${esc(meta.startedAt)}</title>
-<style>body{font-family:sans-serif;margin:24px}table{border-collapse:collapse}td,th{padding:2px 10px;text-align:left;border-bottom:1px solid #eee}svg{display:block;margin:16px 0}</style></head><body>
-<h2>siglake native-bench — ${esc(meta.startedAt)}</h2><p>${esc(`${meta.host}; node ${process.version}; ${meta.secs} s x ${meta.runs} runs per row (medians), ${CONNS} connections`)}</p>
-${goalTable}
-${bars('Requests/s (writes+fdatasync/s for disk rows)', (r) => r.rps, '/s')}
-${bars('MB/s', (r) => r.mbps, 'MB/s')}
-${bars('p99 latency (ms)', (r) => r.p99, 'ms')}
-<pre>${esc(table(results))}</pre></body></html>
-`;
-}
-
 // ---- main --------------------------------------------------------------------
+
+/** --render FILE: rebuilds the text tables and (with --out) the HTML page from a saved results JSON. */
+function renderSaved(file) {
+  const j = JSON.parse(readFileSync(file, 'utf8'));
+  const entries = j.rows;
+  ratios(entries);
+  const goals = (j.goals ?? []).map((g) => String(g.id).toLowerCase());
+  process.stdout.write(`${table(entries)}\n${goalTable(goalRows(entries, goals, j.meta))}`);
+  if (args.out !== undefined) {
+    writeFileSync(args.out, chart(entries, goals, j.meta, j.failures ?? {}));
+    log(`wrote ${args.out}`);
+  }
+}
 
 async function main() {
   if (args.list) {
@@ -540,10 +432,12 @@ async function main() {
     console.log(`goals: ${Object.entries(GOAL_ROWS).map(([g, rows]) => `${g} = ${rows.join(' + ')}`).join('; ')}`);
     return;
   }
+  if (args.render !== undefined) return renderSaved(args.render);
   for (const tool of ['wrk', 'h2load']) {
     if (spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0) throw new Error(`${tool} not found: apt-get install wrk nghttp2-client`);
   }
   const { rows, goals } = selected();
+  const partial = args.only !== undefined && args.only !== 'all';
   if (!args['no-build']) {
     log('building (npx tsc -p tsconfig.json)');
     const b = run('npx', ['tsc', '-p', 'tsconfig.json'], 300_000);
@@ -568,19 +462,31 @@ async function main() {
       log(`    FAILED: ${e.message}`);
     }
   }
-  ratios(results);
-  const gr = goalRows(results, goals);
-  const text = `${table(results)}\n${render([['id', 'workload', 'measured', 'goal', ''], ...gr.map((g) => [g.id, g.workload, g.measured, g.goal, g.met])])}`;
-  process.stdout.write(`\n${text}`);
-  const meta = { startedAt, host: `${os.hostname()} ${os.cpus().length} cpus ${os.cpus()[0]?.model ?? ''}`.trim(), secs: SECS, runs: RUNS, warmupSecs: WARMUP, connections: CONNS, streams: STREAMS, benchDir: BENCH_DIR, node: process.version };
+  const entries = ROWS.filter((r) => results[r.id] !== undefined).map((r) => ({ ...r, ...results[r.id] }));
+  ratios(entries);
+  const meta = {
+    startedAt,
+    host: `${os.hostname()} ${os.cpus().length} cpus ${os.cpus()[0]?.model ?? ''}`.trim(),
+    secs: SECS,
+    runs: RUNS,
+    warmupSecs: WARMUP,
+    connections: CONNS,
+    streams: STREAMS,
+    benchDir: BENCH_DIR,
+    node: process.version,
+    ...(partial ? { partial: true, only: args.only } : {}),
+  };
+  const gr = goalRows(entries, goals, meta);
+  process.stdout.write(`\n${table(entries)}\n${goalTable(gr)}`);
   mkdirSync(RESULTS, { recursive: true });
-  const stamp = startedAt.replace(/[:.]/g, '-');
-  const json = { meta, fixtures: manifest(), rows: ROWS.filter((r) => results[r.id] !== undefined).map((r) => ({ ...r, ...results[r.id] })), goals: gr, failures };
-  writeFileSync(path.join(RESULTS, `bench-${stamp}.json`), JSON.stringify(json, null, 2) + '\n');
-  writeFileSync(path.join(RESULTS, `bench-${stamp}.html`), chart(results, goals, meta));
-  copyFileSync(path.join(RESULTS, `bench-${stamp}.json`), path.join(RESULTS, 'latest.json'));
-  copyFileSync(path.join(RESULTS, `bench-${stamp}.html`), path.join(RESULTS, 'latest.html'));
-  log(`\nwrote ${path.relative(REPO, path.join(RESULTS, `bench-${stamp}.json`))} and .html (also latest.json, latest.html)`);
+  // A partial run (--only) never replaces the full run's latest.* (tracked in git).
+  const files = resultFiles(startedAt.replace(/[:.]/g, '-'), partial);
+  const json = { meta, fixtures: manifest(), rows: entries, goals: gr, failures };
+  writeFileSync(path.join(RESULTS, files.json), JSON.stringify(json, null, 2) + '\n');
+  writeFileSync(path.join(RESULTS, files.html), chart(entries, goals, meta, failures));
+  copyFileSync(path.join(RESULTS, files.json), path.join(RESULTS, files.latestJson));
+  copyFileSync(path.join(RESULTS, files.html), path.join(RESULTS, files.latestHtml));
+  log(`\nwrote ${path.relative(REPO, path.join(RESULTS, files.json))} and .html (also ${files.latestJson}, ${files.latestHtml})`);
   if (Object.keys(failures).length > 0) process.exitCode = 1;
 }
 

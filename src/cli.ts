@@ -10,15 +10,30 @@ process.env['UV_THREADPOOL_SIZE'] ??= '16';
 const USAGE = `usage: siglake <command> [options]
 
 commands:
-  ingest [flags]          run the ingester (OTLP/HTTP + OTLP/gRPC); see \`siglake config reference\`
-  loadgen [flags]         send realistic OTLP load and report throughput and latency; see \`siglake loadgen --help\`
+  ingest [flags]          run the ingester (OTLP/HTTP + OTLP/gRPC)
+  loadgen [flags]         send realistic OTLP load; report throughput and latency
   compact [--once] [--ingester-stopped] [flags]
-                          land sealed WAL segments in the Iceberg tables (docs/iceberg.md)
-  wal verify DIR          check WAL segments; exit 1 on corruption recovery would not repair
+                          land sealed WAL segments in the Iceberg tables
+  wal verify DIR          check WAL segments; exit 1 on damage recovery would not repair
   wal dump DIR            print one JSON line per WAL record
   config reference        print the configuration reference (Markdown)
-  query [flags]           run the query server: tenant-routed SQL over the Iceberg tables (docs/query.md)
+  query [flags]           run the query server: tenant-routed SQL over the Iceberg tables
+
+\`siglake <command> --help\` lists a command's flags; \`siglake --version\` its version.
+Settings: docs/configuration.md.
 `;
+
+/** `siglake <command> --help`: generated from the settings table (src/config/help.ts). */
+async function printHelp(command: string): Promise<void> {
+  const { commandHelp, terminalWidth } = await import('./config/help.js');
+  process.stdout.write(commandHelp(command, terminalWidth()) ?? USAGE);
+}
+
+async function version(): Promise<string> {
+  const { readFileSync } = await import('node:fs');
+  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
 
 function fail(message: string, code: number): never {
   process.stderr.write(`siglake: ${message}\n`);
@@ -88,28 +103,47 @@ async function ingest(argv: string[]): Promise<void> {
 
 async function wal(argv: string[]): Promise<void> {
   const [sub, dir, ...rest] = argv;
-  if ((sub !== 'verify' && sub !== 'dump') || dir === undefined || rest.length > 0) fail(`usage: siglake wal verify|dump DIR`, 2);
-  const out = (line: string) => process.stdout.write(line + '\n');
+  if ((sub !== 'verify' && sub !== 'dump') || dir === undefined || rest.length > 0) fail(`usage: siglake wal verify|dump DIR (see siglake wal --help)`, 2);
+  const { StdoutLines, ClosedOutput } = await import('./stdout-lines.js');
+  const stdout = new StdoutLines();
+  const out = (line: string) => stdout.line(line);
   const wal = await import('./wal/commands.js');
-  if (sub === 'verify') {
-    process.exitCode = await wal.walVerify(dir, out);
-    return;
+  try {
+    if (sub === 'verify') {
+      process.exitCode = await wal.walVerify(dir, out);
+    } else {
+      const { describeRequest } = await import('./otlp/summary.js');
+      const { RecordType } = await import('./wal/format.js');
+      process.exitCode = await wal.walDump(
+        dir,
+        out,
+        (type, payload) => describeRequest(type === RecordType.TRACES ? 'traces' : 'logs', payload),
+        (line) => process.stderr.write(`siglake wal dump: ${line}\n`),
+      );
+    }
+    stdout.flush();
+  } catch (e) {
+    // The reader went away (`siglake wal dump DIR | head`): stop quietly, as cat does.
+    if (e instanceof ClosedOutput) {
+      process.exitCode = 0;
+      return;
+    }
+    throw e;
   }
-  const { describeRequest } = await import('./otlp/summary.js');
-  const { RecordType } = await import('./wal/format.js');
-  process.exitCode = await wal.walDump(dir, out, (type, payload) =>
-    describeRequest(type === RecordType.TRACES ? 'traces' : 'logs', payload),
-  );
 }
 
 async function config(argv: string[]): Promise<void> {
-  if (argv[0] !== 'reference' || argv.length > 1) fail('usage: siglake config reference', 2);
+  if (argv[0] !== 'reference' || argv.length > 1) fail('usage: siglake config reference (see siglake config --help)', 2);
   const { configReference } = await import('./config/reference.js');
   process.stdout.write(configReference());
 }
 
 async function main(argv: string[]): Promise<void> {
   const [cmd, ...rest] = argv;
+  if (cmd !== undefined && cmd !== 'loadgen' && (rest.includes('--help') || rest.includes('-h'))) {
+    const { COMMANDS } = await import('./config/help.js');
+    if (COMMANDS[cmd] !== undefined) return printHelp(cmd);
+  }
   switch (cmd) {
     case 'ingest':
       return ingest(rest);
@@ -135,7 +169,17 @@ async function main(argv: string[]): Promise<void> {
     case '--help':
     case '-h':
     case 'help':
+      if (rest[0] !== undefined) {
+        const { COMMANDS } = await import('./config/help.js');
+        if (COMMANDS[rest[0]] !== undefined) return printHelp(rest[0]);
+        if (rest[0] === 'loadgen') return main(['loadgen', '--help']);
+      }
       process.stdout.write(USAGE);
+      return;
+    case '--version':
+    case '-V':
+    case 'version':
+      process.stdout.write(`siglake ${await version()}\n`);
       return;
     default:
       process.stderr.write(USAGE);

@@ -70,7 +70,10 @@ function parseArgv(argv: readonly string[]): { configFile?: string; values: Map<
       continue;
     }
     const name = byFlag.get(flag);
-    if (name === undefined) throw new ConfigError(`unknown flag ${flag} (see \`siglake config reference\`)`);
+    if (name === undefined) {
+      const near = nearestFlag(flag);
+      throw new ConfigError(`unknown flag ${flag}${near !== undefined ? ` (did you mean ${near}?)` : ''}; \`--help\` lists the flags`);
+    }
     const isBool = typeof SETTINGS[name].default === 'boolean';
     if (value === undefined) {
       if (isBool) value = 'true';
@@ -82,6 +85,31 @@ function parseArgv(argv: readonly string[]): { configFile?: string; values: Map<
     values.set(name, value);
   }
   return configFile === undefined ? { values } : { configFile, values };
+}
+
+/** Edit distance between two short strings (flags). */
+function distance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    prev = cur;
+  }
+  return prev[b.length]!;
+}
+
+/** The setting flag a mistyped one most likely meant (within 3 edits), if any. */
+function nearestFlag(flag: string): string | undefined {
+  let best: string | undefined;
+  let bestD = 4;
+  for (const f of byFlag.keys()) {
+    const d = distance(flag, f);
+    if (d < bestD) {
+      bestD = d;
+      best = f;
+    }
+  }
+  return best;
 }
 
 function flatten(obj: unknown, prefix: string, out: Map<string, unknown>, file: string): void {

@@ -3,7 +3,7 @@
 
 import { SETTINGS, envName, settingNames, type Category, type SettingName } from './settings.js';
 
-const CATEGORY_TITLES: Record<Category, string> = {
+export const CATEGORY_TITLES: Record<Category, string> = {
   server: 'Server',
   ingester: 'Ingester',
   wal: 'Write-ahead log',

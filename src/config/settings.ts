@@ -128,7 +128,7 @@ export const SETTINGS = {
     flag: '--wal-dir',
     category: 'wal',
     default: './data/wal',
-    doc: 'WAL root directory (contract §7 layout).',
+    doc: 'WAL root directory; its layout is in docs/wal-format.md.',
     parse: string({ nonEmpty: true }),
   }),
   walFsync: def<'batch' | 'interval' | 'never'>({
@@ -254,7 +254,7 @@ export const SETTINGS = {
     doc: 'Only these tenants may write (403 not_allowed otherwise). Comma list on the flag and env var.',
     parse: list((raw) => {
       const id = string({ nonEmpty: true })(raw);
-      if (!isValidIdentifier(id)) throw new ValueError(`${JSON.stringify(id)} is not a valid tenant identifier (contract §5)`);
+      if (!isValidIdentifier(id)) throw new ValueError(`${JSON.stringify(id)} is not a valid tenant identifier (docs/multi-tenancy.md)`);
       return id;
     }),
   }),

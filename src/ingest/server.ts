@@ -118,6 +118,9 @@ export class Ingester {
       tenantsAdmitted: () => lanes.tenantCount,
       rssBytes: () => this.#breaker.rssBytes(),
     });
+    // Test hook: a short period so a test can see the count carried to the next line.
+    const refusalLogMs = opts.testHooks ? Number(process.env['SIGLAKE_TEST_REFUSAL_LOG_MS'] ?? NaN) : NaN;
+    metrics.logRefusals(log, Number.isFinite(refusalLogMs) ? refusalLogMs : undefined);
 
     const bearerTokens = [...s.authBearerTokens];
     if (s.authBearerTokensFile !== undefined) bearerTokens.push(...loadTokenFile(s.authBearerTokensFile));

@@ -1,11 +1,13 @@
 // `siglake loadgen`: parse the flags, run the client threads, print the text
 // report, and write the JSON report and the HTML chart when asked.
-// Exit codes: 0 when the run completed, 1 when no request got any answer
-// (every one failed at the transport level) or a client thread failed, 2 for
-// bad flags.
+// Exit codes: 0 when the run completed with at most --max-error-rate (1 %) of
+// the requests refused or failed; 1 when more were (the last line names the
+// most common refusal and its likely fix), when no request got any answer, or
+// when a client thread failed; 2 for bad flags.
 
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { terminalWidth } from '../config/help.js';
 import { ConfigError } from '../errors.js';
 import { LoadCoordinator } from './load-coordinator.js';
 import { LoadReport } from './load-report.js';
@@ -32,7 +34,7 @@ export async function runLoadgen(argv: string[]): Promise<number> {
     throw e;
   }
   if (opts === 'help') {
-    process.stdout.write(loadgenUsage());
+    process.stdout.write(loadgenUsage(terminalWidth()));
     return 0;
   }
   const coordinator = new LoadCoordinator(opts, process.stdout);
@@ -53,13 +55,27 @@ export async function runLoadgen(argv: string[]): Promise<number> {
   } finally {
     process.off('SIGINT', onSigint);
   }
-  if (opts.out !== undefined) write(opts.out, JSON.stringify(json, null, 2) + '\n');
-  if (opts.chart !== undefined) write(opts.chart, ReportChart.html(json));
-  if (!opts.quiet) process.stdout.write(LoadReport.text(json));
+  const wrote: string[] = [];
+  if (opts.out !== undefined) {
+    write(opts.out, JSON.stringify(json, null, 2) + '\n');
+    wrote.push(opts.out);
+  }
+  if (opts.chart !== undefined) {
+    write(opts.chart, ReportChart.html(json));
+    wrote.push(opts.chart);
+  }
+  if (!opts.quiet) {
+    process.stdout.write(LoadReport.text(json, terminalWidth()));
+    if (wrote.length > 0) process.stdout.write(`  wrote ${wrote.join(', ')}\n`);
+  }
   const answered = Object.keys(json.statusCounts).some((k) => !k.startsWith('error:') && k !== 'timeout');
+  const verdict = LoadReport.verdictLine(json);
   if (!answered) {
+    if (verdict !== undefined) process.stderr.write(`${verdict}\n`);
     process.stderr.write(`siglake loadgen: no request was answered by ${opts.target}\n`);
     return 1;
   }
-  return 0;
+  // The last line says whether the run passed and, if not, what to fix.
+  if (verdict !== undefined) (json.verdict.failed ? process.stderr : process.stdout).write(`${verdict}\n`);
+  return json.verdict.failed ? 1 : 0;
 }

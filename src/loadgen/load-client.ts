@@ -20,6 +20,9 @@ export interface RequestSender {
   close(): Promise<void>;
 }
 
+const BACKOFF_FIRST_MS = 10;
+const BACKOFF_MAX_MS = 1000;
+
 export interface DoneMessage {
   type: 'done';
   thread: number;
@@ -64,11 +67,41 @@ export class LoadClient {
   readonly #samples: Record<string, string> = {};
   #timer: NodeJS.Timeout | undefined;
   #idle: (() => void) | undefined;
+  /** Per connection: the wait before its next request after a connection failure (0: none). */
+  readonly #backoffMs: number[];
+  /** Connections waiting out a backoff. */
+  #sleeping = 0;
 
   constructor(opts: LoadClientOptions) {
     this.#o = opts;
     this.#endPerf = opts.endPerf;
     this.#laneCursor = 0;
+    this.#backoffMs = new Array<number>(opts.connections).fill(0);
+  }
+
+  /**
+   * After a request on `conn`, the wait before the next one: doubling from
+   * 10 ms to 1 s while the connection cannot be made (refused, reset, no
+   * route; gRPC UNAVAILABLE without a server answer), 0 once anything answers.
+   * A dead target is probed a few times a second, not 7,000 times.
+   */
+  #backoff(conn: number, status: string, detail: Buffer | string | undefined): number {
+    const transport =
+      status.startsWith('error:') ||
+      (status === 'UNAVAILABLE' && typeof detail === 'string' && /connect|ECONNREFUSED|ECONNRESET|No connection/i.test(detail));
+    const next = transport ? Math.min(BACKOFF_MAX_MS, Math.max(BACKOFF_FIRST_MS, this.#backoffMs[conn]! * 2)) : 0;
+    this.#backoffMs[conn] = next;
+    return next;
+  }
+
+  /** Runs `fn` after `ms` (at once when 0), counted as a sleeping connection meanwhile. */
+  #after(ms: number, fn: () => void): void {
+    if (ms === 0) return fn();
+    this.#sleeping++;
+    setTimeout(() => {
+      this.#sleeping--;
+      fn();
+    }, ms);
   }
 
   /** Stops sending now; requests in flight still finish. */
@@ -80,7 +113,15 @@ export class LoadClient {
     const o = this.#o;
     const wait = o.startPerf - performance.now();
     if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-    const flushTimer = setInterval(() => this.#flushIfStale(), o.intervalMs);
+    // Post each interval just after its end (aligned to the common start), so
+    // the coordinator's progress line can show the second that just ended.
+    let flushTimer: NodeJS.Timeout | undefined;
+    const flushAtBoundary = (): void => {
+      this.#flushIfStale();
+      const since = performance.now() - o.startPerf;
+      flushTimer = setTimeout(flushAtBoundary, o.intervalMs - (since % o.intervalMs) + 5);
+    };
+    flushAtBoundary();
     const idle = new Promise<void>((resolve) => {
       this.#idle = resolve;
     });
@@ -93,7 +134,7 @@ export class LoadClient {
     }
     this.#checkIdle();
     await idle;
-    clearInterval(flushTimer);
+    clearTimeout(flushTimer);
     if (this.#stats.completed > 0) o.post(this.#stats.message(o.thread, this.#interval));
     return { type: 'done', thread: o.thread, issued: this.#issued, maxBacklog: this.#maxBacklog, unsent, samples: this.#samples };
   }
@@ -103,7 +144,7 @@ export class LoadClient {
   }
 
   #checkIdle(): void {
-    if (this.#inflight === 0 && this.#timer === undefined && this.#idle !== undefined && !this.#pending()) this.#idle();
+    if (this.#inflight === 0 && this.#sleeping === 0 && this.#timer === undefined && this.#idle !== undefined && !this.#pending()) this.#idle();
   }
 
   /** Fixed rate keeps a schedule open until its last due request went out. */
@@ -127,8 +168,10 @@ export class LoadClient {
     const started = performance.now();
     this.#o.sender.send(conn, target, body, (status, ok, detail) => {
       this.#complete(started, status, ok, detail, body);
-      if (this.#canIssue()) this.#closedLoop(conn);
-      else this.#checkIdle();
+      this.#after(this.#backoff(conn, status, detail), () => {
+        if (this.#canIssue()) this.#closedLoop(conn);
+        else this.#checkIdle();
+      });
     });
   }
 
@@ -190,10 +233,12 @@ export class LoadClient {
     this.#inflight++;
     this.#o.sender.send(conn, target, body, (status, ok, detail) => {
       this.#complete(due, status, ok, detail, body);
-      const sched = this.#schedule!;
-      sched.free.push(conn);
-      if (sched.open && this.#timer === undefined) sched.pump();
-      this.#checkIdle();
+      this.#after(this.#backoff(conn, status, detail), () => {
+        const sched = this.#schedule!;
+        sched.free.push(conn);
+        if (sched.open && this.#timer === undefined) sched.pump();
+        this.#checkIdle();
+      });
     });
   }
 

@@ -3,7 +3,7 @@
 // up what they post, shows the progress line, and stops them on SIGINT.
 
 import { Worker } from 'node:worker_threads';
-import type { IntervalMessage } from './interval-stats.js';
+import { IntervalStats, type IntervalMessage } from './interval-stats.js';
 import type { DoneMessage } from './load-client.js';
 import { LoadReport } from './load-report.js';
 import type { ReadyMessage, StartMessage, WorkerInput } from './load-worker.js';
@@ -14,6 +14,8 @@ type WorkerMessage = ReadyMessage | IntervalMessage | DoneMessage | { type: 'err
 
 /** Lead time between "all ready" and the first request, so every thread starts together. */
 const START_LEAD_MS = 50;
+/** How long after a second's boundary the progress line is drawn (threads post the interval at the boundary). */
+const TICK_AFTER_MS = 150;
 
 export class LoadCoordinator {
   readonly #o: LoadgenOptions;
@@ -83,16 +85,41 @@ export class LoadCoordinator {
     const progress = this.#progress;
     if (progress !== undefined) {
       const rep = report;
-      ticker = setInterval(() => {
-        const elapsed = (Date.now() - startAt) / 1000;
-        const lastWhole = Math.floor((elapsed * 1000) / o.intervalMs) - 1;
-        progress.update(Math.max(0, elapsed), elapsed < o.warmupSecs, lastWhole >= 0 ? rep.interval(lastWhole) : undefined, o.intervalMs / 1000, rep.total);
-      }, 1000);
+      const totalSecs = o.durationSecs > 0 ? o.warmupSecs + o.durationSecs : undefined;
+      // Tick just after each second's boundary, when every thread has posted
+      // the interval that ended there, and show that second: no lag.
+      let second = 0;
+      const tick = (): void => {
+        second++;
+        const last = new IntervalStats();
+        let any = false;
+        // The intervals that ended in the last second; with intervals longer than a second, the last whole one.
+        const to = Math.floor((second * 1000) / o.intervalMs);
+        const from = o.intervalMs > 1000 ? to - 1 : Math.floor(((second - 1) * 1000) / o.intervalMs);
+        for (let i = from; i < to; i++) {
+          const s = rep.interval(i);
+          if (s !== undefined) {
+            last.addStats(s);
+            any = true;
+          }
+        }
+        progress.update({
+          elapsedSecs: totalSecs !== undefined ? Math.min(second, totalSecs) : second,
+          totalSecs,
+          warmup: second <= o.warmupSecs,
+          last: any ? last : undefined,
+          lastSecs: o.intervalMs > 1000 ? o.intervalMs / 1000 : 1,
+          total: rep.total,
+          requests: o.requests,
+        });
+        ticker = setTimeout(tick, Math.max(0, startAt + (second + 1) * 1000 + TICK_AFTER_MS - Date.now()));
+      };
+      ticker = setTimeout(tick, Math.max(0, startAt + 1000 + TICK_AFTER_MS - Date.now()));
     }
     try {
       await until(() => done.length === o.threads);
     } finally {
-      if (ticker !== undefined) clearInterval(ticker);
+      if (ticker !== undefined) clearTimeout(ticker);
       progress?.end();
     }
     for (const d of done) report.addDone(d);

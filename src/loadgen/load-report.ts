@@ -8,6 +8,8 @@ import { LatencyHistogram, type HistogramSnapshot } from './latency-histogram.js
 import type { DoneMessage } from './load-client.js';
 import type { LoadgenOptions } from './loadgen-options.js';
 import type { ReadyMessage } from './load-worker.js';
+import { verdictOf, type Verdict } from './refusal-hints.js';
+import { fitLine, fmtMs, fmtNum, plural } from './text-format.js';
 
 export interface LatencySummary {
   count: number;
@@ -30,7 +32,14 @@ export interface TimelinePoint {
   records: number;
   requestsPerSec: number;
   okPerSec: number;
+  /** Refused or failed per second. */
+  refusedPerSec: number;
+  recordsPerSec: number;
+  /** Accepted bytes on the wire. */
   mbPerSec: number;
+  /** Every request's bytes on the wire. */
+  sentMbPerSec: number;
+  /** Latencies of the accepted requests (0 when none). */
   p50Ms: number;
   p90Ms: number;
   p99Ms: number;
@@ -44,13 +53,18 @@ export interface LoadReportJson {
   config: Record<string, unknown>;
   prepare: { lanes: number; distinctBodies: number; bodyPoolBytes: number; ms: number };
   elapsedSecs: number;
-  totals: { issued: number; requests: number; ok: number; errors: number; bytes: number; rawBytes: number; records: number };
-  rates: { requestsPerSec: number; okPerSec: number; recordsPerSec: number; mbPerSec: number; rawMbPerSec: number };
+  /** bytes, rawBytes: of the accepted requests; sentBytes: of every request. */
+  totals: { issued: number; requests: number; ok: number; errors: number; bytes: number; sentBytes: number; rawBytes: number; records: number };
+  rates: { requestsPerSec: number; okPerSec: number; recordsPerSec: number; mbPerSec: number; sentMbPerSec: number; rawMbPerSec: number };
   statusCounts: Record<string, number>;
   errorSamples: Record<string, string>;
-  /** Latency of every request counted, in milliseconds (fixed rate: from when it was due). */
+  /** Latency of the accepted requests, in milliseconds (fixed rate: from when it was due). */
   latencyMs: LatencySummary;
   histogram: HistogramSnapshot;
+  /** Latency of the refused and failed requests: never mixed into latencyMs. */
+  refusedLatencyMs: LatencySummary;
+  /** The refusal share against --max-error-rate, and each refusal with its likely fix. */
+  verdict: Verdict;
   fixedRate: { targetPerSec: number; achievedPerSec: number; maxBacklog: number; unsent: number } | null;
   timeline: TimelinePoint[];
 }
@@ -145,7 +159,10 @@ export class LoadReport {
         records: s.records,
         requestsPerSec: round(s.completed * perSec, 1),
         okPerSec: round(s.ok * perSec, 1),
+        refusedPerSec: round((s.completed - s.ok) * perSec, 1),
+        recordsPerSec: round(s.records * perSec, 1),
         mbPerSec: round((s.bytes * perSec) / 1e6),
+        sentMbPerSec: round((s.sentBytes * perSec) / 1e6),
         p50Ms: lat.p50,
         p90Ms: lat.p90,
         p99Ms: lat.p99,
@@ -155,6 +172,7 @@ export class LoadReport {
     const issued = this.#done.reduce((n, d) => n + d.issued, 0);
     const samples: Record<string, string> = {};
     for (const d of this.#done) for (const [k, v] of Object.entries(d.samples)) samples[k] ??= v;
+    const statusCounts = Object.fromEntries([...t.statuses].sort(([a], [b]) => a.localeCompare(b)));
     return {
       tool: 'siglake loadgen',
       schema: 1,
@@ -179,6 +197,7 @@ export class LoadReport {
         warmupSecs: o.warmupSecs,
         intervalMs: o.intervalMs,
         seed: o.seed,
+        maxErrorRate: o.maxErrorRate,
       },
       prepare: {
         lanes: this.#ready.reduce((n, r) => n + r.lanes, 0),
@@ -187,18 +206,21 @@ export class LoadReport {
         ms: round(Math.max(0, ...this.#ready.map((r) => r.prepareMs)), 1),
       },
       elapsedSecs: round(secs),
-      totals: { issued, requests: t.completed, ok: t.ok, errors, bytes: t.bytes, rawBytes: t.rawBytes, records: t.records },
+      totals: { issued, requests: t.completed, ok: t.ok, errors, bytes: t.bytes, sentBytes: t.sentBytes, rawBytes: t.rawBytes, records: t.records },
       rates: {
         requestsPerSec: round(t.completed / secs, 1),
         okPerSec: round(t.ok / secs, 1),
         recordsPerSec: round(t.records / secs, 1),
         mbPerSec: round(t.bytes / 1e6 / secs),
+        sentMbPerSec: round(t.sentBytes / 1e6 / secs),
         rawMbPerSec: round(t.rawBytes / 1e6 / secs),
       },
-      statusCounts: Object.fromEntries([...t.statuses].sort(([a], [b]) => a.localeCompare(b))),
+      statusCounts,
       errorSamples: samples,
       latencyMs: latencySummary(t.hist),
       histogram: t.hist.snapshot(),
+      refusedLatencyMs: latencySummary(t.refusedHist),
+      verdict: verdictOf(statusCounts, samples, o.maxErrorRate, { target: o.target, tenants: o.tenants, tenantMode: o.tenantMode, protocol: o.protocol }),
       fixedRate:
         o.rate === undefined
           ? null
@@ -212,27 +234,62 @@ export class LoadReport {
     };
   }
 
-  /** The human summary printed at the end. */
-  static text(r: LoadReportJson): string {
+  /** The human summary printed at the end, designed for `width` (80) columns. */
+  static text(r: LoadReportJson, width = 80): string {
     const c = r.config;
-    const n = (v: number, d = 0): string => v.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
-    const kib = (c.bodyBytes as number) >= 1024 ? `${n((c.bodyBytes as number) / 1024, 0)} KiB` : `${String(c.bodyBytes)} B`;
+    const body = (c.bodyBytes as number) >= 1024 ? `~${fmtNum((c.bodyBytes as number) / 1024)} KiB` : `~${String(c.bodyBytes)} B`;
+    const proto = c.protocol === 'grpc' ? 'OTLP/gRPC' : `OTLP/HTTP ${String(c.encoding)}`;
     const load =
       c.mode === 'closed-loop'
-        ? `closed loop, ${String(c.connections)} connections${c.protocol === 'grpc' ? ` x ${String(c.streams)} streams` : ''}`
-        : `fixed rate ${n(c.rate as number)}/s, up to ${String(c.connections)} connections`;
+        ? `closed loop, ${plural(c.connections as number, 'connection')}${c.protocol === 'grpc' ? ` x ${String(c.streams)} streams` : ''}`
+        : `fixed rate ${fmtNum(c.rate as number)}/s, up to ${plural(c.connections as number, 'connection')}`;
+    const tenants = `${plural(c.tenants as number, 'tenant')}${(c.indexes as number) > 0 ? ` x ${plural(c.indexes as number, 'index', 'indexes')}` : ''}`;
+    const perSec = (v: number): string => fmtNum(v, 1);
+    const row = (label: string, total: string, rate: string, note = ''): string =>
+      `  ${label.padEnd(10)}${total.padStart(14)}${rate.padStart(14)}${note === '' ? '' : `  ${note}`}`;
+    const mb = (bytes: number): string => fmtNum(bytes / 1e6, 1);
+    const lat = (l: LatencySummary): string =>
+      `p50 ${fmtMs(l.p50)}  p90 ${fmtMs(l.p90)}  p99 ${fmtMs(l.p99)}  p99.9 ${fmtMs(l.p999)}  max ${fmtMs(l.max)} ms`;
     const lines = [
-      `siglake loadgen: ${String(c.target)} ${String(c.protocol)} ${c.protocol === 'http' ? String(c.encoding) : 'protobuf'}${c.gzip ? '+gzip' : ''} ${String(c.signal)}, ~${kib} bodies, ${String(c.tenants)} tenant(s)${(c.indexes as number) > 0 ? ` x ${String(c.indexes)} indexes` : ''}, ${load}, ${String(c.threads)} thread(s), ${n(r.elapsedSecs, 1)} s`,
-      `  requests   ${n(r.totals.requests).padStart(12)}  ${n(r.rates.requestsPerSec, 1).padStart(12)}/s   ok ${n(r.totals.ok)}  errors ${n(r.totals.errors)}`,
-      `  records    ${n(r.totals.records).padStart(12)}  ${n(r.rates.recordsPerSec, 1).padStart(12)}/s`,
-      `  bytes      ${n(r.totals.bytes).padStart(12)}  ${n(r.rates.mbPerSec, 2).padStart(12)} MB/s on the wire (${n(r.rates.rawMbPerSec, 2)} MB/s uncompressed)`,
-      `  status     ${Object.entries(r.statusCounts).map(([k, v]) => `${k}: ${n(v)}`).join('   ') || 'none'}`,
-      `  latency ms p50 ${r.latencyMs.p50}  p90 ${r.latencyMs.p90}  p99 ${r.latencyMs.p99}  p99.9 ${r.latencyMs.p999}  max ${r.latencyMs.max}  mean ${r.latencyMs.mean}`,
+      `siglake loadgen: ${String(c.target)}, ${proto}${c.gzip ? ' + gzip' : ''}`,
+      `  ${String(c.signal)} bodies ${body}, ${tenants}, ${load}, ${plural(c.threads as number, 'thread')}`,
+      `  measured ${fmtNum(r.elapsedSecs, 1)} s${(c.warmupSecs as number) > 0 ? ` after ${fmtNum(c.warmupSecs as number, 1)} s warm-up` : ''}`,
+      '',
+      row('', 'total', 'per second'),
+      row('requests', fmtNum(r.totals.requests), perSec(r.rates.requestsPerSec)),
+      row('accepted', fmtNum(r.totals.ok), perSec(r.rates.okPerSec)),
+      row('refused', fmtNum(r.totals.errors), perSec(r.totals.errors / r.elapsedSecs), r.totals.requests > 0 ? `${fmtNum((100 * r.totals.errors) / r.totals.requests, 1)} %` : ''),
+      row('records', fmtNum(r.totals.records), perSec(r.rates.recordsPerSec), 'accepted'),
+      row('MB sent', mb(r.totals.sentBytes ?? r.totals.bytes), fmtNum(r.rates.sentMbPerSec ?? r.rates.mbPerSec, 2), 'on the wire, all requests'),
+      row('MB taken', mb(r.totals.bytes), fmtNum(r.rates.mbPerSec, 2), `accepted; ${fmtNum(r.rates.rawMbPerSec, 2)} MB/s unpacked`),
+      '',
+      `  latency   ${r.latencyMs.count > 0 ? lat(r.latencyMs) : 'no request was accepted'}`,
     ];
+    if (r.refusedLatencyMs !== undefined && r.refusedLatencyMs.count > 0) lines.push(`  refusals  ${lat(r.refusedLatencyMs)}`);
     if (r.fixedRate !== null) {
-      lines.push(`  fixed rate target ${n(r.fixedRate.targetPerSec, 1)}/s achieved ${n(r.fixedRate.achievedPerSec, 1)}/s, most due and unsent at once ${n(r.fixedRate.maxBacklog)}, never sent ${n(r.fixedRate.unsent)}`);
+      lines.push(`  rate      target ${perSec(r.fixedRate.targetPerSec)}/s, achieved ${perSec(r.fixedRate.achievedPerSec)}/s`);
+      lines.push(`            most due at once ${fmtNum(r.fixedRate.maxBacklog)}, never sent ${fmtNum(r.fixedRate.unsent)}`);
     }
-    for (const [k, v] of Object.entries(r.errorSamples)) lines.push(`  sample     ${k}: ${v}`);
-    return lines.join('\n') + '\n';
+    const statuses = Object.entries(r.statusCounts).sort((a, b) => b[1] - a[1]);
+    lines.push(`  status    ${statuses.map(([k, v]) => `${k} x ${fmtNum(v)}`).join(', ') || 'none'}`);
+    for (const f of r.verdict?.refusals ?? []) {
+      if (f.message !== '') lines.push(`  ${f.status.padEnd(8)}  ${f.message}`);
+    }
+    return lines.map((l) => fitLine(l, width)).join('\n') + '\n';
+  }
+
+  /**
+   * The closing words: whether the run passed, and when it did not, a last
+   * line naming the most common refusal and its fix. Undefined when nothing
+   * was refused.
+   */
+  static verdictLine(r: LoadReportJson): string | undefined {
+    const v = r.verdict;
+    const top = v.refusals[0];
+    if (top === undefined) return undefined;
+    const share = `${fmtNum(v.refusedShare * 100, 1)} % of ${fmtNum(v.requests)} requests refused`;
+    const what = `${top.status}${top.reason !== undefined ? ` ${top.reason}` : ''} x ${fmtNum(top.count)}`;
+    if (!v.failed) return `siglake loadgen: ${share}, within --max-error-rate ${fmtNum(v.maxErrorRate, 1)} %; most: ${what}`;
+    return `siglake loadgen: FAILED: ${share} (--max-error-rate ${fmtNum(v.maxErrorRate, 1)} %)\n  ${what}: ${top.fix}`;
   }
 }

@@ -4,6 +4,7 @@
 
 import os from 'node:os';
 import { parseArgs } from 'node:util';
+import { wrap } from '../config/help.js';
 import { ConfigError } from '../errors.js';
 
 export type Protocol = 'http' | 'grpc';
@@ -60,6 +61,8 @@ export interface LoadgenOptions {
   chart: string | undefined;
   progress: 'auto' | 'on' | 'off';
   quiet: boolean;
+  /** Percent of requests refused or failed above which the run fails (exit 1). */
+  maxErrorRate: number;
 }
 
 interface FlagRow {
@@ -68,10 +71,12 @@ interface FlagRow {
   multiple?: boolean;
   default?: string;
   help: string;
+  /** Heading printed before this flag in the help (the first flag of a group). */
+  group?: string;
 }
 
 const FLAGS: readonly FlagRow[] = [
-  { name: 'protocol', type: 'string', default: 'http', help: 'http (OTLP/HTTP) or grpc (OTLP/gRPC)' },
+  { name: 'protocol', group: 'Target and bodies', type: 'string', default: 'http', help: 'http (OTLP/HTTP) or grpc (OTLP/gRPC)' },
   { name: 'target', type: 'string', help: 'http: base URL (default http://127.0.0.1:4318); grpc: host:port (default 127.0.0.1:4317)' },
   { name: 'signal', type: 'string', default: 'logs', help: 'logs, traces or mixed (alternating)' },
   { name: 'encoding', type: 'string', default: 'protobuf', help: 'HTTP body encoding: protobuf or json' },
@@ -80,7 +85,7 @@ const FLAGS: readonly FlagRow[] = [
   { name: 'log-body-bytes', type: 'string', help: 'average log record body length (default 160)' },
   { name: 'bodies', type: 'string', default: '8', help: 'distinct bodies per (tenant, index) pool' },
   { name: 'pool-mib', type: 'string', default: '16', help: 'cap on distinct body bytes per client thread (pools are shared round-robin past it)' },
-  { name: 'tenants', type: 'string', default: '1', help: 'tenants, visited round-robin' },
+  { name: 'tenants', group: 'Tenants, tokens and indexes', type: 'string', default: '1', help: 'tenants, visited round-robin' },
   { name: 'tenant-prefix', type: 'string', default: 'tenant-', help: 'tenant names are <prefix><n>' },
   { name: 'tenant-header', type: 'boolean', help: 'send X-Scope-OrgID even with one tenant (always sent with more, unless --jwt-key)' },
   { name: 'jwt-key', type: 'string', help: 'private key file (PEM or JWK JSON): sign one JWT per tenant instead of X-Scope-OrgID' },
@@ -93,7 +98,7 @@ const FLAGS: readonly FlagRow[] = [
   { name: 'bearer', type: 'string', help: 'static bearer token for every request (not with --jwt-key)' },
   { name: 'indexes', type: 'string', default: '0', help: 'managed indexes per tenant (x-siglake-index <prefix><n>); 0: default table' },
   { name: 'index-prefix', type: 'string', default: 'idx-', help: 'index names are <prefix><n>' },
-  { name: 'rate', type: 'string', help: 'fixed rate, requests/s over all threads (open loop, latency from the intended send time)' },
+  { name: 'rate', group: 'Load', type: 'string', help: 'fixed rate, requests/s over all threads (open loop, latency from the intended send time)' },
   { name: 'connections', type: 'string', default: '32', help: 'connections over all threads (closed loop: requests in flight)' },
   { name: 'streams', type: 'string', default: '1', help: 'gRPC: concurrent calls per connection' },
   { name: 'duration', type: 'string', default: '10', help: 'seconds (suffix s or m accepted)' },
@@ -104,19 +109,25 @@ const FLAGS: readonly FlagRow[] = [
   { name: 'interval-ms', type: 'string', default: '1000', help: 'timeline resolution of the report and chart' },
   { name: 'seed', type: 'string', default: '1', help: 'fixture generator seed' },
   { name: 'header', type: 'string', multiple: true, help: 'extra header/metadata "name: value" (repeatable)' },
-  { name: 'out', type: 'string', help: 'write the report as JSON here' },
+  { name: 'out', group: 'Report and verdict', type: 'string', help: 'write the report as JSON here' },
   { name: 'chart', type: 'string', help: 'write a self-contained HTML chart (throughput and latency over time) here' },
   { name: 'progress', type: 'boolean', help: 'force the live progress line (default: when stdout is a TTY)' },
   { name: 'no-progress', type: 'boolean', help: 'never print the progress line' },
   { name: 'quiet', type: 'boolean', help: 'print no text report (the JSON and chart are still written)' },
-  { name: 'help', type: 'boolean', help: 'print this help' },
+  { name: 'max-error-rate', type: 'string', default: '1%', help: 'fail the run (exit 1) when more than this share of the requests was refused or failed; 100% never fails on refusals' },
+  { name: 'help', type: 'boolean', help: 'print this help (also -h)' },
 ];
 
-export function loadgenUsage(): string {
-  const lines = ['usage: siglake loadgen [options]', '', 'Sends realistic OTLP logs/traces and reports throughput and latency.', ''];
+/** The help text, fitted to `width` columns: flag and default on one line, the help indented below. */
+export function loadgenUsage(width = 80): string {
+  const w = Math.max(40, Math.min(width, 120));
+  const lines = ['usage: siglake loadgen [options]', '', ...wrap('Sends realistic OTLP logs/traces and reports throughput and latency. Exits 1 when more than --max-error-rate of the requests were refused or failed, 2 on a bad flag.', w, 0)];
   for (const f of FLAGS) {
-    const left = `  --${f.name}${f.type === 'string' ? ' V' : ''}`;
-    lines.push(`${left.padEnd(24)} ${f.help}${f.default !== undefined ? ` (default ${f.default})` : ''}`);
+    if (f.group !== undefined) lines.push('', `${f.group}:`);
+    const head = `  --${f.name}${f.type === 'string' ? ' V' : ''}`;
+    const def = f.default !== undefined ? `default ${f.default}` : '';
+    lines.push(def !== '' && head.length + 2 + def.length <= w ? `${head}  ${def}` : head);
+    lines.push(...wrap(f.help, w, 6));
   }
   return lines.join('\n') + '\n';
 }
@@ -134,6 +145,14 @@ function num(name: string, raw: string, min: number): number {
   return n;
 }
 
+/** "1", "1%" or "0.5 %": a percentage between 0 and 100. */
+function percent(name: string, raw: string): number {
+  const m = /^(\d+(?:\.\d+)?)\s*%?$/.exec(raw.trim());
+  const v = m === null ? NaN : Number(m[1]);
+  if (!(v >= 0 && v <= 100)) throw new ConfigError(`--${name}: must be a percentage from 0 to 100, like 1 or 1%, got ${JSON.stringify(raw)}`);
+  return v;
+}
+
 function seconds(name: string, raw: string): number {
   const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(raw.trim());
   if (m === null) throw new ConfigError(`--${name}: must be a duration like 10, 10s, 500ms or 2m, got ${JSON.stringify(raw)}`);
@@ -148,8 +167,9 @@ function oneOf<T extends string>(name: string, raw: string, values: readonly T[]
 
 /** Parses argv; returns 'help' for --help. Throws ConfigError naming the flag on a bad value. */
 export function parseLoadgenArgs(argv: string[]): LoadgenOptions | 'help' {
-  const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean }> = {};
+  const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean; short?: string }> = {};
   for (const f of FLAGS) options[f.name] = f.multiple ? { type: f.type, multiple: true } : { type: f.type };
+  options['help'] = { type: 'boolean', short: 'h' };
   let values: Record<string, string | boolean | string[] | undefined>;
   try {
     values = parseArgs({ args: argv, options, strict: true, allowPositionals: false }).values as typeof values;
@@ -254,5 +274,6 @@ export function parseLoadgenArgs(argv: string[]): LoadgenOptions | 'help' {
     chart: str('chart'),
     progress: values['progress'] === true ? 'on' : values['no-progress'] === true ? 'off' : 'auto',
     quiet: values['quiet'] === true,
+    maxErrorRate: percent('max-error-rate', str('max-error-rate')!),
   };
 }

@@ -6,6 +6,8 @@
 
 import client, { type Gauge, type Registry } from 'prom-client';
 import { TENANT_DENIED_REASONS, type TenantDeniedReason } from '../errors.js';
+import type { Logger } from '../log.js';
+import { RefusalLog } from './refusal-log.js';
 import { FSYNC_BUCKETS, type WorkerStats } from './worker-stats.js';
 
 export const ENDPOINTS = ['otlp', 'otlp_traces'] as const;
@@ -85,6 +87,7 @@ export class IngestMetrics {
   readonly #singles = new Float64Array(2);
   /** Non-cumulative bucket counts, then the sum. */
   readonly #depth = new Float64Array(DEPTH_BUCKETS.length + 2);
+  #refusalLog: RefusalLog | undefined;
 
   constructor(registry: Registry, sources: MetricsSources) {
     this.registry = registry;
@@ -200,6 +203,24 @@ export class IngestMetrics {
   request(endpoint: number, status: number): void {
     const slot = STATUS_SLOT[status] ?? -1;
     if (slot >= 0) this.#requests[endpoint * STATUSES.length + slot]! += 1;
+    if (status !== 200) this.#refusalLog?.refused(status);
+  }
+
+  /** Logs refusals, sampled and rate-limited (src/metrics/refusal-log.ts). */
+  logRefusals(log: Logger, periodMs?: number): void {
+    this.#refusalLog = new RefusalLog(log, { ...(periodMs !== undefined ? { periodMs } : {}), reasons: (status) => this.#reasonCounts(status) });
+  }
+
+  /** Cumulative refusals by reason label behind a status: denials for 403, limits for 429 and 503. */
+  #reasonCounts(status: number): Record<string, number> | undefined {
+    const out: Record<string, number> = {};
+    if (status === 403) TENANT_DENIED_REASONS.forEach((r, i) => (out[r] = this.#denied[i]!));
+    else if (status === 429 || status === 503) {
+      REJECT_REASONS.forEach((r, i) => {
+        if ((r === 'rate_limited') === (status === 429)) out[r] = this.#rejected[i]!;
+      });
+    } else return undefined;
+    return out;
   }
 
   records(endpoint: number, n: number): void {

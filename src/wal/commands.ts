@@ -66,14 +66,21 @@ export async function walVerify(dir: string, out: (line: string) => void): Promi
   return problems === 0 ? EXIT_OK : EXIT_DAMAGED;
 }
 
-/** Prints one JSON line per record (and one per early stop); returns the exit code verify would. */
-export async function walDump(dir: string, out: (line: string) => void, describe: DescribePayload): Promise<number> {
+/**
+ * Prints one JSON line per record (and one per early stop); returns the exit
+ * code verify would. When there is no record to print because the compactor
+ * landed and retired the segments, `note` (stderr) says how many.
+ */
+export async function walDump(dir: string, out: (line: string) => void, describe: DescribePayload, note: (line: string) => void = () => {}): Promise<number> {
   const targets = resolveTargets(dir, (line) => out(JSON.stringify({ error: line })));
   if (targets === null) return EXIT_UNREADABLE;
   let damaged = false;
+  let printed = 0;
+  let landed = 0;
   for (const t of targets) {
     const files = listLaneFiles(t.dir);
     if (namingProblems(files).length > 0) damaged = true;
+    landed += retiredSegments(files);
     const prefix = lanePrefix(t);
     files.segments.forEach((seg, i) => {
       const reader = new SegmentReader(seg.path);
@@ -94,10 +101,12 @@ export async function walDump(dir: string, out: (line: string) => void, describe
               type: recordTypeName(r.type),
               records: r.count,
               timeMs: r.timeMs,
+              time: isoTime(r.timeMs),
               texts,
               ...(describeError === undefined ? {} : { describeError }),
             }),
           );
+          printed++;
         }
         const stop = reader.stop as SegmentStop;
         if (stop.kind !== 'end') {
@@ -109,7 +118,33 @@ export async function walDump(dir: string, out: (line: string) => void, describe
       }
     });
   }
+  if (printed === 0 && landed > 0) note(`no records: ${landed} segment${landed === 1 ? '' : 's'} landed in Iceberg and retired by the compactor`);
   return damaged ? EXIT_DAMAGED : EXIT_OK;
+}
+
+/** A record's time as ISO 8601 (UTC); null for a time no Date can hold. */
+function isoTime(ms: number): string | null {
+  const d = new Date(ms);
+  return Number.isNaN(d.getTime()) ? null : d.toISOString();
+}
+
+/**
+ * Segments of a lane the compactor landed and retired: numbers are taken from
+ * 1 up and never reused, so each number below the highest with no file was
+ * retired (deleted), and an empty file is a retired lane head kept for its
+ * number (docs/iceberg.md).
+ */
+function retiredSegments(files: LaneFiles): number {
+  let empty = 0;
+  for (const s of files.segments) {
+    try {
+      if (statSync(s.path).size === 0) empty++;
+    } catch {
+      // gone meanwhile: counted as missing below
+    }
+  }
+  const numbers = new Set(files.segments.map((s) => s.number));
+  return empty + Math.max(0, files.maxNumber - numbers.size);
 }
 
 function judge(stop: SegmentStop, last: boolean): 'ok' | 'torn-ok' | 'damaged' {

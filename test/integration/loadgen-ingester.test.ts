@@ -4,13 +4,14 @@
 // indexes; refusals are counted by status with a sample message; fixed rate
 // keeps its rate; the JSON report and the chart have their shape.
 
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { exportJWK, exportPKCS8, generateKeyPair } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LoadReportJson } from '../../src/loadgen/load-report.js';
 import { CLI, startIngester, tempDir, walDump, type RunningIngester } from '../helpers/ingester.js';
+import { runInPty, screenLines } from '../helpers/pty.js';
 
 interface Run {
   code: number | null;
@@ -131,16 +132,69 @@ describe('loadgen against one default-tenant ingester', () => {
     expect(delta('siglake_ingest_records_total{endpoint="otlp_traces"}')).toBe(j.totals.records);
   });
 
-  it('counts refusals by status and keeps a sample of the message (tenants by header, not trusted)', async () => {
+  it('counts refusals by status, fails the run past --max-error-rate, and names the refusal and its fix last', async () => {
     const out = path.join(dir, 'refused.json');
     const r = await loadgen(['--target', ing.url, '--tenants', '3', '--requests', '60', '--connections', '4', '--out', out]);
-    expect(r.code).toBe(0);
+    expect(r.code).toBe(1);
     const j = readReport(out);
     expect(j.statusCounts).toEqual({ '403': 60 });
     expect(j.totals.ok).toBe(0);
     expect(j.totals.records).toBe(0);
+    // Bytes sent count the refused requests too.
+    expect(j.totals.sentBytes).toBeGreaterThanOrEqual(60 * 64);
+    expect(j.totals.bytes).toBe(0);
+    expect(j.latencyMs.count).toBe(0);
+    expect(j.refusedLatencyMs.count).toBe(60);
     expect(j.errorSamples['403']).toMatch(/header_not_trusted/);
-    expect(r.stdout).toMatch(/403: 60/);
+    expect(j.verdict).toMatchObject({ failed: true, refused: 60, requests: 60 });
+    expect(r.stdout).toMatch(/status\s+403 x 60/);
+    expect(r.stdout).toMatch(/\n  wrote .*refused\.json\n$/);
+    const lastLine = r.stderr.trimEnd().split('\n').pop();
+    expect(lastLine).toBe('  403 header_not_trusted x 60: start the ingester with --trust-tenant-header');
+    expect(r.stderr).toMatch(/FAILED: 100\.0 % of 60 requests refused/);
+
+    // With the threshold raised past the share, the same run passes.
+    const lax = await loadgen(['--target', ing.url, '--tenants', '3', '--requests', '20', '--connections', '2', '--max-error-rate', '100', '--quiet']);
+    expect(lax.code).toBe(0);
+  });
+
+  it('on an 80-column terminal: the progress line and the report fit, rates and totals labelled', async () => {
+    const out = path.join(dir, 'tty.json');
+    const chart = path.join(dir, 'tty.html');
+    const r = await runInPty([process.execPath, CLI, 'loadgen', '--threads', '1', '--target', ing.url, '--duration', '3', '--connections', '4', '--out', out, '--chart', chart], { cols: 80 });
+    expect(r.code).toBe(0);
+    const shown = screenLines(r.output);
+    // Every line fits, but the one naming the files, whose paths are the user's.
+    for (const line of shown) if (!line.startsWith('  wrote ')) expect([...line].length).toBeLessThanOrEqual(80);
+    // Each redraw of the progress line, as written between carriage returns.
+    const redraws = r.output.split(/[\r\n]/).map((l) => l.replace(/\x1b\[K/g, '')).filter((l) => /req\/s/.test(l));
+    expect(redraws.length).toBeGreaterThanOrEqual(1);
+    for (const l of redraws) {
+      expect([...l].length).toBeLessThan(80);
+      expect(l).toMatch(/^\s+[123]\/3 s\s+[\d,]+ req\/s .*\| total [\d,]+ ok/);
+    }
+    expect(shown).toContain(`  wrote ${out}, ${chart}`);
+    expect(shown.some((l) => /^\s+total\s+per second$/.test(l))).toBe(true);
+    expect(shown.some((l) => /^  latency   p50 \d+\.\d\d  p90 \d+\.\d\d  p99 \d+\.\d\d  p99\.9 \d+\.\d\d  max \d+\.\d\d ms$/.test(l))).toBe(true);
+  });
+
+  it('the HTML page, rendered by headless Chromium: responsive charts and a refusal section', async () => {
+    const chart = path.join(dir, 'refusals.html');
+    const r = await loadgen(['--target', ing.url, '--tenants', '3', '--requests', '40', '--connections', '2', '--chart', chart, '--quiet']);
+    expect(r.code).toBe(1);
+    const dom = spawnSync('chromium', ['--headless', '--no-sandbox', '--disable-gpu', '--dump-dom', `file://${chart}`], { encoding: 'utf8', timeout: 60_000 });
+    expect(dom.status).toBe(0);
+    const html = dom.stdout;
+    // Chromium parsed the SVG into elements: three charts (no accepted request: no latency chart).
+    expect(html.match(/<svg class="chart"/g)).toHaveLength(3);
+    expect(html).not.toMatch(/<svg[^>]* width="\d/);
+    expect(html).toContain('Refusals</h3>');
+    expect(html).toMatch(/<td>403<\/td><td class="n">40<\/td><td class="n">100\.0 %<\/td><td>tenant denied \(header_not_trusted\)/);
+    expect(html).toContain('FAILED: 100.0 % of 40 requests refused');
+    const png = path.join(dir, 'refusals.png');
+    const shot = spawnSync('chromium', ['--headless', '--no-sandbox', '--disable-gpu', '--hide-scrollbars', '--window-size=420,1600', `--screenshot=${png}`, `file://${chart}`], { encoding: 'utf8', timeout: 60_000 });
+    expect(shot.status).toBe(0);
+    expect(fs.statSync(png).size).toBeGreaterThan(10_000);
   });
 
   it('fixed rate: sends at the rate for the duration and reports it', async () => {
@@ -166,10 +220,19 @@ describe('loadgen against one default-tenant ingester', () => {
     expect([k.totals.issued, k.totals.ok, k.fixedRate!.unsent]).toEqual([50, 50, 0]);
   });
 
-  it('exits 1 when nothing answers and 2 on a bad flag', async () => {
+  it('exits 1 when nothing answers, backing off instead of spinning, and 2 on a bad flag', async () => {
     const dead = await loadgen(['--target', 'http://127.0.0.1:1', '--requests', '3', '--connections', '1', '--quiet']);
     expect(dead.code).toBe(1);
     expect(dead.stderr).toMatch(/no request was answered/);
+    expect(dead.stderr).toMatch(/error:ECONNREFUSED x 3: nothing listens at http:\/\/127\.0\.0\.1:1/);
+    // Two seconds against a closed port: each connection backs off (10 ms doubling to 1 s),
+    // so a handful of attempts per connection, not thousands.
+    const out = path.join(dir, 'dead.json');
+    const spin = await loadgen(['--target', 'http://127.0.0.1:1', '--duration', '2', '--connections', '4', '--quiet', '--out', out]);
+    expect(spin.code).toBe(1);
+    const j = readReport(out);
+    expect(j.totals.issued).toBeLessThan(4 * 12);
+    expect(j.statusCounts['error:ECONNREFUSED']).toBe(j.totals.requests);
     const bad = await loadgen(['--streams', '3']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/--streams/);
@@ -240,7 +303,8 @@ describe('loadgen with tenants in signed JWTs', () => {
   it('a token with the wrong audience is refused 401 and counted so', async () => {
     const out = path.join(scratch(), 'bad.json');
     const r = await loadgen(['--target', ing.url, '--requests', '10', '--connections', '2', '--jwt-key', keyFile, '--tenant-claim', 'org', '--jwt-issuer', 'https://idp.test', '--jwt-audience', 'other', '--out', out]);
-    expect(r.code).toBe(0);
+    expect(r.code).toBe(1);
     expect(readReport(out).statusCounts).toEqual({ '401': 10 });
+    expect(r.stderr.trimEnd().split('\n').pop()).toMatch(/^  401 x 10: pass --bearer .* or --jwt-key/);
   });
 });

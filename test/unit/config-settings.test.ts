@@ -165,7 +165,7 @@ describe('loading', () => {
 
   it('refuses unknown keys and flags, unreadable files, and settings that need others', () => {
     expect(errorOf(() => load(['--config', yamlFile('ingester:\n  maxTenant: 1\n')]))).toMatch(/unknown key ingester\.maxTenant/);
-    expect(errorOf(() => load(['--max-tenant', '1']))).toMatch(/unknown flag --max-tenant/);
+    expect(errorOf(() => load(['--max-tenant', '1']))).toMatch(/unknown flag --max-tenant \(did you mean --max-tenants\?\); `--help` lists the flags/);
     expect(errorOf(() => load(['--config', '/nonexistent/siglake.yaml']))).toMatch(/cannot read config file .*ENOENT/);
     expect(errorOf(() => load(['--tenant-claim', 'org']))).toBe(
       'invalid ingester.tenantClaim (flag --tenant-claim): needs OIDC (set auth.oidc.issuer)',

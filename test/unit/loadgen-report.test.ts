@@ -61,6 +61,7 @@ describe('loadgen flags', () => {
 
   it('answers --help', () => {
     expect(parseLoadgenArgs(['--help'])).toBe('help');
+    expect(parseLoadgenArgs(['-h'])).toBe('help');
   });
 });
 
@@ -84,7 +85,8 @@ describe('LoadReport', () => {
     r.finish(1_000_000 + 4000 + 30);
     const j = r.toJSON();
     expect(j.elapsedSecs).toBe(3);
-    expect(j.totals).toEqual({ issued: 320, requests: 300, ok: 250, errors: 50, bytes: 250_000, rawBytes: 500_000, records: 750 });
+    // Bytes sent count every request; bytes (accepted) only the successful ones.
+    expect(j.totals).toEqual({ issued: 320, requests: 300, ok: 250, errors: 50, bytes: 250_000, sentBytes: 300_000, rawBytes: 500_000, records: 750 });
     expect(j.rates.requestsPerSec).toBe(100);
     expect(j.rates.recordsPerSec).toBe(250);
     expect(j.statusCounts).toEqual({ '200': 250, '503': 50 });
@@ -100,18 +102,24 @@ describe('LoadReport', () => {
       [3.5, false, 150],
     ]);
     expect(j.timeline[2].requestsPerSec).toBe(200);
-    expect(j.latencyMs.count).toBe(300);
-    expect(j.latencyMs.p50).toBeCloseTo(1, 2); // 150 at 1 ms, 100 at 2 ms, 50 at 4 ms
-    expect(j.latencyMs.p90).toBeCloseTo(4, 1);
-    expect(j.latencyMs.max).toBe(4);
+    // Ingest latency is the accepted requests' only: 150 at 1 ms, 100 at 2 ms; the 50 refusals at 4 ms apart.
+    expect(j.latencyMs.count).toBe(250);
+    expect(j.latencyMs.p50).toBeCloseTo(1, 2);
+    expect(j.latencyMs.p90).toBeCloseTo(2, 1);
+    expect(j.latencyMs.max).toBe(2);
+    expect(j.refusedLatencyMs.count).toBe(50);
+    expect(j.refusedLatencyMs.p50).toBeCloseTo(4, 1);
+    expect(j.verdict).toMatchObject({ requests: 300, refused: 50, failed: true, maxErrorRate: 1 });
+    expect(j.verdict.refusals[0]).toMatchObject({ status: '503', count: 50, message: 'lane queue full' });
     expect(j.fixedRate).toBeNull();
     expect(j.prepare).toEqual({ lanes: 1, distinctBodies: 8, bodyPoolBytes: 8000, ms: 12 });
     const text = LoadReport.text(j);
-    expect(text).toMatch(/requests\s+300\s+100\.0\/s/);
-    expect(text).toContain('503: lane queue full');
+    expect(text).toMatch(/\n  requests\s+300\s+100\.0\n/);
+    expect(text).toMatch(/\n  503\s+lane queue full\n/);
+    for (const line of text.split('\n')) expect([...line].length).toBeLessThanOrEqual(80);
   });
 
-  it('renders a self-contained chart page with three SVG charts', () => {
+  it('renders a self-contained chart page: rates, MB/s, records/s, latency over time and by percentile', () => {
     const o = opts(['--duration', '2', '--rate', '100']);
     const r = new LoadReport(o, 0);
     r.addInterval(interval(0, 100, 1500));
@@ -121,7 +129,7 @@ describe('LoadReport', () => {
     const j = r.toJSON();
     expect(j.fixedRate).toEqual({ targetPerSec: 100, achievedPerSec: 100, maxBacklog: 3, unsent: 1 });
     const html = ReportChart.html(j);
-    expect(html.match(/<svg /g)).toHaveLength(3);
+    expect(html.match(/<svg /g)).toHaveLength(5);
     expect(html).not.toMatch(/<script|<link|src=/);
     expect(html).toContain('Latency by percentile');
     // Two intervals → a line of two points per throughput series.

@@ -57,11 +57,11 @@ describe('wal dump', () => {
     const rows = c.lines.map((l) => JSON.parse(l));
     expect(rows.length).toBe(8);
     expect(c.lines[0]).toBe(
-      '{"tenant":"default","table":"logs","segment":"00000001.seg","offset":32,"type":"logs","records":7,"timeMs":1767225601000,"texts":["1:d-log-1"]}',
+      '{"tenant":"default","table":"logs","segment":"00000001.seg","offset":32,"type":"logs","records":7,"timeMs":1767225601000,"time":"2026-01-01T00:00:01.000Z","texts":["1:d-log-1"]}',
     );
     // segmentBytes 80 holds the header and one 31-byte record: the second record rotated.
     expect(rows[1]).toMatchObject({ tenant: 'default', table: 'logs', segment: '00000002.seg', offset: 32 });
-    expect(Object.keys(rows.find((r) => r.table === 'index'))).toEqual(['tenant', 'table', 'index', 'segment', 'offset', 'type', 'records', 'timeMs', 'texts']);
+    expect(Object.keys(rows.find((r) => r.table === 'index'))).toEqual(['tenant', 'table', 'index', 'segment', 'offset', 'type', 'records', 'timeMs', 'time', 'texts']);
     expect(rows.find((r) => r.table === 'index')).toMatchObject({ tenant: 'default', index: 'errors', texts: ['1:d-err'] });
     expect(rows.filter((r) => r.tenant === 'beta').map((r) => [r.type, r.texts[0]])).toEqual([
       ['traces', '2:b-span-1'],
@@ -90,7 +90,7 @@ describe('wal dump', () => {
     });
     expect(code).toBe(0);
     expect(c.lines.map((l) => JSON.parse(l))).toEqual([
-      { tenant: 'acme', table: 'logs', segment: '00000001.seg', offset: 32, type: 'logs', records: 5, timeMs: 1_767_225_601_000, texts: [], describeError: 'not protobuf' },
+      { tenant: 'acme', table: 'logs', segment: '00000001.seg', offset: 32, type: 'logs', records: 5, timeMs: 1_767_225_601_000, time: '2026-01-01T00:00:01.000Z', texts: [], describeError: 'not protobuf' },
       { tenant: 'acme', table: 'logs', segment: '00000001.seg', offset: 61, stop: 'torn', why: 'record header cut short (3 of 24 bytes)' },
     ]);
   });
