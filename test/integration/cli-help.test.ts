@@ -14,13 +14,17 @@ const siglake = (args: string[], cols = 80) => runInPty([process.execPath, CLI, 
 const widest = (text: string): number => Math.max(...text.split('\n').map((l) => [...l].length));
 
 describe('siglake --help on a terminal', () => {
-  it('ingest --help lists every setting, grouped, with human defaults and env vars, in 80 columns', async () => {
+  it('ingest --help lists every setting but the query server\'s, grouped, with human defaults and env vars, in 80 columns', async () => {
     const r = await siglake(['ingest', '--help']);
     expect(r.code).toBe(0);
     expect(r.output).toMatch(/^usage: siglake ingest \[flags\]/);
     expect(r.output).not.toMatch(/unknown flag/);
     expect(widest(r.output)).toBeLessThanOrEqual(80);
     for (const n of settingNames()) {
+      if (SETTINGS[n].category === 'query') {
+        expect(r.output).not.toContain(SETTINGS[n].flag + ' ');
+        continue;
+      }
       expect(r.output).toContain(SETTINGS[n].flag + ' ');
       expect(r.output).toContain(envName(SETTINGS[n].flag));
     }
@@ -39,6 +43,17 @@ describe('siglake --help on a terminal', () => {
     expect(narrow.code).toBe(0);
     expect(widest(narrow.output)).toBeLessThanOrEqual(50);
     expect(narrow.output).toContain('--max-request-bytes');
+  });
+
+  it('query --help lists the query server\'s flags and authentication, not the ingest listeners', async () => {
+    const r = await siglake(['query', '--help']);
+    expect(r.code).toBe(0);
+    expect(r.output).toMatch(/^usage: siglake query \[flags\]/);
+    expect(widest(r.output)).toBeLessThanOrEqual(80);
+    expect(r.output).toMatch(/--query-listen HOST:PORT\s+default 0\.0\.0\.0:4380 · SIGLAKE_QUERY_LISTEN/);
+    expect(r.output).toContain('--oidc-issuer ');
+    expect(r.output).not.toContain('--http-listen ');
+    expect(r.output).not.toContain('--wal-fsync ');
   });
 
   it('compact --help lists the flags compact reads and its own, not the listeners', async () => {
