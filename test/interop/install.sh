@@ -11,7 +11,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${SIGLAKE_INTEROP_CACHE:-$HOME/.cache/siglake-interop}
 mkdir -p "$cache"
-say() { printf 'interop install: %s\n' "$*"; }
+say() { printf 'interop install [%ss]: %s\n' "$SECONDS" "$*"; }
 stamp_of() { cat "$@" | sha256sum | cut -d' ' -f1; }
 
 # --- Python venv
@@ -34,7 +34,7 @@ grep -v '^#' "$here/jars.txt" | grep -v '^$' | while read -r coord; do
     continue
   fi
   say "jar: $coord"
-  nice -n 10 mvn -B -q -Dmaven.repo.local="$cache/m2" \
+  nice -n 10 mvn -B -q -Dstyle.color=never -Dmaven.repo.local="$cache/m2" \
     org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
     -Dartifact="$coord" -DoutputDirectory="$cache/jars"
 done
