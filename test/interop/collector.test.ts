@@ -3,7 +3,8 @@
 // (logs) and `otlp_grpc` (traces), each with a persistent sending_queue
 // (file_storage) and retry_on_failure, while Siglake refuses part of it: a
 // rate limit (429 + Retry-After), a tiny lane queue (503 + Retry-After), a
-// restart, one oversized batch (413). Between the Collector's otlp_http
+// memory breaker (503 + Retry-After), restarts, one oversized batch (413) and
+// one invalid batch (400). Between the Collector's otlp_http
 // exporter and Siglake sits a recording proxy that only passes bytes through
 // and notes each attempt (body digest, status, Retry-After, time).
 //
@@ -229,6 +230,7 @@ describe('OpenTelemetry Collector v0.165.0 → siglake ingest, through refusals 
   const accepted = { logs: [] as string[], traces: [] as string[] };
   const BIG = 'oversized-batch-marker';
   let collectorTook400Body = false;
+  let memBreakerShed = 0;
   const siglakeRequests = new Map<string, number>();
   let collectorMetrics = new Map<string, number>();
   let wal: ReturnType<typeof walDump> = [];
@@ -325,7 +327,21 @@ describe('OpenTelemetry Collector v0.165.0 → siglake ingest, through refusals 
     expect(await siglake.stop()).toBe(0);
     await sendMarkers(30, 45);
     siglake = await startIngester({ dataDir, args: siglakeArgs() });
-    await sendMarkers(45, 80);
+    await sendMarkers(45, 70);
+    // A life whose memory breaker is tripped from the start (its limit is below any process's RSS):
+    // every request is shed with 503 + Retry-After; then a restart without it drains the backlog.
+    await addRequests(siglake);
+    expect(await siglake.stop()).toBe(0);
+    siglake = await startIngester({ dataDir, args: [...siglakeArgs(), '--mem-breaker-limit-mib', '1'] });
+    await sendMarkers(70, 80);
+    const shedding = siglake;
+    memBreakerShed = await until('the memory breaker to shed', async () => {
+      const v = (await shedding.metric('siglake_ingest_mem_breaker_rejected_total')) ?? 0;
+      return v > 0 ? v : undefined;
+    }, 60_000);
+    await addRequests(siglake);
+    expect(await siglake.stop()).toBe(0);
+    siglake = await startIngester({ dataDir, args: siglakeArgs() });
     // One oversized batch: the Collector accepts it; Siglake answers 413.
     expect(await sendToCollector('logs', logsJson([`${BIG}-${'x'.repeat(300 * 1024)}`]))).toBe(200);
     // A batch Siglake refuses with 400 (invalid UTF-8), if the Collector lets it through.
@@ -359,8 +375,9 @@ describe('OpenTelemetry Collector v0.165.0 → siglake ingest, through refusals 
   const texts = (tenant: string, table: string) => wal.filter((l) => l.tenant === tenant && l.table === table).flatMap((l) => l.texts);
   const records = (tenant: string, table: string) => wal.filter((l) => l.tenant === tenant && l.table === table).reduce((a, l) => a + l.records, 0);
 
-  it('the load ran and Siglake refused part of it (rate limit, queue, restart)', () => {
+  it('the load ran and Siglake refused part of it (rate limit, queue, memory breaker, restarts)', () => {
     expect(loadgen!.code, loadgen!.stderr).toBe(0);
+    expect(memBreakerShed).toBeGreaterThan(0);
     const refused = [...siglakeRequests].filter(([labels]) => /status="(429|503)"/.test(labels)).reduce((a, [, v]) => a + v, 0);
     expect(refused).toBeGreaterThan(0);
     expect(proxy.attempts.some((a) => a.status === 0)).toBe(true); // the restart: Siglake unreachable for a while
@@ -442,6 +459,7 @@ describe('OpenTelemetry Collector v0.165.0 → siglake ingest, through refusals 
     rows.push(`siglake WAL records collector-grpc/traces ${records('collector-grpc', 'traces')} (marker duplicates ${dupSpans})`);
     const statuses = new Map<number, number>();
     for (const a of proxy.attempts) statuses.set(a.status, (statuses.get(a.status) ?? 0) + 1);
+    rows.push(`siglake siglake_ingest_mem_breaker_rejected_total (the breaker's life) ${memBreakerShed}`);
     rows.push(`proxy attempts by status ${JSON.stringify(Object.fromEntries(statuses))}`);
     console.log(`\n${rows.join('\n')}\n`);
     expect(rows.length).toBeGreaterThan(4);
