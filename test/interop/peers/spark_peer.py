@@ -1,0 +1,80 @@
+"""Apache Spark (pyspark, local mode) with the Iceberg runtime, reading
+Siglake's catalog through Iceberg's JdbcCatalog; prints one JSON object.
+
+Usage: spark_peer.py --uri jdbc:... --warehouse file:///... --jars a.jar,b.jar
+                     --time-from ISO --attr k=v TABLE [TABLE...]
+
+The catalog configuration is the one docs/iceberg.md gives ("Reading with
+Spark and Trino"): keep the two in step.
+"""
+
+import argparse
+import json
+import sys
+
+from pyspark.sql import SparkSession
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--uri", required=True)
+    p.add_argument("--warehouse", required=True)
+    p.add_argument("--name", default="siglake")
+    p.add_argument("--jars", required=True)
+    p.add_argument("--time-from", required=True)
+    p.add_argument("--attr", required=True)
+    p.add_argument("tables", nargs="+")
+    a = p.parse_args()
+
+    c = f"spark.sql.catalog.{a.name}"
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .appName("siglake-interop")
+        .config("spark.jars", a.jars)
+        .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
+        .config(c, "org.apache.iceberg.spark.SparkCatalog")
+        .config(f"{c}.type", "jdbc")
+        .config(f"{c}.uri", a.uri)
+        .config(f"{c}.warehouse", a.warehouse)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    key, value = a.attr.split("=", 1)
+    ts = a.time_from.replace("T", " ")
+    out = {"spark_version": spark.version, "namespaces": [], "tables": {}}
+    out["namespaces"] = sorted(r[0] for r in spark.sql(f"SHOW NAMESPACES IN {a.name}").collect())
+    for name in a.tables:
+        t = f"{a.name}.{name}"
+        marker = "name" if name.endswith(".traces") else "body"
+        one = lambda sql: spark.sql(sql).collect()[0][0]
+        out["tables"][name] = {
+            "count": one(f"SELECT count(*) FROM {t}"),
+            "by_service": [
+                [r[0], r[1]]
+                for r in spark.sql(f"SELECT service_name, count(*) FROM {t} GROUP BY service_name ORDER BY service_name").collect()
+            ],
+            "attr_count": one(f"SELECT count(*) FROM {t} WHERE attributes['{key}'] = '{value}'"),
+            "time_count": one(f"SELECT count(*) FROM {t} WHERE time >= TIMESTAMP '{ts}'"),
+            "markers": sorted(r[0] for r in spark.sql(f"SELECT {marker} FROM {t}").collect()),
+            "schema": [[f.name, f.dataType.simpleString(), f.nullable] for f in spark.table(t).schema.fields],
+            "snapshots": [
+                [str(r[0]), None if r[1] is None else str(r[1]), r[2]]
+                for r in spark.sql(f"SELECT snapshot_id, parent_id, operation FROM {t}.snapshots ORDER BY committed_at").collect()
+            ],
+            "files": sorted(
+                [r[0], r[1]] for r in spark.sql(f"SELECT file_path, record_count FROM {t}.files").collect()
+            ),
+        }
+    spark.stop()
+    json.dump(out, sys.stdout)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
