@@ -19,20 +19,57 @@ export interface CompactorThreadData {
 const data = workerData as CompactorThreadData;
 const log = createLogger(data.settings.logLevel, 'siglake-compactor');
 
-async function main(): Promise<void> {
-  const setup = await CompactorSetup.open(data.settings, 'in-process', log, {
-    stats: new CompactorStats(data.statsSab),
-    boundary: new Map(data.boundary),
-  });
-  const loop = new CompactorLoop(setup.compactor, data.settings.compactIntervalSecs * 1000, log);
-  parentPort!.on('message', (m: unknown) => {
-    if (m === 'stop') {
-      void loop.stop().then(async () => {
-        await setup.close();
-        parentPort!.postMessage('stopped');
-        parentPort!.close();
+let stopping = false;
+parentPort!.on('message', (m: unknown) => {
+  if (m === 'stop') stopping = true;
+});
+
+/**
+ * Opens the catalog and warehouse, retrying while they are unreachable (an
+ * object store still starting, a credentials mount not yet there): the WAL
+ * keeps every record meanwhile. Null when told to stop first.
+ */
+async function openWithRetry(): Promise<CompactorSetup | null> {
+  const retryMs = Math.min(30_000, data.settings.compactIntervalSecs * 1000);
+  for (;;) {
+    try {
+      return await CompactorSetup.open(data.settings, 'in-process', log, {
+        stats: new CompactorStats(data.statsSab),
+        boundary: new Map(data.boundary),
       });
+    } catch (e) {
+      log.error({ err: (e as Error).message, code: (e as { code?: string }).code, retryMs }, 'the compactor cannot open the catalog or warehouse; retrying');
     }
+    const until = Date.now() + retryMs;
+    while (Date.now() < until) {
+      if (stopping) return null;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    if (stopping) return null;
+  }
+}
+
+async function main(): Promise<void> {
+  const setup = await openWithRetry();
+  if (setup === null) {
+    parentPort!.postMessage('stopped');
+    parentPort!.close();
+    return;
+  }
+  const loop = new CompactorLoop(setup.compactor, data.settings.compactIntervalSecs * 1000, log);
+  const stop = () => {
+    void loop.stop().then(async () => {
+      await setup.close();
+      parentPort!.postMessage('stopped');
+      parentPort!.close();
+    });
+  };
+  if (stopping) {
+    stop();
+    return;
+  }
+  parentPort!.on('message', (m: unknown) => {
+    if (m === 'stop') stop();
   });
   parentPort!.postMessage('started');
   await loop.start();
