@@ -14,6 +14,7 @@ commands:
   loadgen [flags]         send realistic OTLP load and report throughput and latency; see \`siglake loadgen --help\`
   compact [--once] [--ingester-stopped] [flags]
                           land sealed WAL segments in the Iceberg tables (docs/iceberg.md)
+  drain [flags]           land every WAL record in the Iceberg tables before the WAL volume goes (ingester stopped)
   wal verify DIR          check WAL segments; exit 1 on corruption recovery would not repair
   wal dump DIR            print one JSON line per WAL record
   config reference        print the configuration reference (Markdown)
@@ -54,8 +55,20 @@ async function ingest(argv: string[]): Promise<void> {
     }
     log.info({ signal: sig }, 'stopping: draining queues');
     ingester.stop().then(
-      (unanswered) => {
+      async (unanswered) => {
         log.info({ unanswered }, 'stopped');
+        if (settings.drainOnShutdown) {
+          // Scale-down: land everything before the volume goes (docs/operations.md).
+          const { drainWal, reportDrain } = await import('./compactor/drain.js');
+          const ok = await drainWal(settings, log).then(
+            (r) => reportDrain(r, log),
+            (err: unknown) => {
+              log.error({ err: (err as Error).message, code: (err as { code?: string }).code }, 'drain failed');
+              return false;
+            },
+          );
+          process.exit(ok ? 0 : 1);
+        }
         process.exit(0);
       },
       (err: unknown) => {
@@ -106,6 +119,11 @@ async function main(argv: string[]): Promise<void> {
     case 'compact': {
       const { runCompactCommand } = await import('./compactor/command.js');
       process.exitCode = await runCompactCommand(rest);
+      return;
+    }
+    case 'drain': {
+      const { runDrainCommand } = await import('./compactor/drain.js');
+      process.exitCode = await runDrainCommand(rest);
       return;
     }
     case 'config':
