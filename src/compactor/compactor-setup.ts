@@ -41,6 +41,7 @@ export class CompactorSetup {
     extra: {
       stats?: CompactorStats;
       afterCommit?: (namespace: string, table: string) => void | Promise<void>;
+      beforeCommit?: () => void | Promise<void>;
       /** in-process: the earlier-life boundary, taken before this life's writers started (earlierLifeBoundary). */
       boundary?: ReadonlyMap<string, number>;
     } = {},
@@ -63,6 +64,7 @@ export class CompactorSetup {
       log,
       ...(extra.stats !== undefined ? { stats: extra.stats } : {}),
       ...(extra.afterCommit !== undefined ? { afterCommit: extra.afterCommit } : {}),
+      ...(extra.beforeCommit !== undefined ? { beforeCommit: extra.beforeCommit } : {}),
     });
     return new CompactorSetup(catalog, storage, compactor);
   }
