@@ -102,6 +102,8 @@ export class SeaweedFs {
       '-s3.port.iceberg=0',
       '-s3.port.lance=0',
       '-master.telemetry=false',
+      // As on AWS: writing to a bucket that does not exist is an error, not a way to create it.
+      '-s3.autoCreateBucket=false',
       // Small volumes: a test writes megabytes, not the default 30 GB volumes' worth.
       '-master.volumeSizeLimitMB=64',
       '-volume.max=64',
