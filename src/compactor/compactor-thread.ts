@@ -36,6 +36,7 @@ async function openWithRetry(): Promise<CompactorSetup | null> {
       return await CompactorSetup.open(data.settings, 'in-process', log, {
         stats: new CompactorStats(data.statsSab),
         boundary: new Map(data.boundary),
+        ...testCommitDelay(),
       });
     } catch (e) {
       log.error({ err: (e as Error).message, code: (e as { code?: string }).code, retryMs }, 'the compactor cannot open the catalog or warehouse; retrying');
@@ -47,6 +48,17 @@ async function openWithRetry(): Promise<CompactorSetup | null> {
     }
     if (stopping) return null;
   }
+}
+
+/**
+ * Test-only (SIGLAKE_TEST_HOOKS=1): SIGLAKE_TEST_COMMIT_DELAY_MS=n holds every
+ * commit n ms between writing its metadata file and the catalog swap, so that
+ * replicas sharing a table reliably race for it (the compare-and-set path).
+ */
+function testCommitDelay(): { beforeCommit?: () => Promise<void> } {
+  if (process.env['SIGLAKE_TEST_HOOKS'] !== '1') return {};
+  const ms = Number(process.env['SIGLAKE_TEST_COMMIT_DELAY_MS'] ?? '0');
+  return ms > 0 ? { beforeCommit: () => new Promise<void>((r) => setTimeout(r, ms)) } : {};
 }
 
 async function main(): Promise<void> {

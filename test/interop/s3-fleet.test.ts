@@ -84,7 +84,8 @@ describe('two ingesters, one PostgreSQL catalog, one S3 bucket', () => {
       dirs.push(dataDir);
       const args = ['--trust-tenant-header', '--wal-segment-max-age-secs', '1', '--compact-interval-secs', '1', ...lake];
       if (name === 'b') args.push('--drain-on-shutdown');
-      const ing = await startIngester({ dataDir, args, env: sw.env });
+      // Each commit held 300 ms before its swap: the two replicas' commits to a shared table overlap and race.
+      const ing = await startIngester({ dataDir, args, env: { ...sw.env, SIGLAKE_TEST_COMMIT_DELAY_MS: '300' } });
       running.push(ing);
       replicas.push(ing);
     }
@@ -97,15 +98,23 @@ describe('two ingesters, one PostgreSQL catalog, one S3 bucket', () => {
         acked.get(tenant)!.push(...bodies);
       }
     };
-    const load = async (ing: RunningIngester, name: string, batches: number) => {
-      for (let i = 0; i < batches; i++) {
+    const conflicts = async () => {
+      let n = 0;
+      for (const r of [a, b]) n += (await r.metric('siglake_compactor_commit_conflicts_total')) ?? 0;
+      return n;
+    };
+    // Load on both until the replicas have raced for a table at least once (a lost compare-and-set, retried).
+    let raced = false;
+    const load = async (ing: RunningIngester, name: string) => {
+      for (let i = 0; i < 12 || (!raced && i < 200); i++) {
         await sendTo(ing, name, i);
         await new Promise((r) => setTimeout(r, 150)); // spread the batches over several segments and rounds
+        if (name === 'a' && i >= 12) raced = (await conflicts()) > 0;
       }
     };
 
     // While A and B take load and compact, C's compaction is killed between writing its commit and the catalog swap.
-    const loading = Promise.all([load(a, 'a', 12), load(b, 'b', 12)]);
+    const loading = Promise.all([load(a, 'a'), load(b, 'b')]);
     const killed = await new Promise<{ signal: NodeJS.Signals | null; stderr: string }>((resolve) => {
       const child = spawn(process.execPath, [CLI, 'compact', '--once', '--ingester-stopped', '--wal-dir', path.join(dirC, 'wal'), ...lake], {
         env: { ...process.env, ...sw.env, SIGLAKE_TEST_HOOKS: '1', SIGLAKE_TEST_CRASH_BEFORE_COMMITS: '1' },
@@ -139,6 +148,9 @@ describe('two ingesters, one PostgreSQL catalog, one S3 bucket', () => {
       const rerun = runCli(['compact', '--once', '--ingester-stopped', '--wal-dir', path.join(dirC, 'wal'), ...lake], { env: sw.env });
       expect(rerun.status, rerun.stderr).toBe(0);
       expect(walDump(path.join(dirC, 'wal'))).toEqual([]);
+
+      // The replicas did race: some commit lost its compare-and-set and was retried on top of the winner.
+      expect(await until('a lost compare-and-set', 60_000, async () => ((await conflicts()) > 0 ? true : undefined))).toBe(true);
 
       // Scale-down: A stops and its volume is drained by `siglake drain`; B drains itself at SIGTERM.
       expect(await a.stop(60_000)).toBe(0);
