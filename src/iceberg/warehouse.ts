@@ -3,7 +3,6 @@
 // `s3://…` locations, configured by warehouse.s3.*).
 
 import { FileStorage } from './file-storage.js';
-import { S3Storage } from './s3-storage.js';
 import type { ObjectStorage } from './storage.js';
 
 /** The warehouse settings (a plain object: it crosses to the compactor thread). */
@@ -21,6 +20,8 @@ export function isS3Warehouse(path: string): boolean {
 /** Opens (for S3: probes access and conditional-write support) the warehouse. */
 export async function openWarehouse(s: WarehouseSettings): Promise<ObjectStorage> {
   if (!isS3Warehouse(s.warehousePath)) return new FileStorage(s.warehousePath);
+  // Loaded only for an S3 warehouse: the SDK is large, and a local warehouse needs none of it.
+  const { S3Storage } = await import('./s3-storage.js');
   return S3Storage.open({
     uri: s.warehousePath,
     endpoint: s.warehouseS3Endpoint,
@@ -31,5 +32,6 @@ export async function openWarehouse(s: WarehouseSettings): Promise<ObjectStorage
 
 /** Releases what an opened warehouse holds (the S3 client's sockets). */
 export function closeWarehouse(storage: ObjectStorage): void {
-  if (storage instanceof S3Storage) storage.close();
+  const closable = storage as ObjectStorage & { close?: () => void };
+  if (typeof closable.close === 'function') closable.close();
 }
