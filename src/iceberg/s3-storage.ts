@@ -17,7 +17,8 @@
 // `partBytes` are uploaded as they fill, one at a time, so a sink holds at
 // most two parts in memory; a small object is one PUT. Every request is
 // retried by the SDK's standard strategy (exponential backoff with jitter on
-// throttling, 5xx and network errors), up to `maxAttempts`.
+// throttling, 5xx and network errors), up to `maxAttempts`; a connection
+// idle for `idleTimeoutMs` counts as a network error.
 
 import { createHash, randomUUID } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
@@ -60,6 +61,11 @@ export interface S3StorageOptions {
   readonly partBytes?: number | undefined;
   /** SDK attempts per request (retries with backoff). Default 8. */
   readonly maxAttempts?: number | undefined;
+  /**
+   * A request whose connection sees no byte for this long fails (and is
+   * retried): a store that hangs must not hang the compactor. Default 30 s.
+   */
+  readonly idleTimeoutMs?: number | undefined;
 }
 
 type Conditional = 'unknown' | 'supported' | 'unsupported';
@@ -91,6 +97,8 @@ export class S3Storage implements ObjectStorage {
       // stores refuse the SDK's default CRC trailers on streaming uploads.
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
+      // The SDK's defaults wait forever on a connection that stops answering.
+      requestHandler: { connectionTimeout: 10_000, socketTimeout: opts.idleTimeoutMs ?? 30_000 },
     };
     if (opts.endpoint !== undefined) config.endpoint = opts.endpoint;
     if (opts.region !== undefined) config.region = opts.region;

@@ -154,12 +154,23 @@ export class SeaweedFs {
     return out.sort();
   }
 
+  /** SIGSTOP: the server keeps its connections but answers nothing. */
+  pause(): void {
+    this.#child?.kill('SIGSTOP');
+  }
+
+  /** SIGCONT after pause(). */
+  resume(): void {
+    this.#child?.kill('SIGCONT');
+  }
+
   /** SIGKILL and remove the data directory. */
   async stop(): Promise<void> {
     this.client.destroy();
     const child = this.#child;
     if (child !== null) {
       this.#child = null;
+      child.kill('SIGCONT');
       child.kill('SIGKILL');
       await this.#exited;
     }

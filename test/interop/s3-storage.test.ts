@@ -119,6 +119,23 @@ describe('S3Storage on SeaweedFS', () => {
     await expect(S3Storage.open({ ...opts, uri: 's3://no-such-bucket-here/x', maxAttempts: 1 })).rejects.toMatchObject({ code: 'SIGLAKE_ICEBERG_STORAGE' });
   });
 
+  it('fails a request to a store that stops answering instead of hanging, and works again once it answers', async () => {
+    const loc = storage.locationOf('ns', 't', 'metadata', 'hang.json');
+    await storage.putNew(loc, Buffer.from('x'));
+    const impatient = await S3Storage.open({ ...opts, idleTimeoutMs: 1500, maxAttempts: 2 });
+    try {
+      sw.pause();
+      try {
+        await expect(impatient.get(loc)).rejects.toMatchObject({ code: 'SIGLAKE_ICEBERG_STORAGE' });
+      } finally {
+        sw.resume();
+      }
+      expect(Buffer.from(await impatient.get(loc)).toString()).toBe('x');
+    } finally {
+      impatient.close();
+    }
+  });
+
   it('serves S3 objects to readers as local files within the cache budget', async () => {
     const locs: string[] = [];
     for (let i = 0; i < 4; i++) {
