@@ -14,6 +14,7 @@ commands:
   loadgen [flags]         send realistic OTLP load; report throughput and latency
   compact [--once] [--ingester-stopped] [flags]
                           land sealed WAL segments in the Iceberg tables
+  drain [flags]           land every WAL record in the Iceberg tables before the WAL volume goes (ingester stopped)
   wal verify DIR          check WAL segments; exit 1 on damage recovery would not repair
   wal dump DIR            print one JSON line per WAL record
   config reference        print the configuration reference (Markdown)
@@ -81,8 +82,20 @@ async function ingest(argv: string[]): Promise<void> {
     }
     log.info({ signal: sig }, 'stopping: draining queues');
     ingester.stop().then(
-      (unanswered) => {
+      async (unanswered) => {
         log.info({ unanswered }, 'stopped');
+        if (settings.drainOnShutdown) {
+          // Scale-down: land everything before the volume goes (docs/operations.md).
+          const { drainWal, reportDrain } = await import('./compactor/drain.js');
+          const ok = await drainWal(settings, log).then(
+            (r) => reportDrain(r, log),
+            (err: unknown) => {
+              log.error({ err: (err as Error).message, code: (err as { code?: string }).code }, 'drain failed');
+              return false;
+            },
+          );
+          process.exit(ok ? 0 : 1);
+        }
         process.exit(0);
       },
       (err: unknown) => {
@@ -152,6 +165,11 @@ async function main(argv: string[]): Promise<void> {
     case 'compact': {
       const { runCompactCommand } = await import('./compactor/command.js');
       process.exitCode = await runCompactCommand(rest);
+      return;
+    }
+    case 'drain': {
+      const { runDrainCommand } = await import('./compactor/drain.js');
+      process.exitCode = await runDrainCommand(rest);
       return;
     }
     case 'config':

@@ -45,10 +45,14 @@ export async function runCompactCommand(argv: string[]): Promise<number> {
     throw e;
   }
   const log = createLogger(settings.logLevel, 'siglake-compactor');
-  const afterCommit = crashHook();
+  const afterCommit = crashHook('SIGLAKE_TEST_CRASH_AFTER_COMMITS');
+  const beforeCommit = crashHook('SIGLAKE_TEST_CRASH_BEFORE_COMMITS');
   let setup: CompactorSetup;
   try {
-    setup = await CompactorSetup.open(settings, stopped ? 'stopped' : 'running', log, afterCommit ? { afterCommit } : {});
+    setup = await CompactorSetup.open(settings, stopped ? 'stopped' : 'running', log, {
+      ...(afterCommit ? { afterCommit } : {}),
+      ...(beforeCommit ? { beforeCommit } : {}),
+    });
   } catch (e) {
     process.stderr.write(`siglake: ${(e as Error).message}\n`);
     return 1;
@@ -80,10 +84,12 @@ export async function runCompactCommand(argv: string[]): Promise<number> {
  * Test-only (SIGLAKE_TEST_HOOKS=1): SIGLAKE_TEST_CRASH_AFTER_COMMITS=n kills
  * the process with SIGKILL right after its n-th table commit, before any WAL
  * segment is retired: the crash window exactly-once must survive.
+ * SIGLAKE_TEST_CRASH_BEFORE_COMMITS=n kills it mid-commit: the n-th commit's
+ * data files, manifests and metadata file are written, the catalog swap is not.
  */
-function crashHook(): (() => void) | undefined {
+function crashHook(variable: string): (() => void) | undefined {
   if (process.env['SIGLAKE_TEST_HOOKS'] !== '1') return undefined;
-  const n = Number(process.env['SIGLAKE_TEST_CRASH_AFTER_COMMITS'] ?? '0');
+  const n = Number(process.env[variable] ?? '0');
   if (!(n > 0)) return undefined;
   let commits = 0;
   return () => {

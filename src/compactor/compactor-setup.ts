@@ -3,8 +3,9 @@
 // storage and the Compactor.
 
 import type { Logger } from 'pino';
-import { FileStorage } from '../iceberg/file-storage.js';
 import { SqlCatalog } from '../iceberg/sql-catalog.js';
+import type { ObjectStorage } from '../iceberg/storage.js';
+import { closeWarehouse, openWarehouse, type WarehouseSettings } from '../iceberg/warehouse.js';
 import { listLaneDirs } from '../wal/layout.js';
 import { listLaneFiles } from '../wal/segment-files.js';
 import { Compactor } from './compactor.js';
@@ -12,7 +13,7 @@ import type { CompactorStats } from './compactor-stats.js';
 import { SealRule, type SealMode } from './seal-rule.js';
 
 /** The settings the compactor reads (a plain object: it crosses to a worker thread). */
-export interface CompactorSettings {
+export interface CompactorSettings extends WarehouseSettings {
   readonly walDir: string;
   readonly catalogUrl: string;
   readonly catalogName: string;
@@ -24,10 +25,12 @@ export interface CompactorSettings {
 
 export class CompactorSetup {
   readonly catalog: SqlCatalog;
+  readonly storage: ObjectStorage;
   readonly compactor: Compactor;
 
-  private constructor(catalog: SqlCatalog, compactor: Compactor) {
+  private constructor(catalog: SqlCatalog, storage: ObjectStorage, compactor: Compactor) {
     this.catalog = catalog;
+    this.storage = storage;
     this.compactor = compactor;
   }
 
@@ -38,26 +41,36 @@ export class CompactorSetup {
     extra: {
       stats?: CompactorStats;
       afterCommit?: (namespace: string, table: string) => void | Promise<void>;
+      beforeCommit?: () => void | Promise<void>;
       /** in-process: the earlier-life boundary, taken before this life's writers started (earlierLifeBoundary). */
       boundary?: ReadonlyMap<string, number>;
     } = {},
   ): Promise<CompactorSetup> {
     const catalog = SqlCatalog.open(s.catalogUrl, s.catalogName);
+    let storage: ObjectStorage;
+    try {
+      storage = await openWarehouse(s);
+    } catch (e) {
+      await catalog.close().catch(() => undefined);
+      throw e;
+    }
     const boundary = mode === 'in-process' ? (extra.boundary ?? new Map<string, number>()) : new Map<string, number>();
     const compactor = await Compactor.create({
       walDir: s.walDir,
       catalog,
-      storage: new FileStorage(s.warehousePath),
+      storage,
       sealRule: new SealRule(mode, boundary),
       maxRoundWalBytes: s.compactMaxRoundBytes,
       log,
       ...(extra.stats !== undefined ? { stats: extra.stats } : {}),
       ...(extra.afterCommit !== undefined ? { afterCommit: extra.afterCommit } : {}),
+      ...(extra.beforeCommit !== undefined ? { beforeCommit: extra.beforeCommit } : {}),
     });
-    return new CompactorSetup(catalog, compactor);
+    return new CompactorSetup(catalog, storage, compactor);
   }
 
   async close(): Promise<void> {
+    closeWarehouse(this.storage);
     await this.catalog.close();
   }
 }

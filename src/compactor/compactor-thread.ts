@@ -27,20 +27,71 @@ const postRound = (outcome: RoundOutcome): void => parentPort!.postMessage({ typ
 const data = workerData as CompactorThreadData;
 const log = createLogger(data.settings.logLevel, 'siglake-compactor');
 
-async function main(): Promise<void> {
-  const setup = await CompactorSetup.open(data.settings, 'in-process', log, {
-    stats: new CompactorStats(data.statsSab),
-    boundary: new Map(data.boundary),
-  });
-  const loop = new CompactorLoop(setup.compactor, data.settings.compactIntervalSecs * 1000, log, postRound);
-  parentPort!.on('message', (m: unknown) => {
-    if (m === 'stop') {
-      void loop.stop().then(async () => {
-        await setup.close();
-        parentPort!.postMessage('stopped');
-        parentPort!.close();
+let stopping = false;
+parentPort!.on('message', (m: unknown) => {
+  if (m === 'stop') stopping = true;
+});
+
+/**
+ * Opens the catalog and warehouse, retrying while they are unreachable (an
+ * object store still starting, a credentials mount not yet there): the WAL
+ * keeps every record meanwhile. Null when told to stop first.
+ */
+async function openWithRetry(): Promise<CompactorSetup | null> {
+  const retryMs = Math.min(30_000, data.settings.compactIntervalSecs * 1000);
+  for (;;) {
+    try {
+      return await CompactorSetup.open(data.settings, 'in-process', log, {
+        stats: new CompactorStats(data.statsSab),
+        boundary: new Map(data.boundary),
+        ...testCommitDelay(),
       });
+    } catch (e) {
+      log.error({ err: (e as Error).message, code: (e as { code?: string }).code, retryMs }, 'the compactor cannot open the catalog or warehouse; retrying');
+      // A failed open counts as a failed round, so readiness (compactor.maxFailingSecs) sees it.
+      postRound({ failed: true, error: `the compactor cannot open the catalog or warehouse: ${(e as Error).message}` });
     }
+    const until = Date.now() + retryMs;
+    while (Date.now() < until) {
+      if (stopping) return null;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    if (stopping) return null;
+  }
+}
+
+/**
+ * Test-only (SIGLAKE_TEST_HOOKS=1): SIGLAKE_TEST_COMMIT_DELAY_MS=n holds every
+ * commit n ms between writing its metadata file and the catalog swap, so that
+ * replicas sharing a table reliably race for it (the compare-and-set path).
+ */
+function testCommitDelay(): { beforeCommit?: () => Promise<void> } {
+  if (process.env['SIGLAKE_TEST_HOOKS'] !== '1') return {};
+  const ms = Number(process.env['SIGLAKE_TEST_COMMIT_DELAY_MS'] ?? '0');
+  return ms > 0 ? { beforeCommit: () => new Promise<void>((r) => setTimeout(r, ms)) } : {};
+}
+
+async function main(): Promise<void> {
+  const setup = await openWithRetry();
+  if (setup === null) {
+    parentPort!.postMessage('stopped');
+    parentPort!.close();
+    return;
+  }
+  const loop = new CompactorLoop(setup.compactor, data.settings.compactIntervalSecs * 1000, log, postRound);
+  const stop = () => {
+    void loop.stop().then(async () => {
+      await setup.close();
+      parentPort!.postMessage('stopped');
+      parentPort!.close();
+    });
+  };
+  if (stopping) {
+    stop();
+    return;
+  }
+  parentPort!.on('message', (m: unknown) => {
+    if (m === 'stop') stop();
   });
   parentPort!.postMessage('started');
   await loop.start();

@@ -52,6 +52,8 @@ export interface CompactorOptions {
   readonly now?: () => number;
   /** Called after each table commit, before any segment is retired (crash tests hook here). */
   readonly afterCommit?: (namespace: string, table: string) => void | Promise<void>;
+  /** Called with a commit's files written, before its catalog swap (crash tests hook here). */
+  readonly beforeCommit?: () => void | Promise<void>;
 }
 
 export interface RoundResult {
@@ -114,7 +116,13 @@ export class Compactor {
     this.#zstd = zstd;
     this.#stats = o.stats ?? CompactorStats.create();
     this.#now = o.now ?? Date.now;
-    this.#appender = new TableAppender({ catalog: o.catalog, storage: o.storage, now: this.#now, onConflict: () => this.#stats.conflict() });
+    this.#appender = new TableAppender({
+      catalog: o.catalog,
+      storage: o.storage,
+      now: this.#now,
+      onConflict: () => this.#stats.conflict(),
+      ...(o.beforeCommit !== undefined ? { beforeSwap: o.beforeCommit } : {}),
+    });
   }
 
   static async create(o: CompactorOptions): Promise<Compactor> {

@@ -222,6 +222,11 @@ function validateTogether(s: Settings, sources: Record<SettingName, Source>, fil
       );
     }
   }
+  if (!s.warehousePath.startsWith('s3://')) {
+    for (const n of ['warehouseS3Endpoint', 'warehouseS3Region'] as const) {
+      if (s[n] !== undefined) throw new ConfigError(`invalid ${SETTINGS[n].key} (${at(n)}): needs an s3:// warehouse.path`);
+    }
+  }
   if (s.oidcAlgorithms.length === 0) {
     throw new ConfigError(`invalid auth.oidc.algorithms (${at('oidcAlgorithms')}): must name at least one algorithm`);
   }

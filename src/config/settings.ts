@@ -7,6 +7,7 @@
 
 import os from 'node:os';
 import { ASYMMETRIC_ALGORITHMS } from '../auth/algorithms.js';
+import { parseS3Uri } from '../iceberg/s3-uri.js';
 import { isValidIdentifier } from '../tenancy/identifier.js';
 import {
   boolean,
@@ -58,6 +59,19 @@ const catalogUrl: Parser<string> = (raw) => {
   }
   if (u.protocol !== 'postgres:' && u.protocol !== 'postgresql:') throw new ValueError('must be sqlite:<path> or a postgres:// URL');
   return raw;
+};
+
+/** A local directory, or `s3://<bucket>[/<prefix>]`. */
+const warehousePath: Parser<string> = (raw) => {
+  const p = string({ nonEmpty: true })(raw);
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(p)) return p;
+  if (!p.startsWith('s3://')) throw new ValueError('must be a local directory or s3://<bucket>[/<prefix>]');
+  try {
+    parseS3Uri(p);
+  } catch (e) {
+    throw new ValueError((e as Error).message);
+  }
+  return p;
 };
 
 const defaultWorkers = Math.max(1, os.availableParallelism() - 1);
@@ -193,8 +207,34 @@ export const SETTINGS = {
     flag: '--warehouse',
     category: 'iceberg',
     default: './data/warehouse',
-    doc: 'Root of the table locations: `<warehouse>/<namespace>/<table>/{data,metadata}` on the local file system.',
+    doc: 'Root of the table locations: `<warehouse>/<namespace>/<table>/{data,metadata}`. A local directory, or `s3://<bucket>[/<prefix>]` for an S3-compatible store (see warehouse.s3.*; credentials come from the AWS environment/profile/web-identity chain, never from this file).',
+    parse: warehousePath,
+  }),
+  warehouseS3Endpoint: def<string>({
+    key: 'warehouse.s3.endpoint',
+    flag: '--warehouse-s3-endpoint',
+    category: 'iceberg',
+    default: undefined,
+    defaultDoc: 'unset (AWS S3)',
+    doc: 'Endpoint of an S3-compatible store (SeaweedFS, MinIO, Ceph RGW…), e.g. `http://seaweedfs:8333`. Needs an `s3://` warehouse.path.',
+    parse: url(['http:', 'https:']),
+  }),
+  warehouseS3Region: def<string>({
+    key: 'warehouse.s3.region',
+    flag: '--warehouse-s3-region',
+    category: 'iceberg',
+    default: undefined,
+    defaultDoc: 'unset (AWS_REGION, then the profile)',
+    doc: 'Region of the bucket (signing region of an S3-compatible store). Needs an `s3://` warehouse.path.',
     parse: string({ nonEmpty: true }),
+  }),
+  warehouseS3ForcePathStyle: def<boolean>({
+    key: 'warehouse.s3.forcePathStyle',
+    flag: '--warehouse-s3-force-path-style',
+    category: 'iceberg',
+    default: false,
+    doc: 'Path-style requests (`<endpoint>/<bucket>/<key>`) instead of virtual-hosted ones; most self-hosted stores need it.',
+    parse: boolean,
   }),
   compactorEnabled: def<boolean>({
     key: 'compactor.enabled',
@@ -227,6 +267,14 @@ export const SETTINGS = {
     default: 300,
     doc: 'When every compaction round with work to do has failed for longer than this many seconds, `/readyz` of `siglake ingest` answers 503 with the last error (and siglake_compactor_not_ready is 1) until a round succeeds. 0: the compactor never affects readiness.',
     parse: integer({ min: 0, max: 7 * 86_400 }),
+  }),
+  drainOnShutdown: def<boolean>({
+    key: 'compactor.drainOnShutdown',
+    flag: '--drain-on-shutdown',
+    category: 'iceberg',
+    default: false,
+    doc: 'At SIGTERM, after the graceful stop, land every WAL record in the tables (`siglake drain`) before exiting; exit 1 if any is left. For pods whose WAL volume goes with them (scale-down): the termination grace period must cover the drain.',
+    parse: boolean,
   }),
   tenantClaim: def<string>({
     key: 'ingester.tenantClaim',

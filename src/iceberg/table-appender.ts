@@ -57,6 +57,8 @@ export interface TableAppenderOptions {
   readonly now?: () => number;
   /** Called on every lost compare-and-swap (for metrics). */
   readonly onConflict?: () => void;
+  /** Called with every attempt's files written, just before the catalog swap (crash tests hook here). */
+  readonly beforeSwap?: () => void | Promise<void>;
 }
 
 const SUMMARY_CARRY_PREFIX = 'siglake.';
@@ -67,6 +69,7 @@ export class TableAppender {
   readonly #maxAttempts: number;
   readonly #now: () => number;
   readonly #onConflict: () => void;
+  readonly #beforeSwap: (() => void | Promise<void>) | undefined;
 
   constructor(opts: TableAppenderOptions) {
     this.#catalog = opts.catalog;
@@ -74,6 +77,7 @@ export class TableAppender {
     this.#maxAttempts = opts.maxAttempts ?? 50;
     this.#now = opts.now ?? Date.now;
     this.#onConflict = opts.onConflict ?? (() => undefined);
+    this.#beforeSwap = opts.beforeSwap;
   }
 
   /** The table's current metadata, or null when the catalog has no such table. */
@@ -154,6 +158,7 @@ export class TableAppender {
     const next = base.withAppend(snap, current?.metadataLocation ?? null, now);
     const metadataLocation = `${location}/metadata/${TableMetadata.nextFileName(current?.metadataLocation ?? null)}`;
     await this.#storage.putNew(metadataLocation, Buffer.from(next.toJson(), 'utf8'));
+    await this.#beforeSwap?.();
     let ok: boolean;
     if (current === null) {
       await this.#catalog.ensureNamespace(req.namespace);

@@ -4,6 +4,7 @@
 #   venv/         Python: pyiceberg, pyarrow, pyspark, the OpenTelemetry SDK (requirements.txt, constraints.txt)
 #   jars/         Iceberg's Spark runtime and the JDBC drivers (jars.txt), via Maven (m2/ is its local repository)
 #   otelcol/      the OpenTelemetry Collector built from collector/ (go.mod), when collector/ exists
+#   seaweedfs/    the SeaweedFS S3 server (seaweedfs/install.sh)
 # Idempotent: each part carries a stamp of its manifest and is skipped when the
 # stamp matches, so a second run downloads nothing. Needs python3 (with venv),
 # Java 17 and Maven, Go.
@@ -54,3 +55,6 @@ if [ -f "$here/collector/go.mod" ]; then
   fi
 fi
 say "done: $cache"
+
+# --- SeaweedFS, the S3 server of the s3-*.test.ts suites (its own script, pinned there)
+bash "$here/seaweedfs/install.sh"
