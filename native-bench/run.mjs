@@ -20,6 +20,10 @@
 // with goal and met/short; writes JSON and an HTML chart under results/.
 //
 //   node native-bench/run.mjs [--only p1,p3,siglake-http-never-1k] [--no-build] [--list]
+//                             [--compare DIR]
+//   --compare DIR: also measure DIR's built `dist/cli.js` (another checkout, e.g. a
+//        `git worktree` of an older commit, built) as the row siglake-http-batch-1k-compare,
+//        interleaved with this tree's P1 row in the same run: a before/after of P1.
 //   env: BENCH_SECS (5) seconds per measured run, BENCH_RUNS (3) runs per row
 //        (medians are reported), BENCH_WARMUP_SECS (1), BENCH_CONNECTIONS (64),
 //        BENCH_DIR (os.tmpdir()) where WALs, the baseline's file and the disk
@@ -48,12 +52,14 @@ const BENCH_DIR = process.env.BENCH_DIR ?? os.tmpdir();
 const TENANTS_MANY = 10_000;
 
 const { values: args } = parseArgs({
-  options: { only: { type: 'string' }, 'no-build': { type: 'boolean' }, list: { type: 'boolean' }, render: { type: 'string' }, out: { type: 'string' } },
+  options: { only: { type: 'string' }, 'no-build': { type: 'boolean' }, list: { type: 'boolean' }, render: { type: 'string' }, out: { type: 'string' }, compare: { type: 'string' } },
 });
+const COMPARE_CLI = args.compare === undefined ? undefined : path.join(path.resolve(args.compare), 'dist', 'cli.js');
+if (COMPARE_CLI !== undefined && !existsSync(COMPARE_CLI)) throw new Error(`--compare: ${COMPARE_CLI} does not exist (build that checkout first)`);
 
 // ---- the rows ----------------------------------------------------------------
 
-/** @typedef {{id:string, kind:string, proto:'http'|'grpc'|'disk'|'micro', size:'1k'|'256k'|'1m', label:string, mode?:string, tenants?:number}} Row */
+/** @typedef {{id:string, kind:string, proto:'http'|'grpc'|'disk'|'micro', size:'1k'|'256k'|'1m', label:string, mode?:string, tenants?:number, cli?:string}} Row */
 /** @type {Row[]} */
 const ROWS = [
   { id: 'ceiling-1k', kind: 'ceiling', proto: 'http', size: '1k', label: 'uWS discard (ceiling)' },
@@ -80,10 +86,15 @@ const ROWS = [
   { id: 'siglake-grpc-batch-256k', kind: 'siglake', proto: 'grpc', size: '256k', mode: 'batch', label: 'siglake gRPC batch' },
   { id: 'micro', kind: 'micro', proto: 'micro', size: '1k', label: 'perf/check.ts probes (P6, P7)' },
 ];
+if (COMPARE_CLI !== undefined) {
+  // Right after this tree's P1 row, so both share the machine's state of the moment.
+  const at = ROWS.findIndex((r) => r.id === 'siglake-http-batch-1k') + 1;
+  ROWS.splice(at, 0, { id: 'siglake-http-batch-1k-compare', kind: 'siglake', proto: 'http', size: '1k', mode: 'batch', label: `siglake HTTP batch (--compare ${args.compare})`, cli: COMPARE_CLI });
+}
 
 /** Rows each goal needs (P4 rides on the P1 siglake row's server). */
 const GOAL_ROWS = {
-  p1: ['ceiling-1k', 'baseline-1k', 'siglake-http-batch-1k'],
+  p1: ['ceiling-1k', 'baseline-1k', 'siglake-http-batch-1k', ...(COMPARE_CLI !== undefined ? ['siglake-http-batch-1k-compare'] : [])],
   p2: ['disk-256k', 'siglake-http-batch-256k', 'ceiling-256k', 'baseline-256k'],
   p3: ['grpc-discard-1k', 'h2-discard-1k', 'siglake-grpc-batch-1k'],
   p4: ['siglake-http-batch-1k'],
@@ -362,7 +373,7 @@ async function runRow(row, goals) {
       const flags = ['ingest', '--http-listen', '127.0.0.1:0', '--grpc-listen', '127.0.0.1:0', '--wal-dir', path.join(dir, 'wal'), '--wal-fsync', row.mode, '--log-level', 'info'];
       if (process.env.SIGLAKE_WORKERS) flags.push('--workers', process.env.SIGLAKE_WORKERS);
       if (row.tenants !== undefined) flags.push('--trust-tenant-header', '--ingest-max-lanes', String(2 * row.tenants), '--wal-max-open-files', String(FD_SETTING));
-      srv = await startServer(process.execPath, [CLI, ...flags], siglakeLine);
+      srv = await startServer(process.execPath, [row.cli ?? CLI, ...flags], siglakeLine);
     }
     const p4 = row.id === 'siglake-http-batch-1k' && goals.includes('p4');
     return await measureServer(row, srv, p4 ? fixedRateP4 : undefined);
