@@ -2,19 +2,21 @@
 // identity (de)serializers, so the acceptor passes the encoded message through
 // without decoding it. grpc-js enforces the message size cap and inflates
 // grpc-encoding gzip itself. Same admission as HTTP; refusals map to the gRPC
-// codes of contract §6 with `retry-after` metadata and, for rate limits, a
-// google.rpc.RetryInfo in grpc-status-details-bin.
+// codes of contract §6 with `retry-after` metadata, and every refusal carries
+// its google.rpc.Status in grpc-status-details-bin: an ErrorInfo with the
+// SIGLAKE_ code and, for rate limits, a google.rpc.RetryInfo.
 
 import * as grpc from '@grpc/grpc-js';
 import net from 'node:net';
-import { GrpcCode, IngestError } from '../errors.js';
+import { IngestError, type ErrorCode } from '../errors.js';
 import { Signal } from '../lanes/frames.js';
 import type { Lane } from '../lanes/lane-table.js';
 import type { AcceptorOptions } from './acceptor-options.js';
 import type { IngestHeaders } from './admission.js';
 import type { PendingRequest } from './dispatcher.js';
 import { INVALID_ROUTING_HEADER, installGrpcHeaderGuard } from './grpc-header-guard.js';
-import { DRAINING, encodeStatusProto, errorForStatus, INTERNAL } from './responses.js';
+import { installGrpcTransportRefusals } from './grpc-transport-refusals.js';
+import { asRefusal, DRAINING, errorForCompletion, grpcStatusDetails, logRefusal } from './responses.js';
 
 const identity = (b: Buffer): Buffer => b;
 
@@ -41,8 +43,9 @@ function receiveDeadline(timeoutMs: number): grpc.ServerInterceptor {
           timer = setTimeout(() => {
             timer = undefined;
             call.sendStatus({
-              code: grpc.status.DEADLINE_EXCEEDED,
-              details: 'request message not received in time (--request-timeout-secs)',
+              code: requestTimeout.grpcCode,
+              details: requestTimeout.message,
+              metadata: refusalMetadata(requestTimeout),
             });
           }, timeoutMs);
           timer.unref();
@@ -65,6 +68,16 @@ function receiveDeadline(timeoutMs: number): grpc.ServerInterceptor {
   };
 }
 const EMPTY = Buffer.alloc(0);
+
+/** Trailing metadata of a refusal: `retry-after` when it has one, and its google.rpc.Status with the ErrorInfo. */
+function refusalMetadata(e: IngestError): grpc.Metadata {
+  const metadata = new grpc.Metadata();
+  if (e.retryAfterSecs > 0) metadata.set('retry-after', String(e.retryAfterSecs));
+  metadata.set('grpc-status-details-bin', grpcStatusDetails(e));
+  return metadata;
+}
+
+const requestTimeout = new IngestError('SIGLAKE_REQUEST_TIMEOUT', 'request message not received in time (--request-timeout-secs)');
 
 function method(path: string): grpc.MethodDefinition<Buffer, Buffer> {
   return {
@@ -103,8 +116,8 @@ class GrpcIngest implements PendingRequest {
     readonly endpoint: number,
     readonly callback: grpc.sendUnaryData<Buffer>,
   ) {}
-  complete(status: number, records: number, message: string | undefined): void {
-    this.acceptor.answer(this, status, records, message);
+  complete(code: ErrorCode | undefined, records: number, message: string | undefined): void {
+    this.acceptor.answer(this, code, records, message);
   }
 }
 
@@ -118,6 +131,7 @@ export class GrpcAcceptor {
   constructor(opts: AcceptorOptions) {
     this.#o = opts;
     installGrpcHeaderGuard(opts.log);
+    installGrpcTransportRefusals();
     this.#server = new grpc.Server({
       'grpc.max_receive_message_length': opts.maxRequestBytes,
       'grpc.max_send_message_length': 1024 * 1024,
@@ -233,33 +247,26 @@ export class GrpcAcceptor {
   }
 
   #refuse(state: GrpcIngest, err: unknown): void {
-    const e = err instanceof IngestError ? err : INTERNAL;
-    if (!(err instanceof IngestError)) {
-      this.#o.log.error({ err: (err as Error)?.message }, 'unexpected error during admission');
-    }
+    const e = asRefusal(err);
+    logRefusal(this.#o.log, e, state.endpoint, err);
     this.#o.metrics.request(state.endpoint, e.httpStatus);
     this.#send(state, e);
   }
 
-  answer(state: GrpcIngest, status: number, records: number, message: string | undefined): void {
-    this.#o.metrics.request(state.endpoint, status);
-    if (status === 200) this.#o.metrics.records(state.endpoint, records);
-    if (status === 200) {
+  answer(state: GrpcIngest, code: ErrorCode | undefined, records: number, message: string | undefined): void {
+    if (code === undefined) {
+      this.#o.metrics.request(state.endpoint, 200);
+      this.#o.metrics.records(state.endpoint, records);
       state.callback(null, EMPTY);
       return;
     }
-    this.#send(state, errorForStatus(status, message));
+    const err = errorForCompletion(code, message);
+    logRefusal(this.#o.log, err, state.endpoint);
+    this.#o.metrics.request(state.endpoint, err.httpStatus);
+    this.#send(state, err);
   }
 
   #send(state: GrpcIngest, e: IngestError): void {
-    const metadata = new grpc.Metadata();
-    if (e.retryAfterSecs > 0) metadata.set('retry-after', String(e.retryAfterSecs));
-    if (e.code === 'SIGLAKE_RATE_LIMITED') {
-      metadata.set(
-        'grpc-status-details-bin',
-        Buffer.from(encodeStatusProto(GrpcCode.RESOURCE_EXHAUSTED, e.message, e.retryAfterSecs)),
-      );
-    }
-    state.callback({ code: e.grpcCode, details: e.message, metadata });
+    state.callback({ code: e.grpcCode, details: e.message, metadata: refusalMetadata(e) });
   }
 }
