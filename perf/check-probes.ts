@@ -16,7 +16,7 @@ import client from 'prom-client';
 import { Authenticator, type AuthResult } from '../src/auth/authenticator.js';
 import { Admission, type IngestHeaders } from '../src/ingest/admission.js';
 import { ByteRing, type Frame } from '../src/lanes/byte-ring.js';
-import { CompletionRing } from '../src/lanes/completion-ring.js';
+import { CompletionRing } from '../src/shard/completion-ring.js';
 import { LaneTable, type Lane } from '../src/lanes/lane-table.js';
 import { MemBreaker } from '../src/limits/mem-breaker.js';
 import { RateLimiter } from '../src/limits/rate-limiter.js';

@@ -9,11 +9,11 @@
 import * as grpc from '@grpc/grpc-js';
 import net from 'node:net';
 import { IngestError, type ErrorCode } from '../errors.js';
-import { Signal } from '../lanes/frames.js';
+import { Signal } from '../shard/frames.js';
 import type { Lane } from '../lanes/lane-table.js';
 import type { AcceptorOptions } from './acceptor-options.js';
 import type { IngestHeaders } from './admission.js';
-import type { PendingRequest } from './dispatcher.js';
+import type { PendingRequest } from '../shard/dispatcher.js';
 import { INVALID_ROUTING_HEADER, installGrpcHeaderGuard } from './grpc-header-guard.js';
 import { installGrpcTransportRefusals } from './grpc-transport-refusals.js';
 import { asRefusal, DRAINING, errorForCompletion, grpcStatusDetails, logRefusal } from './responses.js';
@@ -125,7 +125,6 @@ export class GrpcAcceptor {
   readonly #o: AcceptorOptions;
   readonly #server: grpc.Server;
   #listener: net.Server | undefined;
-  #injector: grpc.ConnectionInjector | undefined;
   #port = 0;
 
   constructor(opts: AcceptorOptions) {
@@ -160,7 +159,6 @@ export class GrpcAcceptor {
   listen(): Promise<number> {
     const { host, port } = this.#o;
     const injector = this.#server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
-    this.#injector = injector;
     const listener = net.createServer({ noDelay: true }, (socket) => {
       // Until its first bytes the connection is ours: one that never speaks is
       // cut. Once HTTP/2 owns the socket, grpc-js's idle timer (GOAWAY after
@@ -199,12 +197,6 @@ export class GrpcAcceptor {
         resolve();
       });
     });
-  }
-
-  forceShutdown(): void {
-    this.#listener?.close();
-    this.#injector?.destroy();
-    this.#server.forceShutdown();
   }
 
   #ingest(call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>, endpoint: number): void {

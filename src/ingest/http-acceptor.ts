@@ -8,11 +8,11 @@
 
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { IngestError, type ErrorCode } from '../errors.js';
-import { FLAG_GZIP, FLAG_JSON, Signal } from '../lanes/frames.js';
+import { FLAG_GZIP, FLAG_JSON, Signal } from '../shard/frames.js';
 import type { Lane } from '../lanes/lane-table.js';
 import type { AcceptorOptions } from './acceptor-options.js';
 import type { IngestHeaders } from './admission.js';
-import type { PendingRequest } from './dispatcher.js';
+import type { PendingRequest } from '../shard/dispatcher.js';
 import {
   asRefusal,
   CONTENT_TYPES,
@@ -65,7 +65,6 @@ class HttpIngest implements PendingRequest {
   aborted = false;
   done = false;
   lane: Lane | undefined = undefined;
-  admitting = false;
   /** Chunks that arrive while a JWT is verified, or a multi-chunk body. */
   buf: Uint8Array | undefined = undefined;
   len = 0;
@@ -306,10 +305,8 @@ export class HttpAcceptor {
       (gzip ? FLAG_GZIP : 0);
 
     if (admitted instanceof Promise) {
-      state.admitting = true;
       admitted.then(
         (lane) => {
-          state.admitting = false;
           state.lane = lane;
           if (state.aborted || state.refused) {
             // The client left, or the body was refused (too large, too slow) meanwhile.
@@ -323,7 +320,6 @@ export class HttpAcceptor {
           if (state.done) this.#send(state);
         },
         (err: unknown) => {
-          state.admitting = false;
           if (!state.aborted && !state.refused) this.#refuse(state, err, true);
         },
       );
