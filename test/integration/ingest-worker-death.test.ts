@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LaneKey } from '../../src/shard/lane-key.js';
 import { RawGrpcClient, grpc } from '../helpers/grpc-client.js';
-import { sleep } from '../helpers/http.js';
+import { sleep } from '../helpers/wait.js';
 import { runCli, startIngester, walDump, type RunningIngester } from '../helpers/ingester.js';
 import { logsProto, tracesProto } from '../helpers/otlp-bodies.js';
 import { grpcCode, httpCode } from '../helpers/rpc-status.js';
