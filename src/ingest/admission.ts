@@ -180,10 +180,10 @@ export class Admission {
    * its lane, and a refused one on a lane that never wrote releases the lane
    * (and its tenant). Returns true when the lane was released.
    */
-  finish(lane: Lane, status: number): boolean {
+  finish(lane: Lane, stored: boolean): boolean {
     const lanes = this.#o.lanes;
     Atomics.sub(lanes.depth, lane.slot, 1);
-    if (status === 200) {
+    if (stored) {
       lane.committed = true;
       return false;
     }

@@ -16,7 +16,8 @@ import type { IngestHeaders } from './admission.js';
 import type { PendingRequest } from '../shard/dispatcher.js';
 import { INVALID_ROUTING_HEADER, installGrpcHeaderGuard } from './grpc-header-guard.js';
 import { installGrpcTransportRefusals } from './grpc-transport-refusals.js';
-import { asRefusal, DRAINING, errorForCompletion, grpcStatusDetails, logRefusal } from './responses.js';
+import { Answers } from './answers.js';
+import { DRAINING, grpcStatusDetails } from './responses.js';
 
 const identity = (b: Buffer): Buffer => b;
 
@@ -123,12 +124,17 @@ class GrpcIngest implements PendingRequest {
 
 export class GrpcAcceptor {
   readonly #o: AcceptorOptions;
+  readonly #answers: Answers<GrpcIngest>;
   readonly #server: grpc.Server;
   #listener: net.Server | undefined;
   #port = 0;
 
   constructor(opts: AcceptorOptions) {
     this.#o = opts;
+    this.#answers = new Answers<GrpcIngest>(opts.log, opts.metrics, {
+      sendOk: (state) => state.callback(null, EMPTY),
+      sendRefusal: (state, e) => state.callback({ code: e.grpcCode, details: e.message, metadata: refusalMetadata(e) }),
+    });
     installGrpcHeaderGuard(opts.log);
     installGrpcTransportRefusals();
     this.#server = new grpc.Server({
@@ -239,26 +245,11 @@ export class GrpcAcceptor {
   }
 
   #refuse(state: GrpcIngest, err: unknown): void {
-    const e = asRefusal(err);
-    logRefusal(this.#o.log, e, state.endpoint, err);
-    this.#o.metrics.request(state.endpoint, e.httpStatus);
-    this.#send(state, e);
+    this.#answers.refuse(state, err);
   }
 
+  /** Called by the dispatcher when the worker answered. */
   answer(state: GrpcIngest, code: ErrorCode | undefined, records: number, message: string | undefined): void {
-    if (code === undefined) {
-      this.#o.metrics.request(state.endpoint, 200);
-      this.#o.metrics.records(state.endpoint, records);
-      state.callback(null, EMPTY);
-      return;
-    }
-    const err = errorForCompletion(code, message);
-    logRefusal(this.#o.log, err, state.endpoint);
-    this.#o.metrics.request(state.endpoint, err.httpStatus);
-    this.#send(state, err);
-  }
-
-  #send(state: GrpcIngest, e: IngestError): void {
-    state.callback({ code: e.grpcCode, details: e.message, metadata: refusalMetadata(e) });
+    this.#answers.completed(state, code, records, message);
   }
 }

@@ -107,8 +107,8 @@ export class Ingester {
       settings: workerSettings,
       maxRequestBytes: s.maxRequestBytes,
       log,
-      onFinish: (lane, status) => {
-        if (admission!.finish(lane, status)) dispatcher.forget(lane);
+      onFinish: (lane, stored) => {
+        if (admission!.finish(lane, stored)) dispatcher.forget(lane);
       },
     });
     this.#dispatcher = dispatcher;

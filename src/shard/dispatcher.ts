@@ -7,7 +7,7 @@
 // the shard's WAL tails before it reads a frame).
 
 import type { Piscina } from 'piscina';
-import { CODE_TABLE, type ErrorCode } from '../errors.js';
+import type { ErrorCode } from '../errors.js';
 import type { Logger } from '../log.js';
 import { ByteRing } from '../lanes/byte-ring.js';
 import type { Lane, LaneTable } from '../lanes/lane-table.js';
@@ -76,8 +76,8 @@ export interface DispatcherOptions {
   settings: WorkerSettings;
   maxRequestBytes: number;
   log: Logger;
-  /** Called for every answered request before its PendingRequest completes; `status` is the HTTP status of the answer. */
-  onFinish(lane: Lane, status: number, records: number): void;
+  /** Called for every finished request (answered, or refused before it was sent) before its PendingRequest completes. */
+  onFinish(lane: Lane, stored: boolean): void;
 }
 
 export class Dispatcher {
@@ -240,13 +240,13 @@ export class Dispatcher {
     const f = this.#inflight.get(reqId);
     if (f === undefined) return; // answered already (its worker died and it was refused)
     this.#inflight.delete(reqId);
-    this.#opts.onFinish(f.lane, code === undefined ? 200 : CODE_TABLE[code].http, records);
+    this.#opts.onFinish(f.lane, code === undefined);
     f.req.complete(code, records, message);
   }
 
   /** Ends an admitted request that was refused before it reached a worker. */
-  finishUnsent(lane: Lane, status: number): void {
-    this.#opts.onFinish(lane, status, 0);
+  finishUnsent(lane: Lane): void {
+    this.#opts.onFinish(lane, false);
   }
 
   async #completionLoop(): Promise<void> {
