@@ -119,9 +119,14 @@ export async function rawGrpcCall(
 
 /**
  * A gRPC call whose message never finishes arriving: the request headers and
- * part of a length-prefixed message go out, then nothing. Call `close()` to end it.
+ * part of a length-prefixed message go out, then nothing. `answered` resolves
+ * with the status the server ends it with (grpc-status, and the SIGLAKE_ code
+ * of grpc-status-details-bin); call `close()` to end it.
  */
-export async function openStalledGrpcCall(address: string, method: string): Promise<{ close(): void }> {
+export async function openStalledGrpcCall(
+  address: string,
+  method: string,
+): Promise<{ close(): void; answered: Promise<{ code: number; errorCode: string | undefined }> }> {
   const http2 = await import('node:http2');
   const session = http2.connect(`http://${address}`);
   session.on('error', () => {});
@@ -132,6 +137,21 @@ export async function openStalledGrpcCall(address: string, method: string): Prom
   const req = session.request({ ':method': 'POST', ':path': method, 'content-type': 'application/grpc', te: 'trailers' });
   req.on('error', () => {});
   req.on('data', () => {});
+  const answered = new Promise<{ code: number; errorCode: string | undefined }>((resolve) => {
+    let code = -1;
+    let errorCode: string | undefined;
+    // The server ends the call while this side's half stays open: the status
+    // is final once grpc-status arrives (in trailers, or trailers-only headers).
+    const take = (h: Record<string, unknown>) => {
+      if (h['grpc-status'] !== undefined) code = Number(h['grpc-status']);
+      const bin = h['grpc-status-details-bin'];
+      if (bin !== undefined) errorCode = errorInfoOf(decodeStatusProto(Buffer.from(String(bin), 'base64'))).reason;
+      if (code !== -1) resolve({ code, errorCode });
+    };
+    req.on('response', (h) => take(h));
+    req.on('trailers', (h) => take(h));
+    req.on('close', () => resolve({ code, errorCode }));
+  });
   const prefix = Buffer.alloc(5);
   prefix.writeUInt32BE(1000, 1);
   req.write(Buffer.concat([prefix, Buffer.alloc(10)]));
@@ -141,6 +161,7 @@ export async function openStalledGrpcCall(address: string, method: string): Prom
     session.ping((err) => (err === null ? resolve() : reject(err)));
   });
   return {
+    answered,
     close() {
       req.destroy();
       session.destroy();

@@ -4,7 +4,7 @@
 // other clients are unaffected, including with hundreds of idle connections.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RawGrpcClient, grpc } from '../helpers/grpc-client.js';
+import { LOGS_EXPORT, RawGrpcClient, grpc, openStalledGrpcCall } from '../helpers/grpc-client.js';
 import { ManualUpload, idleConnections, post } from '../helpers/http.js';
 import { sleep } from '../helpers/wait.js';
 import { startIngester, walDump, type RunningIngester } from '../helpers/ingester.js';
@@ -76,6 +76,15 @@ describe('slow and stalled clients (--request-timeout-secs 1)', () => {
     const m = await ing.metrics();
     expect(m.get('siglake_ingest_requests_total{endpoint="otlp",status="408"}')).toBe(1);
     expect(m.get('siglake_ingest_requests_total{endpoint="otlp_traces",status="408"}')).toBe(1);
+  });
+
+  it('a gRPC call whose message stalls is ended DEADLINE_EXCEEDED with SIGLAKE_REQUEST_TIMEOUT in grpc-status-details-bin', async () => {
+    const stalled = await openStalledGrpcCall(ing.grpcAddress, LOGS_EXPORT);
+    try {
+      expect(await stalled.answered).toEqual({ code: grpc.status.DEADLINE_EXCEEDED, errorCode: 'SIGLAKE_REQUEST_TIMEOUT' });
+    } finally {
+      stalled.close();
+    }
   });
 
   it('a few hundred idle connections and stalled uploads do not stop a normal request', async () => {
