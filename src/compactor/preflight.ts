@@ -27,7 +27,7 @@ export async function checkCatalog(s: PreflightSettings): Promise<void> {
     catalog = SqlCatalog.open(s.catalogUrl, s.catalogName);
     await catalog.ready();
   } catch (e) {
-    throw new ConfigError(`catalog.url: cannot open or create the Iceberg catalog: ${(e as Error).message}`);
+    throw ConfigError.ofSetting('catalog.url', `cannot open or create the Iceberg catalog: ${(e as Error).message}`);
   } finally {
     await catalog?.close().catch(() => {});
   }
@@ -39,7 +39,7 @@ export async function checkWarehouse(s: PreflightSettings, storage: ObjectStorag
   try {
     await storage.putNew(location, new TextEncoder().encode('siglake start-up write check\n'));
   } catch (e) {
-    throw new ConfigError(`warehouse.path: cannot write to the warehouse ${storage.rootUri}: ${(e as Error).message}`);
+    throw ConfigError.ofSetting('warehouse.path', `cannot write to the warehouse ${storage.rootUri}: ${(e as Error).message}`);
   }
   await storage.delete(location).catch(() => {});
 }

@@ -32,16 +32,40 @@ export interface SettingDef<T> {
   readonly category: Category;
   readonly doc: string;
   readonly parse: Parser<T>;
-  /** The built-in default, or a function of the other settings. `undefined` means unset. */
-  readonly default: T | undefined | ((s: Readonly<Record<string, unknown>>) => T | undefined);
+  /**
+   * The built-in default, or a function of the settings above it in the table
+   * (computed in table order). `undefined` means unset: such a setting is
+   * declared with optional() and its value may be undefined in Settings.
+   */
+  readonly default: T | undefined | ((s: ComputedFrom) => T | undefined);
   /** How the default is shown in the reference (for computed ones). */
   readonly defaultDoc?: string;
   /** Never printed: tokens and URLs with credentials. */
   readonly secret?: boolean;
+  /** May be unset (its value in Settings may be undefined). Set by optional(). */
+  readonly optional?: boolean;
+}
+
+/**
+ * What the computed defaults read: settings above them in the table, resolved
+ * first. Spelled out (Settings itself is derived from the table, so the table
+ * cannot refer to it); `SettingsForComputedDefaults` below keeps each type in
+ * step with the setting's own.
+ */
+interface ComputedFrom {
+  readonly rateLimitPerSec?: number;
+  readonly rateLimitBurst?: number;
+  readonly rateLimitGlobalPerSec?: number;
+  readonly oidcIssuer?: string | undefined;
 }
 
 function def<T>(d: SettingDef<T>): SettingDef<T> {
   return d;
+}
+
+/** A setting that may stay unset: Settings types its value `T | undefined`. */
+function optional<T>(d: Omit<SettingDef<T>, 'optional'>): SettingDef<T> & { readonly optional: true } {
+  return { ...d, optional: true };
 }
 
 /** `sqlite:<path>` or a `postgres://` / `postgresql://` URL (contract §10). */
@@ -276,7 +300,7 @@ export const SETTINGS = {
     doc: 'At SIGTERM, after the graceful stop, land every WAL record in the tables (`siglake drain`) before exiting; exit 1 if any is left. For pods whose WAL volume goes with them (scale-down): the termination grace period must cover the drain.',
     parse: boolean,
   }),
-  tenantClaim: def<string>({
+  tenantClaim: optional<string>({
     key: 'ingester.tenantClaim',
     flag: '--tenant-claim',
     category: 'tenancy',
@@ -361,7 +385,7 @@ export const SETTINGS = {
     key: 'ingester.rateLimit.burst',
     flag: '--rate-limit-burst',
     category: 'limits',
-    default: (s) => Math.max(1, Math.ceil((s['rateLimitPerSec'] as number) ?? 0)),
+    default: (s) => Math.max(1, Math.ceil(s.rateLimitPerSec ?? 0)),
     defaultDoc: 'ratePerSec',
     doc: 'Bucket size: requests admitted at once from a full tenant bucket (and from the global bucket while it runs at ratePerSec and --rate-limit-global-burst is unset).',
     parse: integer({ min: 1, max: 100_000_000 }),
@@ -370,7 +394,7 @@ export const SETTINGS = {
     key: 'ingester.rateLimit.globalRatePerSec',
     flag: '--rate-limit-global-per-sec',
     category: 'limits',
-    default: (s) => (s['rateLimitPerSec'] as number) ?? 0,
+    default: (s) => s.rateLimitPerSec ?? 0,
     defaultDoc: 'ratePerSec',
     doc: 'Token refill rate in requests per second of the global bucket, which every request spends before authentication. Needs ratePerSec > 0 (0 only while the limiter is off). Set it above the sum of the tenants\' rates so that a tenant bucket, not the global one, refuses a busy tenant.',
     parse: number({ min: 0, max: 1_000_000 }),
@@ -380,8 +404,8 @@ export const SETTINGS = {
     flag: '--rate-limit-global-burst',
     category: 'limits',
     default: (s) => {
-      const global = (s['rateLimitGlobalPerSec'] as number) ?? 0;
-      if (global === s['rateLimitPerSec']) return s['rateLimitBurst'] as number;
+      const global = s.rateLimitGlobalPerSec ?? 0;
+      if (global === s.rateLimitPerSec) return s.rateLimitBurst;
       return Math.max(1, Math.ceil(global));
     },
     defaultDoc: 'burst while globalRatePerSec is ratePerSec, else globalRatePerSec rounded up',
@@ -396,7 +420,7 @@ export const SETTINGS = {
     doc: 'Tenant buckets kept in memory; the longest-idle one is evicted (an idle bucket is full anyway).',
     parse: integer({ min: 1, max: 10_000_000 }),
   }),
-  redisUrl: def<string>({
+  redisUrl: optional<string>({
     key: 'redis.url',
     flag: '--redis-url',
     category: 'limits',
@@ -424,7 +448,7 @@ export const SETTINGS = {
     parse: list(),
     secret: true,
   }),
-  authBearerTokensFile: def<string>({
+  authBearerTokensFile: optional<string>({
     key: 'auth.bearerTokensFile',
     flag: '--auth-bearer-tokens-file',
     category: 'auth',
@@ -433,7 +457,7 @@ export const SETTINGS = {
     doc: 'File with one static bearer token per line (blank lines and # comments ignored).',
     parse: string({ nonEmpty: true }),
   }),
-  oidcIssuer: def<string>({
+  oidcIssuer: optional<string>({
     key: 'auth.oidc.issuer',
     flag: '--oidc-issuer',
     category: 'auth',
@@ -442,7 +466,7 @@ export const SETTINGS = {
     doc: 'Enables OIDC: the required `iss`. Takes precedence over static tokens.',
     parse: string({ nonEmpty: true }),
   }),
-  oidcAudience: def<string>({
+  oidcAudience: optional<string>({
     key: 'auth.oidc.audience',
     flag: '--oidc-audience',
     category: 'auth',
@@ -451,17 +475,17 @@ export const SETTINGS = {
     doc: 'The required `aud`.',
     parse: string({ nonEmpty: true }),
   }),
-  oidcJwksUrl: def<string>({
+  oidcJwksUrl: optional<string>({
     key: 'auth.oidc.jwksUrl',
     flag: '--oidc-jwks-url',
     category: 'auth',
     default: (s) =>
-      s['oidcIssuer'] === undefined ? undefined : `${String(s['oidcIssuer']).replace(/\/+$/, '')}/.well-known/jwks.json`,
+      s.oidcIssuer === undefined ? undefined : `${s.oidcIssuer.replace(/\/+$/, '')}/.well-known/jwks.json`,
     defaultDoc: '<issuer>/.well-known/jwks.json',
     doc: 'JWKS URL: fetched, cached, refetched on an unknown `kid` at most once per --oidc-jwks-cooldown-secs.',
     parse: url(['http:', 'https:']),
   }),
-  oidcJwksFile: def<string>({
+  oidcJwksFile: optional<string>({
     key: 'auth.oidc.jwksFile',
     flag: '--oidc-jwks-file',
     category: 'auth',
@@ -528,7 +552,7 @@ export const SETTINGS = {
     doc: '`siglake query`: address of the SQL API and its admin endpoints (/metrics, /healthz, /readyz). Port 0 picks a free port.',
     parse: listenAddress,
   }),
-  queryTenantClaim: def<string>({
+  queryTenantClaim: optional<string>({
     key: 'query.oidc.tenantClaim',
     flag: '--query-tenant-claim',
     category: 'query',
@@ -559,7 +583,7 @@ export const SETTINGS = {
     doc: 'Base URLs of query workers. Non-empty makes this server a coordinator: each tenant is routed to one of them by rendezvous hashing.',
     parse: list(url(['http:', 'https:'])),
   }),
-  queryShardToken: def<string>({
+  queryShardToken: optional<string>({
     key: 'query.shardToken',
     flag: '--query-shard-token',
     category: 'query',
@@ -569,7 +593,7 @@ export const SETTINGS = {
     parse: string({ nonEmpty: true }),
     secret: true,
   }),
-  queryShardTokenFile: def<string>({
+  queryShardTokenFile: optional<string>({
     key: 'query.shardTokenFile',
     flag: '--query-shard-token-file',
     category: 'query',
@@ -613,8 +637,8 @@ export const SETTINGS = {
 } as const;
 
 type ValueOf<D> = D extends SettingDef<infer T> ? T : never;
-type Optional = 'tenantClaim' | 'redisUrl' | 'authBearerTokensFile' | 'oidcIssuer' | 'oidcAudience' | 'oidcJwksUrl' | 'oidcJwksFile'
-  | 'queryTenantClaim' | 'queryShardToken' | 'queryShardTokenFile';
+/** The settings declared with optional(), derived from the table. */
+type Optional = { [K in keyof typeof SETTINGS]: (typeof SETTINGS)[K] extends { readonly optional: true } ? K : never }[keyof typeof SETTINGS];
 
 export type SettingName = keyof typeof SETTINGS;
 export type Settings = {
@@ -622,6 +646,10 @@ export type Settings = {
 } & {
   readonly [K in Optional]: ValueOf<(typeof SETTINGS)[K]> | undefined;
 };
+
+/** Compile-time check: Settings provides every ComputedFrom field with the same type. */
+type Provides<T extends ComputedFrom> = T;
+export type SettingsForComputedDefaults = Provides<Settings>;
 
 /** Environment variable of a flag: SIGLAKE_ + flag without dashes, upper case, `-` → `_`. */
 export function envName(flag: string): string {

@@ -2,19 +2,22 @@
 // identity (de)serializers, so the acceptor passes the encoded message through
 // without decoding it. grpc-js enforces the message size cap and inflates
 // grpc-encoding gzip itself. Same admission as HTTP; refusals map to the gRPC
-// codes of contract §6 with `retry-after` metadata and, for rate limits, a
-// google.rpc.RetryInfo in grpc-status-details-bin.
+// codes of contract §6 with `retry-after` metadata, and every refusal carries
+// its google.rpc.Status in grpc-status-details-bin: an ErrorInfo with the
+// SIGLAKE_ code and, for rate limits, a google.rpc.RetryInfo.
 
 import * as grpc from '@grpc/grpc-js';
 import net from 'node:net';
-import { GrpcCode, IngestError } from '../errors.js';
-import { Signal } from '../lanes/frames.js';
+import { IngestError, type ErrorCode } from '../errors.js';
+import { Signal } from '../shard/frames.js';
 import type { Lane } from '../lanes/lane-table.js';
 import type { AcceptorOptions } from './acceptor-options.js';
 import type { IngestHeaders } from './admission.js';
-import type { PendingRequest } from './dispatcher.js';
+import type { PendingRequest } from '../shard/dispatcher.js';
 import { INVALID_ROUTING_HEADER, installGrpcHeaderGuard } from './grpc-header-guard.js';
-import { DRAINING, encodeStatusProto, errorForStatus, INTERNAL } from './responses.js';
+import { installGrpcTransportRefusals } from './grpc-transport-refusals.js';
+import { Answers } from './answers.js';
+import { DRAINING, grpcStatusDetails } from './responses.js';
 
 const identity = (b: Buffer): Buffer => b;
 
@@ -41,8 +44,9 @@ function receiveDeadline(timeoutMs: number): grpc.ServerInterceptor {
           timer = setTimeout(() => {
             timer = undefined;
             call.sendStatus({
-              code: grpc.status.DEADLINE_EXCEEDED,
-              details: 'request message not received in time (--request-timeout-secs)',
+              code: requestTimeout.grpcCode,
+              details: requestTimeout.message,
+              metadata: refusalMetadata(requestTimeout),
             });
           }, timeoutMs);
           timer.unref();
@@ -65,6 +69,16 @@ function receiveDeadline(timeoutMs: number): grpc.ServerInterceptor {
   };
 }
 const EMPTY = Buffer.alloc(0);
+
+/** Trailing metadata of a refusal: `retry-after` when it has one, and its google.rpc.Status with the ErrorInfo. */
+function refusalMetadata(e: IngestError): grpc.Metadata {
+  const metadata = new grpc.Metadata();
+  if (e.retryAfterSecs > 0) metadata.set('retry-after', String(e.retryAfterSecs));
+  metadata.set('grpc-status-details-bin', grpcStatusDetails(e));
+  return metadata;
+}
+
+const requestTimeout = new IngestError('SIGLAKE_REQUEST_TIMEOUT', 'request message not received in time (--request-timeout-secs)');
 
 function method(path: string): grpc.MethodDefinition<Buffer, Buffer> {
   return {
@@ -103,21 +117,26 @@ class GrpcIngest implements PendingRequest {
     readonly endpoint: number,
     readonly callback: grpc.sendUnaryData<Buffer>,
   ) {}
-  complete(status: number, records: number, message: string | undefined): void {
-    this.acceptor.answer(this, status, records, message);
+  complete(code: ErrorCode | undefined, records: number, message: string | undefined): void {
+    this.acceptor.answer(this, code, records, message);
   }
 }
 
 export class GrpcAcceptor {
   readonly #o: AcceptorOptions;
+  readonly #answers: Answers<GrpcIngest>;
   readonly #server: grpc.Server;
   #listener: net.Server | undefined;
-  #injector: grpc.ConnectionInjector | undefined;
   #port = 0;
 
   constructor(opts: AcceptorOptions) {
     this.#o = opts;
+    this.#answers = new Answers<GrpcIngest>(opts.log, opts.metrics, {
+      sendOk: (state) => state.callback(null, EMPTY),
+      sendRefusal: (state, e) => state.callback({ code: e.grpcCode, details: e.message, metadata: refusalMetadata(e) }),
+    });
     installGrpcHeaderGuard(opts.log);
+    installGrpcTransportRefusals();
     this.#server = new grpc.Server({
       'grpc.max_receive_message_length': opts.maxRequestBytes,
       'grpc.max_send_message_length': 1024 * 1024,
@@ -146,7 +165,6 @@ export class GrpcAcceptor {
   listen(): Promise<number> {
     const { host, port } = this.#o;
     const injector = this.#server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
-    this.#injector = injector;
     const listener = net.createServer({ noDelay: true }, (socket) => {
       // Until its first bytes the connection is ours: one that never speaks is
       // cut. Once HTTP/2 owns the socket, grpc-js's idle timer (GOAWAY after
@@ -185,12 +203,6 @@ export class GrpcAcceptor {
         resolve();
       });
     });
-  }
-
-  forceShutdown(): void {
-    this.#listener?.close();
-    this.#injector?.destroy();
-    this.#server.forceShutdown();
   }
 
   #ingest(call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>, endpoint: number): void {
@@ -233,33 +245,11 @@ export class GrpcAcceptor {
   }
 
   #refuse(state: GrpcIngest, err: unknown): void {
-    const e = err instanceof IngestError ? err : INTERNAL;
-    if (!(err instanceof IngestError)) {
-      this.#o.log.error({ err: (err as Error)?.message }, 'unexpected error during admission');
-    }
-    this.#o.metrics.request(state.endpoint, e.httpStatus);
-    this.#send(state, e);
+    this.#answers.refuse(state, err);
   }
 
-  answer(state: GrpcIngest, status: number, records: number, message: string | undefined): void {
-    this.#o.metrics.request(state.endpoint, status);
-    if (status === 200) this.#o.metrics.records(state.endpoint, records);
-    if (status === 200) {
-      state.callback(null, EMPTY);
-      return;
-    }
-    this.#send(state, errorForStatus(status, message));
-  }
-
-  #send(state: GrpcIngest, e: IngestError): void {
-    const metadata = new grpc.Metadata();
-    if (e.retryAfterSecs > 0) metadata.set('retry-after', String(e.retryAfterSecs));
-    if (e.code === 'SIGLAKE_RATE_LIMITED') {
-      metadata.set(
-        'grpc-status-details-bin',
-        Buffer.from(encodeStatusProto(GrpcCode.RESOURCE_EXHAUSTED, e.message, e.retryAfterSecs)),
-      );
-    }
-    state.callback({ code: e.grpcCode, details: e.message, metadata });
+  /** Called by the dispatcher when the worker answered. */
+  answer(state: GrpcIngest, code: ErrorCode | undefined, records: number, message: string | undefined): void {
+    this.#answers.completed(state, code, records, message);
   }
 }

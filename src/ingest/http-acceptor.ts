@@ -7,23 +7,14 @@
 // requests of the shard are waiting behind.
 
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
-import { IngestError } from '../errors.js';
-import { FLAG_GZIP, FLAG_JSON, Signal } from '../lanes/frames.js';
+import { IngestError, type ErrorCode } from '../errors.js';
+import { FLAG_GZIP, FLAG_JSON, Signal } from '../shard/frames.js';
 import type { Lane } from '../lanes/lane-table.js';
 import type { AcceptorOptions } from './acceptor-options.js';
 import type { IngestHeaders } from './admission.js';
-import type { PendingRequest } from './dispatcher.js';
-import {
-  CONTENT_TYPES,
-  DRAINING,
-  EMPTY_RESPONSE,
-  Encoding,
-  errorForStatus,
-  INTERNAL,
-  refusalBody,
-  statusLine,
-  type EncodingCode,
-} from './responses.js';
+import type { PendingRequest } from '../shard/dispatcher.js';
+import { Answers } from './answers.js';
+import { CONTENT_TYPES, DRAINING, EMPTY_RESPONSE, Encoding, refusalBody, statusLine, type EncodingCode } from './responses.js';
 import type { Uws } from './uws-loader.js';
 
 export interface HttpAcceptorOptions extends AcceptorOptions {
@@ -52,6 +43,15 @@ const requestTimeout = new IngestError(
 );
 const conflictingLength = new IngestError('SIGLAKE_BAD_HEADER', 'bad header: Content-Length sent twice with different values');
 
+/** The headers one ingest request is decided on, collected into one reused record. */
+type HeaderRecord = IngestHeaders & {
+  contentType: string;
+  contentEncoding: string;
+  contentLength: number;
+  chunked: boolean;
+  conflictingLength: boolean;
+};
+
 /** Parses the content type into the response encoding; -1 when unusable. */
 function encodingOf(contentType: string): number {
   const semi = contentType.indexOf(';');
@@ -66,7 +66,6 @@ class HttpIngest implements PendingRequest {
   aborted = false;
   done = false;
   lane: Lane | undefined = undefined;
-  admitting = false;
   /** Chunks that arrive while a JWT is verified, or a multi-chunk body. */
   buf: Uint8Array | undefined = undefined;
   len = 0;
@@ -74,6 +73,10 @@ class HttpIngest implements PendingRequest {
   flags = 0;
   /** Answered with a refusal already (a late admission must not send the body). */
   refused = false;
+  /** Close the connection after a refusal sent before the body was read (large or open-ended). */
+  closeOnRefusal = false;
+  /** Whether the answer being written closes the connection. */
+  closeAfterAnswer = false;
 
   constructor(
     readonly acceptor: HttpAcceptor,
@@ -83,8 +86,8 @@ class HttpIngest implements PendingRequest {
     readonly contentLength: number,
   ) {}
 
-  complete(status: number, records: number, message: string | undefined): void {
-    this.acceptor.answer(this, status, records, message);
+  complete(code: ErrorCode | undefined, records: number, message: string | undefined): void {
+    this.acceptor.answer(this, code, records, message);
   }
 
   append(chunk: Uint8Array): void {
@@ -108,13 +111,7 @@ export class HttpAcceptor {
   readonly #uploads = new Set<HttpIngest>();
   readonly #timer: NodeJS.Timeout;
   // Header collection without a closure per request.
-  readonly #h: IngestHeaders & {
-    contentType: string;
-    contentEncoding: string;
-    contentLength: number;
-    chunked: boolean;
-    conflictingLength: boolean;
-  } = {
+  readonly #h: HeaderRecord = {
     authorization: undefined,
     orgId: undefined,
     orgIdCount: 0,
@@ -158,6 +155,7 @@ export class HttpAcceptor {
     }
   };
 
+  readonly #answers: Answers<HttpIngest>;
   #corking: HttpIngest | undefined = undefined;
   readonly #writeOk = (): void => {
     const state = this.#corking!;
@@ -167,6 +165,10 @@ export class HttpAcceptor {
 
   constructor(opts: HttpAcceptorOptions) {
     this.#o = opts;
+    this.#answers = new Answers(opts.log, opts.metrics, {
+      sendOk: (state) => this.#sendOk(state),
+      sendRefusal: (state, err) => this.#sendRefusal(state, err),
+    });
     const app = opts.uws.App();
     this.#app = app;
     app.post('/v1/logs', (res, req) => this.#ingest(res, req, ENDPOINT_LOGS));
@@ -245,23 +247,13 @@ export class HttpAcceptor {
     );
   }
 
+  /**
+   * One ingest request, in the order of contract §4: read the headers, refuse
+   * what needs no admission, admit (maybe asynchronously), check the body's
+   * headers, then receive the body and dispatch it.
+   */
   #ingest(res: HttpResponse, req: HttpRequest, endpoint: number): void {
-    const h = this.#h;
-    h.authorization = undefined;
-    h.orgId = undefined;
-    h.orgIdCount = 0;
-    h.index = undefined;
-    h.indexCount = 0;
-    h.contentType = '';
-    h.contentEncoding = '';
-    h.contentLength = -1;
-    h.chunked = false;
-    h.conflictingLength = false;
-    req.forEach(this.#collect);
-    // Refused before its body was read: close the connection rather than read
-    // and throw away a large or open-ended body (small ones are skipped by uWS).
-    const closeOnRefusal = h.chunked || h.contentLength > EARLY_REFUSAL_KEEPALIVE_BYTES || !Number.isFinite(h.contentLength);
-
+    const h = this.#readHeaders(req);
     const enc = encodingOf(h.contentType);
     const state = new HttpIngest(
       this,
@@ -274,97 +266,119 @@ export class HttpAcceptor {
       state.aborted = true;
       this.#uploads.delete(state);
     });
-    if (this.#o.isDraining()) {
-      this.#refuse(state, DRAINING, true);
+    // Refused before its body was read: close the connection rather than read
+    // and throw away a large or open-ended body (small ones are skipped by uWS).
+    state.closeOnRefusal = h.chunked || h.contentLength > EARLY_REFUSAL_KEEPALIVE_BYTES || !Number.isFinite(h.contentLength);
+    const early = this.#o.isDraining() ? DRAINING : h.conflictingLength ? conflictingLength : undefined;
+    if (early !== undefined) {
+      this.#refuse(state, early, true);
       return;
     }
-    if (h.conflictingLength) {
-      this.#refuse(state, conflictingLength, true);
-      return;
-    }
-
     let admitted: Lane | Promise<Lane>;
     try {
       admitted = this.#o.admission.admit(endpoint === ENDPOINT_LOGS ? 'logs' : 'traces', h);
     } catch (e) {
-      this.#refuse(state, e, closeOnRefusal);
+      this.#refuse(state, e, state.closeOnRefusal);
       return;
     }
-    // Body checks that need only headers (contract §4 step 9).
-    const cenc = h.contentEncoding.trim().toLowerCase();
-    const gzip = cenc === 'gzip' || cenc === 'x-gzip';
-    const headerProblem =
-      enc < 0
-        ? badContentType
-        : !gzip && cenc !== '' && cenc !== 'identity'
-          ? badEncoding
-          : state.contentLength > this.#o.maxRequestBytes
-            ? tooLarge
-            : undefined;
-    state.flags =
-      (endpoint === ENDPOINT_LOGS ? Signal.LOGS : Signal.TRACES) |
-      (enc === Encoding.JSON ? FLAG_JSON : 0) |
-      (gzip ? FLAG_GZIP : 0);
-
+    const headerProblem = this.#checkBodyHeaders(state, enc, h.contentEncoding);
     if (admitted instanceof Promise) {
-      state.admitting = true;
       admitted.then(
-        (lane) => {
-          state.admitting = false;
-          state.lane = lane;
-          if (state.aborted || state.refused) {
-            // The client left, or the body was refused (too large, too slow) meanwhile.
-            this.#finishUnsent(state, 499);
-            return;
-          }
-          if (headerProblem !== undefined) {
-            this.#refuseAdmitted(state, headerProblem, closeOnRefusal);
-            return;
-          }
-          if (state.done) this.#send(state);
-        },
+        (lane) => this.#admittedLater(state, lane, headerProblem),
         (err: unknown) => {
-          state.admitting = false;
           if (!state.aborted && !state.refused) this.#refuse(state, err, true);
         },
       );
     } else {
       state.lane = admitted;
       if (headerProblem !== undefined) {
-        this.#refuseAdmitted(state, headerProblem, closeOnRefusal);
+        this.#refuse(state, headerProblem, state.closeOnRefusal);
         return;
       }
     }
+    this.#receiveBody(state);
+  }
 
+  /** Collects the request's headers into the reused header record (no closure, no allocation). */
+  #readHeaders(req: HttpRequest): HeaderRecord {
+    const h = this.#h;
+    h.authorization = undefined;
+    h.orgId = undefined;
+    h.orgIdCount = 0;
+    h.index = undefined;
+    h.indexCount = 0;
+    h.contentType = '';
+    h.contentEncoding = '';
+    h.contentLength = -1;
+    h.chunked = false;
+    h.conflictingLength = false;
+    req.forEach(this.#collect);
+    return h;
+  }
+
+  /**
+   * The body checks that need only headers (contract §4 step 11): content
+   * type, encoding, declared length. Sets the frame flags; returns the
+   * refusal, if any (sent once admission has reserved the lane).
+   */
+  #checkBodyHeaders(state: HttpIngest, enc: number, contentEncoding: string): IngestError | undefined {
+    const cenc = contentEncoding.trim().toLowerCase();
+    const gzip = cenc === 'gzip' || cenc === 'x-gzip';
+    state.flags =
+      (state.endpoint === ENDPOINT_LOGS ? Signal.LOGS : Signal.TRACES) |
+      (enc === Encoding.JSON ? FLAG_JSON : 0) |
+      (gzip ? FLAG_GZIP : 0);
+    if (enc < 0) return badContentType;
+    if (!gzip && cenc !== '' && cenc !== 'identity') return badEncoding;
+    if (state.contentLength > this.#o.maxRequestBytes) return tooLarge;
+    return undefined;
+  }
+
+  /** Admission finished after a wait (a JWT verification, a Redis lease) while the body streamed in. */
+  #admittedLater(state: HttpIngest, lane: Lane, headerProblem: IngestError | undefined): void {
+    state.lane = lane;
+    if (state.aborted || state.refused) {
+      // The client left, or the body was refused (too large, too slow) meanwhile.
+      this.#releaseLane(state);
+      return;
+    }
+    if (headerProblem !== undefined) {
+      this.#refuse(state, headerProblem, state.closeOnRefusal);
+      return;
+    }
+    if (state.done) this.#send(state);
+  }
+
+  /** Streams the body in under the size cap and the receive deadline, then dispatches it. */
+  #receiveBody(state: HttpIngest): void {
     state.deadline = Date.now() + this.#o.requestTimeoutSecs * 1000;
     this.#uploads.add(state);
     const max = this.#o.maxRequestBytes;
-    res.onData((chunk, isLast) => {
-      if (state.aborted) return;
-      if (state.done) return;
+    state.res.onData((chunk, isLast) => {
+      if (state.aborted || state.done) return;
       const view = new Uint8Array(chunk);
       if (state.len + view.length > max) {
-        this.#uploads.delete(state);
-        state.done = true;
         // Answered at once; uWS reads on and drops what is left of the body,
         // and cuts the connection itself if much more keeps coming.
-        if (state.lane !== undefined) this.#refuseAdmitted(state, tooLarge, false);
-        else this.#refuse(state, tooLarge, false);
+        this.#refuse(state, tooLarge, false);
         return;
       }
-      if (isLast) {
-        this.#uploads.delete(state);
-        state.done = true;
-        if (state.buf === undefined && state.lane !== undefined) {
-          // The whole body in one chunk: one copy, into the ring.
-          this.#o.dispatcher.dispatch(state.lane, state.flags, view, state);
-          return;
-        }
+      if (!isLast) {
         state.append(view);
-        if (state.lane !== undefined) this.#send(state);
         return;
       }
-      state.append(view);
+      this.#uploads.delete(state);
+      state.done = true;
+      if (state.lane === undefined) {
+        // Admission is still waiting: #admittedLater sends it.
+        state.append(view);
+      } else if (state.buf === undefined) {
+        // The whole body in one chunk: one copy, into the ring.
+        this.#o.dispatcher.dispatch(state.lane, state.flags, view, state);
+      } else {
+        state.append(view);
+        this.#send(state);
+      }
     });
   }
 
@@ -373,59 +387,49 @@ export class HttpAcceptor {
     this.#o.dispatcher.dispatch(state.lane!, state.flags, body, state);
   }
 
-  /** Refusal before a lane was reserved. */
+  /**
+   * Refuses a request that has not reached a worker: ends its upload, gives
+   * back the lane admission reserved (if it got that far), and answers.
+   */
   #refuse(state: HttpIngest, err: unknown, close: boolean): void {
-    const e = err instanceof IngestError ? err : INTERNAL;
-    if (!(err instanceof IngestError)) {
-      this.#o.log.error({ err: (err as Error)?.message }, 'unexpected error during admission');
-    }
     state.done = true;
     state.refused = true;
     this.#uploads.delete(state);
-    this.#o.metrics.request(state.endpoint, e.httpStatus);
-    this.#write(state, e.httpStatus, e, close);
+    this.#releaseLane(state);
+    state.closeAfterAnswer = close;
+    this.#answers.refuse(state, err);
   }
 
-  /** Refusal after admission reserved a lane slot: the lane is finished too. */
-  #refuseAdmitted(state: HttpIngest, err: IngestError, close = false): void {
-    state.done = true;
-    state.refused = true;
-    this.#uploads.delete(state);
-    this.#finishUnsent(state, err.httpStatus);
-    this.#o.metrics.request(state.endpoint, err.httpStatus);
-    this.#write(state, err.httpStatus, err, close);
-  }
-
-  /** Releases the lane reservation of a request that never reached a worker. */
-  #finishUnsent(state: HttpIngest, status: number): void {
+  /** Gives back the lane reservation of a request that never reached a worker. */
+  #releaseLane(state: HttpIngest): void {
     const lane = state.lane;
     if (lane === undefined) return;
     state.lane = undefined;
-    this.#o.dispatcher.finishUnsent(lane, status);
+    this.#o.dispatcher.finishUnsent(lane);
   }
 
   /** Called by the dispatcher when the worker answered (the lane is already finished). */
-  answer(state: HttpIngest, status: number, records: number, message: string | undefined): void {
-    this.#o.metrics.request(state.endpoint, status);
-    if (status === 200) this.#o.metrics.records(state.endpoint, records);
-    if (status === 200) {
-      if (state.aborted) return;
-      // cork() runs its callback at once: hand it the state through a field,
-      // so answering allocates no closure.
-      this.#corking = state;
-      state.res.cork(this.#writeOk);
-      this.#corking = undefined;
-      return;
-    }
-    this.#write(state, status, errorForStatus(status, message), false);
+  answer(state: HttpIngest, code: ErrorCode | undefined, records: number, message: string | undefined): void {
+    state.closeAfterAnswer = false;
+    this.#answers.completed(state, code, records, message);
   }
 
-  #write(state: HttpIngest, status: number, err: IngestError, close: boolean): void {
+  #sendOk(state: HttpIngest): void {
+    if (state.aborted) return;
+    // cork() runs its callback at once: hand it the state through a field,
+    // so answering allocates no closure.
+    this.#corking = state;
+    state.res.cork(this.#writeOk);
+    this.#corking = undefined;
+  }
+
+  #sendRefusal(state: HttpIngest, err: IngestError): void {
     if (state.aborted) return;
     const res = state.res;
     const body = refusalBody(err, state.encoding);
+    const close = state.closeAfterAnswer;
     res.cork(() => {
-      res.writeStatus(statusLine(status)).writeHeader('Content-Type', CONTENT_TYPES[state.encoding]);
+      res.writeStatus(statusLine(err.httpStatus)).writeHeader('Content-Type', CONTENT_TYPES[state.encoding]);
       if (err.retryAfterSecs > 0) res.writeHeader('Retry-After', String(err.retryAfterSecs));
       res.end(body, close);
     });
@@ -434,9 +438,7 @@ export class HttpAcceptor {
   #expireUploads(): void {
     const now = Date.now();
     for (const state of this.#uploads) {
-      if (now < state.deadline) continue;
-      if (state.lane !== undefined) this.#refuseAdmitted(state, requestTimeout, true);
-      else this.#refuse(state, requestTimeout, true);
+      if (now >= state.deadline) this.#refuse(state, requestTimeout, true);
     }
   }
 }

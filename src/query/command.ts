@@ -25,7 +25,7 @@ export async function runQueryCommand(argv: string[]): Promise<number> {
     server = new QueryServer({ settings: s, log });
   } catch (e) {
     if (e instanceof ConfigError) {
-      process.stderr.write(`siglake: ${withSource(e.message, loaded)}\n`);
+      process.stderr.write(`siglake: ${withSource(e, loaded)}\n`);
       return 2;
     }
     if ((e as { code?: string }).code?.startsWith('SIGLAKE_')) {

@@ -300,7 +300,7 @@ function readShardToken(s: Settings): string | undefined {
     try {
       text = fs.readFileSync(s.queryShardTokenFile, 'utf8');
     } catch {
-      throw new ConfigError(`query.shardTokenFile: cannot read ${s.queryShardTokenFile}`);
+      throw ConfigError.ofSetting('query.shardTokenFile', `cannot read ${s.queryShardTokenFile}`);
     }
     const token = text.split('\n')[0]!.trim();
     if (token === '') throw new ConfigError('query.shardTokenFile: the file holds no token');

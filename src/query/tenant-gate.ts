@@ -37,7 +37,7 @@ export class TenantGate {
       throw new ConfigError('query.allowedTenants: needs query.oidc.tenantClaim (without a claim every query reads main)');
     }
     for (const t of opts.allowedTenants) {
-      if (!isValidIdentifier(t)) throw new ConfigError(`query.allowedTenants: ${JSON.stringify(t)} is not a valid tenant identifier`);
+      if (!isValidIdentifier(t)) throw ConfigError.ofSetting('query.allowedTenants', `${JSON.stringify(t)} is not a valid tenant identifier`);
     }
     this.#claim = opts.tenantClaim;
     this.#allowed = opts.allowedTenants.length === 0 ? undefined : new Set(opts.allowedTenants);

@@ -6,40 +6,60 @@
 // ring, not copies), write each touched lane with one writev, release the ring
 // space, then in `batch` mode fdatasync every touched segment at once (group
 // commit: requests that arrive meanwhile share the next round's sync), and
-// only then post the completions. A write or sync failure answers that lane's
-// requests of the round 500 and leaves the segment cut back to its last whole
-// record.
+// only then post the completions. A completion names its outcome by code
+// (0 accepted, else a SIGLAKE_ code's wire number, src/errors.ts). A write or
+// sync failure refuses that lane's requests of the round (SIGLAKE_WAL_DISK when
+// the disk refused, SIGLAKE_WAL_WRITE otherwise) and leaves the segment cut
+// back to its last whole record.
 
-import { BodyError } from '../errors.js';
+import { BodyError, walFailureCode, type ErrorCode } from '../errors.js';
 import { ByteRing, type Frame } from '../lanes/byte-ring.js';
-import { CompletionRing, Doorbell } from '../lanes/completion-ring.js';
-import { FLAG_SIGNAL_MASK, FRAME_PREFIX_BYTES, FrameKind, Signal, shardOf, tableKey, type LaneSpec } from '../lanes/frames.js';
+import { ACCEPTED, completionCode, CompletionRing, Doorbell } from '../shard/completion-ring.js';
+import {
+  decodeLaneSpec,
+  frameFlags,
+  frameKind,
+  frameLaneId,
+  FRAME_PREFIX_BYTES,
+  FrameKind,
+  keyOfSpec,
+  signalOfFlags,
+  type LaneSpec,
+} from '../shard/frames.js';
+import { LaneKey } from '../shard/lane-key.js';
+import { ControlWord, type ShardExit, type ShardTaskArgs } from '../shard/protocol.js';
 import { createLogger, type Logger } from '../log.js';
 import { WorkerStats } from '../metrics/worker-stats.js';
 import { FdCache } from '../wal/fd-cache.js';
 import { RecordType } from '../wal/format.js';
-import { indexTable, laneDir, LOGS_TABLE, TRACES_TABLE, type LaneLocation } from '../wal/layout.js';
 import { LaneWriter } from '../wal/lane-writer.js';
 import { recoverWal } from '../wal/recovery.js';
+import { WalWriteError } from '../wal/wal-write-error.js';
 import { BodyDecoder } from './body-decoder.js';
-import { ControlWord, type ShardExit, type ShardTaskArgs } from './shard-protocol.js';
 
 const MAX_ROUND_REQUESTS = 4096;
 const MAX_ROUND_BYTES = 64 * 1024 * 1024;
 const HOUSEKEEPING_MS = 1000;
 
+/** Why a lane's requests of a round failed: the code and the message the client gets. */
+interface LaneFailure {
+  code: number;
+  message: string;
+}
+
+const UNKNOWN_LANE = completionCode('SIGLAKE_UNKNOWN_LANE');
+const DECODER_CRASH = completionCode('SIGLAKE_DECODER_CRASH');
+
 class LaneState {
-  /** Requests of the current round on this lane failed with this message. */
-  failure: string | undefined = undefined;
+  /** Requests of the current round on this lane failed with this. */
+  failure: LaneFailure | undefined = undefined;
   touched = false;
   dirty = false;
   constructor(
-    readonly spec: LaneSpec,
+    readonly key: LaneKey,
     readonly writer: LaneWriter,
   ) {}
 }
-
-const utf8 = new TextDecoder();
 
 export class ShardLoop {
   readonly #a: ShardTaskArgs;
@@ -57,7 +77,8 @@ export class ShardLoop {
   // The round's requests, in arrival order (parallel arrays, reused).
   #reqIds = new Int32Array(MAX_ROUND_REQUESTS);
   #records = new Int32Array(MAX_ROUND_REQUESTS);
-  #status = new Int32Array(MAX_ROUND_REQUESTS);
+  /** Completion code per request: 0 accepted, else a code's wire number. */
+  #codes = new Int32Array(MAX_ROUND_REQUESTS);
   #reqLane: (LaneState | undefined)[] = new Array(MAX_ROUND_REQUESTS);
   #messages: (string | undefined)[] = new Array(MAX_ROUND_REQUESTS);
   #n = 0;
@@ -108,7 +129,7 @@ export class ShardLoop {
       try {
         await lane.writer.close();
       } catch (e) {
-        this.#log.error({ lane: describeLane(lane.spec), err: (e as Error).message }, 'closing a WAL segment failed');
+        this.#log.error({ lane: lane.key.label, err: (e as Error).message }, 'closing a WAL segment failed');
       }
     }
     return { shard: this.#a.shard, requests: this.#served };
@@ -118,13 +139,8 @@ export class ShardLoop {
   #recover(): void {
     const { walDir } = this.#a.settings;
     const { shard, workers } = this.#a;
-    const mine = (l: LaneLocation) =>
-      shardOf(
-        l.tenant,
-        tableKey({ index: l.table.kind === 'index' ? l.table.name : undefined, signal: l.table.kind === 'traces' ? 'traces' : 'logs' }),
-        workers,
-      ) === shard;
-    const r = recoverWal(walDir, mine);
+    // The same key the acceptor's lane table gives the lane, so the same shard.
+    const r = recoverWal(walDir, (l) => LaneKey.at(l).shard(workers) === shard);
     for (const [dir, next] of r.nextSegment) this.#nextSegment.set(dir, next);
     if (r.truncatedBytes > 0) this.#stats.addTruncatedBytes(r.truncatedBytes);
     for (const { lane, recovery } of r.lanes) {
@@ -142,8 +158,8 @@ export class ShardLoop {
   }
 
   #open(spec: LaneSpec): LaneState {
-    const table = spec.index !== undefined ? indexTable(spec.index) : spec.signal === 'logs' ? LOGS_TABLE : TRACES_TABLE;
-    const dir = laneDir(this.#a.settings.walDir, spec.tenant, table);
+    const key = keyOfSpec(spec);
+    const dir = key.walDir(this.#a.settings.walDir);
     const next = this.#nextSegment.get(dir);
     const writer = new LaneWriter({
       dir,
@@ -153,7 +169,7 @@ export class ShardLoop {
       slabRecords: 4,
       ...(next !== undefined ? { nextSegment: next } : {}),
     });
-    const state = new LaneState(spec, writer);
+    const state = new LaneState(key, writer);
     this.#lanes.set(spec.id, state);
     return state;
   }
@@ -161,18 +177,6 @@ export class ShardLoop {
   #idleWaitMs(): number {
     const s = this.#a.settings;
     return s.walFsync === 'interval' && this.#dirty.size > 0 ? s.walFsyncIntervalMs : HOUSEKEEPING_MS;
-  }
-
-  #grow(): void {
-    const n = this.#reqIds.length * 2;
-    const grow = (a: Int32Array) => {
-      const b = new Int32Array(n);
-      b.set(a);
-      return b;
-    };
-    this.#reqIds = grow(this.#reqIds);
-    this.#records = grow(this.#records);
-    this.#status = grow(this.#status);
   }
 
   /** Reads and stages one round of frames. */
@@ -186,13 +190,13 @@ export class ShardLoop {
     while (this.#n < MAX_ROUND_REQUESTS && roundBytes < MAX_ROUND_BYTES && ring.read(f)) {
       roundBytes += f.length;
       const off = f.offset;
-      const kind = bytes[off]!;
-      const laneId = (bytes[off + 4]! | (bytes[off + 5]! << 8) | (bytes[off + 6]! << 16) | (bytes[off + 7]! << 24)) >>> 0;
+      const kind = frameKind(bytes, off);
+      const laneId = frameLaneId(bytes, off);
+      const payload = bytes.subarray(off + FRAME_PREFIX_BYTES, off + f.length);
       if (kind === FrameKind.DATA) {
-        this.#stageRequest(f.tag, bytes[off + 1]!, laneId, bytes.subarray(off + FRAME_PREFIX_BYTES, off + f.length), now);
+        this.#stageRequest(f.tag, frameFlags(bytes, off), laneId, payload, now);
       } else if (kind === FrameKind.LANE_OPEN) {
-        const spec = JSON.parse(utf8.decode(bytes.slice(off + FRAME_PREFIX_BYTES, off + f.length))) as LaneSpec;
-        this.#open(spec);
+        this.#open(decodeLaneSpec(payload));
       } else if (kind === FrameKind.LANE_FORGET) {
         this.#lanes.delete(laneId);
       } else if (kind === FrameKind.SHUTDOWN) {
@@ -203,7 +207,6 @@ export class ShardLoop {
   }
 
   #stageRequest(reqId: number, flags: number, laneId: number, body: Uint8Array, now: number): void {
-    if (this.#n === this.#reqIds.length) this.#grow();
     const i = this.#n++;
     this.#reqIds[i] = reqId;
     this.#records[i] = 0;
@@ -211,8 +214,9 @@ export class ShardLoop {
     this.#reqLane[i] = undefined;
     const lane = this.#lanes.get(laneId);
     if (lane === undefined) {
-      this.#status[i] = 500;
-      this.#messages[i] = 'write failed: unknown lane';
+      this.#codes[i] = UNKNOWN_LANE;
+      this.#messages[i] = 'write failed: the writer does not know this lane; the request was not stored';
+      this.#log.error({ laneId }, 'request for a lane this worker was never told about');
       return;
     }
     let records: number;
@@ -220,20 +224,20 @@ export class ShardLoop {
       records = this.#decoder.decode(flags, body);
     } catch (e) {
       if (e instanceof BodyError) {
-        this.#status[i] = e.httpStatus;
+        this.#codes[i] = completionCode(e.code);
         this.#messages[i] = e.message;
         return;
       }
-      this.#status[i] = 500;
-      this.#messages[i] = 'write failed: internal error while decoding';
+      this.#codes[i] = DECODER_CRASH;
+      this.#messages[i] = 'write failed: internal error while decoding; the request was not stored';
       this.#log.error({ err: (e as Error).message }, 'unexpected error decoding a body');
       return;
     }
-    this.#status[i] = 200;
+    this.#codes[i] = ACCEPTED;
     this.#records[i] = records;
     if (this.#decoder.payload.length === 0) return; // an empty export request writes nothing
     this.#reqLane[i] = lane;
-    const type = (flags & FLAG_SIGNAL_MASK) === Signal.TRACES ? RecordType.TRACES : RecordType.LOGS;
+    const type = signalOfFlags(flags) === 'traces' ? RecordType.TRACES : RecordType.LOGS;
     lane.writer.stage(type, records, now, this.#decoder.payload);
     if (!lane.touched) {
       lane.touched = true;
@@ -252,7 +256,7 @@ export class ShardLoop {
       } catch (e) {
         lane.failure = writeFailure(e);
         this.#stats.addWriteError();
-        this.#log.error({ lane: describeLane(lane.spec), err: (e as Error).message }, 'WAL write failed');
+        this.#log.error({ lane: lane.key.label, err: (e as Error).message }, 'WAL write failed');
       }
     }
     // The payload views are in the kernel now (or dropped): give the ring space back.
@@ -275,15 +279,15 @@ export class ShardLoop {
     const n = this.#n;
     for (let i = 0; i < n; i++) {
       const lane = this.#reqLane[i];
-      let status = this.#status[i]!;
+      let code = this.#codes[i]!;
       let message = this.#messages[i];
-      if (status === 200 && lane !== undefined && lane.failure !== undefined) {
-        status = 500;
-        message = lane.failure;
+      if (code === ACCEPTED && lane !== undefined && lane.failure !== undefined) {
+        code = lane.failure.code;
+        message = lane.failure.message;
       }
-      const records = status === 200 ? this.#records[i]! : 0;
-      if (!this.#compl.push(this.#reqIds[i]!, status, records, message)) {
-        await this.#postWhenRoom(this.#reqIds[i]!, status, records, message);
+      const records = code === ACCEPTED ? this.#records[i]! : 0;
+      if (!this.#compl.push(this.#reqIds[i]!, code, records, message)) {
+        await this.#postWhenRoom(this.#reqIds[i]!, code, records, message);
       }
       this.#reqLane[i] = undefined;
       this.#messages[i] = undefined;
@@ -323,12 +327,12 @@ export class ShardLoop {
   #syncFailed(lane: LaneState, e: unknown): void {
     lane.failure = writeFailure(e);
     this.#stats.addWriteError();
-    this.#log.error({ lane: describeLane(lane.spec), err: (e as Error).message }, 'WAL fdatasync failed');
+    this.#log.error({ lane: lane.key.label, err: (e as Error).message }, 'WAL fdatasync failed');
   }
 
   /** The completion ring is full: wake the acceptor and wait until it drained some. */
-  async #postWhenRoom(reqId: number, status: number, records: number, message: string | undefined): Promise<void> {
-    while (!this.#compl.push(reqId, status, records, message)) {
+  async #postWhenRoom(reqId: number, code: number, records: number, message: string | undefined): Promise<void> {
+    while (!this.#compl.push(reqId, code, records, message)) {
       this.#bell.ring();
       await this.#compl.waitForRoom(100);
     }
@@ -355,17 +359,17 @@ export class ShardLoop {
         await lane.writer.seal();
         this.#dirty.delete(lane);
       } catch (e) {
-        this.#log.error({ lane: describeLane(lane.spec), err: (e as Error).message }, 'sealing a WAL segment failed');
+        this.#log.error({ lane: lane.key.label, err: (e as Error).message }, 'sealing a WAL segment failed');
       }
     }
   }
 }
 
-function describeLane(spec: LaneSpec): string {
-  return `${spec.tenant}/${spec.index === undefined ? spec.signal : `indexes/${spec.index}`}`;
-}
-
-function writeFailure(e: unknown): string {
-  const code = (e as { cause?: { code?: string }; code?: string }).cause?.code ?? (e as { code?: string }).code;
-  return `write failed: the WAL could not store the request${code ? ` (${code})` : ''}`;
+/** The refusal of a lane's requests after its write or sync failed. */
+function writeFailure(e: unknown): LaneFailure {
+  const errno = (e as { errno?: unknown }).errno;
+  const cause = (e as { cause?: { code?: unknown } }).cause?.code ?? (e as { code?: unknown }).code;
+  const why = typeof errno === 'string' ? errno : typeof cause === 'string' && !cause.startsWith('SIGLAKE_') ? cause : undefined;
+  const code: ErrorCode = e instanceof WalWriteError ? e.code : walFailureCode(why);
+  return { code: completionCode(code), message: `write failed: the WAL could not store the request${why ? ` (${why})` : ''}` };
 }

@@ -165,7 +165,6 @@ export class ManualUpload {
   }
 }
 
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** Opens `n` TCP connections to the port that send nothing. */
 export async function idleConnections(port: number, n: number): Promise<net.Socket[]> {
@@ -181,12 +180,12 @@ export async function idleConnections(port: number, n: number): Promise<net.Sock
   );
 }
 
-/** A kept-alive plain socket for GETs on one connection (to talk to a server that stopped listening). */
+/** A kept-alive plain socket for requests on one connection (to talk to a server that stopped listening). */
 export class KeepAliveSocket {
   readonly socket: net.Socket;
   readonly ready: Promise<void>;
   #buf = Buffer.alloc(0);
-  #waiter: ((r: { status: number; body: string } | null) => void) | undefined;
+  #waiter: ((r: { status: number; body: string; contentType: string; raw: Buffer } | null) => void) | undefined;
 
   constructor(port: number) {
     this.socket = net.connect(port, '127.0.0.1');
@@ -210,11 +209,12 @@ export class KeepAliveSocket {
     const len = m ? Number(m[1]) : 0;
     if (this.#buf.length < end + 4 + len) return;
     const status = Number(head.split(' ')[1]);
-    const body = this.#buf.subarray(end + 4, end + 4 + len).toString('utf8');
+    const raw = Buffer.from(this.#buf.subarray(end + 4, end + 4 + len));
+    const contentType = /content-type:\s*([^\r\n]*)/i.exec(head)?.[1] ?? '';
     this.#buf = this.#buf.subarray(end + 4 + len);
     const w = this.#waiter;
     this.#waiter = undefined;
-    w({ status, body });
+    w({ status, body: raw.toString('utf8'), contentType, raw });
   }
 
   /** GET `path`; null when the connection closed instead of answering. */
@@ -226,6 +226,19 @@ export class KeepAliveSocket {
       }
       this.#waiter = resolve;
       this.socket.write(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`);
+    });
+  }
+
+  /** POST `body` to `path` on this connection; null when the connection closed instead of answering. */
+  post(path: string, body: Uint8Array, contentType: string): Promise<{ status: number; contentType: string; raw: Buffer } | null> {
+    return new Promise((resolve) => {
+      if (this.socket.destroyed) {
+        resolve(null);
+        return;
+      }
+      this.#waiter = resolve;
+      this.socket.write(`POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: ${contentType}\r\nContent-Length: ${body.length}\r\n\r\n`);
+      this.socket.write(body);
     });
   }
 

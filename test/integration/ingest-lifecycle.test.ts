@@ -8,9 +8,11 @@ import net from 'node:net';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LOGS_EXPORT, RawGrpcClient, grpc, openStalledGrpcCall } from '../helpers/grpc-client.js';
-import { KeepAliveSocket, post, sleep } from '../helpers/http.js';
+import { KeepAliveSocket, post } from '../helpers/http.js';
+import { sleep } from '../helpers/wait.js';
 import { listFiles, runCli, startIngester, walDump, type RunningIngester } from '../helpers/ingester.js';
 import { logsProto, tracesProto } from '../helpers/otlp-bodies.js';
+import { httpCode } from '../helpers/rpc-status.js';
 
 function segmentsOf(walDir: string): Map<string, number[]> {
   const out = new Map<string, number[]>();
@@ -136,6 +138,11 @@ describe('shutdown', () => {
       expect(r!.body).toBe('draining\n');
       // /healthz still answers while the process lives.
       expect((await ka.get('/healthz'))?.status).toBe(200);
+      // An export on a connection still open is refused, retryably, with the draining code (and the
+      // connection is closed after it).
+      const refusal = await ka.post('/v1/logs', logsProto(['during-drain']), 'application/x-protobuf');
+      expect(refusal?.status).toBe(503);
+      expect(httpCode({ contentType: refusal!.contentType, body: refusal!.raw })).toBe('SIGLAKE_DRAINING');
       // The listener is closed: a new connection is refused.
       const refused = await new Promise<string>((resolve) => {
         const s = net.connect(ing.httpPort, '127.0.0.1', () => {

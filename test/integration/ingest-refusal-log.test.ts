@@ -5,7 +5,8 @@
 
 import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { post, sleep } from '../helpers/http.js';
+import { post } from '../helpers/http.js';
+import { sleep, until as untilWithin } from '../helpers/wait.js';
 import { startIngester, type LogLine, type RunningIngester } from '../helpers/ingester.js';
 import { logsProto } from '../helpers/otlp-bodies.js';
 
@@ -16,13 +17,7 @@ const WRONG = 'wrong-token-s3cr3t-abcdef';
 const refusalLines = (ing: RunningIngester, status: number): LogLine[] =>
   ing.logs.filter((l) => l['status'] === status && typeof l['refused'] === 'number');
 
-async function until(cond: () => boolean, what: string): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
+const until = (cond: () => boolean, what: string): Promise<void> => untilWithin(cond, 20_000, what, 20);
 
 describe('refusal log', () => {
   let ing: RunningIngester;

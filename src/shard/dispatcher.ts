@@ -1,25 +1,28 @@
-// Moves admitted requests to the worker that owns their lane and brings the
-// answers back. One SPSC request ring and one completion ring per shard, on
+// The worker pool's client, on the acceptor thread: moves admitted requests to
+// the worker that owns their lane and brings the answers back. One SPSC request ring and one completion ring per shard, on
 // SharedArrayBuffers; one shared doorbell the acceptor waits on with
 // Atomics.waitAsync. Piscina runs one long "serve shard k" task per worker;
-// when a worker dies its task rejects, its in-flight requests are answered
-// 500, and the shard task runs again on fresh rings (the new worker repairs
+// when a worker dies its task rejects, its in-flight requests are refused
+// SIGLAKE_WORKER_DIED, and the shard task runs again on fresh rings (the new worker repairs
 // the shard's WAL tails before it reads a frame).
 
 import type { Piscina } from 'piscina';
+import type { ErrorCode } from '../errors.js';
 import type { Logger } from '../log.js';
 import { ByteRing } from '../lanes/byte-ring.js';
-import { CompletionRing, Doorbell } from '../lanes/completion-ring.js';
-import { FRAME_PREFIX_BYTES, FrameKind, type LaneSpec } from '../lanes/frames.js';
 import type { Lane, LaneTable } from '../lanes/lane-table.js';
 import { WorkerStats } from '../metrics/worker-stats.js';
-import type { ShardTaskArgs, WorkerSettings } from '../worker/shard-protocol.js';
-import { ControlWord } from '../worker/shard-protocol.js';
+import { CompletionRing, Doorbell, outcomeOfCompletion } from './completion-ring.js';
+import { encodeFrame, encodeLaneSpec, FRAME_PREFIX_BYTES, FrameKind, writeFramePrefix, type LaneSpec } from './frames.js';
+import { ControlWord, type ShardTaskArgs, type WorkerSettings } from './protocol.js';
 
 /** Whoever waits for the answer: an HTTP response or a gRPC call. */
 export interface PendingRequest {
-  /** `message` explains a refusal the worker made (a bad body, a write failure). */
-  complete(status: number, records: number, message: string | undefined): void;
+  /**
+   * `code` is undefined when the request was stored, else why not; `message`
+   * is the worker's own explanation of a refusal, when it gave one.
+   */
+  complete(code: ErrorCode | undefined, records: number, message: string | undefined): void;
 }
 
 interface InFlight {
@@ -73,18 +76,16 @@ export interface DispatcherOptions {
   settings: WorkerSettings;
   maxRequestBytes: number;
   log: Logger;
-  /** Called for every answered request before its PendingRequest completes. */
-  onFinish(lane: Lane, status: number, records: number): void;
+  /** Called for every finished request (answered, or refused before it was sent) before its PendingRequest completes. */
+  onFinish(lane: Lane, stored: boolean): void;
 }
-
-const encoder = new TextEncoder();
 
 export class Dispatcher {
   readonly #opts: DispatcherOptions;
   readonly #shards: ShardHandle[];
   readonly #doorbell = new Doorbell();
   readonly #inflight = new Map<number, InFlight>();
-  readonly #onCompletion: (reqId: number, status: number, records: number, message: string | undefined) => void;
+  readonly #onCompletion: (reqId: number, code: number, records: number, message: string | undefined) => void;
   #nextReqId = 1;
   #closed = false;
   #stopping = false;
@@ -95,7 +96,7 @@ export class Dispatcher {
     this.#opts = opts;
     const ringBytes = ByteRing.capacityFor(opts.maxRequestBytes + FRAME_PREFIX_BYTES);
     this.#shards = Array.from({ length: opts.workers }, (_, k) => new ShardHandle(k, ringBytes, 4096));
-    this.#onCompletion = (reqId, status, records, message) => this.#complete(reqId, status, records, message);
+    this.#onCompletion = (reqId, code, records, message) => this.#complete(reqId, outcomeOfCompletion(code), records, message);
   }
 
   get workerStats(): readonly WorkerStats[] {
@@ -152,9 +153,11 @@ export class Dispatcher {
     for (const [reqId, f] of this.#inflight) if (f.shard === s.shard) failed.push(reqId);
     this.#opts.log.error(
       { shard: s.shard, err: (err as Error)?.message ?? String(err), failedRequests: failed.length },
-      'writer worker died; answering its in-flight requests 500 and restarting the shard',
+      'writer worker died; refusing its in-flight requests (SIGLAKE_WORKER_DIED) and restarting the shard',
     );
-    for (const reqId of failed) this.#complete(reqId, 500, 0, 'write failed: the writer worker stopped; the request was not stored');
+    for (const reqId of failed) {
+      this.#complete(reqId, 'SIGLAKE_WORKER_DIED', 0, 'write failed: the writer worker stopped; the request was not stored');
+    }
     s.renew();
     if (!this.#stopping) this.#runShard(s);
   }
@@ -174,10 +177,7 @@ export class Dispatcher {
       s.ring.wake();
       return;
     }
-    const frame = new Uint8Array(FRAME_PREFIX_BYTES + body.length);
-    writePrefix(frame, FrameKind.DATA, flags, lane.id);
-    frame.set(body, FRAME_PREFIX_BYTES);
-    s.backlog.push({ frame, tag: reqId });
+    s.backlog.push({ frame: encodeFrame(FrameKind.DATA, flags, lane.id, body), tag: reqId });
     this.#scheduleBacklog();
   }
 
@@ -190,7 +190,7 @@ export class Dispatcher {
 
   #announce(s: ShardHandle, lane: Lane): void {
     s.announced.add(lane.id);
-    this.#control(s, FrameKind.LANE_OPEN, lane.id, encoder.encode(JSON.stringify(toSpec(lane))));
+    this.#control(s, FrameKind.LANE_OPEN, lane.id, encodeLaneSpec(lane));
   }
 
   #control(s: ShardHandle, kind: number, laneId: number, payload: Uint8Array): void {
@@ -198,10 +198,7 @@ export class Dispatcher {
       s.ring.wake();
       return;
     }
-    const frame = new Uint8Array(FRAME_PREFIX_BYTES + payload.length);
-    writePrefix(frame, kind, 0, laneId);
-    frame.set(payload, FRAME_PREFIX_BYTES);
-    s.backlog.push({ frame, tag: 0 });
+    s.backlog.push({ frame: encodeFrame(kind, 0, laneId, payload), tag: 0 });
     this.#scheduleBacklog();
   }
 
@@ -209,14 +206,7 @@ export class Dispatcher {
     const off = ring.reserve(FRAME_PREFIX_BYTES + body.length);
     if (off < 0) return false;
     const b = ring.bytes;
-    b[off] = kind;
-    b[off + 1] = flags;
-    b[off + 2] = 0;
-    b[off + 3] = 0;
-    b[off + 4] = laneId & 0xff;
-    b[off + 5] = (laneId >>> 8) & 0xff;
-    b[off + 6] = (laneId >>> 16) & 0xff;
-    b[off + 7] = (laneId >>> 24) & 0xff;
+    writeFramePrefix(b, off, kind, flags, laneId);
     b.set(body, off + FRAME_PREFIX_BYTES);
     ring.publish(off, FRAME_PREFIX_BYTES + body.length, tag);
     return true;
@@ -246,17 +236,17 @@ export class Dispatcher {
     }, 1);
   }
 
-  #complete(reqId: number, status: number, records: number, message: string | undefined): void {
+  #complete(reqId: number, code: ErrorCode | undefined, records: number, message: string | undefined): void {
     const f = this.#inflight.get(reqId);
-    if (f === undefined) return; // answered already (its worker died and it got a 500)
+    if (f === undefined) return; // answered already (its worker died and it was refused)
     this.#inflight.delete(reqId);
-    this.#opts.onFinish(f.lane, status, records);
-    f.req.complete(status, records, message);
+    this.#opts.onFinish(f.lane, code === undefined);
+    f.req.complete(code, records, message);
   }
 
   /** Ends an admitted request that was refused before it reached a worker. */
-  finishUnsent(lane: Lane, status: number): void {
-    this.#opts.onFinish(lane, status, 0);
+  finishUnsent(lane: Lane): void {
+    this.#opts.onFinish(lane, false);
   }
 
   async #completionLoop(): Promise<void> {
@@ -308,12 +298,6 @@ export class Dispatcher {
   get shardCount(): number {
     return this.#shards.length;
   }
-}
-
-function writePrefix(frame: Uint8Array, kind: number, flags: number, laneId: number): void {
-  frame[0] = kind;
-  frame[1] = flags;
-  new DataView(frame.buffer, frame.byteOffset, 8).setUint32(4, laneId, true);
 }
 
 function toSpec(lane: Lane): LaneSpec {

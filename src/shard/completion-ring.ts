@@ -1,11 +1,34 @@
+// The completion record, and the ring that carries it back.
+//
 // A single-producer single-consumer ring of fixed-size completions on a
-// SharedArrayBuffer: the worker produces [reqId, status, records] triples and,
+// SharedArrayBuffer: the worker produces [reqId, code, records] triples (code
+// ACCEPTED, 0, or the wire number of a SIGLAKE_ code, src/errors.ts) and,
 // for a refusal, a short message (up to MESSAGE_BYTES of UTF-8, cut at a
 // character boundary); the acceptor consumes them. Head and tail are
 // free-running 32-bit counters; the slot is counter & (capacity - 1).
 //
 // Several workers share one doorbell word (a separate SharedArrayBuffer) so
 // the acceptor waits on a single Atomics.waitAsync for all of them.
+
+import { codeOfWireId, wireIdOf, type ErrorCode } from '../errors.js';
+
+/** The code of a completion whose request was stored. */
+export const ACCEPTED = 0;
+
+/** The completion code of an outcome: ACCEPTED for undefined, else the code's wire number. */
+export function completionCode(code: ErrorCode | undefined): number {
+  return code === undefined ? ACCEPTED : wireIdOf(code);
+}
+
+/**
+ * The outcome a completion code names: undefined for ACCEPTED. Both threads
+ * run the same build, so an unknown number is a bug; it is reported as a
+ * writer failure rather than as success.
+ */
+export function outcomeOfCompletion(code: number): ErrorCode | undefined {
+  if (code === ACCEPTED) return undefined;
+  return codeOfWireId(code) ?? 'SIGLAKE_WAL_WRITE';
+}
 
 const HEAD = 0; // consumer
 const TAIL = 16; // producer (own cache line)
@@ -38,14 +61,14 @@ export class CompletionRing {
   }
 
   /** Producer: false when full (the consumer has not drained yet). */
-  push(reqId: number, status: number, records: number, message?: string): boolean {
+  push(reqId: number, code: number, records: number, message?: string): boolean {
     const tail = this.#ctl[TAIL]!;
     const head = Atomics.load(this.#ctl, HEAD);
     if (((tail - head) | 0) >= this.capacity) return false;
     const slot = tail & this.#mask;
     const i = slot * SLOT_WORDS;
     this.#slots[i] = reqId;
-    this.#slots[i + 1] = status;
+    this.#slots[i + 1] = code;
     this.#slots[i + 2] = records;
     let msgLen = 0;
     if (message !== undefined && message !== '') {
@@ -58,7 +81,7 @@ export class CompletionRing {
   }
 
   /** Consumer: calls `fn` for every completion waiting, then frees their slots. Returns how many. */
-  drain(fn: (reqId: number, status: number, records: number, message: string | undefined) => void): number {
+  drain(fn: (reqId: number, code: number, records: number, message: string | undefined) => void): number {
     let head = this.#ctl[HEAD]!;
     const tail = Atomics.load(this.#ctl, TAIL);
     let n = 0;
@@ -66,7 +89,7 @@ export class CompletionRing {
       const slot = head & this.#mask;
       const i = slot * SLOT_WORDS;
       const reqId = this.#slots[i]!;
-      const status = this.#slots[i + 1]!;
+      const code = this.#slots[i + 1]!;
       const records = this.#slots[i + 2]!;
       const msgLen = this.#slots[i + 3]!;
       const message =
@@ -75,7 +98,7 @@ export class CompletionRing {
           : decoder.decode(this.#messages.slice(slot * MESSAGE_BYTES, slot * MESSAGE_BYTES + msgLen));
       head = (head + 1) | 0;
       n++;
-      fn(reqId, status, records, message);
+      fn(reqId, code, records, message);
     }
     if (n > 0) Atomics.store(this.#ctl, HEAD, head);
     return n;
