@@ -298,7 +298,7 @@ export const SETTINGS = {
     category: 'limits',
     default: 0,
     defaultDoc: '0 (off)',
-    doc: 'Token refill rate in requests per second of each tenant bucket, and of the global bucket unless --rate-limit-global-per-sec sets its own. 0 turns the limiter off.',
+    doc: 'Token refill rate in requests per second of each tenant bucket. 0 turns the limiter off. It never makes a global bucket: that is --rate-limit-global-per-sec alone.',
     parse: number({ min: 0, max: 1_000_000 }),
   }),
   rateLimitBurst: def<number>({
@@ -307,28 +307,24 @@ export const SETTINGS = {
     category: 'limits',
     default: (s) => Math.max(1, Math.ceil((s['rateLimitPerSec'] as number) ?? 0)),
     defaultDoc: 'ratePerSec',
-    doc: 'Bucket size: requests admitted at once from a full tenant bucket (and from the global bucket while it runs at ratePerSec and --rate-limit-global-burst is unset).',
+    doc: 'Bucket size: requests admitted at once from a full tenant bucket.',
     parse: integer({ min: 1, max: 100_000_000 }),
   }),
   rateLimitGlobalPerSec: def<number>({
     key: 'ingester.rateLimit.globalRatePerSec',
     flag: '--rate-limit-global-per-sec',
     category: 'limits',
-    default: (s) => (s['rateLimitPerSec'] as number) ?? 0,
-    defaultDoc: 'ratePerSec',
-    doc: 'Token refill rate in requests per second of the global bucket, which every request spends before authentication. Needs ratePerSec > 0 (0 only while the limiter is off). Set it above the sum of the tenants\' rates so that a tenant bucket, not the global one, refuses a busy tenant.',
+    default: 0,
+    defaultDoc: '0 (no global bucket)',
+    doc: 'Token refill rate in requests per second of the global bucket, which every request spends before authentication; 0 means no global bucket. Needs ratePerSec > 0. Set it above the sum of the tenants\' rates so that a tenant bucket, not the global one, refuses a busy tenant.',
     parse: number({ min: 0, max: 1_000_000 }),
   }),
   rateLimitGlobalBurst: def<number>({
     key: 'ingester.rateLimit.globalBurst',
     flag: '--rate-limit-global-burst',
     category: 'limits',
-    default: (s) => {
-      const global = (s['rateLimitGlobalPerSec'] as number) ?? 0;
-      if (global === s['rateLimitPerSec']) return s['rateLimitBurst'] as number;
-      return Math.max(1, Math.ceil(global));
-    },
-    defaultDoc: 'burst while globalRatePerSec is ratePerSec, else globalRatePerSec rounded up',
+    default: (s) => Math.max(1, Math.ceil((s['rateLimitGlobalPerSec'] as number) ?? 0)),
+    defaultDoc: 'globalRatePerSec rounded up',
     doc: 'Global bucket size: requests admitted at once from a full global bucket.',
     parse: integer({ min: 1, max: 100_000_000 }),
   }),
