@@ -34,6 +34,8 @@ export interface Breaker {
 /** The request facts admission needs, read from HTTP headers or gRPC metadata. */
 export interface IngestHeaders {
   authorization: string | undefined;
+  /** Authorization fields the request carried (a comma list counts as two); more than one is a 400. */
+  authorizationCount: number;
   orgId: string | undefined;
   orgIdCount: number;
   index: string | undefined;
@@ -58,6 +60,7 @@ export class Admission {
   readonly #o: AdmissionOptions;
   readonly #memBreaker = new IngestError('SIGLAKE_MEM_BREAKER', 'memory breaker open: the ingester is shedding load, retry later');
   readonly #queueFull = new IngestError('SIGLAKE_QUEUE_FULL', 'lane queue full: retry later');
+  readonly #twoAuthorizations = new IngestError('SIGLAKE_BAD_HEADER', 'bad header: Authorization sent more than once');
   readonly #laneCap: IngestError;
   readonly #atCapacity: IngestError;
   readonly #rateLimited = new Map<number, IngestError>();
@@ -99,6 +102,8 @@ export class Admission {
   }
 
   #authenticate(signal: 'logs' | 'traces', h: IngestHeaders): Lane | Promise<Lane> {
+    // Two credentials: HTTP would use one and gRPC the other, so refuse both (contract §5).
+    if (h.authorizationCount > 1) throw this.#twoAuthorizations;
     const auth = this.#o.auth.authenticate(h.authorization);
     if (auth instanceof Promise) {
       return auth.then((r) => this.#afterAuth(signal, h, r));

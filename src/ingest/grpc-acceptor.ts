@@ -205,8 +205,10 @@ export class GrpcAcceptor {
     const md = call.metadata;
     const org = single(md, 'x-scope-orgid');
     const idx = single(md, 'x-siglake-index');
+    const authz = single(md, 'authorization');
     const headers: IngestHeaders = {
-      authorization: single(md, 'authorization').value,
+      authorization: authz.value,
+      authorizationCount: authz.count,
       orgId: org.value,
       orgIdCount: org.count,
       index: idx.value,

@@ -114,6 +114,7 @@ export class HttpAcceptor {
     conflictingLength: boolean;
   } = {
     authorization: undefined,
+    authorizationCount: 0,
     orgId: undefined,
     orgIdCount: 0,
     index: undefined,
@@ -129,6 +130,7 @@ export class HttpAcceptor {
     switch (k) {
       case 'authorization':
         h.authorization = v;
+        h.authorizationCount += v.includes(',') ? 2 : 1;
         break;
       case 'x-scope-orgid':
         h.orgId = v;
@@ -246,6 +248,7 @@ export class HttpAcceptor {
   #ingest(res: HttpResponse, req: HttpRequest, endpoint: number): void {
     const h = this.#h;
     h.authorization = undefined;
+    h.authorizationCount = 0;
     h.orgId = undefined;
     h.orgIdCount = 0;
     h.index = undefined;
