@@ -275,6 +275,22 @@ export const SETTINGS = {
     doc: "Commands queued per lane. A full lane refuses only its own requests with 503 + Retry-After: 1.",
     parse: integer({ min: 1, max: 1_000_000 }),
   }),
+  grpcMaxStreamsPerConnection: def<number>({
+    key: 'server.grpcMaxStreamsPerConnection',
+    flag: '--grpc-max-streams-per-connection',
+    category: 'limits',
+    default: 100,
+    doc: 'Concurrent gRPC calls (HTTP/2 streams) one connection may open; the client is told in SETTINGS and HTTP/2 refuses more.',
+    parse: integer({ min: 1, max: 100_000 }),
+  }),
+  grpcMaxStreams: def<number>({
+    key: 'server.grpcMaxStreams',
+    flag: '--grpc-max-streams',
+    category: 'limits',
+    default: 2048,
+    doc: 'Concurrent gRPC calls over all connections; past it a new call is refused UNAVAILABLE + retry-after: 1 before its message is read.',
+    parse: integer({ min: 1, max: 10_000_000 }),
+  }),
   memBreakerLimitMib: def<number>({
     key: 'ingester.memBreaker.limitMib',
     flag: '--mem-breaker-limit-mib',

@@ -44,6 +44,12 @@ export interface IngestHeaders {
   headerError?: IngestError | undefined;
 }
 
+/** Where a request that passed the header checks goes. */
+export interface Admitted {
+  tenant: string;
+  index: string | undefined;
+}
+
 export interface AdmissionOptions {
   breaker: Breaker;
   rateBudget: RateBudget;
@@ -84,6 +90,17 @@ export class Admission {
    * admitted request must end with finish().
    */
   admit(signal: 'logs' | 'traces', h: IngestHeaders): Lane | Promise<Lane> {
+    const pre = this.admitHeaders(h);
+    if (pre instanceof Promise) return pre.then((p) => this.reserve(signal, p));
+    return this.reserve(signal, pre);
+  }
+
+  /**
+   * The checks that need only the headers (1-5 and the tenant's rate): what
+   * the gRPC port runs on a call's metadata, before a byte of its message is
+   * read (contract §6). Returns where the request goes, or throws the refusal.
+   */
+  admitHeaders(h: IngestHeaders): Admitted | Promise<Admitted> {
     const o = this.#o;
     if (o.breaker.isOpen()) {
       o.metrics.memBreakerRejected();
@@ -94,24 +111,24 @@ export class Admission {
     if (typeof wait !== 'number') {
       return wait.then((w) => {
         if (w > 0) throw this.#limited(w);
-        return this.#authenticate(signal, h);
+        return this.#authenticate(h);
       });
     }
     if (wait > 0) throw this.#limited(wait);
-    return this.#authenticate(signal, h);
+    return this.#authenticate(h);
   }
 
-  #authenticate(signal: 'logs' | 'traces', h: IngestHeaders): Lane | Promise<Lane> {
+  #authenticate(h: IngestHeaders): Admitted | Promise<Admitted> {
     // Two credentials: HTTP would use one and gRPC the other, so refuse both (contract §5).
     if (h.authorizationCount > 1) throw this.#twoAuthorizations;
     const auth = this.#o.auth.authenticate(h.authorization);
     if (auth instanceof Promise) {
-      return auth.then((r) => this.#afterAuth(signal, h, r));
+      return auth.then((r) => this.#afterAuth(h, r));
     }
-    return this.#afterAuth(signal, h, auth);
+    return this.#afterAuth(h, auth);
   }
 
-  #afterAuth(signal: 'logs' | 'traces', h: IngestHeaders, auth: AuthResult): Lane | Promise<Lane> {
+  #afterAuth(h: IngestHeaders, auth: AuthResult): Admitted | Promise<Admitted> {
     const o = this.#o;
     let tenant: string;
     let index: string | undefined;
@@ -129,11 +146,16 @@ export class Admission {
     if (typeof wait !== 'number') {
       return wait.then((w) => {
         if (w > 0) throw this.#limited(w);
-        return this.#reserveLane(signal, tenant, index);
+        return { tenant, index };
       });
     }
     if (wait > 0) throw this.#limited(wait);
-    return this.#reserveLane(signal, tenant, index);
+    return { tenant, index };
+  }
+
+  /** Steps 6-8 for a request that passed admitHeaders(): reserves one queue slot of its lane. */
+  reserve(signal: 'logs' | 'traces', a: Admitted): Lane {
+    return this.#reserveLane(signal, a.tenant, a.index);
   }
 
   /** Steps 6-8: lane cap, tenant cap, queue depth; reserves one queue slot. */

@@ -170,7 +170,13 @@ export class Ingester {
       isReady: () => this.#ready,
       ...(opts.testHooks ? { extraRoutes: (app: TemplatedApp) => this.#testRoutes(app) } : {}),
     });
-    this.#grpc = new GrpcAcceptor({ ...common, host: s.grpcListen.host, port: s.grpcListen.port });
+    this.#grpc = new GrpcAcceptor({
+      ...common,
+      host: s.grpcListen.host,
+      port: s.grpcListen.port,
+      maxStreamsPerConnection: s.grpcMaxStreamsPerConnection,
+      maxStreams: s.grpcMaxStreams,
+    });
   }
 
   get httpPort(): number {

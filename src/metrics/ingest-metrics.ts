@@ -78,8 +78,12 @@ export class IngestMetrics {
   readonly #deniedSlot: Record<TenantDeniedReason, number>;
   readonly #rejected = new Float64Array(REJECT_REASONS.length);
   readonly #rejectedSlot: Record<RejectReason, number>;
-  /** [0] breaker rejections, [1] rate budget backend errors */
-  readonly #singles = new Float64Array(2);
+  /** [0] breaker rejections, [1] rate budget backend errors, [2] gRPC streams refused past the bound, [3] bodies refused past the in-flight byte bound */
+  readonly #singles = new Float64Array(4);
+  /** Requests the client abandoned mid-upload, by endpoint. */
+  readonly #aborted = new Float64Array(ENDPOINTS.length);
+  /** Bytes of request bodies being received or queued now (set by the acceptors). */
+  inflightBytes: () => number = () => 0;
   /** Non-cumulative bucket counts, then the sum. */
   readonly #depth = new Float64Array(DEPTH_BUCKETS.length + 2);
 
@@ -130,6 +134,27 @@ export class IngestMetrics {
       'counter',
       () => [{ value: this.#singles[1]! }],
     );
+    computed(
+      'siglake_ingest_aborted_total',
+      'Ingest requests the client abandoned before its answer (closed mid-body, or cancelled); everything they held was released.',
+      'counter',
+      () => ENDPOINTS.map((endpoint, i) => ({ value: this.#aborted[i]!, labels: { endpoint } })),
+    );
+    computed(
+      'siglake_grpc_streams_refused_total',
+      'gRPC calls refused UNAVAILABLE because --grpc-max-streams calls were already open.',
+      'counter',
+      () => [{ value: this.#singles[2]! }],
+    );
+    computed(
+      'siglake_ingest_inflight_bytes_rejected_total',
+      'Ingest requests refused 503 because bodies in flight already held --ingest-max-inflight-mib.',
+      'counter',
+      () => [{ value: this.#singles[3]! }],
+    );
+    computed('siglake_ingest_inflight_bytes', 'Bytes of request bodies being received or queued for a writer now.', 'gauge', () => [
+      { value: this.inflightBytes() },
+    ]);
     computed('siglake_ingest_rejected_total', 'Ingest requests refused by a limit, by reason.', 'counter', () =>
       REJECT_REASONS.map((reason, i) => ({ value: this.#rejected[i]!, labels: { reason } })),
     );
@@ -214,6 +239,18 @@ export class IngestMetrics {
 
   backendError(): void {
     this.#singles[1]! += 1;
+  }
+
+  aborted(endpoint: number): void {
+    this.#aborted[endpoint]! += 1;
+  }
+
+  grpcStreamsRefused(): void {
+    this.#singles[2]! += 1;
+  }
+
+  inflightRefused(): void {
+    this.#singles[3]! += 1;
   }
 
   queueDepth(depth: number): void {

@@ -3,7 +3,7 @@
 // checked against the real process, with what a client relies on: the status
 // or gRPC code, the counters, and what is (not) on disk.
 
-import fs from 'node:fs';
+import http2 from 'node:http2';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOGS_EXPORT, grpc, rawGrpcCall } from '../helpers/grpc-client.js';
@@ -23,6 +23,15 @@ import {
   type Reply,
 } from '../helpers/tenancy-client.js';
 import { recordFigures } from './lib/scale.js';
+
+/** Polls `cond` until it holds or `timeoutMs` passes (then fails naming `what`). */
+async function until(cond: () => Promise<boolean> | boolean, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
 import { startWalIngester } from './lib/wal-ingester.js';
 
 const figures: Record<string, unknown> = {};
@@ -135,6 +144,141 @@ describe('--rate-limit-per-sec alone (--trust-tenant-header --rate-limit-per-sec
   });
 });
 
-void fs;
-void delta;
-void only;
+/** An HTTP/2 session to the gRPC port, and calls on it made by hand (header fields exactly as given). */
+async function h2Session(address: string): Promise<http2.ClientHttp2Session> {
+  const session = http2.connect(`http://${address}`);
+  session.on('error', () => {});
+  await new Promise<void>((resolve, reject) => {
+    session.once('remoteSettings', () => resolve());
+    session.once('error', reject);
+  });
+  return session;
+}
+
+interface H2Call {
+  /** The grpc-status the server answered with (-1: the stream closed without one). */
+  ended: Promise<number>;
+  close(): void;
+}
+
+/** A call that sends a message prefix declaring `declared` bytes and then `send` of them (all of it when equal). */
+function h2Call(session: http2.ClientHttp2Session, headers: Record<string, string>, declared: number, send: Uint8Array): H2Call {
+  const req = session.request({ ':method': 'POST', ':path': LOGS_EXPORT, 'content-type': 'application/grpc', te: 'trailers', ...headers });
+  req.on('error', () => {});
+  req.on('data', () => {});
+  const ended = new Promise<number>((resolve) => {
+    const take = (h: Record<string, unknown>) => {
+      if (h['grpc-status'] !== undefined) resolve(Number(h['grpc-status']));
+    };
+    req.on('response', take);
+    req.on('trailers', take);
+    req.on('close', () => resolve(-1));
+  });
+  const prefix = Buffer.alloc(5);
+  prefix.writeUInt32BE(declared >>> 0, 1);
+  const bytes = Buffer.concat([prefix, Buffer.from(send)]);
+  if (declared === send.length) req.end(bytes);
+  else req.write(bytes);
+  return { ended, close: () => req.destroy() };
+}
+
+describe('gRPC routing headers that HTTP/2 drops (item 1)', () => {
+  // nghttp2 drops a value with leading or trailing whitespace, a control
+  // character or DEL before grpc-js sees it: the call looked header-less.
+  const DROPPED: Array<[string, string]> = [
+    ['trailing space', 'acme '],
+    ['leading space', ' evil'],
+    ['inner and trailing space', 'a b '],
+    ['DEL', 'ac\u007fme'],
+    ['tab at the end', 'acme\t'],
+  ];
+
+  for (const mode of ['trusted-header', 'default'] as const) {
+    it(`regression (grpc-dropped-routing-header, ${mode} mode): every such X-Scope-OrgID and x-siglake-index → INVALID_ARGUMENT, nothing stored, no denial`, async () => {
+      const ing = await start(mode === 'trusted-header' ? ['--trust-tenant-header'] : []);
+      const c = new Client(ing);
+      try {
+        const session = await h2Session(ing.grpcAddress);
+        const outcomes: Record<string, number> = {};
+        const before = await c.denials();
+        for (const [what, value] of DROPPED) {
+          for (const header of ['x-scope-orgid', 'x-siglake-index']) {
+            const body = logsProto([`dropped-${header}-${what}`]);
+            const call = h2Call(session, header === 'x-siglake-index' ? { 'x-scope-orgid': mode === 'default' ? 'default' : 'acme', [header]: value } : { [header]: value }, body.length, body);
+            outcomes[`${header} ${what}`] = await call.ended;
+          }
+        }
+        // NUL (and CR, LF) make nghttp2 reset the stream itself: refused too, never OK.
+        for (const header of ['x-scope-orgid', 'x-siglake-index']) {
+          const body = logsProto([`dropped-${header}-nul`]);
+          const code = await h2Call(session, { [header]: 'ac\u0000me' }, body.length, body).ended;
+          expect(code === grpc.status.INVALID_ARGUMENT || code === -1, `${header} with NUL: ${code}`).toBe(true);
+          outcomes[`${header} NUL (reset or INVALID_ARGUMENT)`] = code;
+        }
+        session.close();
+        expect(Object.entries(outcomes).filter(([k, v]) => !k.includes('NUL') && v !== grpc.status.INVALID_ARGUMENT)).toEqual([]);
+        expect(delta(before, await c.denials())).toEqual(only(undefined));
+        // Neither default's nor acme's lanes hold any of it.
+        expect(topDirs(ing.walDir)).toEqual([]);
+        // Good calls still land where they say (the tap keeps HPACK's dynamic table in step).
+        const good = mode === 'trusted-header' ? { 'x-scope-orgid': 'acme' } : {};
+        await expectAccepted(c, () => c.send('grpc', 'logs', 'dropped-after-good', good));
+        expect(textsUnder(path.join(ing.walDir, ...(mode === 'trusted-header' ? ['acme'] : []), 'logs'))).toEqual(['dropped-after-good']);
+        figures[`grpcDroppedRoutingHeader_${mode}`] = outcomes;
+      } finally {
+        c.close();
+        await stop(ing);
+      }
+    });
+  }
+});
+
+describe('gRPC calls are authenticated on their headers, and streams are bounded (item 4)', () => {
+  it('regression (grpc-unauthenticated-buffering): a call without credentials is refused UNAUTHENTICATED before its message arrives', async () => {
+    const ing = await start(['--auth-bearer-tokens', 'tok-acme', '--request-timeout-secs', '30']);
+    try {
+      const session = await h2Session(ing.grpcAddress);
+      // 15 MB declared, 64 KiB sent, the rest never: before the fix grpc-js
+      // waited for the whole message, so the answer was DEADLINE_EXCEEDED 30 s later.
+      const calls = Array.from({ length: 8 }, () => h2Call(session, {}, 15_000_000, new Uint8Array(64 * 1024)));
+      const codes = await Promise.all(calls.map((x) => x.ended));
+      expect(codes).toEqual(Array(8).fill(grpc.status.UNAUTHENTICATED));
+      const withToken = h2Call(session, { authorization: 'Bearer tok-acme' }, 5, new Uint8Array(5));
+      // A good token is admitted and its (5-byte, invalid) message read: a body error, not an auth one.
+      expect(await withToken.ended).toBe(grpc.status.INVALID_ARGUMENT);
+      session.close();
+      const m = await ing.metrics();
+      expect(m.get('siglake_ingest_requests_total{endpoint="otlp",status="401"}')).toBe(8);
+      figures['grpcUnauthenticatedStalled'] = codes;
+    } finally {
+      await stop(ing);
+    }
+  });
+
+  it('regression (grpc-unbounded-streams): SETTINGS_MAX_CONCURRENT_STREAMS is announced, and calls past --grpc-max-streams are refused UNAVAILABLE and counted', async () => {
+    const ing = await start(['--grpc-max-streams', '20', '--grpc-max-streams-per-connection', '8', '--request-timeout-secs', '30']);
+    const sessions: http2.ClientHttp2Session[] = [];
+    try {
+      for (let i = 0; i < 5; i++) sessions.push(await h2Session(ing.grpcAddress));
+      expect(sessions.map((s) => s.remoteSettings.maxConcurrentStreams)).toEqual(Array(5).fill(8));
+      // 5 connections × 6 stalled calls: 20 held, 10 refused at once.
+      const calls: H2Call[] = [];
+      for (const s of sessions) for (let k = 0; k < 6; k++) calls.push(h2Call(s, {}, 1000, new Uint8Array(10)));
+      const refused = await Promise.all(
+        calls.map((x) => Promise.race([x.ended, new Promise<number>((r) => setTimeout(() => r(-2), 5000))])),
+      );
+      expect(refused.filter((c) => c === grpc.status.UNAVAILABLE).length).toBe(10);
+      expect(await ing.metric('siglake_grpc_streams_refused_total')).toBe(10);
+      for (const x of calls) x.close();
+      // Once they are gone, calls are admitted again.
+      await until(async () => (await ing.metric('siglake_ingest_aborted_total{endpoint="otlp"}')) === 20, 30_000, 'the 20 abandoned calls to be released');
+      const c = new Client(ing);
+      await expectAccepted(c, () => c.send('grpc', 'logs', 'after-stream-bound'));
+      c.close();
+      figures['grpcStreamBound'] = { held: 20, refused: 10 };
+    } finally {
+      for (const s of sessions) s.destroy();
+      await stop(ing);
+    }
+  });
+});
