@@ -107,6 +107,7 @@ const droppedRoutingHeader = new IngestError(
   'SIGLAKE_BAD_HEADER',
   'bad header: X-Scope-OrgID or x-siglake-index has leading or trailing whitespace, a control character, DEL or an upper-case name, which HTTP/2 drops',
 );
+const shortMessage = new IngestError('SIGLAKE_BAD_BODY', 'bad body: the stream ended before the message its length prefix declared');
 const tooManyStreams = new IngestError('SIGLAKE_UNAVAILABLE', 'too many gRPC calls open on this ingester (--grpc-max-streams): retry later');
 
 /** The facts admission needs, from a call's metadata. */
@@ -257,7 +258,10 @@ export class GrpcAcceptor {
         this.#open--;
       }
     };
+    let gotMessage = false;
+    let refused = false;
     const refuse = (e: IngestError) => {
+      refused = true;
       this.#o.metrics.request(endpoint, e.httpStatus);
       call.sendStatus(statusOf(e));
     };
@@ -305,6 +309,19 @@ export class GrpcAcceptor {
                 }
                 this.#admitted.set(md, pre);
                 nextMd(md);
+              })
+              .withOnReceiveMessage((message, nextMessage) => {
+                gotMessage = true;
+                nextMessage(message);
+              })
+              .withOnReceiveHalfClose((nextHalfClose) => {
+                // The client ended the stream inside a message (a length prefix longer than what
+                // followed): grpc-js would answer UNIMPLEMENTED; it is a bad request (contract §6).
+                if (!gotMessage && !refused) {
+                  refuse(shortMessage);
+                  return;
+                }
+                nextHalfClose();
               })
               .withOnCancel(release)
               .build(),
@@ -365,8 +382,9 @@ export class GrpcAcceptor {
   }
 
   answer(state: GrpcIngest, status: number, records: number, message: string | undefined): void {
-    this.#o.metrics.request(state.endpoint, status);
     if (status === 200) this.#o.metrics.records(state.endpoint, records);
+    // Written, but the client cancelled before the answer: not counted as a 200 it never saw.
+    this.#o.metrics.request(state.endpoint, state.cancelled ? 499 : status);
     if (status === 200) {
       state.callback(null, EMPTY);
       return;

@@ -407,10 +407,15 @@ export class HttpAcceptor {
 
   /** Called by the dispatcher when the worker answered (the lane is already finished). */
   answer(state: HttpIngest, status: number, records: number, message: string | undefined): void {
-    this.#o.metrics.request(state.endpoint, status);
     if (status === 200) this.#o.metrics.records(state.endpoint, records);
+    if (state.aborted) {
+      // Written, but the client left (or uWS dropped a pipelined request) before
+      // the answer: it never saw a 200, so it is not counted as one (499).
+      this.#o.metrics.request(state.endpoint, 499);
+      return;
+    }
+    this.#o.metrics.request(state.endpoint, status);
     if (status === 200) {
-      if (state.aborted) return;
       // cork() runs its callback at once: hand it the state through a field,
       // so answering allocates no closure.
       this.#corking = state;

@@ -3,11 +3,14 @@
 // checked against the real process, with what a client relies on: the status
 // or gRPC code, the counters, and what is (not) on disk.
 
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
 import http2 from 'node:http2';
+import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOGS_EXPORT, grpc, rawGrpcCall } from '../helpers/grpc-client.js';
-import type { RunningIngester } from '../helpers/ingester.js';
+import { CLI, runCli, tempDir, type RunningIngester } from '../helpers/ingester.js';
 import { logsProto } from '../helpers/otlp-bodies.js';
 import {
   Client,
@@ -162,7 +165,7 @@ interface H2Call {
 }
 
 /** A call that sends a message prefix declaring `declared` bytes and then `send` of them (all of it when equal). */
-function h2Call(session: http2.ClientHttp2Session, headers: Record<string, string>, declared: number, send: Uint8Array): H2Call {
+function h2Call(session: http2.ClientHttp2Session, headers: Record<string, string>, declared: number, send: Uint8Array, endStream = false): H2Call {
   const req = session.request({ ':method': 'POST', ':path': LOGS_EXPORT, 'content-type': 'application/grpc', te: 'trailers', ...headers });
   req.on('error', () => {});
   req.on('data', () => {});
@@ -177,7 +180,7 @@ function h2Call(session: http2.ClientHttp2Session, headers: Record<string, strin
   const prefix = Buffer.alloc(5);
   prefix.writeUInt32BE(declared >>> 0, 1);
   const bytes = Buffer.concat([prefix, Buffer.from(send)]);
-  if (declared === send.length) req.end(bytes);
+  if (declared === send.length || endStream) req.end(bytes);
   else req.write(bytes);
   return { ended, close: () => req.destroy() };
 }
@@ -280,5 +283,94 @@ describe('gRPC calls are authenticated on their headers, and streams are bounded
       for (const s of sessions) s.destroy();
       await stop(ing);
     }
+  });
+});
+
+describe('small ones (item 12)', () => {
+  let ing: RunningIngester;
+  beforeAll(async () => {
+    ing = await start([]);
+  });
+  afterAll(async () => {
+    if (ing) await stop(ing);
+  });
+
+  it('regression (grpc-short-message): a length prefix longer than what follows, then end of stream → INVALID_ARGUMENT, nothing stored', async () => {
+    const session = await h2Session(ing.grpcAddress);
+    const body = logsProto(['short-message-never-lands']);
+    const code = await h2Call(session, {}, body.length + 100, body, true).ended;
+    session.close();
+    expect(code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(await ing.metric('siglake_ingest_requests_total{endpoint="otlp",status="400"}')).toBeGreaterThanOrEqual(1);
+    expect(topDirs(ing.walDir)).toEqual([]);
+    figures['grpcShortMessage'] = code;
+  });
+
+  it('regression (pipelined-counted-200): requests stored but never answered are not counted as 200', async () => {
+    const before = (await ing.metric('siglake_ingest_requests_total{endpoint="otlp",status="200"}')) ?? 0;
+    const one = (name: string) => {
+      const b = Buffer.from(logsProto([name]));
+      return Buffer.concat([Buffer.from(`POST /v1/logs HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nContent-Length: ${b.length}\r\n\r\n`), b]);
+    };
+    const n = 4;
+    const bytes = Buffer.concat(Array.from({ length: n }, (_, i) => one(`pipelined-${i}`)));
+    const answered = await new Promise<number>((resolve) => {
+      const sock = net.connect(ing.httpPort, '127.0.0.1', () => sock.write(bytes));
+      let text = '';
+      sock.on('data', (d) => (text += d.toString('latin1')));
+      sock.on('error', () => {});
+      const done = () => resolve([...text.matchAll(/HTTP\/1\.1 200/g)].length);
+      sock.on('close', done);
+      setTimeout(() => {
+        sock.destroy();
+        done();
+      }, 3000);
+    });
+    await new Promise((r) => setTimeout(r, 500));
+    const counted = ((await ing.metric('siglake_ingest_requests_total{endpoint="otlp",status="200"}')) ?? 0) - before;
+    const stored = textsUnder(path.join(ing.walDir, 'logs')).filter((t) => t.startsWith('pipelined-')).length;
+    const unanswered = ((await ing.metric('siglake_ingest_requests_total{endpoint="otlp",status="499"}')) ?? 0);
+    figures['pipelined'] = { sent: n, stored, answered200: answered, counted200: counted, counted499: unanswered };
+    // Every stored request is counted once: as the 200 it was answered with, or as 499 (never answered).
+    expect(counted + unanswered).toBe(stored);
+    expect(counted).toBe(answered);
+  });
+
+  it('regression (wal-verify-sealed): `siglake wal verify` takes the writer\'s .sealed marker as its own, not as an unexpected entry', async () => {
+    const dir = tempDir();
+    const other = await startWalIngester({ dataDir: dir });
+    live.add(other);
+    const c = new Client(other);
+    await expectAccepted(c, () => c.send('http', 'logs', 'sealed-marker'));
+    c.close();
+    await stop(other);
+    const marker = path.join(other.walDir, 'logs', '.sealed');
+    expect(fs.existsSync(marker)).toBe(true);
+    const r = runCli(['wal', 'verify', other.walDir]);
+    expect(r.status).toBe(0);
+    expect(r.stdout + r.stderr).not.toMatch(/unexpected entry/);
+  });
+
+  it('regression (json-logs-on-a-terminal): on a terminal the logs are readable lines, in a pipe JSON lines', async () => {
+    // script(1) gives the process a pseudo-terminal for stdout.
+    const dir = tempDir();
+    const cmd = [process.execPath, CLI, 'ingest', '--http-listen', '127.0.0.1:0', '--grpc-listen', '127.0.0.1:0', '--wal-dir', path.join(dir, 'wal'), '--workers', '1']
+      .map((a) => `'${a}'`)
+      .join(' ');
+    const child = spawn('script', ['-qfec', cmd, '/dev/null'], { cwd: dir, env: { ...process.env, NO_COLOR: '1', SIGLAKE_COMPACTOR: 'false' }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString('utf8')));
+    try {
+      await until(() => /listening/.test(out), 30_000, 'the ingester to log "listening" on the terminal');
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+    }
+    const line = out.split(/\r?\n/).find((l) => l.includes('listening'))!;
+    expect(line).toMatch(/^\d\d:\d\d:\d\d\.\d{3} INFO  siglake: listening {2}http=\d+ grpc=\d+/);
+    expect(line.trim().startsWith('{')).toBe(false);
+    // Through a pipe (every other test here) the lines stay JSON.
+    expect(ing.logs.length).toBeGreaterThan(0);
+    figures['prettyLogLine'] = line.replace(/\d+/g, 'N');
   });
 });
