@@ -1,6 +1,9 @@
 // Every refusal and failure the ingester can answer with has a stable code.
 // Callers match on `code`, never on the message. One table maps a code to
-// the HTTP status and the gRPC status code a client sees (contract §6).
+// the HTTP status, the gRPC status code and the Retry-After a client sees
+// (contract §6), and to the level a refusal is logged at. The code reaches the
+// client as the `reason` of a google.rpc.ErrorInfo (domain `siglake`) in every
+// refusal's google.rpc.Status; docs/runbooks.md has one heading per code.
 
 export const GrpcCode = {
   OK: 0,
@@ -13,45 +16,97 @@ export const GrpcCode = {
   DEADLINE_EXCEEDED: 4,
 } as const;
 
-export type ErrorCode =
-  | 'SIGLAKE_MEM_BREAKER'
-  | 'SIGLAKE_RATE_LIMITED'
-  | 'SIGLAKE_UNAUTHENTICATED'
-  | 'SIGLAKE_TENANT_DENIED'
-  | 'SIGLAKE_BAD_HEADER'
-  | 'SIGLAKE_LANE_CAP'
-  | 'SIGLAKE_QUEUE_FULL'
-  | 'SIGLAKE_BODY_TOO_LARGE'
-  | 'SIGLAKE_UNSUPPORTED_MEDIA'
-  | 'SIGLAKE_BAD_BODY'
-  | 'SIGLAKE_WAL_WRITE'
-  | 'SIGLAKE_REQUEST_TIMEOUT'
-  | 'SIGLAKE_UNAVAILABLE';
+/** Where a code's runbook entry lives (docs/runbooks.md, one heading per code). */
+export const RUNBOOK = 'docs/runbooks.md';
+
+/** How loud a refusal of a code is logged by the acceptor that answers it. */
+export type LogLevel = 'debug' | 'warn' | 'error';
 
 interface CodeRow {
   http: number;
   grpc: number;
-  /** Whether the refusal carries `Retry-After: 1` (503s that clear by themselves). */
-  retryAfterOne: boolean;
+  /**
+   * Seconds for `Retry-After` (HTTP) and `retry-after` metadata (gRPC); 0 means
+   * none. A rate limit computes its own and carries it on the error.
+   */
+  retryAfterSecs: number;
+  /** The level the answering acceptor logs one refusal at (debug: the client's doing, counted in metrics). */
+  log: LogLevel;
 }
 
-export const CODE_TABLE: Readonly<Record<ErrorCode, CodeRow>> = {
-  SIGLAKE_MEM_BREAKER: { http: 503, grpc: GrpcCode.UNAVAILABLE, retryAfterOne: true },
-  SIGLAKE_RATE_LIMITED: { http: 429, grpc: GrpcCode.RESOURCE_EXHAUSTED, retryAfterOne: false },
-  SIGLAKE_UNAUTHENTICATED: { http: 401, grpc: GrpcCode.UNAUTHENTICATED, retryAfterOne: false },
-  SIGLAKE_TENANT_DENIED: { http: 403, grpc: GrpcCode.PERMISSION_DENIED, retryAfterOne: false },
-  SIGLAKE_BAD_HEADER: { http: 400, grpc: GrpcCode.INVALID_ARGUMENT, retryAfterOne: false },
-  SIGLAKE_LANE_CAP: { http: 503, grpc: GrpcCode.UNAVAILABLE, retryAfterOne: false },
-  SIGLAKE_QUEUE_FULL: { http: 503, grpc: GrpcCode.UNAVAILABLE, retryAfterOne: true },
-  SIGLAKE_BODY_TOO_LARGE: { http: 413, grpc: GrpcCode.RESOURCE_EXHAUSTED, retryAfterOne: false },
-  SIGLAKE_UNSUPPORTED_MEDIA: { http: 415, grpc: GrpcCode.INVALID_ARGUMENT, retryAfterOne: false },
-  SIGLAKE_BAD_BODY: { http: 400, grpc: GrpcCode.INVALID_ARGUMENT, retryAfterOne: false },
-  SIGLAKE_WAL_WRITE: { http: 500, grpc: GrpcCode.INTERNAL, retryAfterOne: false },
+/**
+ * The one table: code → HTTP status, gRPC code, Retry-After, log level
+ * (contract §6). The order is the wire order of the completion record: a
+ * code's number on the completion ring is its position here plus one (0 is
+ * "accepted"), so new codes are appended, never inserted.
+ */
+export const CODE_TABLE = {
+  SIGLAKE_MEM_BREAKER: { http: 503, grpc: GrpcCode.UNAVAILABLE, retryAfterSecs: 1, log: 'debug' },
+  SIGLAKE_RATE_LIMITED: { http: 429, grpc: GrpcCode.RESOURCE_EXHAUSTED, retryAfterSecs: 0, log: 'debug' },
+  SIGLAKE_UNAUTHENTICATED: { http: 401, grpc: GrpcCode.UNAUTHENTICATED, retryAfterSecs: 0, log: 'debug' },
+  SIGLAKE_TENANT_DENIED: { http: 403, grpc: GrpcCode.PERMISSION_DENIED, retryAfterSecs: 0, log: 'debug' },
+  SIGLAKE_BAD_HEADER: { http: 400, grpc: GrpcCode.INVALID_ARGUMENT, retryAfterSecs: 0, log: 'debug' },
+  // No Retry-After: the cap does not clear by waiting (contract §6).
+  SIGLAKE_LANE_CAP: { http: 503, grpc: GrpcCode.UNAVAILABLE, retryAfterSecs: 0, log: 'warn' },
+  SIGLAKE_QUEUE_FULL: { http: 503, grpc: GrpcCode.UNAVAILABLE, retryAfterSecs: 1, log: 'debug' },
+  SIGLAKE_BODY_TOO_LARGE: { http: 413, grpc: GrpcCode.RESOURCE_EXHAUSTED, retryAfterSecs: 0, log: 'debug' },
+  SIGLAKE_UNSUPPORTED_MEDIA: { http: 415, grpc: GrpcCode.INVALID_ARGUMENT, retryAfterSecs: 0, log: 'debug' },
+  SIGLAKE_BAD_BODY: { http: 400, grpc: GrpcCode.INVALID_ARGUMENT, retryAfterSecs: 0, log: 'debug' },
+  // The WAL writer failed for a reason other than the disk refusing: a bug.
+  SIGLAKE_WAL_WRITE: { http: 500, grpc: GrpcCode.INTERNAL, retryAfterSecs: 0, log: 'error' },
   // The body did not arrive whole within --request-timeout-secs.
-  SIGLAKE_REQUEST_TIMEOUT: { http: 408, grpc: GrpcCode.DEADLINE_EXCEEDED, retryAfterOne: false },
-  // Shutting down, or a shard restarting: the client may retry elsewhere.
-  SIGLAKE_UNAVAILABLE: { http: 503, grpc: GrpcCode.UNAVAILABLE, retryAfterOne: true },
-};
+  SIGLAKE_REQUEST_TIMEOUT: { http: 408, grpc: GrpcCode.DEADLINE_EXCEEDED, retryAfterSecs: 0, log: 'debug' },
+  // The identity provider's keys cannot be fetched: the credentials may be fine.
+  SIGLAKE_UNAVAILABLE: { http: 503, grpc: GrpcCode.UNAVAILABLE, retryAfterSecs: 1, log: 'warn' },
+  // Shutting down: the client retries on another instance.
+  SIGLAKE_DRAINING: { http: 503, grpc: GrpcCode.UNAVAILABLE, retryAfterSecs: 1, log: 'debug' },
+  // The disk refused the write (ENOSPC, EDQUOT, EROFS, EIO, EACCES): the environment, retryable.
+  SIGLAKE_WAL_DISK: { http: 503, grpc: GrpcCode.UNAVAILABLE, retryAfterSecs: 5, log: 'warn' },
+  // A worker got a request for a lane it was never told about: a bug in the shard protocol.
+  SIGLAKE_UNKNOWN_LANE: { http: 500, grpc: GrpcCode.INTERNAL, retryAfterSecs: 0, log: 'error' },
+  // The body decoder threw something other than a refusal of the body: a bug.
+  SIGLAKE_DECODER_CRASH: { http: 500, grpc: GrpcCode.INTERNAL, retryAfterSecs: 0, log: 'error' },
+  // The writer worker died with the request in flight; the shard restarts.
+  SIGLAKE_WORKER_DIED: { http: 500, grpc: GrpcCode.INTERNAL, retryAfterSecs: 0, log: 'error' },
+  // An admission check threw something that is not a refusal: a bug.
+  SIGLAKE_ADMISSION_FAILED: { http: 500, grpc: GrpcCode.INTERNAL, retryAfterSecs: 0, log: 'error' },
+  // --grpc-max-streams gRPC calls are open already: refused before the message is read.
+  SIGLAKE_TOO_MANY_STREAMS: { http: 503, grpc: GrpcCode.UNAVAILABLE, retryAfterSecs: 1, log: 'debug' },
+  // Bodies being received or queued hold --ingest-max-inflight-mib already.
+  SIGLAKE_INFLIGHT_FULL: { http: 503, grpc: GrpcCode.UNAVAILABLE, retryAfterSecs: 1, log: 'debug' },
+  // A request head with more header fields than the HTTP server parses (RFC 6585 §5).
+  SIGLAKE_TOO_MANY_HEADERS: { http: 431, grpc: GrpcCode.INVALID_ARGUMENT, retryAfterSecs: 0, log: 'debug' },
+  // A Transfer-Encoding other than exactly `chunked` (RFC 9112 §6.1).
+  SIGLAKE_TRANSFER_ENCODING: { http: 501, grpc: GrpcCode.INVALID_ARGUMENT, retryAfterSecs: 0, log: 'debug' },
+} as const satisfies Record<string, CodeRow>;
+
+export type ErrorCode = keyof typeof CODE_TABLE;
+
+/** Every code, in wire order. */
+export const ERROR_CODES = Object.keys(CODE_TABLE) as readonly ErrorCode[];
+
+const WIRE_IDS = new Map<ErrorCode, number>(ERROR_CODES.map((c, i) => [c, i + 1]));
+
+/** The code's number in a completion record (1…); 0 means accepted. */
+export function wireIdOf(code: ErrorCode): number {
+  return WIRE_IDS.get(code)!;
+}
+
+/** The code a completion record names; undefined for 0 (accepted) or a number no code has. */
+export function codeOfWireId(id: number): ErrorCode | undefined {
+  return id > 0 ? ERROR_CODES[id - 1] : undefined;
+}
+
+/** `domain` of every google.rpc.ErrorInfo the ingester sends. */
+export const ERROR_DOMAIN = 'siglake';
+
+/** errno codes that mean the disk refused a write (contract §4 step 13): SIGLAKE_WAL_DISK, not a bug. */
+const DISK_ERRNOS: ReadonlySet<string> = new Set(['ENOSPC', 'EDQUOT', 'EROFS', 'EIO', 'EACCES']);
+
+/** The code of a WAL write that failed with `errno`. */
+export function walFailureCode(errno: string | undefined): 'SIGLAKE_WAL_DISK' | 'SIGLAKE_WAL_WRITE' {
+  return errno !== undefined && DISK_ERRNOS.has(errno) ? 'SIGLAKE_WAL_DISK' : 'SIGLAKE_WAL_WRITE';
+}
 
 /** The six labels of siglake_ingest_tenant_denied_total (contract §8). */
 export const TENANT_DENIED_REASONS = [
@@ -74,10 +129,20 @@ export class IngestError extends Error {
   readonly grpcCode: number;
   /** Label for siglake_ingest_tenant_denied_total when code is SIGLAKE_TENANT_DENIED. */
   readonly reason: TenantDeniedReason | undefined;
+  /**
+   * A closed-set word that refines the code (a denial's reason label, a 401's
+   * reason): sent as ErrorInfo.metadata.reason, safe in logs and labels.
+   */
+  readonly label: string | undefined;
   /** Whole seconds for Retry-After; 0 means no header. */
   readonly retryAfterSecs: number;
+  readonly logLevel: LogLevel;
 
-  constructor(code: ErrorCode, message: string, opts: { reason?: TenantDeniedReason; retryAfterSecs?: number } = {}) {
+  constructor(
+    code: ErrorCode,
+    message: string,
+    opts: { reason?: TenantDeniedReason; label?: string; retryAfterSecs?: number } = {},
+  ) {
     super(message);
     this.name = 'IngestError';
     const row = CODE_TABLE[code];
@@ -85,7 +150,9 @@ export class IngestError extends Error {
     this.httpStatus = row.http;
     this.grpcCode = row.grpc;
     this.reason = opts.reason;
-    this.retryAfterSecs = opts.retryAfterSecs ?? (row.retryAfterOne ? 1 : 0);
+    this.label = opts.label ?? opts.reason;
+    this.retryAfterSecs = opts.retryAfterSecs ?? row.retryAfterSecs;
+    this.logLevel = row.log;
   }
 }
 

@@ -48,7 +48,7 @@ export class AuthError extends IngestError {
   readonly authReason: AuthFailureReason;
 
   constructor(reason: AuthFailureReason) {
-    super('SIGLAKE_UNAUTHENTICATED', `unauthenticated: ${reason}`);
+    super('SIGLAKE_UNAUTHENTICATED', `unauthenticated: ${reason}`, { label: reason });
     this.name = 'AuthError';
     this.authReason = reason;
   }

@@ -2,11 +2,12 @@
 // answers back. One SPSC request ring and one completion ring per shard, on
 // SharedArrayBuffers; one shared doorbell the acceptor waits on with
 // Atomics.waitAsync. Piscina runs one long "serve shard k" task per worker;
-// when a worker dies its task rejects, its in-flight requests are answered
-// 500, and the shard task runs again on fresh rings (the new worker repairs
+// when a worker dies its task rejects, its in-flight requests are refused
+// SIGLAKE_WORKER_DIED, and the shard task runs again on fresh rings (the new worker repairs
 // the shard's WAL tails before it reads a frame).
 
 import type { Piscina } from 'piscina';
+import { CODE_TABLE, codeOfWireId, type ErrorCode } from '../errors.js';
 import type { Logger } from '../log.js';
 import { ByteRing } from '../lanes/byte-ring.js';
 import { CompletionRing, Doorbell } from '../lanes/completion-ring.js';
@@ -18,8 +19,11 @@ import { ControlWord } from '../worker/shard-protocol.js';
 
 /** Whoever waits for the answer: an HTTP response or a gRPC call. */
 export interface PendingRequest {
-  /** `message` explains a refusal the worker made (a bad body, a write failure). */
-  complete(status: number, records: number, message: string | undefined): void;
+  /**
+   * `code` is undefined when the request was stored, else why not; `message`
+   * is the worker's own explanation of a refusal, when it gave one.
+   */
+  complete(code: ErrorCode | undefined, records: number, message: string | undefined): void;
 }
 
 interface InFlight {
@@ -73,7 +77,7 @@ export interface DispatcherOptions {
   settings: WorkerSettings;
   maxRequestBytes: number;
   log: Logger;
-  /** Called for every answered request before its PendingRequest completes. */
+  /** Called for every answered request before its PendingRequest completes; `status` is the HTTP status of the answer. */
   onFinish(lane: Lane, status: number, records: number): void;
 }
 
@@ -84,7 +88,7 @@ export class Dispatcher {
   readonly #shards: ShardHandle[];
   readonly #doorbell = new Doorbell();
   readonly #inflight = new Map<number, InFlight>();
-  readonly #onCompletion: (reqId: number, status: number, records: number, message: string | undefined) => void;
+  readonly #onCompletion: (reqId: number, code: number, records: number, message: string | undefined) => void;
   #nextReqId = 1;
   #closed = false;
   #stopping = false;
@@ -95,7 +99,7 @@ export class Dispatcher {
     this.#opts = opts;
     const ringBytes = ByteRing.capacityFor(opts.maxRequestBytes + FRAME_PREFIX_BYTES);
     this.#shards = Array.from({ length: opts.workers }, (_, k) => new ShardHandle(k, ringBytes, 4096));
-    this.#onCompletion = (reqId, status, records, message) => this.#complete(reqId, status, records, message);
+    this.#onCompletion = (reqId, wireCode, records, message) => this.#complete(reqId, codeOfCompletion(wireCode), records, message);
   }
 
   get workerStats(): readonly WorkerStats[] {
@@ -152,9 +156,11 @@ export class Dispatcher {
     for (const [reqId, f] of this.#inflight) if (f.shard === s.shard) failed.push(reqId);
     this.#opts.log.error(
       { shard: s.shard, err: (err as Error)?.message ?? String(err), failedRequests: failed.length },
-      'writer worker died; answering its in-flight requests 500 and restarting the shard',
+      'writer worker died; refusing its in-flight requests (SIGLAKE_WORKER_DIED) and restarting the shard',
     );
-    for (const reqId of failed) this.#complete(reqId, 500, 0, 'write failed: the writer worker stopped; the request was not stored');
+    for (const reqId of failed) {
+      this.#complete(reqId, 'SIGLAKE_WORKER_DIED', 0, 'write failed: the writer worker stopped; the request was not stored');
+    }
     s.renew();
     if (!this.#stopping) this.#runShard(s);
   }
@@ -246,12 +252,12 @@ export class Dispatcher {
     }, 1);
   }
 
-  #complete(reqId: number, status: number, records: number, message: string | undefined): void {
+  #complete(reqId: number, code: ErrorCode | undefined, records: number, message: string | undefined): void {
     const f = this.#inflight.get(reqId);
-    if (f === undefined) return; // answered already (its worker died and it got a 500)
+    if (f === undefined) return; // answered already (its worker died and it was refused)
     this.#inflight.delete(reqId);
-    this.#opts.onFinish(f.lane, status, records);
-    f.req.complete(status, records, message);
+    this.#opts.onFinish(f.lane, code === undefined ? 200 : CODE_TABLE[code].http, records);
+    f.req.complete(code, records, message);
   }
 
   /** Ends an admitted request that was refused before it reached a worker. */
@@ -308,6 +314,12 @@ export class Dispatcher {
   get shardCount(): number {
     return this.#shards.length;
   }
+}
+
+/** The code of a completion record: undefined for accepted; a number no code has is a bug, reported as such. */
+function codeOfCompletion(wireCode: number): ErrorCode | undefined {
+  if (wireCode === 0) return undefined;
+  return codeOfWireId(wireCode) ?? 'SIGLAKE_WAL_WRITE';
 }
 
 function writePrefix(frame: Uint8Array, kind: number, flags: number, laneId: number): void {

@@ -2,12 +2,13 @@
 // identity (de)serializers, so the acceptor passes the encoded message through
 // without decoding it. grpc-js enforces the message size cap and inflates
 // grpc-encoding gzip itself. Same admission as HTTP; refusals map to the gRPC
-// codes of contract §6 with `retry-after` metadata and, for rate limits, a
-// google.rpc.RetryInfo in grpc-status-details-bin.
+// codes of contract §6 with `retry-after` metadata, and every refusal carries
+// its google.rpc.Status in grpc-status-details-bin: an ErrorInfo with the
+// SIGLAKE_ code and, for rate limits, a google.rpc.RetryInfo.
 
 import * as grpc from '@grpc/grpc-js';
 import net from 'node:net';
-import { GrpcCode, IngestError } from '../errors.js';
+import { IngestError, type ErrorCode } from '../errors.js';
 import { Signal } from '../lanes/frames.js';
 import type { Lane } from '../lanes/lane-table.js';
 import type { AcceptorOptions } from './acceptor-options.js';
@@ -15,7 +16,8 @@ import type { Admitted, IngestHeaders } from './admission.js';
 import type { PendingRequest } from './dispatcher.js';
 import { INVALID_ROUTING_HEADER, installGrpcHeaderGuard } from './grpc-header-guard.js';
 import { tapOfCall, tapSocket } from './grpc-header-tap.js';
-import { DRAINING, encodeStatusProto, errorForStatus, INTERNAL } from './responses.js';
+import { installGrpcTransportRefusals } from './grpc-transport-refusals.js';
+import { asRefusal, DRAINING, errorForCompletion, grpcStatusDetails, logRefusal } from './responses.js';
 
 export interface GrpcAcceptorOptions extends AcceptorOptions {
   /** HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS of every connection. */
@@ -49,8 +51,9 @@ function receiveDeadline(timeoutMs: number): grpc.ServerInterceptor {
           timer = setTimeout(() => {
             timer = undefined;
             call.sendStatus({
-              code: grpc.status.DEADLINE_EXCEEDED,
-              details: 'request message not received in time (--request-timeout-secs)',
+              code: requestTimeout.grpcCode,
+              details: requestTimeout.message,
+              metadata: refusalMetadata(requestTimeout),
             });
           }, timeoutMs);
           timer.unref();
@@ -73,6 +76,16 @@ function receiveDeadline(timeoutMs: number): grpc.ServerInterceptor {
   };
 }
 const EMPTY = Buffer.alloc(0);
+
+/** Trailing metadata of a refusal: `retry-after` when it has one, and its google.rpc.Status with the ErrorInfo. */
+function refusalMetadata(e: IngestError): grpc.Metadata {
+  const metadata = new grpc.Metadata();
+  if (e.retryAfterSecs > 0) metadata.set('retry-after', String(e.retryAfterSecs));
+  metadata.set('grpc-status-details-bin', grpcStatusDetails(e));
+  return metadata;
+}
+
+const requestTimeout = new IngestError('SIGLAKE_REQUEST_TIMEOUT', 'request message not received in time (--request-timeout-secs)');
 
 function method(path: string): grpc.MethodDefinition<Buffer, Buffer> {
   return {
@@ -108,7 +121,7 @@ const droppedRoutingHeader = new IngestError(
   'bad header: X-Scope-OrgID or x-siglake-index has leading or trailing whitespace, a control character, DEL or an upper-case name, which HTTP/2 drops',
 );
 const shortMessage = new IngestError('SIGLAKE_BAD_BODY', 'bad body: the stream ended before the message its length prefix declared');
-const tooManyStreams = new IngestError('SIGLAKE_UNAVAILABLE', 'too many gRPC calls open on this ingester (--grpc-max-streams): retry later');
+const tooManyStreams = new IngestError('SIGLAKE_TOO_MANY_STREAMS', 'too many gRPC calls open on this ingester (--grpc-max-streams): retry later');
 
 /** The facts admission needs, from a call's metadata. */
 function headersOf(md: grpc.Metadata): IngestHeaders {
@@ -128,12 +141,7 @@ function headersOf(md: grpc.Metadata): IngestHeaders {
 
 /** The grpc-js status of a refusal: code, message, retry-after metadata, RetryInfo for a rate limit. */
 function statusOf(e: IngestError): grpc.StatusObject {
-  const metadata = new grpc.Metadata();
-  if (e.retryAfterSecs > 0) metadata.set('retry-after', String(e.retryAfterSecs));
-  if (e.code === 'SIGLAKE_RATE_LIMITED') {
-    metadata.set('grpc-status-details-bin', Buffer.from(encodeStatusProto(GrpcCode.RESOURCE_EXHAUSTED, e.message, e.retryAfterSecs)));
-  }
-  return { code: e.grpcCode, details: e.message, metadata };
+  return { code: e.grpcCode, details: e.message, metadata: refusalMetadata(e) };
 }
 
 class GrpcIngest implements PendingRequest {
@@ -143,8 +151,8 @@ class GrpcIngest implements PendingRequest {
     readonly endpoint: number,
     readonly callback: grpc.sendUnaryData<Buffer>,
   ) {}
-  complete(status: number, records: number, message: string | undefined): void {
-    this.acceptor.answer(this, status, records, message);
+  complete(code: ErrorCode | undefined, records: number, message: string | undefined): void {
+    this.acceptor.answer(this, code, records, message);
   }
 }
 
@@ -162,6 +170,7 @@ export class GrpcAcceptor {
   constructor(opts: GrpcAcceptorOptions) {
     this.#o = opts;
     installGrpcHeaderGuard(opts.log);
+    installGrpcTransportRefusals();
     this.#server = new grpc.Server({
       'grpc.max_receive_message_length': opts.maxRequestBytes,
       'grpc.max_send_message_length': 1024 * 1024,
@@ -260,8 +269,10 @@ export class GrpcAcceptor {
     };
     let gotMessage = false;
     let refused = false;
-    const refuse = (e: IngestError) => {
+    const refuse = (err: unknown) => {
       refused = true;
+      const e = asRefusal(err);
+      logRefusal(this.#o.log, e, endpoint, err);
       this.#o.metrics.request(endpoint, e.httpStatus);
       call.sendStatus(statusOf(e));
     };
@@ -294,7 +305,7 @@ export class GrpcAcceptor {
                 try {
                   pre = this.#o.admission.admitHeaders(headersOf(md));
                 } catch (e) {
-                  refuse(this.#asIngestError(e));
+                  refuse(e);
                   return;
                 }
                 if (pre instanceof Promise) {
@@ -303,7 +314,7 @@ export class GrpcAcceptor {
                       this.#admitted.set(md, a);
                       nextMd(md);
                     },
-                    (e: unknown) => refuse(this.#asIngestError(e)),
+                    (e: unknown) => refuse(e),
                   );
                   return;
                 }
@@ -333,12 +344,6 @@ export class GrpcAcceptor {
         })
         .build(),
     );
-  }
-
-  #asIngestError(err: unknown): IngestError {
-    if (err instanceof IngestError) return err;
-    this.#o.log.error({ err: (err as Error)?.message }, 'unexpected error during admission');
-    return INTERNAL;
   }
 
   #ingest(call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>, endpoint: number): void {
@@ -373,23 +378,24 @@ export class GrpcAcceptor {
   }
 
   #refuse(state: GrpcIngest, err: unknown): void {
-    const e = err instanceof IngestError ? err : INTERNAL;
-    if (!(err instanceof IngestError)) {
-      this.#o.log.error({ err: (err as Error)?.message }, 'unexpected error during admission');
-    }
+    const e = asRefusal(err);
+    logRefusal(this.#o.log, e, state.endpoint, err);
     this.#o.metrics.request(state.endpoint, e.httpStatus);
     this.#send(state, e);
   }
 
-  answer(state: GrpcIngest, status: number, records: number, message: string | undefined): void {
-    if (status === 200) this.#o.metrics.records(state.endpoint, records);
-    // Written, but the client cancelled before the answer: not counted as a 200 it never saw.
-    this.#o.metrics.request(state.endpoint, state.cancelled ? 499 : status);
-    if (status === 200) {
+  answer(state: GrpcIngest, code: ErrorCode | undefined, records: number, message: string | undefined): void {
+    if (code === undefined) {
+      // Written, but the client cancelled before the answer: not counted as a 200 it never saw (499).
+      this.#o.metrics.request(state.endpoint, state.cancelled ? 499 : 200);
+      this.#o.metrics.records(state.endpoint, records);
       state.callback(null, EMPTY);
       return;
     }
-    this.#send(state, errorForStatus(status, message));
+    const err = errorForCompletion(code, message);
+    logRefusal(this.#o.log, err, state.endpoint);
+    this.#o.metrics.request(state.endpoint, err.httpStatus);
+    this.#send(state, err);
   }
 
   #send(state: GrpcIngest, e: IngestError): void {

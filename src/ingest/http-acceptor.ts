@@ -7,19 +7,20 @@
 // requests of the shard are waiting behind.
 
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
-import { IngestError } from '../errors.js';
+import { IngestError, type ErrorCode } from '../errors.js';
 import { FLAG_GZIP, FLAG_JSON, Signal } from '../lanes/frames.js';
 import type { Lane } from '../lanes/lane-table.js';
 import type { AcceptorOptions } from './acceptor-options.js';
 import type { IngestHeaders } from './admission.js';
 import type { PendingRequest } from './dispatcher.js';
 import {
+  asRefusal,
   CONTENT_TYPES,
   DRAINING,
   EMPTY_RESPONSE,
   Encoding,
-  errorForStatus,
-  INTERNAL,
+  errorForCompletion,
+  logRefusal,
   refusalBody,
   statusLine,
   type EncodingCode,
@@ -81,8 +82,8 @@ class HttpIngest implements PendingRequest {
     readonly contentLength: number,
   ) {}
 
-  complete(status: number, records: number, message: string | undefined): void {
-    this.acceptor.answer(this, status, records, message);
+  complete(code: ErrorCode | undefined, records: number, message: string | undefined): void {
+    this.acceptor.answer(this, code, records, message);
   }
 
   append(chunk: Uint8Array): void {
@@ -376,10 +377,8 @@ export class HttpAcceptor {
 
   /** Refusal before a lane was reserved. */
   #refuse(state: HttpIngest, err: unknown, close: boolean): void {
-    const e = err instanceof IngestError ? err : INTERNAL;
-    if (!(err instanceof IngestError)) {
-      this.#o.log.error({ err: (err as Error)?.message }, 'unexpected error during admission');
-    }
+    const e = asRefusal(err);
+    logRefusal(this.#o.log, e, state.endpoint, err);
     state.done = true;
     state.refused = true;
     this.#uploads.delete(state);
@@ -389,6 +388,7 @@ export class HttpAcceptor {
 
   /** Refusal after admission reserved a lane slot: the lane is finished too. */
   #refuseAdmitted(state: HttpIngest, err: IngestError, close = false): void {
+    logRefusal(this.#o.log, err, state.endpoint);
     state.done = true;
     state.refused = true;
     this.#uploads.delete(state);
@@ -406,16 +406,16 @@ export class HttpAcceptor {
   }
 
   /** Called by the dispatcher when the worker answered (the lane is already finished). */
-  answer(state: HttpIngest, status: number, records: number, message: string | undefined): void {
-    if (status === 200) this.#o.metrics.records(state.endpoint, records);
-    if (state.aborted) {
-      // Written, but the client left (or uWS dropped a pipelined request) before
-      // the answer: it never saw a 200, so it is not counted as one (499).
-      this.#o.metrics.request(state.endpoint, 499);
-      return;
-    }
-    this.#o.metrics.request(state.endpoint, status);
-    if (status === 200) {
+  answer(state: HttpIngest, code: ErrorCode | undefined, records: number, message: string | undefined): void {
+    if (code === undefined) {
+      this.#o.metrics.records(state.endpoint, records);
+      if (state.aborted) {
+        // Written, but the client left (or uWS dropped a pipelined request) before
+        // the answer: it never saw a 200, so it is not counted as one (499).
+        this.#o.metrics.request(state.endpoint, 499);
+        return;
+      }
+      this.#o.metrics.request(state.endpoint, 200);
       // cork() runs its callback at once: hand it the state through a field,
       // so answering allocates no closure.
       this.#corking = state;
@@ -423,7 +423,10 @@ export class HttpAcceptor {
       this.#corking = undefined;
       return;
     }
-    this.#write(state, status, errorForStatus(status, message), false);
+    const err = errorForCompletion(code, message);
+    this.#o.metrics.request(state.endpoint, err.httpStatus);
+    logRefusal(this.#o.log, err, state.endpoint);
+    this.#write(state, err.httpStatus, err, false);
   }
 
   #write(state: HttpIngest, status: number, err: IngestError, close: boolean): void {

@@ -1,5 +1,6 @@
 // A single-producer single-consumer ring of fixed-size completions on a
-// SharedArrayBuffer: the worker produces [reqId, status, records] triples and,
+// SharedArrayBuffer: the worker produces [reqId, code, records] triples (code
+// 0 is accepted, else the wire number of a SIGLAKE_ code, src/errors.ts) and,
 // for a refusal, a short message (up to MESSAGE_BYTES of UTF-8, cut at a
 // character boundary); the acceptor consumes them. Head and tail are
 // free-running 32-bit counters; the slot is counter & (capacity - 1).
@@ -38,14 +39,14 @@ export class CompletionRing {
   }
 
   /** Producer: false when full (the consumer has not drained yet). */
-  push(reqId: number, status: number, records: number, message?: string): boolean {
+  push(reqId: number, code: number, records: number, message?: string): boolean {
     const tail = this.#ctl[TAIL]!;
     const head = Atomics.load(this.#ctl, HEAD);
     if (((tail - head) | 0) >= this.capacity) return false;
     const slot = tail & this.#mask;
     const i = slot * SLOT_WORDS;
     this.#slots[i] = reqId;
-    this.#slots[i + 1] = status;
+    this.#slots[i + 1] = code;
     this.#slots[i + 2] = records;
     let msgLen = 0;
     if (message !== undefined && message !== '') {
@@ -58,7 +59,7 @@ export class CompletionRing {
   }
 
   /** Consumer: calls `fn` for every completion waiting, then frees their slots. Returns how many. */
-  drain(fn: (reqId: number, status: number, records: number, message: string | undefined) => void): number {
+  drain(fn: (reqId: number, code: number, records: number, message: string | undefined) => void): number {
     let head = this.#ctl[HEAD]!;
     const tail = Atomics.load(this.#ctl, TAIL);
     let n = 0;
@@ -66,7 +67,7 @@ export class CompletionRing {
       const slot = head & this.#mask;
       const i = slot * SLOT_WORDS;
       const reqId = this.#slots[i]!;
-      const status = this.#slots[i + 1]!;
+      const code = this.#slots[i + 1]!;
       const records = this.#slots[i + 2]!;
       const msgLen = this.#slots[i + 3]!;
       const message =
@@ -75,7 +76,7 @@ export class CompletionRing {
           : decoder.decode(this.#messages.slice(slot * MESSAGE_BYTES, slot * MESSAGE_BYTES + msgLen));
       head = (head + 1) | 0;
       n++;
-      fn(reqId, status, records, message);
+      fn(reqId, code, records, message);
     }
     if (n > 0) Atomics.store(this.#ctl, HEAD, head);
     return n;

@@ -17,7 +17,7 @@ export type RejectReason = (typeof REJECT_REASONS)[number];
 const DEPTH_BUCKETS: readonly number[] = [0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096, 16384];
 
 /** Every HTTP status the ingest endpoints answer with (a gRPC answer counts as its HTTP row). */
-const STATUSES: readonly number[] = [200, 400, 401, 403, 404, 408, 413, 415, 429, 499, 500, 503];
+const STATUSES: readonly number[] = [200, 400, 401, 403, 404, 408, 413, 415, 429, 499, 500, 503, 431, 501];
 const STATUS_SLOT = new Int8Array(600).fill(-1);
 STATUSES.forEach((s, i) => {
   STATUS_SLOT[s] = i;

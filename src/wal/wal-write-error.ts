@@ -1,8 +1,10 @@
 // A WAL write that did not happen: the batch it belonged to is dropped and its
-// requests are answered 500 / INTERNAL (code SIGLAKE_WAL_WRITE, contract §6).
+// requests are refused (contract §6): 503 / UNAVAILABLE + Retry-After when the
+// disk refused it (code SIGLAKE_WAL_DISK: full, quota, read-only, I/O error,
+// permission), 500 / INTERNAL for anything else (SIGLAKE_WAL_WRITE, a bug).
 // The segment it was written to stays valid: a failed append is cut back.
 
-import { IngestError } from '../errors.js';
+import { IngestError, walFailureCode } from '../errors.js';
 import { errnoCode } from './file-ops.js';
 
 /** The step that failed. A closed set, safe as a log field or a metric label. */
@@ -16,7 +18,7 @@ export class WalWriteError extends IngestError {
 
   constructor(op: WalWriteOp, path: string, cause?: unknown) {
     const errno = errnoCode(cause);
-    super('SIGLAKE_WAL_WRITE', `wal ${op} failed${errno ? ` (${errno})` : ''}: ${path}`);
+    super(walFailureCode(errno), `wal ${op} failed${errno ? ` (${errno})` : ''}: ${path}`);
     this.name = 'WalWriteError';
     this.op = op;
     this.path = path;

@@ -6,11 +6,13 @@
 // ring, not copies), write each touched lane with one writev, release the ring
 // space, then in `batch` mode fdatasync every touched segment at once (group
 // commit: requests that arrive meanwhile share the next round's sync), and
-// only then post the completions. A write or sync failure answers that lane's
-// requests of the round 500 and leaves the segment cut back to its last whole
-// record.
+// only then post the completions. A completion names its outcome by code
+// (0 accepted, else a SIGLAKE_ code's wire number, src/errors.ts). A write or
+// sync failure refuses that lane's requests of the round (SIGLAKE_WAL_DISK when
+// the disk refused, SIGLAKE_WAL_WRITE otherwise) and leaves the segment cut
+// back to its last whole record.
 
-import { BodyError } from '../errors.js';
+import { BodyError, walFailureCode, wireIdOf, type ErrorCode } from '../errors.js';
 import { ByteRing, type Frame } from '../lanes/byte-ring.js';
 import { CompletionRing, Doorbell } from '../lanes/completion-ring.js';
 import { FLAG_SIGNAL_MASK, FRAME_PREFIX_BYTES, FrameKind, Signal, shardOf, tableKey, type LaneSpec } from '../lanes/frames.js';
@@ -21,6 +23,7 @@ import { RecordType } from '../wal/format.js';
 import { indexTable, laneDir, LOGS_TABLE, TRACES_TABLE, type LaneLocation } from '../wal/layout.js';
 import { LaneWriter } from '../wal/lane-writer.js';
 import { recoverWal } from '../wal/recovery.js';
+import { WalWriteError } from '../wal/wal-write-error.js';
 import { BodyDecoder } from './body-decoder.js';
 import { ControlWord, type ShardExit, type ShardTaskArgs } from './shard-protocol.js';
 
@@ -28,9 +31,19 @@ const MAX_ROUND_REQUESTS = 4096;
 const MAX_ROUND_BYTES = 64 * 1024 * 1024;
 const HOUSEKEEPING_MS = 1000;
 
+/** Why a lane's requests of a round failed: the code and the message the client gets. */
+interface LaneFailure {
+  code: number;
+  message: string;
+}
+
+const ACCEPTED = 0;
+const UNKNOWN_LANE = wireIdOf('SIGLAKE_UNKNOWN_LANE');
+const DECODER_CRASH = wireIdOf('SIGLAKE_DECODER_CRASH');
+
 class LaneState {
-  /** Requests of the current round on this lane failed with this message. */
-  failure: string | undefined = undefined;
+  /** Requests of the current round on this lane failed with this. */
+  failure: LaneFailure | undefined = undefined;
   touched = false;
   dirty = false;
   constructor(
@@ -57,7 +70,8 @@ export class ShardLoop {
   // The round's requests, in arrival order (parallel arrays, reused).
   #reqIds = new Int32Array(MAX_ROUND_REQUESTS);
   #records = new Int32Array(MAX_ROUND_REQUESTS);
-  #status = new Int32Array(MAX_ROUND_REQUESTS);
+  /** Completion code per request: 0 accepted, else a code's wire number. */
+  #codes = new Int32Array(MAX_ROUND_REQUESTS);
   #reqLane: (LaneState | undefined)[] = new Array(MAX_ROUND_REQUESTS);
   #messages: (string | undefined)[] = new Array(MAX_ROUND_REQUESTS);
   #n = 0;
@@ -172,7 +186,7 @@ export class ShardLoop {
     };
     this.#reqIds = grow(this.#reqIds);
     this.#records = grow(this.#records);
-    this.#status = grow(this.#status);
+    this.#codes = grow(this.#codes);
   }
 
   /** Reads and stages one round of frames. */
@@ -211,8 +225,9 @@ export class ShardLoop {
     this.#reqLane[i] = undefined;
     const lane = this.#lanes.get(laneId);
     if (lane === undefined) {
-      this.#status[i] = 500;
-      this.#messages[i] = 'write failed: unknown lane';
+      this.#codes[i] = UNKNOWN_LANE;
+      this.#messages[i] = 'write failed: the writer does not know this lane; the request was not stored';
+      this.#log.error({ laneId }, 'request for a lane this worker was never told about');
       return;
     }
     let records: number;
@@ -220,16 +235,16 @@ export class ShardLoop {
       records = this.#decoder.decode(flags, body);
     } catch (e) {
       if (e instanceof BodyError) {
-        this.#status[i] = e.httpStatus;
+        this.#codes[i] = wireIdOf(e.code);
         this.#messages[i] = e.message;
         return;
       }
-      this.#status[i] = 500;
-      this.#messages[i] = 'write failed: internal error while decoding';
+      this.#codes[i] = DECODER_CRASH;
+      this.#messages[i] = 'write failed: internal error while decoding; the request was not stored';
       this.#log.error({ err: (e as Error).message }, 'unexpected error decoding a body');
       return;
     }
-    this.#status[i] = 200;
+    this.#codes[i] = ACCEPTED;
     this.#records[i] = records;
     if (this.#decoder.payload.length === 0) return; // an empty export request writes nothing
     this.#reqLane[i] = lane;
@@ -275,15 +290,15 @@ export class ShardLoop {
     const n = this.#n;
     for (let i = 0; i < n; i++) {
       const lane = this.#reqLane[i];
-      let status = this.#status[i]!;
+      let code = this.#codes[i]!;
       let message = this.#messages[i];
-      if (status === 200 && lane !== undefined && lane.failure !== undefined) {
-        status = 500;
-        message = lane.failure;
+      if (code === ACCEPTED && lane !== undefined && lane.failure !== undefined) {
+        code = lane.failure.code;
+        message = lane.failure.message;
       }
-      const records = status === 200 ? this.#records[i]! : 0;
-      if (!this.#compl.push(this.#reqIds[i]!, status, records, message)) {
-        await this.#postWhenRoom(this.#reqIds[i]!, status, records, message);
+      const records = code === ACCEPTED ? this.#records[i]! : 0;
+      if (!this.#compl.push(this.#reqIds[i]!, code, records, message)) {
+        await this.#postWhenRoom(this.#reqIds[i]!, code, records, message);
       }
       this.#reqLane[i] = undefined;
       this.#messages[i] = undefined;
@@ -327,8 +342,8 @@ export class ShardLoop {
   }
 
   /** The completion ring is full: wake the acceptor and wait until it drained some. */
-  async #postWhenRoom(reqId: number, status: number, records: number, message: string | undefined): Promise<void> {
-    while (!this.#compl.push(reqId, status, records, message)) {
+  async #postWhenRoom(reqId: number, code: number, records: number, message: string | undefined): Promise<void> {
+    while (!this.#compl.push(reqId, code, records, message)) {
       this.#bell.ring();
       await this.#compl.waitForRoom(100);
     }
@@ -365,7 +380,11 @@ function describeLane(spec: LaneSpec): string {
   return `${spec.tenant}/${spec.index === undefined ? spec.signal : `indexes/${spec.index}`}`;
 }
 
-function writeFailure(e: unknown): string {
-  const code = (e as { cause?: { code?: string }; code?: string }).cause?.code ?? (e as { code?: string }).code;
-  return `write failed: the WAL could not store the request${code ? ` (${code})` : ''}`;
+/** The refusal of a lane's requests after its write or sync failed. */
+function writeFailure(e: unknown): LaneFailure {
+  const errno = (e as { errno?: unknown }).errno;
+  const cause = (e as { cause?: { code?: unknown } }).cause?.code ?? (e as { code?: unknown }).code;
+  const why = typeof errno === 'string' ? errno : typeof cause === 'string' && !cause.startsWith('SIGLAKE_') ? cause : undefined;
+  const code: ErrorCode = e instanceof WalWriteError ? e.code : walFailureCode(why);
+  return { code: wireIdOf(code), message: `write failed: the WAL could not store the request${why ? ` (${why})` : ''}` };
 }

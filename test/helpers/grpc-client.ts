@@ -3,6 +3,7 @@
 // metadata the server sends.
 
 import * as grpc from '@grpc/grpc-js';
+import { errorInfoOf, decodeStatusProto } from './rpc-status.js';
 
 export const LOGS_EXPORT = '/opentelemetry.proto.collector.logs.v1.LogsService/Export';
 export const TRACES_EXPORT = '/opentelemetry.proto.collector.trace.v1.TraceService/Export';
@@ -66,14 +67,15 @@ export { grpc };
 /**
  * One gRPC call made by hand over node:http2, for messages the grpc-js client
  * will not send as given (a pre-compressed body with the compressed flag set).
- * Resolves with grpc-status and grpc-message from the trailers (or headers).
+ * Resolves with grpc-status and grpc-message from the trailers (or headers),
+ * and the SIGLAKE_ code of grpc-status-details-bin when a refusal carries one.
  */
 export async function rawGrpcCall(
   address: string,
   method: string,
   message: Uint8Array,
   opts: { compressed?: boolean; headers?: Record<string, string> } = {},
-): Promise<{ code: number; message: string; httpStatus: number }> {
+): Promise<{ code: number; message: string; httpStatus: number; errorCode: string | undefined }> {
   const http2 = await import('node:http2');
   const session = http2.connect(`http://${address}`);
   session.on('error', () => {});
@@ -90,9 +92,12 @@ export async function rawGrpcCall(
       let httpStatus = 0;
       let code = -1;
       let msg = '';
+      let errorCode: string | undefined;
       const take = (h: Record<string, unknown>) => {
         if (h['grpc-status'] !== undefined) code = Number(h['grpc-status']);
         if (h['grpc-message'] !== undefined) msg = decodeURIComponent(String(h['grpc-message']));
+        const bin = h['grpc-status-details-bin'];
+        if (bin !== undefined) errorCode = errorInfoOf(decodeStatusProto(Buffer.from(String(bin), 'base64'))).reason;
       };
       req.on('response', (h) => {
         httpStatus = Number(h[':status']);
@@ -101,7 +106,7 @@ export async function rawGrpcCall(
       req.on('trailers', (h) => take(h));
       req.on('data', () => {});
       req.on('error', reject);
-      req.on('close', () => resolve({ code, message: msg, httpStatus }));
+      req.on('close', () => resolve({ code, message: msg, httpStatus, errorCode }));
       const prefix = Buffer.alloc(5);
       prefix[0] = opts.compressed ? 1 : 0;
       prefix.writeUInt32BE(message.length, 1);

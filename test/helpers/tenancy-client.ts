@@ -10,7 +10,8 @@ import { TENANT_DENIED_REASONS, type TenantDeniedReason } from '../../src/errors
 import { LOGS_EXPORT, RawGrpcClient, TRACES_EXPORT, grpc } from './grpc-client.js';
 import { ManualUpload, post } from './http.js';
 import { listFiles, walDump, type RunningIngester } from './ingester.js';
-import { decodeStatus, logsProto, tracesProto } from './otlp-bodies.js';
+import { logsProto, tracesProto } from './otlp-bodies.js';
+import { errorInfoOf, grpcStatusOf, httpStatusOf } from './rpc-status.js';
 
 export const TRANSPORTS = ['http', 'grpc'] as const;
 export type Transport = (typeof TRANSPORTS)[number];
@@ -42,6 +43,10 @@ export interface Reply {
   retryAfter: string | null;
   /** HTTP only: the google.rpc.Status code of a refusal body (absent for text/plain). */
   bodyCode?: number;
+  /** The refusal's SIGLAKE_ code (its google.rpc.ErrorInfo reason); absent on success and for text/plain. */
+  errorCode?: string;
+  /** ErrorInfo.metadata.reason: a denial's reason label, a 401's reason. */
+  label?: string;
 }
 
 /** An export request holding one record (a log line or a span) with `text`. */
@@ -69,7 +74,7 @@ export class Client {
     }
     const r = await this.rpc.export(signal, body, headers);
     const ra = r.metadata.get('retry-after');
-    return { transport, status: -1, code: r.code, message: r.details, retryAfter: ra.length > 0 ? String(ra[0]) : null };
+    return { transport, status: -1, code: r.code, message: r.details, retryAfter: ra.length > 0 ? String(ra[0]) : null, ...grpcRefusalOf(r) };
   }
 
   /** A gRPC call with hand-made metadata (several values for one key). */
@@ -83,7 +88,9 @@ export class Client {
         md,
         { deadline: Date.now() + 15_000 },
         (err) => {
-          resolve({ transport: 'grpc', status: -1, code: err ? err.code : 0, message: err ? err.details : '', retryAfter: null });
+          const base = { transport: 'grpc' as const, status: -1, retryAfter: null };
+          if (!err) resolve({ ...base, code: 0, message: '' });
+          else resolve({ ...base, code: err.code, message: err.details, ...grpcRefusalOf({ code: err.code, metadata: err.metadata }) });
         },
       );
     });
@@ -106,13 +113,38 @@ export class Client {
   }
 }
 
-/** The message (and google.rpc.Status code) of an HTTP answer's body; '' for a 200. */
-export function refusalOf(status: number, contentType: string, body: Uint8Array): { message: string; bodyCode?: number } {
+/** The message, google.rpc.Status code and ErrorInfo of an HTTP answer's body; '' for a 200. */
+export function refusalOf(
+  status: number,
+  contentType: string,
+  body: Uint8Array,
+): { message: string; bodyCode?: number; errorCode?: string; label?: string } {
   if (status === 200) return { message: '' };
-  if (contentType.startsWith('text/plain')) return { message: Buffer.from(body).toString('utf8') };
-  const st = decodeStatus(contentType, body);
-  return { message: st.message, bodyCode: st.code };
+  const st = httpStatusOf(contentType, body);
+  if (st === undefined) return { message: Buffer.from(body).toString('utf8') };
+  const info = errorInfoOf(st);
+  return { message: st.message, bodyCode: st.code, errorCode: info.reason, label: info.metadata['reason'] };
 }
+
+/** The ErrorInfo of a gRPC refusal (from grpc-status-details-bin); nothing for OK. */
+function grpcRefusalOf(r: { code: number; metadata?: grpc.Metadata }): { errorCode?: string; label?: string } {
+  if (r.code === grpc.status.OK) return {};
+  const st = grpcStatusOf(r.metadata ?? new grpc.Metadata());
+  expect(st?.code, 'grpc-status-details-bin carries the call status').toBe(r.code);
+  const info = errorInfoOf(st);
+  return { errorCode: info.reason, label: info.metadata['reason'] };
+}
+
+/** The HTTP status that goes with each code of contract §6 used in these tests. */
+const STATUS_OF_CODE: Record<string, number> = {
+  SIGLAKE_BAD_HEADER: 400,
+  SIGLAKE_BAD_BODY: 400,
+  SIGLAKE_UNAUTHENTICATED: 401,
+  SIGLAKE_TENANT_DENIED: 403,
+  SIGLAKE_UNSUPPORTED_MEDIA: 415,
+  SIGLAKE_UNAVAILABLE: 503,
+  SIGLAKE_LANE_CAP: 503,
+};
 
 /**
  * Raw HTTP/1.1 POST over a socket: header lines exactly as given (duplicates,
@@ -143,12 +175,24 @@ export async function rawHttpPost(ing: RunningIngester, signal: Signal, body: Ui
   }
 }
 
-/** The HTTP status (and the body's google.rpc.Status code), or the gRPC code that goes with it. */
+/**
+ * The HTTP status (and the body's google.rpc.Status code), or the gRPC code
+ * that goes with it; for a refusal, an ErrorInfo code that belongs to that status.
+ */
 export function expectStatus(r: Reply, httpStatus: number): void {
   if (r.transport === 'http') {
     expect(r.status, `HTTP status (${r.message})`).toBe(httpStatus);
     if (r.bodyCode !== undefined) expect(r.bodyCode, 'google.rpc.Status code of the body').toBe(GRPC_OF[httpStatus]);
   } else expect(r.code, `gRPC code (${r.message})`).toBe(GRPC_OF[httpStatus]);
+  if (httpStatus !== 200 && r.errorCode !== undefined) {
+    expect(STATUS_OF_CODE[r.errorCode], `status of ${r.errorCode}`).toBe(httpStatus);
+  }
+}
+
+/** The refusal's SIGLAKE_ code (both transports; HTTP text/plain answers carry none and fail here). */
+export function expectCode(r: Reply, code: string, label?: string): void {
+  expect(r.errorCode, `ErrorInfo reason (${r.message})`).toBe(code);
+  if (label !== undefined) expect(r.label, 'ErrorInfo metadata reason').toBe(label);
 }
 
 export function delta(before: Record<Reason, number>, after: Record<Reason, number>): Record<Reason, number> {
@@ -166,7 +210,8 @@ export function only(reason: Reason | undefined): Record<Reason, number> {
 
 /**
  * Sends one request with `send` and checks the refusal: the status or gRPC
- * code, a message naming the reason label for a 403, whatever `more` checks
+ * code, its SIGLAKE_ code (given, or implied by a 401 or a 403, whose
+ * ErrorInfo names the reason label), whatever `more` checks
  * of the reply, and exactly +1 on that reason's counter (no change on any
  * counter without a reason).
  */
@@ -174,14 +219,19 @@ export async function expectRefused(
   c: Client,
   send: () => Promise<Reply>,
   httpStatus: number,
-  reason?: Reason,
+  reasonOrCode?: Reason | `SIGLAKE_${string}`,
   more?: (r: Reply) => void,
 ): Promise<Reply> {
   const before = await c.denials();
   const r = await send();
   expectStatus(r, httpStatus);
   expect(r.message.length).toBeGreaterThan(0);
-  if (reason !== undefined) expect(r.message).toContain(reason);
+  const code = reasonOrCode?.startsWith('SIGLAKE_') ? reasonOrCode : undefined;
+  const reason = code === undefined ? (reasonOrCode as Reason | undefined) : undefined;
+  if (code !== undefined) expectCode(r, code);
+  else if (httpStatus === 403) expectCode(r, 'SIGLAKE_TENANT_DENIED', reason);
+  else if (httpStatus === 401) expectCode(r, 'SIGLAKE_UNAUTHENTICATED');
+  else if (r.errorCode === undefined) expect(r.transport === 'http' && r.bodyCode === undefined, 'only a text/plain answer lacks a code').toBe(true);
   more?.(r);
   expect(delta(before, await c.denials())).toEqual(only(reason));
   return r;

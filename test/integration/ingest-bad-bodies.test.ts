@@ -23,6 +23,7 @@ import {
   pseudoRandomBytes,
   tracesProto,
 } from '../helpers/otlp-bodies.js';
+import { grpcCode, httpCode } from '../helpers/rpc-status.js';
 
 const PB = 'application/x-protobuf';
 const JSON_CT = 'application/json';
@@ -39,6 +40,9 @@ interface Case {
 }
 
 const good = logsProto(['a good record', 'another good record']);
+
+/** The code of each refusal status of this file (contract §6). */
+const CODE_OF: Record<number, string> = { 400: 'SIGLAKE_BAD_BODY', 413: 'SIGLAKE_BODY_TOO_LARGE', 415: 'SIGLAKE_UNSUPPORTED_MEDIA' };
 
 const cases: Case[] = [
   { name: 'random bytes', body: () => pseudoRandomBytes(512), status: 400, message: /^invalid protobuf: / },
@@ -183,6 +187,8 @@ describe('bad bodies', () => {
       expect(r.contentType.startsWith(ct)).toBe(true);
       const st = decodeStatus(r.contentType, r.body);
       expect(st.code).toBe(c.status === 413 ? grpc.status.RESOURCE_EXHAUSTED : grpc.status.INVALID_ARGUMENT);
+      expect(httpCode(r)).toBe(CODE_OF[c.status]);
+      // The message names the cause (contract §6): the decoder's diagnosis is part of what is tested here.
       expect(st.message).toMatch(c.message);
       expect(st.message).not.toContain('\n');
     });
@@ -215,7 +221,7 @@ describe('bad bodies', () => {
     expect(String(r.headers['content-type'])).toBe(PB);
     const st = decodeStatus(PB, r.body);
     expect(st.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
-    expect(st.message).toMatch(/request body too large \(--max-request-bytes\)/);
+    expect(httpCode({ contentType: PB, body: r.body })).toBe('SIGLAKE_BODY_TOO_LARGE');
     up.destroy();
   });
 
@@ -269,7 +275,7 @@ describe('bad bodies', () => {
     if (r !== undefined) {
       expect(r.status).toBe(413);
       expect(r.sentWhenAnswered).toBeLessThan(total);
-      expect(decodeStatus(PB, r.body).message).toMatch(/request body too large/);
+      expect(httpCode({ contentType: PB, body: r.body })).toBe('SIGLAKE_BODY_TOO_LARGE');
     }
     count('/v1/traces', 413);
     // Refused while streaming: counted once, whatever the client saw.
@@ -289,23 +295,27 @@ describe('bad bodies', () => {
       const r = await rpc.export('logs', body);
       count('/v1/logs', r.code === grpc.status.INVALID_ARGUMENT ? 400 : -r.code);
       expect(r.code, name).toBe(grpc.status.INVALID_ARGUMENT);
+      expect(grpcCode(r), name).toBe('SIGLAKE_BAD_BODY');
       expect(r.details, name).toMatch(message);
     }
     // A traces body fed to the logs service is not a logs request either.
     const wrong = await rpc.export('logs', tracesProto(['span']));
     count('/v1/logs', wrong.code === grpc.status.INVALID_ARGUMENT ? 400 : -wrong.code);
     expect(wrong.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(grpcCode(wrong)).toBe('SIGLAKE_BAD_BODY');
   });
 
   it('gRPC: a message over --max-request-bytes → RESOURCE_EXHAUSTED', async () => {
     const big = logsProto(['y'.repeat(MAX)]);
     const r = await rpc.export('logs', big);
     expect(r.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect(grpcCode(r)).toBe('SIGLAKE_BODY_TOO_LARGE');
   });
 
   it('gRPC: a gzip bomb (grpc-encoding gzip, ~1 GiB of zeros) → RESOURCE_EXHAUSTED, RSS stays bounded', async () => {
     const r = await rawGrpcCall(ing.grpcAddress, LOGS_EXPORT, gzipBombMultiMember(), { compressed: true });
     expect(r.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect(r.errorCode).toBe('SIGLAKE_BODY_TOO_LARGE');
     expect(await ing.metric('siglake_process_rss_bytes')).toBeLessThan(768 * 1024 * 1024);
   });
 

@@ -9,6 +9,7 @@ import { RawGrpcClient, grpc } from '../helpers/grpc-client.js';
 import { ManualUpload, post, sleep } from '../helpers/http.js';
 import { listFiles, startIngester, walDump, type RunningIngester } from '../helpers/ingester.js';
 import { decodeStatus, jsonBytes, logsJson, logsProto, tracesProto } from '../helpers/otlp-bodies.js';
+import { grpcCode, httpCode, ERROR_INFO_URL, grpcStatusOf, httpStatusOf } from '../helpers/rpc-status.js';
 
 const PB = 'application/x-protobuf';
 const LANE_CAP_PREFIX = 'Service Unavailable: ingester lane limit reached (2 lanes)';
@@ -49,8 +50,9 @@ describe('lane cap (--ingest-max-lanes 2)', () => {
     expect(st.message.startsWith(LANE_CAP_PREFIX)).toBe(true);
     expect(st.message).toContain('--ingest-max-lanes');
     expect(st.message).toMatch(/route .*(another|elsewhere)/);
-    // No google.rpc.RetryInfo either.
-    expect(st.details ?? []).toEqual([]);
+    // The ErrorInfo and no google.rpc.RetryInfo.
+    expect(httpCode(r)).toBe('SIGLAKE_LANE_CAP');
+    expect(httpStatusOf(r.contentType, r.body)!.detailTypes).toEqual([ERROR_INFO_URL]);
   });
 
   it('a third lane over HTTP (JSON) is the same refusal as JSON', async () => {
@@ -61,18 +63,20 @@ describe('lane cap (--ingest-max-lanes 2)', () => {
     expect(r.status).toBe(503);
     expect(r.headers.get('retry-after')).toBeNull();
     expect(r.contentType).toMatch(/^application\/json/);
-    const st = decodeStatus(r.contentType, r.body) as { code: number; message: string; details?: unknown };
+    const st = decodeStatus(r.contentType, r.body);
     expect(st.code).toBe(grpc.status.UNAVAILABLE);
     expect(st.message.startsWith(LANE_CAP_PREFIX)).toBe(true);
-    expect(st.details).toBeUndefined();
+    expect(httpCode(r)).toBe('SIGLAKE_LANE_CAP');
+    expect(httpStatusOf(r.contentType, r.body)!.detailTypes).toEqual([ERROR_INFO_URL]);
   });
 
-  it('a third lane over gRPC is UNAVAILABLE without retry-after metadata or RetryInfo', async () => {
+  it('a third lane over gRPC is UNAVAILABLE without retry-after metadata or RetryInfo, with the ErrorInfo', async () => {
     const r = await rpc.export('logs', logsProto(['cap-refused-grpc']), { 'x-siglake-index': 'third' });
     expect(r.code).toBe(grpc.status.UNAVAILABLE);
     expect(r.details.startsWith(LANE_CAP_PREFIX)).toBe(true);
     expect(r.metadata.get('retry-after')).toEqual([]);
-    expect(r.metadata.get('grpc-status-details-bin')).toEqual([]);
+    expect(grpcCode(r)).toBe('SIGLAKE_LANE_CAP');
+    expect(grpcStatusOf(r.metadata)!.detailTypes).toEqual([ERROR_INFO_URL]);
   });
 
   it('counts lane_cap, leaves no directory, and the existing lanes still take writes', async () => {
@@ -119,19 +123,19 @@ describe('lane queue full (--ingest-queue-capacity 1)', () => {
     expect(r.headers.get('retry-after')).toBe('1');
     const st = decodeStatus(r.contentType, r.body);
     expect(st.code).toBe(grpc.status.UNAVAILABLE);
-    expect(st.message).toMatch(/lane queue full/);
+    expect(httpCode(r)).toBe('SIGLAKE_QUEUE_FULL');
 
     const j = await post(ing.url, '/v1/logs', jsonBytes(logsJson(['refused-queue-full-json'])), { contentType: 'application/json' });
     expect(j.status).toBe(503);
     expect(j.headers.get('retry-after')).toBe('1');
     expect(j.contentType).toMatch(/^application\/json/);
-    expect(decodeStatus(j.contentType, j.body).message).toMatch(/lane queue full/);
+    expect(httpCode(j)).toBe('SIGLAKE_QUEUE_FULL');
   });
 
   it('over gRPC it is UNAVAILABLE with retry-after: 1 metadata', async () => {
     const r = await rpc.export('logs', logsProto(['refused-queue-full-grpc']));
     expect(r.code).toBe(grpc.status.UNAVAILABLE);
-    expect(r.details).toMatch(/lane queue full/);
+    expect(grpcCode(r)).toBe('SIGLAKE_QUEUE_FULL');
     expect(r.metadata.get('retry-after')).toEqual(['1']);
   });
 

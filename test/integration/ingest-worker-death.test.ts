@@ -11,6 +11,7 @@ import { RawGrpcClient, grpc } from '../helpers/grpc-client.js';
 import { sleep } from '../helpers/http.js';
 import { runCli, startIngester, walDump, type RunningIngester } from '../helpers/ingester.js';
 import { logsProto, tracesProto } from '../helpers/otlp-bodies.js';
+import { grpcCode, httpCode } from '../helpers/rpc-status.js';
 
 interface Lane {
   name: string;
@@ -28,6 +29,8 @@ interface Outcome {
   end: number;
   /** HTTP status, or the HTTP status of the gRPC code; -1 for a hang or a transport error. */
   status: number;
+  /** The refusal's SIGLAKE_ code (ErrorInfo reason); undefined for a 200 or no answer. */
+  errorCode?: string;
 }
 
 const WORKERS = 2;
@@ -69,6 +72,7 @@ describe('worker death (--workers 2, kill-worker hook on shard 0)', () => {
         const text = `${lane.name}-h${id}-${i}`;
         const start = Date.now();
         let status = -1;
+        let errorCode: string | undefined;
         try {
           const res = await fetch(`${ing.url}/v1/${lane.signal}`, {
             method: 'POST',
@@ -76,12 +80,13 @@ describe('worker death (--workers 2, kill-worker hook on shard 0)', () => {
             headers: { 'content-type': 'application/x-protobuf', ...(lane.index ? { 'x-siglake-index': lane.index } : {}) },
             signal: AbortSignal.timeout(10_000),
           });
-          await res.arrayBuffer();
+          const body = new Uint8Array(await res.arrayBuffer());
           status = res.status;
+          if (status !== 200) errorCode = httpCode({ contentType: res.headers.get('content-type') ?? '', body });
         } catch {
           status = -1;
         }
-        outcomes.push({ lane: lane.name, shard: lane.shard, transport: 'http', text, start, end: Date.now(), status });
+        outcomes.push({ lane: lane.name, shard: lane.shard, transport: 'http', text, start, end: Date.now(), status, errorCode });
       }
     };
     const grpcLoop = async (lane: Lane) => {
@@ -95,7 +100,8 @@ describe('worker death (--workers 2, kill-worker hook on shard 0)', () => {
           10_000,
         );
         const status = GRPC_TO_HTTP[r.code] ?? -1;
-        outcomes.push({ lane: lane.name, shard: lane.shard, transport: 'grpc', text, start, end: Date.now(), status });
+        const errorCode = r.code === grpc.status.OK || status === -1 ? undefined : grpcCode(r);
+        outcomes.push({ lane: lane.name, shard: lane.shard, transport: 'grpc', text, start, end: Date.now(), status, errorCode });
       }
     };
 
@@ -110,6 +116,7 @@ describe('worker death (--workers 2, kill-worker hook on shard 0)', () => {
       const text = `${lane.name}-burst${round}-${n}`;
       const start = Date.now();
       let status = -1;
+      let errorCode: string | undefined;
       try {
         const res = await fetch(`${ing.url}/v1/${lane.signal}`, {
           method: 'POST',
@@ -118,12 +125,13 @@ describe('worker death (--workers 2, kill-worker hook on shard 0)', () => {
           headers: { 'content-type': 'application/x-protobuf', ...(lane.index ? { 'x-siglake-index': lane.index } : {}) },
           signal: AbortSignal.timeout(10_000),
         });
-        await res.arrayBuffer();
+        const body = new Uint8Array(await res.arrayBuffer());
         status = res.status;
+        if (status !== 200) errorCode = httpCode({ contentType: res.headers.get('content-type') ?? '', body });
       } catch {
         status = -1;
       }
-      outcomes.push({ lane: lane.name, shard: lane.shard, transport: 'http', text, start, end: Date.now(), status });
+      outcomes.push({ lane: lane.name, shard: lane.shard, transport: 'http', text, start, end: Date.now(), status, errorCode });
     };
 
     // Killing an idle worker fails nothing; try a few rounds until a kill catches requests in flight.
@@ -168,6 +176,10 @@ describe('worker death (--workers 2, kill-worker hook on shard 0)', () => {
     expect(outcomes.filter((o) => o.status === -1).map((o) => o.text)).toEqual([]);
     // The killed shard: only 200 or 500, and in-flight requests got 500.
     expect([...new Set(shard0.map((o) => o.status))].sort()).toEqual([200, 500]);
+    // Each refusal names the dead worker, on both transports.
+    expect([...new Set(shard0.filter((o) => o.status === 500).map((o) => `${o.transport}:${o.errorCode}`))].sort()).toEqual(
+      [...new Set(shard0.filter((o) => o.status === 500).map((o) => `${o.transport}:SIGLAKE_WORKER_DIED`))].sort(),
+    );
     expect(rounds.some((r) => r.failed > 0)).toBe(true);
     // The other shard kept succeeding.
     expect(shard1.filter((o) => o.status !== 200).map((o) => `${o.text}:${o.status}`)).toEqual([]);

@@ -43,6 +43,7 @@ import { RawGrpcClient, grpc } from '../helpers/grpc-client.js';
 import { post, sleep } from '../helpers/http.js';
 import { listFiles, startIngester, walDump, type RunningIngester } from '../helpers/ingester.js';
 import { decodeStatus, logsProto, tracesProto } from '../helpers/otlp-bodies.js';
+import { grpcCode, httpCode } from '../helpers/rpc-status.js';
 import { RedisServer } from '../helpers/redis-server.js';
 
 const TOKEN = 'tenant-buckets-test-token';
@@ -88,8 +89,10 @@ describe('in-process buckets, trusted header, rate 0.01/s burst 3: tenant A spen
     expect(r.status).toBe(429);
     retryAfter(r.headers.get('retry-after'), MAX_RA);
     expect(decodeStatus(r.contentType, r.body).code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect(httpCode(r)).toBe('SIGLAKE_RATE_LIMITED');
     const g = await rpc.export('traces', tracesProto(['b-2-refused']), { 'x-scope-orgid': B });
     expect(g.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect(grpcCode(g)).toBe('SIGLAKE_RATE_LIMITED');
     retryAfter(String(g.metadata.get('retry-after')[0]), MAX_RA);
   });
 
@@ -142,8 +145,10 @@ describe('in-process buckets, trusted header, tenant rate 0.01/s burst 3, global
     // The tenant bucket's wait (one token per 100 s), not the global bucket's (1 ms).
     expect(retryAfter(r.headers.get('retry-after'), MAX_RA)).toBeGreaterThan(50);
     expect(decodeStatus(r.contentType, r.body).code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect(httpCode(r)).toBe('SIGLAKE_RATE_LIMITED');
     const g = await rpc.export('traces', tracesProto(['a-5-refused']), { 'x-scope-orgid': A });
     expect(g.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect(grpcCode(g)).toBe('SIGLAKE_RATE_LIMITED');
     expect(retryAfter(String(g.metadata.get('retry-after')[0]), MAX_RA)).toBeGreaterThan(50);
   });
 
@@ -201,6 +206,7 @@ describe('in-process buckets, static bearer token: an unauthenticated flood nami
       if (r.status === 401) {
         const st = decodeStatus(r.contentType, r.body);
         expect(st.code).toBe(grpc.status.UNAUTHENTICATED);
+        expect(httpCode(r)).toBe('SIGLAKE_UNAUTHENTICATED');
         expect(st.message).not.toContain(TOKEN);
       }
     }
@@ -210,13 +216,16 @@ describe('in-process buckets, static bearer token: an unauthenticated flood nami
     retryAfter(r.headers.get('retry-after'), MAX_RA);
     const g = await rpc.export('logs', logsProto(['flood-4']), { 'x-scope-orgid': A });
     expect(g.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect(grpcCode(g)).toBe('SIGLAKE_RATE_LIMITED');
   });
 
   it("A's authenticated requests now meet the exhausted global bucket (429), as do B's: the documented price of guarding authentication", async () => {
     const a = await post(ing.url, '/v1/logs', logsProto(['a-refused']), { headers: { 'x-scope-orgid': A, ...AUTH } });
     expect(a.status).toBe(429);
+    expect(httpCode(a)).toBe('SIGLAKE_RATE_LIMITED');
     const b = await rpc.export('logs', logsProto(['b-refused']), { 'x-scope-orgid': B, ...AUTH });
     expect(b.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect(grpcCode(b)).toBe('SIGLAKE_RATE_LIMITED');
   });
 
   it('the flood created nothing and counted as 401s and rate_limited refusals only', async () => {
@@ -361,6 +370,7 @@ describe('Redis-shared buckets (--redis-url), trusted header, static bearer toke
     expect(ra).toBeGreaterThan(50);
     const g = await rpc.export('logs', logsProto(['a-grpc-refused']), { 'x-scope-orgid': A, ...AUTH });
     expect(g.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect(grpcCode(g)).toBe('SIGLAKE_RATE_LIMITED');
     expect(Number(g.metadata.get('retry-after')[0])).toBeGreaterThan(50);
 
     // B, and the global budget everyone spends, are unaffected.

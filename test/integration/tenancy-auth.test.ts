@@ -40,6 +40,7 @@ import {
   TRANSPORTS,
   delta,
   expectAccepted as expectAcceptedBy,
+  expectCode,
   expectRefused as expectRefusedBy,
   only,
   textsUnder,
@@ -77,14 +78,14 @@ interface Expect {
   status: number;
   /** The 403's reason label (its counter must rise by exactly 1). */
   reason?: Reason;
-  /** Text the message must contain (e.g. the 401 reason). */
+  /** The 401's reason (ErrorInfo metadata `reason`). */
   says?: string;
 }
 
 /** One request that must be refused: status/code, message, exactly the right counter, no token echoed. */
 function expectRefused(c: Client, t: Transport, signal: Signal, text: string, creds: Creds, want: Expect): Promise<Reply> {
   return expectRefusedBy(c, () => c.send(t, signal, text, headersOf(creds)), want.status, want.reason, (r) => {
-    if (want.says !== undefined) expect(r.message).toContain(want.says);
+    if (want.says !== undefined) expectCode(r, 'SIGLAKE_UNAUTHENTICATED', want.says);
     expectNoSecret(r.message, creds.token);
     expectNoSecret(r.message, creds.authorization);
   });
@@ -406,6 +407,7 @@ describe('bad tokens → 401 (JWKS from a local HTTP server, --oidc-jwks-cooldow
       headers: { authorization: `Bearer ${token}\u00e9` },
     });
     expect(r.code, `grpc-status (${r.message})`).toBe(grpc.status.UNAUTHENTICATED);
+    expect(r.errorCode).toBe('SIGLAKE_UNAUTHENTICATED');
     expectNoSecret(r.message, token);
     expect(delta(before, await c.denials())).toEqual(only(undefined));
   });
@@ -445,6 +447,7 @@ describe('JWKS URL unreachable → 503 + Retry-After: 1, not 401', () => {
   for (const t of TRANSPORTS) {
     it(`${t}: a token that is not cached → 503 (UNAVAILABLE) with retry-after 1, nothing stored`, async () => {
       const r = await expectRefused(c, t, 'logs', `outage-${t}`, { token }, { status: 503 });
+      expectCode(r, 'SIGLAKE_UNAVAILABLE');
       expect(r.retryAfter).toBe('1');
       expect(topDirs(ing.walDir)).toEqual([]);
     });

@@ -5,10 +5,10 @@
 // writes fail while tenant `roomy` keeps writing beside it, then the ballast
 // is deleted. What must hold:
 //
-// - a write that cannot be stored is answered 500 (gRPC INTERNAL) naming
-//   ENOSPC, never 200; every 200 is in the WAL, also after a restart;
+// - a write that cannot be stored is answered 503 + Retry-After: 5 (gRPC
+//   UNAVAILABLE) with code SIGLAKE_WAL_DISK, never 200; every 200 is in the WAL, also after a restart;
 // - the process stays up and `roomy` gets 200 throughout;
-// - a new lane on the full file system is refused 500 and leaves no `.tmp`;
+// - a new lane on the full file system is refused 503 and leaves no `.tmp`;
 // - what is on the full file system verifies clean: each failed append was cut
 //   back, no half record is left that verify or recovery would have to cut;
 // - when space returns, writing to `full` resumes at once.
@@ -20,7 +20,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { RawGrpcClient, grpc } from '../helpers/grpc-client.js';
 import { post } from '../helpers/http.js';
 import { tempDir, type RunningIngester } from '../helpers/ingester.js';
-import { decodeStatus, logsProto, tracesProto } from '../helpers/otlp-bodies.js';
+import { logsProto, tracesProto } from '../helpers/otlp-bodies.js';
+import { grpcCode, httpCode } from '../helpers/rpc-status.js';
 import { LoadRun, Ledger, checkLedger, expectLedgerIntact, until, type LaneChoice } from './lib/load.js';
 import { TmpfsMount } from './lib/mount.js';
 import { Prng } from './lib/prng.js';
@@ -54,7 +55,7 @@ const ROOMY_LANES: LaneChoice[] = [
 ];
 
 describe.each(['batch', 'interval'] as const)('disk full (a small tmpfs under tenant "full", --wal-fsync %s)', (mode) => {
-  it(`${CYCLES} fill/free cycle(s): ENOSPC is a 500/INTERNAL, never a 200; other lanes keep writing; nothing half-written; writing resumes when space returns`, async () => {
+  it(`${CYCLES} fill/free cycle(s): ENOSPC is a 503/UNAVAILABLE (SIGLAKE_WAL_DISK), never a 200; other lanes keep writing; nothing half-written; writing resumes when space returns`, async () => {
     const prng = new Prng(seed ^ (mode === 'batch' ? 1 : 2));
     const dataDir = tempDir(`siglake-diskfull-${mode}-`);
     const walDir = path.join(dataDir, 'wal');
@@ -79,7 +80,7 @@ describe.each(['batch', 'interval'] as const)('disk full (a small tmpfs under te
       // Leave HEADROOM free (the ballast takes the rest).
       fs.writeFileSync(ballast, Buffer.alloc(Math.max(0, mount.freeBytes() - HEADROOM), 0xbb));
       const before = fullEntries().length;
-      const refusedBefore = fullEntries().filter((e) => e.status === 500).length;
+      const refusedBefore = fullEntries().filter((e) => e.status === 503).length;
       const full = new LoadRun({
         ing,
         prng: prng.fork(),
@@ -90,26 +91,29 @@ describe.each(['batch', 'interval'] as const)('disk full (a small tmpfs under te
         padChance: 1,
         maxPadBytes: 96 * 1024,
       });
-      await until(() => fullEntries().filter((e) => e.status === 500).length >= refusedBefore + 15, 120_000, '15 refusals on the full file system');
+      await until(() => fullEntries().filter((e) => e.status === 503).length >= refusedBefore + 15, 120_000, '15 refusals on the full file system');
       await full.stop();
       const cycleEntries = fullEntries().slice(before);
-      refusedTotal += cycleEntries.filter((e) => e.status === 500).length;
-      // Only 200 or 500 on the full file system: a write either landed or was refused as a write failure.
-      expect([...new Set(cycleEntries.map((e) => e.status))].sort()).toEqual([200, 500]);
-      const firstRefusal = Math.min(...cycleEntries.filter((e) => e.status === 500).map((e) => e.end));
+      refusedTotal += cycleEntries.filter((e) => e.status === 503).length;
+      // Only 200 or 503 on the full file system: a write either landed or was refused because the disk refused it.
+      expect([...new Set(cycleEntries.map((e) => e.status))].sort()).toEqual([200, 503]);
+      const firstRefusal = Math.min(...cycleEntries.filter((e) => e.status === 503).map((e) => e.end));
 
       // The refusal says why, on both transports.
       const r = await post(ing.url, '/v1/logs', logsProto([`df-${mode}-c${cycle}-probe-http`], pad), { headers: { 'x-scope-orgid': 'full' } });
-      expect(r.status).toBe(500);
-      expect(decodeStatus(r.contentType, r.body).message).toMatch(/ENOSPC/);
+      expect(r.status).toBe(503);
+      expect(r.headers.get('retry-after')).toBe('5');
+      expect(httpCode(r)).toBe('SIGLAKE_WAL_DISK');
       const g = await rpc.export('logs', logsProto([`df-${mode}-c${cycle}-probe-grpc`], pad), { 'x-scope-orgid': 'full' });
-      expect(g.code).toBe(grpc.status.INTERNAL);
-      expect(g.details).toMatch(/ENOSPC/);
-      // A lane that does not exist yet cannot make its first segment: 500, and no .tmp is left behind.
+      expect(g.code).toBe(grpc.status.UNAVAILABLE);
+      expect(g.metadata.get('retry-after')).toEqual(['5']);
+      expect(grpcCode(g)).toBe('SIGLAKE_WAL_DISK');
+      // A lane that does not exist yet cannot make its first segment: 503, and no .tmp is left behind.
       const fresh = await post(ing.url, '/v1/traces', tracesProto([`df-${mode}-c${cycle}-fresh-lane`], pad), {
         headers: { 'x-scope-orgid': 'full', 'x-siglake-index': `fresh${cycle}` },
       });
-      expect(fresh.status).toBe(500);
+      expect(fresh.status).toBe(503);
+      expect(httpCode(fresh)).toBe('SIGLAKE_WAL_DISK');
 
       // The process is up and the other lanes keep succeeding.
       expect(ing.exitCode).toBeNull();
@@ -180,7 +184,7 @@ describe.each(['batch', 'interval'] as const)('disk full (a small tmpfs under te
       cycles: CYCLES,
       fullRequests: fe.length,
       fullAcked: fe.filter((e) => e.status === 200).length,
-      fullRefused500: refusedTotal,
+      fullRefused503: refusedTotal,
       refusedButPresent: c.unackedPresent,
       roomyRequests: ledger.entries.filter((e) => !e.lane.startsWith('full/')).length,
       roomyNon200: roomyBad.length,

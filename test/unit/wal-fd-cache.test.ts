@@ -164,7 +164,7 @@ describe('FdCache', () => {
       real(fd);
     };
     b.flush();
-    await expect(a.sync()).rejects.toMatchObject({ code: 'SIGLAKE_WAL_WRITE', op: 'fdatasync', errno: 'EIO' });
+    await expect(a.sync()).rejects.toMatchObject({ code: 'SIGLAKE_WAL_DISK', op: 'fdatasync', errno: 'EIO' });
     a.stage(RecordType.LOGS, 1, 1, Buffer.from('a2'));
     a.flush();
     expect(a.segment).toBe(2);

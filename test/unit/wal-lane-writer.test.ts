@@ -303,7 +303,7 @@ describe('LaneWriter', () => {
     }
     expect(caught).toBeInstanceOf(WalWriteError);
     const e = caught as WalWriteError;
-    expect([e.code, e.op, e.errno, e.httpStatus]).toEqual(['SIGLAKE_WAL_WRITE', 'write', 'ENOSPC', 500]);
+    expect([e.code, e.op, e.errno, e.httpStatus]).toEqual(['SIGLAKE_WAL_DISK', 'write', 'ENOSPC', 503]);
     expect(w.stagedRecords).toBe(0);
     expect(statSync(join(dir, '00000001.seg')).size).toBe(size);
     expect(w.segmentSize).toBe(size);
@@ -342,7 +342,7 @@ describe('LaneWriter', () => {
     const w = writer({ fileOps: ops });
     put(w, 'first try');
     ops.fail('open', 'ENOSPC');
-    expect(() => w.flush()).toThrow(expect.objectContaining({ code: 'SIGLAKE_WAL_WRITE', op: 'create', errno: 'ENOSPC' }));
+    expect(() => w.flush()).toThrow(expect.objectContaining({ code: 'SIGLAKE_WAL_DISK', op: 'create', errno: 'ENOSPC' }));
     expect(readdirSync(dir)).toEqual([]); // the directory was made; nothing else
     put(w, 'second try');
     ops.partialThenFail = { bytes: 7, code: 'ENOSPC' }; // the header write itself fails half way
@@ -371,7 +371,7 @@ describe('LaneWriter', () => {
     put(w, 'before');
     w.flush();
     ops.fail('fdatasync', 'EIO');
-    await expect(w.sync()).rejects.toMatchObject({ code: 'SIGLAKE_WAL_WRITE', op: 'fdatasync', errno: 'EIO' });
+    await expect(w.sync()).rejects.toMatchObject({ code: 'SIGLAKE_WAL_DISK', op: 'fdatasync', errno: 'EIO' });
     expect(w.segment).toBe(0);
     put(w, 'after');
     w.flush();
@@ -392,7 +392,7 @@ describe('LaneWriter', () => {
     w.flush();
     // The next fdatasyncSync is syncNow's (segment creation already happened).
     ops.fail('fdatasyncSync', 'EIO');
-    expect(() => w.syncNow()).toThrow(expect.objectContaining({ code: 'SIGLAKE_WAL_WRITE', op: 'fdatasync', errno: 'EIO' }));
+    expect(() => w.syncNow()).toThrow(expect.objectContaining({ code: 'SIGLAKE_WAL_DISK', op: 'fdatasync', errno: 'EIO' }));
     expect(w.segment).toBe(0);
     put(w, 'three');
     w.flush();
