@@ -54,7 +54,7 @@ async function start(args: string[]): Promise<RunningIngester> {
 /** One gRPC call over node:http2 with header fields exactly as given (arrays: several fields). */
 async function rawGrpc(ing: RunningIngester, body: Uint8Array, headers: Record<string, string | string[]>): Promise<Reply> {
   const r = await rawGrpcCall(ing.grpcAddress, LOGS_EXPORT, body, { headers: headers as Record<string, string> });
-  return { transport: 'grpc', status: -1, code: r.code, message: r.message, retryAfter: null };
+  return { transport: 'grpc', status: -1, code: r.code, message: r.message, retryAfter: null, errorCode: r.errorCode };
 }
 
 async function stop(ing: RunningIngester): Promise<void> {
@@ -82,6 +82,7 @@ describe('default mode with bearer tokens (--auth-bearer-tokens tok-acme,tok-bet
       c,
       () => rawHttpPost(ing, 'logs', body, { Authorization: 'Bearer tok-acme', authorization: 'Bearer tok-beta' }),
       400,
+      'SIGLAKE_BAD_HEADER',
     );
     expect(http.message).toMatch(/Authorization/);
     // Neither grpc-js nor node:http2 sends two authorization fields; Node's HTTP/2
@@ -90,6 +91,7 @@ describe('default mode with bearer tokens (--auth-bearer-tokens tok-acme,tok-bet
       c,
       () => rawGrpc(ing, logsProto(['two-authorizations-grpc']), { authorization: 'Bearer tok-acme, Bearer tok-beta' }),
       400,
+      'SIGLAKE_BAD_HEADER',
     );
     expect(rpc.message).toMatch(/Authorization/);
     // One credential is still fine on both.
@@ -106,6 +108,7 @@ describe('default mode with bearer tokens (--auth-bearer-tokens tok-acme,tok-bet
         c,
         () => c.send(t, 'logs', `comma-org-${t}`, { authorization: 'Bearer tok-acme', 'x-scope-orgid': 'acme,beta' }),
         400,
+        'SIGLAKE_BAD_HEADER',
       );
       outcomes[t] = t === 'http' ? r.status : r.code;
     }
