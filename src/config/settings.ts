@@ -275,6 +275,14 @@ export const SETTINGS = {
     doc: "Commands queued per lane. A full lane refuses only its own requests with 503 + Retry-After: 1.",
     parse: integer({ min: 1, max: 1_000_000 }),
   }),
+  maxInflightMib: def<number>({
+    key: 'ingester.maxInflightMib',
+    flag: '--ingest-max-inflight-mib',
+    category: 'limits',
+    default: 512,
+    doc: 'MiB of request bodies being received or queued for a writer at once; past it a request is refused 503 + Retry-After: 1 before its body is read. The memory breaker counts them too.',
+    parse: integer({ min: 1, max: 1_048_576 }),
+  }),
   grpcMaxStreamsPerConnection: def<number>({
     key: 'server.grpcMaxStreamsPerConnection',
     flag: '--grpc-max-streams-per-connection',

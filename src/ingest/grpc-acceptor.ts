@@ -146,6 +146,8 @@ function statusOf(e: IngestError): grpc.StatusObject {
 
 class GrpcIngest implements PendingRequest {
   cancelled = false;
+  /** Bytes of its message this call holds of the in-flight bound. */
+  reserved = 0;
   constructor(
     readonly acceptor: GrpcAcceptor,
     readonly endpoint: number,
@@ -301,6 +303,11 @@ export class GrpcAcceptor {
                   refuse(droppedRoutingHeader);
                   return;
                 }
+                const noRoom = this.#o.inflight.checkFull();
+                if (noRoom !== undefined) {
+                  refuse(noRoom);
+                  return;
+                }
                 let pre: Admitted | Promise<Admitted>;
                 try {
                   pre = this.#o.admission.admitHeaders(headersOf(md));
@@ -367,6 +374,9 @@ export class GrpcAcceptor {
     }
     const flags = endpoint === 0 ? Signal.LOGS : Signal.TRACES;
     const body = call.request;
+    // In memory already (grpc-js read it whole): counted until the answer.
+    state.reserved = body.length;
+    this.#o.inflight.force(body.length);
     if (admitted instanceof Promise) {
       admitted.then(
         (lane) => this.#o.dispatcher.dispatch(lane, flags, body, state),
@@ -377,7 +387,14 @@ export class GrpcAcceptor {
     }
   }
 
+  #release(state: GrpcIngest): void {
+    if (state.reserved === 0) return;
+    this.#o.inflight.release(state.reserved);
+    state.reserved = 0;
+  }
+
   #refuse(state: GrpcIngest, err: unknown): void {
+    this.#release(state);
     const e = asRefusal(err);
     logRefusal(this.#o.log, e, state.endpoint, err);
     this.#o.metrics.request(state.endpoint, e.httpStatus);
@@ -385,6 +402,7 @@ export class GrpcAcceptor {
   }
 
   answer(state: GrpcIngest, code: ErrorCode | undefined, records: number, message: string | undefined): void {
+    this.#release(state);
     if (code === undefined) {
       // Written, but the client cancelled before the answer: not counted as a 200 it never saw (499).
       this.#o.metrics.request(state.endpoint, state.cancelled ? 499 : 200);

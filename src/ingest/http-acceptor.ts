@@ -49,6 +49,10 @@ const requestTimeout = new IngestError(
   'SIGLAKE_REQUEST_TIMEOUT',
   'request body not received in time (--request-timeout-secs)',
 );
+const badTransferEncoding = new IngestError(
+  'SIGLAKE_TRANSFER_ENCODING',
+  'unsupported Transfer-Encoding: only exactly "chunked" is understood (use Content-Encoding: gzip to compress)',
+);
 const conflictingLength = new IngestError('SIGLAKE_BAD_HEADER', 'bad header: Content-Length sent twice with different values');
 
 /** Parses the content type into the response encoding; -1 when unusable. */
@@ -73,6 +77,10 @@ class HttpIngest implements PendingRequest {
   flags = 0;
   /** Answered with a refusal already (a late admission must not send the body). */
   refused = false;
+  /** Handed to the dispatcher: the worker answers it, whatever the client does meanwhile. */
+  sent = false;
+  /** Bytes this request holds of the in-flight bound. */
+  reserved = 0;
 
   constructor(
     readonly acceptor: HttpAcceptor,
@@ -113,6 +121,7 @@ export class HttpAcceptor {
     contentLength: number;
     chunked: boolean;
     conflictingLength: boolean;
+    badTransferEncoding: boolean;
   } = {
     authorization: undefined,
     authorizationCount: 0,
@@ -125,6 +134,7 @@ export class HttpAcceptor {
     contentLength: -1,
     chunked: false,
     conflictingLength: false,
+    badTransferEncoding: false,
   };
   readonly #collect = (k: string, v: string): void => {
     const h = this.#h;
@@ -155,6 +165,8 @@ export class HttpAcceptor {
         break;
       case 'transfer-encoding':
         h.chunked = true;
+        // uWS decodes any Transfer-Encoding as chunked; only exactly `chunked` is (RFC 9112 §6.1).
+        if (v.trim().toLowerCase() !== 'chunked') h.badTransferEncoding = true;
         break;
     }
   };
@@ -259,6 +271,7 @@ export class HttpAcceptor {
     h.contentLength = -1;
     h.chunked = false;
     h.conflictingLength = false;
+    h.badTransferEncoding = false;
     req.forEach(this.#collect);
     // Refused before its body was read: close the connection rather than read
     // and throw away a large or open-ended body (small ones are skipped by uWS).
@@ -272,10 +285,7 @@ export class HttpAcceptor {
       enc < 0 ? Encoding.TEXT : (enc as EncodingCode),
       Number.isFinite(h.contentLength) ? h.contentLength : -1,
     );
-    res.onAborted(() => {
-      state.aborted = true;
-      this.#uploads.delete(state);
-    });
+    res.onAborted(() => this.#aborted(state));
     if (this.#o.isDraining()) {
       this.#refuse(state, DRAINING, true);
       return;
@@ -283,6 +293,20 @@ export class HttpAcceptor {
     if (h.conflictingLength) {
       this.#refuse(state, conflictingLength, true);
       return;
+    }
+    if (h.badTransferEncoding) {
+      this.#refuse(state, badTransferEncoding, true);
+      return;
+    }
+    // Bytes in flight are bounded before anything else is spent on the request
+    // (a body over --max-request-bytes is refused 413 below, never reserved).
+    if (state.contentLength > 0 && state.contentLength <= this.#o.maxRequestBytes) {
+      const full = this.#o.inflight.reserve(state.contentLength);
+      if (full !== undefined) {
+        this.#refuse(state, full, closeOnRefusal);
+        return;
+      }
+      state.reserved = state.contentLength;
     }
 
     let admitted: Lane | Promise<Lane>;
@@ -354,11 +378,25 @@ export class HttpAcceptor {
         else this.#refuse(state, tooLarge, false);
         return;
       }
+      if (state.len + view.length > state.reserved) {
+        // A body without (or past) its Content-Length: reserve as it comes.
+        const more = state.len + view.length - state.reserved;
+        const full = this.#o.inflight.reserve(more);
+        if (full !== undefined) {
+          this.#uploads.delete(state);
+          state.done = true;
+          if (state.lane !== undefined) this.#refuseAdmitted(state, full, true);
+          else this.#refuse(state, full, true);
+          return;
+        }
+        state.reserved += more;
+      }
       if (isLast) {
         this.#uploads.delete(state);
         state.done = true;
         if (state.buf === undefined && state.lane !== undefined) {
           // The whole body in one chunk: one copy, into the ring.
+          state.sent = true;
           this.#o.dispatcher.dispatch(state.lane, state.flags, view, state);
           return;
         }
@@ -370,7 +408,32 @@ export class HttpAcceptor {
     });
   }
 
+  /**
+   * The client closed the connection before its answer. A request still being
+   * received (or waiting for its admission) gives back everything it held at
+   * once: its queue slot, a lane and tenant slot it made, its bytes (contract
+   * §6). One already handed to a writer is answered by it, and answer() lets go.
+   */
+  #aborted(state: HttpIngest): void {
+    state.aborted = true;
+    this.#uploads.delete(state);
+    this.#o.metrics.aborted(state.endpoint);
+    if (state.sent) return;
+    state.done = true;
+    state.buf = undefined;
+    this.#releaseBytes(state);
+    // A lane still being admitted is finished when its admission resolves (it sees `aborted`).
+    if (!state.admitting) this.#finishUnsent(state, 499);
+  }
+
+  #releaseBytes(state: HttpIngest): void {
+    if (state.reserved === 0) return;
+    this.#o.inflight.release(state.reserved);
+    state.reserved = 0;
+  }
+
   #send(state: HttpIngest): void {
+    state.sent = true;
     const body = state.buf === undefined ? EMPTY_RESPONSE[0]! : state.buf.subarray(0, state.len);
     this.#o.dispatcher.dispatch(state.lane!, state.flags, body, state);
   }
@@ -381,6 +444,8 @@ export class HttpAcceptor {
     logRefusal(this.#o.log, e, state.endpoint, err);
     state.done = true;
     state.refused = true;
+    state.buf = undefined;
+    this.#releaseBytes(state);
     this.#uploads.delete(state);
     this.#o.metrics.request(state.endpoint, e.httpStatus);
     this.#write(state, e.httpStatus, e, close);
@@ -391,6 +456,8 @@ export class HttpAcceptor {
     logRefusal(this.#o.log, err, state.endpoint);
     state.done = true;
     state.refused = true;
+    state.buf = undefined;
+    this.#releaseBytes(state);
     this.#uploads.delete(state);
     this.#finishUnsent(state, err.httpStatus);
     this.#o.metrics.request(state.endpoint, err.httpStatus);
@@ -407,6 +474,8 @@ export class HttpAcceptor {
 
   /** Called by the dispatcher when the worker answered (the lane is already finished). */
   answer(state: HttpIngest, code: ErrorCode | undefined, records: number, message: string | undefined): void {
+    state.buf = undefined;
+    this.#releaseBytes(state);
     if (code === undefined) {
       this.#o.metrics.records(state.endpoint, records);
       if (state.aborted) {

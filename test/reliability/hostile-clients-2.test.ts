@@ -25,7 +25,9 @@ import {
   walBytes,
   type Reply,
 } from '../helpers/tenancy-client.js';
-import { recordFigures } from './lib/scale.js';
+import { MiB, ProcSampler } from './lib/proc.js';
+import { httpHead, rawRequest } from './lib/raw-clients.js';
+import { recordFigures, scaled } from './lib/scale.js';
 
 /** Polls `cond` until it holds or `timeoutMs` passes (then fails naming `what`). */
 async function until(cond: () => Promise<boolean> | boolean, timeoutMs: number, what: string): Promise<void> {
@@ -375,5 +377,172 @@ describe('small ones (item 12)', () => {
     // Through a pipe (every other test here) the lines stay JSON.
     expect(ing.logs.length).toBeGreaterThan(0);
     figures['prettyLogLine'] = line.replace(/\d+/g, 'N');
+  });
+});
+
+/**
+ * An upload that stops and closes: sends its head (declaring `declared` bytes)
+ * and `send` bytes of body, waits until the server has read them, then resets.
+ */
+async function abortedUpload(port: number, path_: string, headers: Record<string, string>, declared: number, send: Uint8Array): Promise<void> {
+  const sock = net.connect(port, '127.0.0.1');
+  sock.on('error', () => {});
+  await new Promise<void>((resolve) => sock.once('connect', () => resolve()));
+  sock.write(httpHead(path_, { 'Content-Type': 'application/x-protobuf', 'Content-Length': declared, ...headers }));
+  if (send.length > 0) sock.write(send);
+  // A round trip to the server's side of the socket: its handler has run before the reset.
+  await new Promise((r) => setTimeout(r, 15));
+  sock.resetAndDestroy();
+  await new Promise<void>((resolve) => (sock.closed ? resolve() : sock.once('close', () => resolve())));
+}
+
+async function inBatches(n: number, width: number, one: (i: number) => Promise<void>): Promise<void> {
+  for (let i = 0; i < n; i += width) await Promise.all(Array.from({ length: Math.min(width, n - i) }, (_, k) => one(i + k)));
+}
+
+describe('aborted uploads release everything they held (item 2)', () => {
+  const ABORTS = scaled(2000, 20_000, 'SIGLAKE_ABORTED_UPLOADS');
+  it(`regression (aborted-uploads-leak-slots): ${ABORTS} uploads closed mid-way, at every stage, leave no queue slot, tenant slot or byte behind`, async () => {
+    // A queue of 16 and 5 tenants: before the fix 16 aborted uploads filled the
+    // lane for good, and 4 under new names took every tenant slot.
+    const ing = await start(['--trust-tenant-header', '--max-tenants', '5', '--ingest-queue-capacity', '16', '--request-timeout-secs', '60']);
+    const sampler = new ProcSampler(ing.child.pid!, 100, false);
+    const c = new Client(ing);
+    try {
+      const body = Buffer.from(logsProto(['aborted-upload-never-acknowledged'], 'x'.repeat(4000)));
+      const stages = ['headers only', 'part of the body', 'new tenant, part of the body', 'all but the last byte'] as const;
+      const per: Record<string, number> = {};
+      await inBatches(ABORTS, 50, async (i) => {
+        const stage = stages[i % stages.length]!;
+        per[stage] = (per[stage] ?? 0) + 1;
+        const org = stage === 'new tenant, part of the body' ? { 'X-Scope-OrgID': `abort-${i}` } : { 'X-Scope-OrgID': 'acme' };
+        const send = stage === 'headers only' ? Buffer.alloc(0) : stage === 'all but the last byte' ? body.subarray(0, body.length - 1) : body.subarray(0, 100);
+        await abortedUpload(ing.httpPort, i % 2 ? '/v1/logs' : '/v1/traces', org, body.length, send);
+      });
+      // Everything is given back: acme's lanes take requests, a new tenant gets a slot.
+      await until(async () => (await ing.metric('siglake_ingest_inflight_bytes')) === 0, 30_000, 'the aborted uploads to give back their bytes');
+      for (const t of TRANSPORTS) await expectAccepted(c, () => c.send(t, 'logs', `after-aborts-acme-${t}`, { 'x-scope-orgid': 'acme' }));
+      await expectAccepted(c, () => c.send('http', 'traces', 'after-aborts-acme-traces', { 'x-scope-orgid': 'acme' }));
+      for (const t of ['real-1', 'real-2', 'real-3', 'real-4']) await expectAccepted(c, () => c.send('http', 'logs', `after-aborts-${t}`, { 'x-scope-orgid': t }));
+      expect((await fetch(`${ing.url}/readyz`)).status).toBe(200);
+      const m = await ing.metrics();
+      const aborted = (m.get('siglake_ingest_aborted_total{endpoint="otlp"}') ?? 0) + (m.get('siglake_ingest_aborted_total{endpoint="otlp_traces"}') ?? 0);
+      // Each one the server saw is counted (a reset that beats the head to the
+      // server is never a request; a new tenant past the cap was answered 403).
+      expect(aborted).toBeGreaterThan(0);
+      expect(aborted).toBeLessThanOrEqual(ABORTS);
+      expect(m.get('siglake_ingest_tenants_admitted')).toBe(5);
+      expect(topDirs(ing.walDir).filter((d) => d.startsWith('abort-'))).toEqual([]);
+      expect(textsUnder(path.join(ing.walDir, 'acme', 'logs')).filter((t) => t.startsWith('aborted-upload'))).toEqual([]);
+      sampler.stop();
+      figures['abortedUploads'] = { aborts: ABORTS, perStage: per, counted: aborted, maxRssMiB: Math.round(sampler.maxRss / MiB), maxFds: sampler.maxFds };
+      expect(sampler.maxRss).toBeLessThan(768 * MiB);
+    } finally {
+      sampler.stop();
+      c.close();
+      await stop(ing);
+    }
+  }, 600_000);
+});
+
+describe('bytes in flight are bounded, and the breaker sees them (item 5)', () => {
+  it('regression (inflight-bytes-unbounded): past --ingest-max-inflight-mib a request is refused 503 + Retry-After: 1 before its body is read', async () => {
+    const ing = await start(['--ingest-max-inflight-mib', '8', '--request-timeout-secs', '60']);
+    const c = new Client(ing);
+    const socks: net.Socket[] = [];
+    try {
+      const declared = 2 * MiB;
+      // Four stalled 2 MiB uploads hold the 8 MiB.
+      for (let i = 0; i < 4; i++) {
+        const sock = net.connect(ing.httpPort, '127.0.0.1');
+        sock.on('error', () => {});
+        await new Promise<void>((resolve) => sock.once('connect', () => resolve()));
+        sock.write(httpHead('/v1/logs', { 'Content-Type': 'application/x-protobuf', 'Content-Length': declared }));
+        sock.write(Buffer.alloc(10));
+        socks.push(sock);
+      }
+      await until(async () => (await ing.metric('siglake_ingest_inflight_bytes')) === 4 * declared, 10_000, '8 MiB in flight');
+      const r = await rawRequest(ing.httpPort, httpHead('/v1/logs', { 'Content-Type': 'application/x-protobuf', 'Content-Length': declared }), Buffer.alloc(0), { maxMs: 10_000 });
+      expect(r.status).toBe(503);
+      expect(r.text).toMatch(/retry-after: 1/i);
+      expect(r.text).toContain('SIGLAKE_INFLIGHT_FULL');
+      expect(await ing.metric('siglake_ingest_inflight_bytes_rejected_total')).toBe(1);
+      // A small request is refused too while the bound is reached, and admitted once the uploads are gone.
+      for (const s of socks) s.resetAndDestroy();
+      await until(async () => (await ing.metric('siglake_ingest_inflight_bytes')) === 0, 10_000, 'the stalled uploads to give back their bytes');
+      await expectAccepted(c, () => c.send('http', 'logs', 'after-inflight-bound'));
+      figures['inflightBound'] = { heldMiB: 8, refused: r.status };
+    } finally {
+      for (const s of socks) s.destroy();
+      c.close();
+      await stop(ing);
+    }
+  });
+
+  it('regression (breaker-blind-to-uploads): with --mem-breaker-limit-mib, uploads in flight count toward the limit before RSS shows them', async () => {
+    const LIMIT_MIB = 600;
+    const ing = await start(['--mem-breaker-limit-mib', String(LIMIT_MIB), '--ingest-max-inflight-mib', '4096', '--request-timeout-secs', '60']);
+    const sampler = new ProcSampler(ing.child.pid!, 100, false);
+    const n = scaled(60, 200);
+    const socks: net.Socket[] = [];
+    try {
+      const declared = 15 * MiB;
+      const statuses: number[] = [];
+      for (let i = 0; i < n; i++) {
+        const r = await new Promise<number>((resolve) => {
+          const sock = net.connect(ing.httpPort, '127.0.0.1');
+          socks.push(sock);
+          sock.on('error', () => resolve(-1));
+          let got = '';
+          sock.on('data', (d) => {
+            got += d.toString('latin1');
+            const m = /^HTTP\/1\.1 (\d{3})/.exec(got);
+            if (m) resolve(Number(m[1]));
+          });
+          sock.once('connect', () => {
+            sock.write(httpHead('/v1/logs', { 'Content-Type': 'application/x-protobuf', 'Content-Length': declared }));
+            sock.write(Buffer.alloc(64 * 1024));
+            // Held (no answer yet) after a short while: counted as held.
+            setTimeout(() => resolve(0), 100);
+          });
+        });
+        statuses.push(r);
+      }
+      const held = statuses.filter((s) => s === 0).length;
+      const refused = statuses.filter((s) => s === 503).length;
+      sampler.stop();
+      figures['breakerSeesInflight'] = { uploads: n, held, refused503: refused, maxRssMiB: Math.round(sampler.maxRss / MiB), limitMiB: LIMIT_MIB };
+      // The breaker refused while RSS itself stayed far below the limit: it counted the declared bytes.
+      expect(refused).toBeGreaterThan(0);
+      expect(sampler.maxRss).toBeLessThan(LIMIT_MIB * MiB);
+      expect(held * declared).toBeLessThan(LIMIT_MIB * MiB);
+      expect(await ing.metric('siglake_ingest_mem_breaker_rejected_total')).toBe(refused);
+    } finally {
+      sampler.stop();
+      for (const s of socks) s.destroy();
+      await stop(ing);
+    }
+  }, 120_000);
+});
+
+describe('Transfer-Encoding other than exactly chunked (item 11)', () => {
+  it('regression (transfer-encoding-decoded-as-chunked): xchunked and "gzip, chunked" → 501, closed, nothing stored', async () => {
+    const ing = await start([]);
+    try {
+      const outcomes: Record<string, number> = {};
+      for (const te of ['xchunked', 'gzip, chunked', 'chunked, chunked']) {
+        const b = Buffer.from(logsProto([`te-${te}`]));
+        const chunked = Buffer.concat([Buffer.from(`${b.length.toString(16)}\r\n`), b, Buffer.from('\r\n0\r\n\r\n')]);
+        const r = await rawRequest(ing.httpPort, httpHead('/v1/logs', { 'Content-Type': 'application/x-protobuf', 'Transfer-Encoding': te }), chunked, { maxMs: 10_000 });
+        outcomes[te] = r.status;
+      }
+      figures['transferEncoding'] = outcomes;
+      expect(outcomes).toEqual({ xchunked: 501, 'gzip, chunked': 501, 'chunked, chunked': 501 });
+      expect(topDirs(ing.walDir)).toEqual([]);
+      const r = await rawRequest(ing.httpPort, httpHead('/v1/logs', { 'Content-Type': 'application/x-protobuf', 'Transfer-Encoding': 'Chunked' }), Buffer.from('0\r\n\r\n'), { maxMs: 10_000 });
+      expect(r.status).toBe(200);
+    } finally {
+      await stop(ing);
+    }
   });
 });
