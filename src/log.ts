@@ -63,3 +63,31 @@ export function createLogger(level: string, name = 'siglake'): Logger {
   };
   return wantsPretty() ? pino(options, prettyDestination()) : pino(options);
 }
+
+/**
+ * At most one line per key per interval: a failure that repeats on every
+ * request (a full disk) is logged once a second with how many were left out,
+ * not thousands of times.
+ */
+export class LogThrottle {
+  readonly #last = new Map<string, { at: number; suppressed: number }>();
+  constructor(readonly intervalMs = 1000) {}
+
+  /** -1 to stay quiet; else how many lines of `key` were left out since the last one. */
+  take(key: string, now = Date.now()): number {
+    const e = this.#last.get(key);
+    if (e === undefined) {
+      if (this.#last.size >= 1024) this.#last.clear();
+      this.#last.set(key, { at: now, suppressed: 0 });
+      return 0;
+    }
+    if (now - e.at < this.intervalMs) {
+      e.suppressed++;
+      return -1;
+    }
+    const n = e.suppressed;
+    e.at = now;
+    e.suppressed = 0;
+    return n;
+  }
+}

@@ -303,11 +303,6 @@ export class GrpcAcceptor {
                   refuse(droppedRoutingHeader);
                   return;
                 }
-                const noRoom = this.#o.inflight.checkFull();
-                if (noRoom !== undefined) {
-                  refuse(noRoom);
-                  return;
-                }
                 let pre: Admitted | Promise<Admitted>;
                 try {
                   pre = this.#o.admission.admitHeaders(headersOf(md));

@@ -38,6 +38,11 @@ const ENDPOINT_LOGS = 0;
 /** A refused request whose declared body is at most this is kept alive (uWS skips the body). */
 const EARLY_REFUSAL_KEEPALIVE_BYTES = 64 * 1024;
 const ENDPOINT_TRACES = 1;
+/** Bodies up to this are counted in flight but never refused by its bound (see #ingest). */
+const SMALL_BODY_BYTES = 64 * 1024;
+/** A refused body is read and dropped for at most this long and this many bytes before the answer and a close. */
+const LINGER_MS = 2000;
+const LINGER_BYTES = 16 * 1024 * 1024;
 
 const tooLarge = new IngestError('SIGLAKE_BODY_TOO_LARGE', 'request body too large (--max-request-bytes)');
 const badContentType = new IngestError(
@@ -81,6 +86,9 @@ class HttpIngest implements PendingRequest {
   sent = false;
   /** Bytes this request holds of the in-flight bound. */
   reserved = 0;
+  /** A refusal decided while the body still comes: answered once it is drained (#lingerRefuse). */
+  lingering: IngestError | undefined = undefined;
+  lingerLeft = 0;
 
   constructor(
     readonly acceptor: HttpAcceptor,
@@ -300,7 +308,12 @@ export class HttpAcceptor {
     }
     // Bytes in flight are bounded before anything else is spent on the request
     // (a body over --max-request-bytes is refused 413 below, never reserved).
-    if (state.contentLength > 0 && state.contentLength <= this.#o.maxRequestBytes) {
+    // A small body (an ordinary exporter batch) is counted but never refused by
+    // the bound, so that large uploads that stall cannot lock everyone out.
+    if (state.contentLength > 0 && state.contentLength <= SMALL_BODY_BYTES) {
+      this.#o.inflight.force(state.contentLength);
+      state.reserved = state.contentLength;
+    } else if (state.contentLength > 0 && state.contentLength <= this.#o.maxRequestBytes) {
       const full = this.#o.inflight.reserve(state.contentLength);
       if (full !== undefined) {
         this.#refuse(state, full, closeOnRefusal);
@@ -343,6 +356,10 @@ export class HttpAcceptor {
             this.#finishUnsent(state, 499);
             return;
           }
+          if (headerProblem === tooLarge) {
+            this.#lingerRefuse(state, tooLarge);
+            return;
+          }
           if (headerProblem !== undefined) {
             this.#refuseAdmitted(state, headerProblem, closeOnRefusal);
             return;
@@ -356,17 +373,28 @@ export class HttpAcceptor {
       );
     } else {
       state.lane = admitted;
-      if (headerProblem !== undefined) {
+      if (headerProblem === tooLarge) {
+        this.#lingerRefuse(state, tooLarge);
+      } else if (headerProblem !== undefined) {
         this.#refuseAdmitted(state, headerProblem, closeOnRefusal);
         return;
       }
     }
 
-    state.deadline = Date.now() + this.#o.requestTimeoutSecs * 1000;
-    this.#uploads.add(state);
+    if (state.lingering === undefined) {
+      state.deadline = Date.now() + this.#o.requestTimeoutSecs * 1000;
+      this.#uploads.add(state);
+    }
     const max = this.#o.maxRequestBytes;
     res.onData((chunk, isLast) => {
       if (state.aborted) return;
+      if (state.lingering !== undefined) {
+        // Refused, its body still coming: read and drop it, within bounds, then answer.
+        state.lingerLeft -= chunk.byteLength;
+        if (isLast) this.#endLinger(state, false);
+        else if (state.lingerLeft < 0) this.#endLinger(state, true);
+        return;
+      }
       if (state.done) return;
       const view = new Uint8Array(chunk);
       if (state.len + view.length > max) {
@@ -381,7 +409,7 @@ export class HttpAcceptor {
       if (state.len + view.length > state.reserved) {
         // A body without (or past) its Content-Length: reserve as it comes.
         const more = state.len + view.length - state.reserved;
-        const full = this.#o.inflight.reserve(more);
+        const full = state.len + view.length <= SMALL_BODY_BYTES ? (this.#o.inflight.force(more), undefined) : this.#o.inflight.reserve(more);
         if (full !== undefined) {
           this.#uploads.delete(state);
           state.done = true;
@@ -509,10 +537,45 @@ export class HttpAcceptor {
     });
   }
 
+  /**
+   * A lingering refusal (contract §6): a client told its body is too large while
+   * it is still writing gets a reset, not the 413, and OTLP clients retry a reset
+   * but drop a 413. So the refusal is decided and everything the request held
+   * is given back at once, but the answer goes out once the body has been read
+   * and dropped, or LINGER_MS or LINGER_BYTES have passed (then with a close):
+   * a client cannot hold the connection longer than that, and nothing is
+   * buffered meanwhile.
+   */
+  #lingerRefuse(state: HttpIngest, err: IngestError): void {
+    logRefusal(this.#o.log, err, state.endpoint);
+    state.done = true;
+    state.refused = true;
+    state.buf = undefined;
+    this.#releaseBytes(state);
+    this.#finishUnsent(state, err.httpStatus);
+    this.#o.metrics.request(state.endpoint, err.httpStatus);
+    state.lingering = err;
+    state.lingerLeft = LINGER_BYTES;
+    state.deadline = Date.now() + LINGER_MS;
+    this.#uploads.add(state);
+  }
+
+  #endLinger(state: HttpIngest, close: boolean): void {
+    const err = state.lingering;
+    if (err === undefined) return;
+    state.lingering = undefined;
+    this.#uploads.delete(state);
+    this.#write(state, err.httpStatus, err, close);
+  }
+
   #expireUploads(): void {
     const now = Date.now();
     for (const state of this.#uploads) {
       if (now < state.deadline) continue;
+      if (state.lingering !== undefined) {
+        this.#endLinger(state, true);
+        continue;
+      }
       if (state.lane !== undefined) this.#refuseAdmitted(state, requestTimeout, true);
       else this.#refuse(state, requestTimeout, true);
     }

@@ -60,13 +60,6 @@ export class InflightBytes {
     return undefined;
   }
 
-  /** The refusal for a request of unknown size while the bound is reached (gRPC, before its message is read). */
-  checkFull(): IngestError | undefined {
-    if (this.#bytes < this.maxBytes) return undefined;
-    this.onRefused(this.#full);
-    return this.#full;
-  }
-
   /** Takes `n` bytes whatever the bound (a body already in memory). */
   force(n: number): void {
     this.#bytes += n;

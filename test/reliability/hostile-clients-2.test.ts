@@ -5,6 +5,7 @@
 
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import http2 from 'node:http2';
 import net from 'node:net';
 import path from 'node:path';
@@ -467,7 +468,8 @@ describe('bytes in flight are bounded, and the breaker sees them (item 5)', () =
       expect(r.text).toMatch(/retry-after: 1/i);
       expect(r.text).toContain('SIGLAKE_INFLIGHT_FULL');
       expect(await ing.metric('siglake_ingest_inflight_bytes_rejected_total')).toBe(1);
-      // A small request is refused too while the bound is reached, and admitted once the uploads are gone.
+      // An ordinary small batch (≤ 64 KiB) is never locked out by large uploads holding the bound.
+      await expectAccepted(c, () => c.send('http', 'logs', 'small-beside-inflight-bound'));
       for (const s of socks) s.resetAndDestroy();
       await until(async () => (await ing.metric('siglake_ingest_inflight_bytes')) === 0, 10_000, 'the stalled uploads to give back their bytes');
       await expectAccepted(c, () => c.send('http', 'logs', 'after-inflight-bound'));
@@ -546,3 +548,88 @@ describe('Transfer-Encoding other than exactly chunked (item 11)', () => {
     }
   });
 });
+
+describe('an oversized Content-Length body gets the 413, not a reset (item 7, --max-request-bytes 1048576)', () => {
+  let ing: RunningIngester;
+  beforeAll(async () => {
+    ing = await start(['--max-request-bytes', '1048576']);
+  });
+  afterAll(async () => {
+    if (ing) await stop(ing);
+  });
+
+  it('regression (oversized-body-reset): plain http.request and fetch writing 5 MiB see 413 every time', async () => {
+    const body = Buffer.alloc(5 * MiB, 0x0a);
+    const tries = scaled(10, 100);
+    const plain: string[] = [];
+    for (let i = 0; i < tries; i++) {
+      plain.push(
+        await new Promise<string>((resolve) => {
+          const req = http.request(
+            { host: '127.0.0.1', port: ing.httpPort, method: 'POST', path: '/v1/logs', headers: { 'Content-Type': 'application/x-protobuf', 'Content-Length': body.length } },
+            (res) => {
+              res.resume();
+              resolve(String(res.statusCode));
+            },
+          );
+          req.on('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? e.message));
+          req.end(body);
+        }),
+      );
+    }
+    const viaFetch: string[] = [];
+    for (let i = 0; i < tries; i++) {
+      viaFetch.push(
+        await fetch(`${ing.url}/v1/logs`, { method: 'POST', headers: { 'Content-Type': 'application/x-protobuf' }, body }).then(
+          (r) => String(r.status),
+          (e: Error) => `${e.message}: ${String((e.cause as Error | undefined)?.message)}`,
+        ),
+      );
+    }
+    figures['oversizedBody'] = { tries, plain: count(plain), fetch: count(viaFetch) };
+    expect(plain).toEqual(Array(tries).fill('413'));
+    expect(viaFetch).toEqual(Array(tries).fill('413'));
+  });
+
+  it('the drain cannot hold the server: a client that never stops writing gets the 413 and is closed, by time and by bytes', async () => {
+    const head = httpHead('/v1/logs', { 'Content-Type': 'application/x-protobuf', 'Content-Length': 256 * MiB });
+    // By time: a trickle (never idle long enough for the idle timeout) is cut.
+    const trickle = await rawRequest(ing.httpPort, head, Buffer.alloc(64 * MiB), { piece: 1024, everyMs: 20, maxMs: 60_000 });
+    expect(trickle.status).toBe(413);
+    expect(trickle.text).toContain('SIGLAKE_BODY_TOO_LARGE');
+    // By bytes: a fast writer is cut long before its 256 MiB are through.
+    let written = 0;
+    const fast = await new Promise<{ status: number; written: number }>((resolve) => {
+      const sock = net.connect(ing.httpPort, '127.0.0.1');
+      let got = '';
+      const chunk = Buffer.alloc(256 * 1024);
+      sock.on('data', (d) => (got += d.toString('latin1')));
+      sock.on('error', () => {});
+      sock.on('close', () => resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(got)?.[1] ?? -1), written }));
+      sock.on('connect', () => {
+        sock.write(head);
+        const pump = () => {
+          while (!sock.destroyed && written < 256 * MiB) {
+            written += chunk.length;
+            if (!sock.write(chunk)) {
+              sock.once('drain', pump);
+              return;
+            }
+          }
+        };
+        pump();
+      });
+    });
+    figures['lingerBounds'] = { trickle: trickle.status, fastStatus: fast.status, fastWrittenMiB: Math.round(fast.written / MiB) };
+    // Past the linger bytes the server answers and closes at once; a client still
+    // blasting may see a reset then: the bound protects the server, not that client.
+    expect(fast.written).toBeLessThan(128 * MiB);
+    expect((await fetch(`${ing.url}/healthz`)).status).toBe(200);
+  }, 120_000);
+});
+
+function count(xs: string[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const x of xs) out[x] = (out[x] ?? 0) + 1;
+  return out;
+}
