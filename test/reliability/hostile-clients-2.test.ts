@@ -154,8 +154,8 @@ describe('--rate-limit-per-sec alone (--trust-tenant-header --rate-limit-per-sec
 });
 
 /** An HTTP/2 session to the gRPC port, and calls on it made by hand (header fields exactly as given). */
-async function h2Session(address: string): Promise<http2.ClientHttp2Session> {
-  const session = http2.connect(`http://${address}`);
+async function h2Session(address: string, opts: http2.SessionOptions = {}): Promise<http2.ClientHttp2Session> {
+  const session = http2.connect(`http://${address}`, opts);
   session.on('error', () => {});
   await new Promise<void>((resolve, reject) => {
     session.once('remoteSettings', () => resolve());
@@ -263,6 +263,49 @@ describe('gRPC calls are authenticated on their headers, and streams are bounded
       await stop(ing);
     }
   });
+
+  it('load: unauthenticated gRPC calls that declare 15 MB and stall, many per connection, hold bounded memory and descriptors', async () => {
+    const CONNS = scaled(8, 20);
+    const PER_CONN = scaled(20, 100);
+    const ing = await start(['--auth-bearer-tokens', 'tok-acme', '--request-timeout-secs', '60']);
+    const sampler = new ProcSampler(ing.child.pid!, 100, false);
+    const sessions: http2.ClientHttp2Session[] = [];
+    const calls: H2Call[] = [];
+    try {
+      const before = sampler.sample();
+      // The client may queue far more than its default 10 MB per session.
+      for (let i = 0; i < CONNS; i++) sessions.push(await h2Session(ing.grpcAddress, { maxSessionMemory: 4096 }));
+      // Each call pushes 1 MiB of its 15 MB at once: before the fix grpc-js buffered
+      // what arrived (48 such calls took RSS from 95 to 826 MiB).
+      const chunk = new Uint8Array(1024 * 1024);
+      for (const s of sessions) for (let k = 0; k < PER_CONN; k++) calls.push(h2Call(s, {}, 15_000_000, chunk));
+      const codes = await Promise.all(calls.map((x) => x.ended));
+      const after = sampler.sample();
+      sampler.stop();
+      const refusedBeforeMessage = codes.filter((c) => c === grpc.status.UNAUTHENTICATED).length;
+      figures['grpcUnauthenticatedLoad'] = {
+        connections: CONNS,
+        callsPerConnection: PER_CONN,
+        unauthenticated: refusedBeforeMessage,
+        other: codes.length - refusedBeforeMessage,
+        rssBeforeMiB: Math.round(before.rss / MiB),
+        maxRssMiB: Math.round(sampler.maxRss / MiB),
+        fdsBefore: before.fds,
+        maxFds: sampler.maxFds,
+        fdsAfter: after.fds,
+      };
+      // Calls past the per-connection SETTINGS bound wait in the client; every one ends refused.
+      expect(codes.filter((c) => c !== grpc.status.UNAUTHENTICATED)).toEqual([]);
+      // Nothing near 15 MB per call was buffered: far below what the calls declared.
+      expect(sampler.maxRss - before.rss).toBeLessThan(256 * MiB);
+      expect(sampler.maxFds).toBeLessThan(before.fds + CONNS + 50);
+    } finally {
+      sampler.stop();
+      for (const x of calls) x.close();
+      for (const s of sessions) s.destroy();
+      await stop(ing);
+    }
+  }, 300_000);
 
   it('regression (grpc-unbounded-streams): SETTINGS_MAX_CONCURRENT_STREAMS is announced, and calls past --grpc-max-streams are refused UNAVAILABLE and counted', async () => {
     const ing = await start(['--grpc-max-streams', '20', '--grpc-max-streams-per-connection', '8', '--request-timeout-secs', '30']);
