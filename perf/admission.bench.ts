@@ -7,7 +7,7 @@
 //   Authenticator (open), TenantResolver (trusted-header mode), AllowList,
 //   LaneTable, IngestMetrics on a prom-client Registry,
 //
-// followed by `Admission.finish(lane, 200)`, for 1 tenant and for 10,000 tenants
+// followed by `Admission.finish(lane, true)`, for 1 tenant and for 10,000 tenants
 // round-robin (lanes created beforehand: steady state), then each piece alone.
 //
 // Run (Node 20 has no TypeScript loader; vite's module runner transpiles;
@@ -88,7 +88,7 @@ function makeAdmission(opts: { tenants: number; allowList: boolean }) {
   for (const name of names) {
     h.orgId = name;
     const lane = admission.admit('logs', h) as Lane;
-    admission.finish(lane, 200); // committed: never released again
+    admission.finish(lane, true); // committed: never released again
   }
   if (lanes.laneCount !== names.length) throw new Error('lanes not created');
   return { admission, lanes, h, names, breaker, rateBudget, metrics, refused: 0, next: 0 };
@@ -104,7 +104,7 @@ function admitBatch(p: Path): void {
     h.orgId = names[j];
     try {
       const lane = admission.admit('logs', h) as Lane;
-      admission.finish(lane, 200);
+      admission.finish(lane, true);
     } catch {
       p.refused++;
     }
@@ -121,7 +121,7 @@ function admitBatchFreshStrings(p: Path): void {
     h.orgId = `tenant-${j}`;
     try {
       const lane = admission.admit('logs', h) as Lane;
-      admission.finish(lane, 200);
+      admission.finish(lane, true);
     } catch {
       p.refused++;
     }

@@ -16,7 +16,7 @@ import client from 'prom-client';
 import { Authenticator, type AuthResult } from '../src/auth/authenticator.js';
 import { Admission, type IngestHeaders } from '../src/ingest/admission.js';
 import { ByteRing, type Frame } from '../src/lanes/byte-ring.js';
-import { CompletionRing } from '../src/lanes/completion-ring.js';
+import { CompletionRing } from '../src/shard/completion-ring.js';
 import { LaneTable, type Lane } from '../src/lanes/lane-table.js';
 import { MemBreaker } from '../src/limits/mem-breaker.js';
 import { RateLimiter } from '../src/limits/rate-limiter.js';
@@ -117,7 +117,7 @@ export async function makeProbes(opts: { walDir: string }): Promise<Probe[]> {
     const h: IngestHeaders = { authorization: undefined, orgId: undefined, orgIdCount: 1, index: undefined, indexCount: 0 };
     for (const n of names) {
       h.orgId = n;
-      admission.finish(admission.admit('logs', h) as Lane, 200);
+      admission.finish(admission.admit('logs', h) as Lane, true);
     }
     let k = 0;
     probes.push({
@@ -131,7 +131,7 @@ export async function makeProbes(opts: { walDir: string }): Promise<Probe[]> {
         for (let i = 0; i < BATCH; i++) {
           h.orgId = names[k];
           const lane = admission.admit('logs', h) as Lane;
-          admission.finish(lane, 200);
+          admission.finish(lane, true);
           s += lane.slot;
           k = k === 99 ? 0 : k + 1;
         }

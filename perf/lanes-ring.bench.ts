@@ -12,7 +12,7 @@
 import { MessageChannel, receiveMessageOnPort } from 'node:worker_threads';
 import { Bench } from 'tinybench';
 import { ByteRing, type Frame } from '../src/lanes/byte-ring.js';
-import { CompletionRing } from '../src/lanes/completion-ring.js';
+import { CompletionRing } from '../src/shard/completion-ring.js';
 
 const argTime = process.argv.indexOf('--time-ms');
 const timeMs = argTime > 0 ? Number(process.argv[argTime + 1]) : 1000;

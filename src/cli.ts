@@ -41,7 +41,7 @@ async function ingest(argv: string[]): Promise<void> {
   try {
     ingester = new Ingester({ settings, log, testHooks: process.env['SIGLAKE_TEST_HOOKS'] === '1' });
   } catch (e) {
-    if (e instanceof ConfigError) fail(withSource(e.message, loaded), 2);
+    if (e instanceof ConfigError) fail(withSource(e, loaded), 2);
     if ((e as { code?: string }).code?.startsWith('SIGLAKE_')) fail((e as Error).message, 2);
     throw e;
   }

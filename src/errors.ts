@@ -175,9 +175,25 @@ export class BodyError extends IngestError {
 /** Errors of the configuration: start-up stops with exit code 2. */
 export class ConfigError extends Error {
   readonly code = 'SIGLAKE_CONFIG';
-  constructor(message: string) {
+  /** The YAML key of the setting whose value is refused, when one is (see ofSetting). */
+  readonly settingKey: string | undefined;
+  /** Why, without the key. */
+  readonly detail: string;
+
+  constructor(message: string, settingKey?: string, detail?: string) {
     super(message);
     this.name = 'ConfigError';
+    this.settingKey = settingKey;
+    this.detail = detail ?? message;
+  }
+
+  /**
+   * A setting's value refused by the component that uses it (a JWKS file's
+   * keys, a tenant list): `<key>: <why>`. The CLI adds where the value came
+   * from (config/load.ts withSource) from `settingKey`, not from the text.
+   */
+  static ofSetting(key: string, why: string): ConfigError {
+    return new ConfigError(`${key}: ${why}`, key, why);
   }
 }
 

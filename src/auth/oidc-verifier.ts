@@ -105,7 +105,7 @@ export class OidcVerifier {
 
   constructor(opts: OidcVerifierOptions) {
     if (typeof opts.issuer !== 'string' || opts.issuer === '') {
-      throw new ConfigError('auth.oidc.issuer: must be a non-empty string');
+      throw ConfigError.ofSetting('auth.oidc.issuer', 'must be a non-empty string');
     }
     const algorithms = checkAlgorithms(opts.algorithms);
     const clockSkewSecs = checkNumber('auth.oidc.clockSkewSecs', opts.clockSkewSecs, OIDC_DEFAULTS.clockSkewSecs, 0, false);
@@ -117,7 +117,7 @@ export class OidcVerifier {
     if (opts.audience !== undefined) {
       const list = Array.isArray(opts.audience) ? opts.audience : [opts.audience];
       if (list.length === 0 || list.some((a) => typeof a !== 'string' || a === '')) {
-        throw new ConfigError('auth.oidc.audience: must be a non-empty string');
+        throw ConfigError.ofSetting('auth.oidc.audience', 'must be a non-empty string');
       }
       audience = Array.isArray(opts.audience) ? [...opts.audience] : opts.audience;
     }
@@ -127,14 +127,14 @@ export class OidcVerifier {
 
     let source: JWTVerifyGetKey;
     if (opts.jwksFile !== undefined && opts.jwksUrl !== undefined) {
-      throw new ConfigError('auth.oidc.jwksFile: set either auth.oidc.jwksFile or auth.oidc.jwksUrl, not both');
+      throw ConfigError.ofSetting('auth.oidc.jwksFile', 'set either auth.oidc.jwksFile or auth.oidc.jwksUrl, not both');
     }
     if (opts.jwksFile !== undefined) {
       const jwks = readJwksFile(opts.jwksFile);
       try {
         source = createLocalJWKSet(jwks);
       } catch {
-        throw new ConfigError(`auth.oidc.jwksFile: ${opts.jwksFile} is not a valid JWKS`);
+        throw ConfigError.ofSetting('auth.oidc.jwksFile', `${opts.jwksFile} is not a valid JWKS`);
       }
       this.#source = 'file';
     } else {
@@ -143,10 +143,10 @@ export class OidcVerifier {
       try {
         url = new URL(href);
       } catch {
-        throw new ConfigError(`auth.oidc.jwksUrl: not a URL: ${href}`);
+        throw ConfigError.ofSetting('auth.oidc.jwksUrl', `not a URL: ${href}`);
       }
       if (url.protocol !== 'https:' && url.protocol !== 'http:') {
-        throw new ConfigError(`auth.oidc.jwksUrl: must be http(s), got ${url.protocol}`);
+        throw ConfigError.ofSetting('auth.oidc.jwksUrl', `must be http(s), got ${url.protocol}`);
       }
       source = createRemoteJWKSet(url, { timeoutDuration: timeoutMs, cooldownDuration: cooldownMs });
       this.#source = 'url';
@@ -289,18 +289,18 @@ export class OidcVerifier {
 function checkAlgorithms(list: string[] | undefined): string[] {
   if (list === undefined) return [...DEFAULT_ALGORITHMS];
   if (!Array.isArray(list) || list.length === 0) {
-    throw new ConfigError('auth.oidc.algorithms: must be a non-empty list');
+    throw ConfigError.ofSetting('auth.oidc.algorithms', 'must be a non-empty list');
   }
   for (const alg of list) {
-    if (typeof alg !== 'string') throw new ConfigError('auth.oidc.algorithms: every entry must be a string');
+    if (typeof alg !== 'string') throw ConfigError.ofSetting('auth.oidc.algorithms', 'every entry must be a string');
     if (alg.toLowerCase() === 'none') {
-      throw new ConfigError('auth.oidc.algorithms: "none" is never allowed (unsigned tokens)');
+      throw ConfigError.ofSetting('auth.oidc.algorithms', '"none" is never allowed (unsigned tokens)');
     }
     if (/^hs/i.test(alg)) {
-      throw new ConfigError(`auth.oidc.algorithms: ${alg} is refused: HMAC algorithms let a public key act as a secret`);
+      throw ConfigError.ofSetting('auth.oidc.algorithms', `${alg} is refused: HMAC algorithms let a public key act as a secret`);
     }
     if (!ASYMMETRIC_ALGORITHMS.includes(alg)) {
-      throw new ConfigError(`auth.oidc.algorithms: unsupported algorithm ${alg}`);
+      throw ConfigError.ofSetting('auth.oidc.algorithms', `unsupported algorithm ${alg}`);
     }
   }
   return [...new Set(list)];
@@ -309,7 +309,7 @@ function checkAlgorithms(list: string[] | undefined): string[] {
 function checkNumber(name: string, v: number | undefined, dflt: number, min: number, integer: boolean): number {
   if (v === undefined) return dflt;
   if (typeof v !== 'number' || !Number.isFinite(v) || v < min || (integer && !Number.isInteger(v))) {
-    throw new ConfigError(`${name}: must be ${integer ? 'an integer' : 'a number'} ≥ ${min}, got ${String(v)}`);
+    throw ConfigError.ofSetting(name, `must be ${integer ? 'an integer' : 'a number'} ≥ ${min}, got ${String(v)}`);
   }
   return v;
 }
@@ -320,25 +320,25 @@ function readJwksFile(path: string): JSONWebKeySet {
     text = readFileSync(path, 'utf8');
   } catch (err) {
     const why = (err as NodeJS.ErrnoException).code ?? 'read failed';
-    throw new ConfigError(`auth.oidc.jwksFile: cannot read ${path} (${why})`);
+    throw ConfigError.ofSetting('auth.oidc.jwksFile', `cannot read ${path} (${why})`);
   }
   let jwks: unknown;
   try {
     jwks = JSON.parse(text);
   } catch {
-    throw new ConfigError(`auth.oidc.jwksFile: ${path} is not JSON`);
+    throw ConfigError.ofSetting('auth.oidc.jwksFile', `${path} is not JSON`);
   }
   const keys = (jwks as { keys?: unknown } | null)?.keys;
   if (!Array.isArray(keys) || keys.length === 0) {
-    throw new ConfigError(`auth.oidc.jwksFile: ${path} is not a JWKS (no "keys" array, or it is empty)`);
+    throw ConfigError.ofSetting('auth.oidc.jwksFile', `${path} is not a JWKS (no "keys" array, or it is empty)`);
   }
   for (const k of keys) {
     if (k !== null && typeof k === 'object' && ('d' in k || (k as { kty?: unknown }).kty === 'oct')) {
-      throw new ConfigError(`auth.oidc.jwksFile: ${path} holds a private or symmetric key; give public keys only`);
+      throw ConfigError.ofSetting('auth.oidc.jwksFile', `${path} holds a private or symmetric key; give public keys only`);
     }
     const kty = (k as { kty?: unknown } | null)?.kty;
     if (kty !== 'RSA' && kty !== 'EC' && kty !== 'OKP') {
-      throw new ConfigError(`auth.oidc.jwksFile: ${path} holds a key whose kty is ${JSON.stringify(kty ?? null)}; want RSA, EC or OKP public keys`);
+      throw ConfigError.ofSetting('auth.oidc.jwksFile', `${path} holds a key whose kty is ${JSON.stringify(kty ?? null)}; want RSA, EC or OKP public keys`);
     }
   }
   return jwks as JSONWebKeySet;

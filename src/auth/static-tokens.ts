@@ -35,7 +35,7 @@ export function loadTokenFile(path: string): string[] {
     text = readFileSync(path, 'utf8');
   } catch (err) {
     const why = (err as NodeJS.ErrnoException).code ?? 'read failed';
-    throw new ConfigError(`auth.bearerTokensFile: cannot read ${path} (${why})`);
+    throw ConfigError.ofSetting('auth.bearerTokensFile', `cannot read ${path} (${why})`);
   }
   const tokens: string[] = [];
   const lines = text.split(/\r?\n/);
@@ -43,8 +43,7 @@ export function loadTokenFile(path: string): string[] {
     const line = lines[i].trim();
     if (line === '' || line.startsWith('#')) continue;
     if (!isUsableToken(line)) {
-      throw new ConfigError(
-        `auth.bearerTokensFile: ${path} line ${i + 1} holds a token with whitespace or control characters`,
+      throw ConfigError.ofSetting('auth.bearerTokensFile', `${path} line ${i + 1} holds a token with whitespace or control characters`,
       );
     }
     tokens.push(line);
@@ -89,13 +88,12 @@ export class StaticTokenAuth {
    *   characters, else a ConfigError that names the position, not the token.
    */
   constructor(tokens: readonly string[]) {
-    if (tokens.length === 0) throw new ConfigError('auth.bearerTokens: the list of static tokens is empty');
+    if (tokens.length === 0) throw ConfigError.ofSetting('auth.bearerTokens', 'the list of static tokens is empty');
     const seen = new Set<string>();
     for (let i = 0; i < tokens.length; i++) {
       const t = tokens[i];
       if (typeof t !== 'string' || !isUsableToken(t)) {
-        throw new ConfigError(
-          `auth.bearerTokens: entry ${i + 1} is empty, too long or holds whitespace or control characters`,
+        throw ConfigError.ofSetting('auth.bearerTokens', `entry ${i + 1} is empty, too long or holds whitespace or control characters`,
         );
       }
       seen.add(sha256(t));

@@ -7,13 +7,18 @@
 // runs a round every --compact-interval-secs until SIGTERM/SIGINT.
 // --ingester-stopped says no ingester writes this WAL, so each lane's highest
 // segment is sealed too (docs/iceberg.md "When a segment is sealed").
-// Every other flag is a setting of `siglake config reference`.
+// Every other flag is a setting of `siglake config reference` that the
+// compactor uses (the WAL directory, the catalog, the warehouse, the compactor
+// and logging settings); a flag of an ingest-only setting is refused with exit
+// code 2 rather than silently ignored. (Environment variables and a shared
+// YAML file may hold ingest settings: those are ignored.)
 //
 // Exit codes: 0 done; 1 a round failed (nothing uncommitted was retired);
 // 2 a bad flag or setting.
 
 import { ConfigError } from '../errors.js';
 import { loadSettings } from '../config/load.js';
+import { SETTINGS, settingNames, type SettingName } from '../config/settings.js';
 import { createLogger } from '../log.js';
 import { CompactorLoop } from './compactor-loop.js';
 import { CompactorSetup } from './compactor-setup.js';
@@ -29,7 +34,12 @@ export async function runCompactCommand(argv: string[]): Promise<number> {
   }
   let settings;
   try {
-    settings = loadSettings({ argv: rest, env: process.env }).settings;
+    const loaded = loadSettings({ argv: rest, env: process.env });
+    const ingestOnly = settingNames().find((n) => loaded.sources[n] === 'flag' && !usedByCompact(n));
+    if (ingestOnly !== undefined) {
+      throw new ConfigError(`flag ${SETTINGS[ingestOnly].flag} is a setting of siglake ingest; siglake compact does not use it`);
+    }
+    settings = loaded.settings;
   } catch (e) {
     if (e instanceof ConfigError) {
       process.stderr.write(`siglake: ${e.message}\n`);
@@ -67,6 +77,12 @@ export async function runCompactCommand(argv: string[]): Promise<number> {
   } finally {
     await setup.close();
   }
+}
+
+/** Whether `siglake compact` reads the setting: the catalog, warehouse and compactor settings, logging, and the WAL root. */
+function usedByCompact(name: SettingName): boolean {
+  const category = SETTINGS[name].category;
+  return category === 'iceberg' || category === 'logging' || name === 'walDir';
 }
 
 /**

@@ -20,8 +20,7 @@
 // that the tables already record, so the next round routes none of their
 // rows again and retires them. Nothing is deleted before its commit is visible.
 
-import { readSealedMarker } from '../wal/sealed-marker.js';
-import { closeSync, fstatSync, fsyncSync, openSync, readSync, statSync, truncateSync, unlinkSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { SqlCatalog } from '../iceberg/sql-catalog.js';
 import type { ObjectStorage } from '../iceberg/storage.js';
@@ -29,8 +28,11 @@ import { TableAppender, type LoadedTable } from '../iceberg/table-appender.js';
 import { TableSchema } from '../iceberg/table-schema.js';
 import { ZstdCodec, type Compressor } from '../iceberg/zstd-codec.js';
 import { namespaceOf } from '../tenancy/identifier.js';
-import { decodeSegmentHeader, RecordType, SEGMENT_HEADER_SIZE } from '../wal/format.js';
+import { RecordType } from '../wal/format.js';
 import { listLaneDirs, type LaneLocation } from '../wal/layout.js';
+import { retireSegment, segmentCreatedMs } from '../wal/retire.js';
+import { LaneKey } from '../shard/lane-key.js';
+import { readSealedMarker } from '../wal/sealed-marker.js';
 import { listLaneFiles, type SegmentFile } from '../wal/segment-files.js';
 import { SegmentReader } from '../wal/segment-reader.js';
 import { CompactorStats } from './compactor-stats.js';
@@ -47,7 +49,7 @@ export interface CompactorOptions {
   readonly log: Logger;
   readonly stats?: CompactorStats;
   readonly limits?: Partial<TableBuilderLimits>;
-  /** WAL bytes one round reads at most (whole segments; at least one). Default 1 GiB. */
+  /** WAL bytes one round reads at most (whole segments; at least one). Default 64 MiB (DEFAULT_MAX_ROUND_WAL_BYTES). */
   readonly maxRoundWalBytes?: number;
   readonly now?: () => number;
   /** Called after each table commit, before any segment is retired (crash tests hook here). */
@@ -204,7 +206,7 @@ export class Compactor {
     tables: Map<string, TableWork>,
   ): Promise<SegmentRead> {
     const touched = new Set<TableWork>();
-    const key = laneKey(lane);
+    const key = LaneKey.at(lane).progressKey;
     const reader = new SegmentReader(file.path);
     const size = reader.size;
     let corrupt = false;
@@ -247,7 +249,7 @@ export class Compactor {
   async #table(walId: string, lane: LaneLocation, type: RecordType, tables: Map<string, TableWork>): Promise<TableWork> {
     const namespace = namespaceOf(lane.tenant);
     const schema = type === RecordType.LOGS ? TableSchema.LOGS : TableSchema.TRACES;
-    const table = type === RecordType.TRACES ? 'traces' : lane.table.kind === 'index' ? lane.table.name : 'logs';
+    const table = LaneKey.at(lane).icebergTable(type === RecordType.TRACES ? 'traces' : 'logs');
     const id = `${namespace}.${table}`;
     let work = tables.get(id);
     if (work === undefined) {
@@ -318,33 +320,15 @@ export class Compactor {
 
   /** Deletes a landed segment, or empties it when it is its lane's highest (its number must stay taken). */
   #retire(read: SegmentRead): boolean {
-    const path = read.file.path;
+    let retired: boolean;
     try {
-      if (read.hasHigher) {
-        unlinkSync(path);
-      } else {
-        if (read.size === 0) return false;
-        truncateSync(path, 0);
-        const fd = openSync(path, 'r+');
-        try {
-          fsyncSync(fd);
-        } finally {
-          closeSync(fd);
-        }
-      }
-      const dir = openSync(read.lane.dir, 'r');
-      try {
-        fsyncSync(dir);
-      } finally {
-        closeSync(dir);
-      }
+      retired = retireSegment({ laneDir: read.lane.dir, path: read.file.path, size: read.size, hasHigher: read.hasHigher });
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return false;
-      this.#o.log.error({ segment: path, err: (e as Error).message }, 'retiring a landed WAL segment failed; the next round retries');
+      this.#o.log.error({ segment: read.file.path, err: (e as Error).message }, 'retiring a landed WAL segment failed; the next round retries');
       return false;
     }
-    this.#stats.retired();
-    return true;
+    if (retired) this.#stats.retired();
+    return retired;
   }
 
   /** The age of the oldest segment that still holds records, across every lane. */
@@ -367,11 +351,6 @@ export class Compactor {
   }
 }
 
-/** The lane part of a progress key: `logs`, `traces` or `index.<name>`. */
-function laneKey(lane: LaneLocation): string {
-  return lane.table.kind === 'index' ? `index.${lane.table.name}` : lane.table.kind;
-}
-
 /** Lane key → committed segment, for WAL `walId`, from the newest snapshot of the table's history that records it. */
 function progressOf(table: LoadedTable | null, walId: string): Map<string, number> {
   const out = new Map<string, number>();
@@ -392,24 +371,5 @@ function isEmptyFile(path: string): boolean {
     return statSync(path).size === 0;
   } catch {
     return true;
-  }
-}
-
-/** The creation time in a segment's header, or null for an empty or unreadable segment. */
-function segmentCreatedMs(path: string): number | null {
-  let fd: number;
-  try {
-    fd = openSync(path, 'r');
-  } catch {
-    return null;
-  }
-  try {
-    if (fstatSync(fd).size <= SEGMENT_HEADER_SIZE) return null;
-    const b = Buffer.alloc(SEGMENT_HEADER_SIZE);
-    if (readSync(fd, b, 0, SEGMENT_HEADER_SIZE, 0) !== SEGMENT_HEADER_SIZE) return null;
-    const h = decodeSegmentHeader(b, 0, 0);
-    return typeof h === 'string' ? null : h.createdMs;
-  } finally {
-    closeSync(fd);
   }
 }

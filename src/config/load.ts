@@ -152,16 +152,15 @@ export function loadSettings(input: LoadInput): LoadedSettings {
 }
 
 /**
- * A ConfigError raised after loading, by a component that checks a setting's
- * value further (a JWKS file's keys, a tenant list), says `<key>: why`; this
- * adds where the value came from, in the same form as the loader's own
- * refusals. Other messages are returned as they are.
+ * A ConfigError raised after loading by a component that checks a setting's
+ * value further (a JWKS file's keys, a tenant list) names the setting's key
+ * (ConfigError.ofSetting); this adds where the value came from, in the same
+ * form as the loader's own refusals. Other errors keep their message.
  */
-export function withSource(message: string, loaded: LoadedSettings): string {
-  const m = /^([A-Za-z][A-Za-z0-9.]*): ([\s\S]*)$/.exec(message);
-  const name = m === null ? undefined : byKey.get(m[1]!);
-  if (m === null || name === undefined) return message;
-  return `invalid ${m[1]} (${where(name, loaded.sources[name], loaded.configFile)}): ${m[2]}`;
+export function withSource(err: ConfigError, loaded: LoadedSettings): string {
+  const name = err.settingKey === undefined ? undefined : byKey.get(err.settingKey);
+  if (name === undefined) return err.message;
+  return `invalid ${err.settingKey} (${where(name, loaded.sources[name], loaded.configFile)}): ${err.detail}`;
 }
 
 /** Rules that involve more than one setting. */

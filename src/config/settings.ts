@@ -31,16 +31,40 @@ export interface SettingDef<T> {
   readonly category: Category;
   readonly doc: string;
   readonly parse: Parser<T>;
-  /** The built-in default, or a function of the other settings. `undefined` means unset. */
-  readonly default: T | undefined | ((s: Readonly<Record<string, unknown>>) => T | undefined);
+  /**
+   * The built-in default, or a function of the settings above it in the table
+   * (computed in table order). `undefined` means unset: such a setting is
+   * declared with optional() and its value may be undefined in Settings.
+   */
+  readonly default: T | undefined | ((s: ComputedFrom) => T | undefined);
   /** How the default is shown in the reference (for computed ones). */
   readonly defaultDoc?: string;
   /** Never printed: tokens and URLs with credentials. */
   readonly secret?: boolean;
+  /** May be unset (its value in Settings may be undefined). Set by optional(). */
+  readonly optional?: boolean;
+}
+
+/**
+ * What the computed defaults read: settings above them in the table, resolved
+ * first. Spelled out (Settings itself is derived from the table, so the table
+ * cannot refer to it); `SettingsForComputedDefaults` below keeps each type in
+ * step with the setting's own.
+ */
+interface ComputedFrom {
+  readonly rateLimitPerSec?: number;
+  readonly rateLimitBurst?: number;
+  readonly rateLimitGlobalPerSec?: number;
+  readonly oidcIssuer?: string | undefined;
 }
 
 function def<T>(d: SettingDef<T>): SettingDef<T> {
   return d;
+}
+
+/** A setting that may stay unset: Settings types its value `T | undefined`. */
+function optional<T>(d: Omit<SettingDef<T>, 'optional'>): SettingDef<T> & { readonly optional: true } {
+  return { ...d, optional: true };
 }
 
 /** `sqlite:<path>` or a `postgres://` / `postgresql://` URL (contract §10). */
@@ -220,7 +244,7 @@ export const SETTINGS = {
     doc: "WAL bytes one compaction round reads at most (the rest is the next round's). Bounds the compactor's memory, which counts toward the memory breaker: about 4x this at peak.",
     parse: integer({ min: 1024 * 1024, max: 16 * 1024 * 1024 * 1024 }),
   }),
-  tenantClaim: def<string>({
+  tenantClaim: optional<string>({
     key: 'ingester.tenantClaim',
     flag: '--tenant-claim',
     category: 'tenancy',
@@ -329,7 +353,7 @@ export const SETTINGS = {
     key: 'ingester.rateLimit.burst',
     flag: '--rate-limit-burst',
     category: 'limits',
-    default: (s) => Math.max(1, Math.ceil((s['rateLimitPerSec'] as number) ?? 0)),
+    default: (s) => Math.max(1, Math.ceil(s.rateLimitPerSec ?? 0)),
     defaultDoc: 'ratePerSec',
     doc: 'Bucket size: requests admitted at once from a full tenant bucket.',
     parse: integer({ min: 1, max: 100_000_000 }),
@@ -347,7 +371,7 @@ export const SETTINGS = {
     key: 'ingester.rateLimit.globalBurst',
     flag: '--rate-limit-global-burst',
     category: 'limits',
-    default: (s) => Math.max(1, Math.ceil((s['rateLimitGlobalPerSec'] as number) ?? 0)),
+    default: (s) => Math.max(1, Math.ceil(s.rateLimitGlobalPerSec ?? 0)),
     defaultDoc: 'globalRatePerSec rounded up',
     doc: 'Global bucket size: requests admitted at once from a full global bucket.',
     parse: integer({ min: 1, max: 100_000_000 }),
@@ -360,7 +384,7 @@ export const SETTINGS = {
     doc: 'Tenant buckets kept in memory; the longest-idle one is evicted (an idle bucket is full anyway).',
     parse: integer({ min: 1, max: 10_000_000 }),
   }),
-  redisUrl: def<string>({
+  redisUrl: optional<string>({
     key: 'redis.url',
     flag: '--redis-url',
     category: 'limits',
@@ -388,7 +412,7 @@ export const SETTINGS = {
     parse: list(),
     secret: true,
   }),
-  authBearerTokensFile: def<string>({
+  authBearerTokensFile: optional<string>({
     key: 'auth.bearerTokensFile',
     flag: '--auth-bearer-tokens-file',
     category: 'auth',
@@ -397,7 +421,7 @@ export const SETTINGS = {
     doc: 'File with one static bearer token per line (blank lines and # comments ignored).',
     parse: string({ nonEmpty: true }),
   }),
-  oidcIssuer: def<string>({
+  oidcIssuer: optional<string>({
     key: 'auth.oidc.issuer',
     flag: '--oidc-issuer',
     category: 'auth',
@@ -406,7 +430,7 @@ export const SETTINGS = {
     doc: 'Enables OIDC: the required `iss`. Takes precedence over static tokens.',
     parse: string({ nonEmpty: true }),
   }),
-  oidcAudience: def<string>({
+  oidcAudience: optional<string>({
     key: 'auth.oidc.audience',
     flag: '--oidc-audience',
     category: 'auth',
@@ -415,17 +439,17 @@ export const SETTINGS = {
     doc: 'The required `aud`.',
     parse: string({ nonEmpty: true }),
   }),
-  oidcJwksUrl: def<string>({
+  oidcJwksUrl: optional<string>({
     key: 'auth.oidc.jwksUrl',
     flag: '--oidc-jwks-url',
     category: 'auth',
     default: (s) =>
-      s['oidcIssuer'] === undefined ? undefined : `${String(s['oidcIssuer']).replace(/\/+$/, '')}/.well-known/jwks.json`,
+      s.oidcIssuer === undefined ? undefined : `${s.oidcIssuer.replace(/\/+$/, '')}/.well-known/jwks.json`,
     defaultDoc: '<issuer>/.well-known/jwks.json',
     doc: 'JWKS URL: fetched, cached, refetched on an unknown `kid` at most once per --oidc-jwks-cooldown-secs.',
     parse: url(['http:', 'https:']),
   }),
-  oidcJwksFile: def<string>({
+  oidcJwksFile: optional<string>({
     key: 'auth.oidc.jwksFile',
     flag: '--oidc-jwks-file',
     category: 'auth',
@@ -486,7 +510,8 @@ export const SETTINGS = {
 } as const;
 
 type ValueOf<D> = D extends SettingDef<infer T> ? T : never;
-type Optional = 'tenantClaim' | 'redisUrl' | 'authBearerTokensFile' | 'oidcIssuer' | 'oidcAudience' | 'oidcJwksUrl' | 'oidcJwksFile';
+/** The settings declared with optional(), derived from the table. */
+type Optional = { [K in keyof typeof SETTINGS]: (typeof SETTINGS)[K] extends { readonly optional: true } ? K : never }[keyof typeof SETTINGS];
 
 export type SettingName = keyof typeof SETTINGS;
 export type Settings = {
@@ -494,6 +519,10 @@ export type Settings = {
 } & {
   readonly [K in Optional]: ValueOf<(typeof SETTINGS)[K]> | undefined;
 };
+
+/** Compile-time check: Settings provides every ComputedFrom field with the same type. */
+type Provides<T extends ComputedFrom> = T;
+export type SettingsForComputedDefaults = Provides<Settings>;
 
 /** Environment variable of a flag: SIGLAKE_ + flag without dashes, upper case, `-` → `_`. */
 export function envName(flag: string): string {

@@ -4,7 +4,7 @@ import type { InflightBytes } from '../limits/inflight-bytes.js';
 import type { Logger } from '../log.js';
 import type { IngestMetrics } from '../metrics/ingest-metrics.js';
 import type { Admission } from './admission.js';
-import type { Dispatcher } from './dispatcher.js';
+import type { Dispatcher } from '../shard/dispatcher.js';
 
 export interface AcceptorOptions {
   host: string;

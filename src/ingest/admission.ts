@@ -1,7 +1,9 @@
 // The admission checks of contract §4, in order, transport-agnostic. The
 // synchronous path allocates nothing: refusals are prebuilt errors, lane
-// lookup is two map reads, depth is one Atomics add. Only a JWT that missed
-// the verified-token cache makes admit() return a Promise.
+// lookup is two map reads, depth is one Atomics add. admit() returns a Promise
+// in two cases only: a JWT that missed the verified-token cache, and the Redis
+// rate budget when its local lease is spent and it must ask Redis (global or
+// tenant bucket).
 //
 //   1 memory breaker         503 + Retry-After: 1
 //   2 global rate bucket     429 + Retry-After
@@ -86,7 +88,8 @@ export class Admission {
 
   /**
    * Runs checks 1-8 and returns the lane with one queue slot reserved, or
-   * throws the refusal (or returns a Promise for a JWT cache miss). Every
+   * throws the refusal (or returns a Promise: a JWT cache miss, or a Redis
+   * budget lease to fetch). Every
    * admitted request must end with finish().
    */
   admit(signal: 'logs' | 'traces', h: IngestHeaders): Lane | Promise<Lane> {
@@ -204,10 +207,10 @@ export class Admission {
    * its lane, and a refused one on a lane that never wrote releases the lane
    * (and its tenant). Returns true when the lane was released.
    */
-  finish(lane: Lane, status: number): boolean {
+  finish(lane: Lane, stored: boolean): boolean {
     const lanes = this.#o.lanes;
     Atomics.sub(lanes.depth, lane.slot, 1);
-    if (status === 200) {
+    if (stored) {
       lane.committed = true;
       return false;
     }

@@ -9,15 +9,16 @@
 import * as grpc from '@grpc/grpc-js';
 import net from 'node:net';
 import { IngestError, type ErrorCode } from '../errors.js';
-import { Signal } from '../lanes/frames.js';
+import { Signal } from '../shard/frames.js';
 import type { Lane } from '../lanes/lane-table.js';
 import type { AcceptorOptions } from './acceptor-options.js';
 import type { Admitted, IngestHeaders } from './admission.js';
-import type { PendingRequest } from './dispatcher.js';
+import type { PendingRequest } from '../shard/dispatcher.js';
 import { INVALID_ROUTING_HEADER, installGrpcHeaderGuard } from './grpc-header-guard.js';
 import { tapOfCall, tapSocket } from './grpc-header-tap.js';
 import { installGrpcTransportRefusals } from './grpc-transport-refusals.js';
-import { asRefusal, DRAINING, errorForCompletion, grpcStatusDetails, logRefusal } from './responses.js';
+import { Answers } from './answers.js';
+import { asRefusal, DRAINING, grpcStatusDetails, logRefusal } from './responses.js';
 
 export interface GrpcAcceptorOptions extends AcceptorOptions {
   /** HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS of every connection. */
@@ -160,17 +161,21 @@ class GrpcIngest implements PendingRequest {
 
 export class GrpcAcceptor {
   readonly #o: GrpcAcceptorOptions;
+  readonly #answers: Answers<GrpcIngest>;
   /** Calls between their headers and their status, over all connections. */
   #open = 0;
   /** What admitHeaders() decided for a call, keyed by its metadata, for the handler. */
   readonly #admitted = new WeakMap<grpc.Metadata, Admitted>();
   readonly #server: grpc.Server;
   #listener: net.Server | undefined;
-  #injector: grpc.ConnectionInjector | undefined;
   #port = 0;
 
   constructor(opts: GrpcAcceptorOptions) {
     this.#o = opts;
+    this.#answers = new Answers<GrpcIngest>(opts.log, opts.metrics, {
+      sendOk: (state) => state.callback(null, EMPTY),
+      sendRefusal: (state, e) => state.callback(statusOf(e)),
+    });
     installGrpcHeaderGuard(opts.log);
     installGrpcTransportRefusals();
     this.#server = new grpc.Server({
@@ -203,7 +208,6 @@ export class GrpcAcceptor {
   listen(): Promise<number> {
     const { host, port } = this.#o;
     const injector = this.#server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
-    this.#injector = injector;
     const listener = net.createServer({ noDelay: true }, (socket) => {
       // Until its first bytes the connection is ours: one that never speaks is
       // cut. Once HTTP/2 owns the socket, grpc-js's idle timer (GOAWAY after
@@ -241,12 +245,6 @@ export class GrpcAcceptor {
         resolve();
       });
     });
-  }
-
-  forceShutdown(): void {
-    this.#listener?.close();
-    this.#injector?.destroy();
-    this.#server.forceShutdown();
   }
 
   /**
@@ -390,28 +388,19 @@ export class GrpcAcceptor {
 
   #refuse(state: GrpcIngest, err: unknown): void {
     this.#release(state);
-    const e = asRefusal(err);
-    logRefusal(this.#o.log, e, state.endpoint, err);
-    this.#o.metrics.request(state.endpoint, e.httpStatus);
-    this.#send(state, e);
+    this.#answers.refuse(state, err);
   }
 
+  /** Called by the dispatcher when the worker answered. */
   answer(state: GrpcIngest, code: ErrorCode | undefined, records: number, message: string | undefined): void {
     this.#release(state);
-    if (code === undefined) {
+    if (code === undefined && state.cancelled) {
       // Written, but the client cancelled before the answer: not counted as a 200 it never saw (499).
-      this.#o.metrics.request(state.endpoint, state.cancelled ? 499 : 200);
+      this.#o.metrics.request(state.endpoint, 499);
       this.#o.metrics.records(state.endpoint, records);
       state.callback(null, EMPTY);
       return;
     }
-    const err = errorForCompletion(code, message);
-    logRefusal(this.#o.log, err, state.endpoint);
-    this.#o.metrics.request(state.endpoint, err.httpStatus);
-    this.#send(state, err);
-  }
-
-  #send(state: GrpcIngest, e: IngestError): void {
-    state.callback(statusOf(e));
+    this.#answers.completed(state, code, records, message);
   }
 }

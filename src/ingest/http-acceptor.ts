@@ -8,23 +8,13 @@
 
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { IngestError, type ErrorCode } from '../errors.js';
-import { FLAG_GZIP, FLAG_JSON, Signal } from '../lanes/frames.js';
+import { FLAG_GZIP, FLAG_JSON, Signal } from '../shard/frames.js';
 import type { Lane } from '../lanes/lane-table.js';
 import type { AcceptorOptions } from './acceptor-options.js';
 import type { IngestHeaders } from './admission.js';
-import type { PendingRequest } from './dispatcher.js';
-import {
-  asRefusal,
-  CONTENT_TYPES,
-  DRAINING,
-  EMPTY_RESPONSE,
-  Encoding,
-  errorForCompletion,
-  logRefusal,
-  refusalBody,
-  statusLine,
-  type EncodingCode,
-} from './responses.js';
+import type { PendingRequest } from '../shard/dispatcher.js';
+import { Answers } from './answers.js';
+import { CONTENT_TYPES, DRAINING, EMPTY_RESPONSE, Encoding, refusalBody, statusLine, type EncodingCode } from './responses.js';
 import type { Uws } from './uws-loader.js';
 
 export interface HttpAcceptorOptions extends AcceptorOptions {
@@ -38,7 +28,7 @@ const ENDPOINT_LOGS = 0;
 /** A refused request whose declared body is at most this is kept alive (uWS skips the body). */
 const EARLY_REFUSAL_KEEPALIVE_BYTES = 64 * 1024;
 const ENDPOINT_TRACES = 1;
-/** Bodies up to this are counted in flight but never refused by its bound (see #ingest). */
+/** Bodies up to this are counted in flight but never refused by its bound (see #reserveDeclared). */
 const SMALL_BODY_BYTES = 64 * 1024;
 /** A refused body is read and dropped for at most this long and this many bytes before the answer and a close. */
 const LINGER_MS = 2000;
@@ -60,6 +50,16 @@ const badTransferEncoding = new IngestError(
 );
 const conflictingLength = new IngestError('SIGLAKE_BAD_HEADER', 'bad header: Content-Length sent twice with different values');
 
+/** The headers one ingest request is decided on, collected into one reused record. */
+type HeaderRecord = IngestHeaders & {
+  contentType: string;
+  contentEncoding: string;
+  contentLength: number;
+  chunked: boolean;
+  conflictingLength: boolean;
+  badTransferEncoding: boolean;
+};
+
 /** Parses the content type into the response encoding; -1 when unusable. */
 function encodingOf(contentType: string): number {
   const semi = contentType.indexOf(';');
@@ -74,7 +74,6 @@ class HttpIngest implements PendingRequest {
   aborted = false;
   done = false;
   lane: Lane | undefined = undefined;
-  admitting = false;
   /** Chunks that arrive while a JWT is verified, or a multi-chunk body. */
   buf: Uint8Array | undefined = undefined;
   len = 0;
@@ -82,6 +81,10 @@ class HttpIngest implements PendingRequest {
   flags = 0;
   /** Answered with a refusal already (a late admission must not send the body). */
   refused = false;
+  /** Close the connection after a refusal sent before the body was read (large or open-ended). */
+  closeOnRefusal = false;
+  /** Whether the answer being written closes the connection. */
+  closeAfterAnswer = false;
   /** Handed to the dispatcher: the worker answers it, whatever the client does meanwhile. */
   sent = false;
   /** Bytes this request holds of the in-flight bound. */
@@ -123,14 +126,7 @@ export class HttpAcceptor {
   readonly #uploads = new Set<HttpIngest>();
   readonly #timer: NodeJS.Timeout;
   // Header collection without a closure per request.
-  readonly #h: IngestHeaders & {
-    contentType: string;
-    contentEncoding: string;
-    contentLength: number;
-    chunked: boolean;
-    conflictingLength: boolean;
-    badTransferEncoding: boolean;
-  } = {
+  readonly #h: HeaderRecord = {
     authorization: undefined,
     authorizationCount: 0,
     orgId: undefined,
@@ -179,6 +175,7 @@ export class HttpAcceptor {
     }
   };
 
+  readonly #answers: Answers<HttpIngest>;
   #corking: HttpIngest | undefined = undefined;
   readonly #writeOk = (): void => {
     const state = this.#corking!;
@@ -188,6 +185,10 @@ export class HttpAcceptor {
 
   constructor(opts: HttpAcceptorOptions) {
     this.#o = opts;
+    this.#answers = new Answers(opts.log, opts.metrics, {
+      sendOk: (state) => this.#sendOk(state),
+      sendRefusal: (state, err) => this.#sendRefusal(state, err),
+    });
     const app = opts.uws.App();
     this.#app = app;
     app.post('/v1/logs', (res, req) => this.#ingest(res, req, ENDPOINT_LOGS));
@@ -266,7 +267,70 @@ export class HttpAcceptor {
     );
   }
 
+  /**
+   * One ingest request, in the order of contract §4: read the headers, refuse
+   * what needs no admission, admit (maybe asynchronously), check the body's
+   * headers, then receive the body and dispatch it.
+   */
   #ingest(res: HttpResponse, req: HttpRequest, endpoint: number): void {
+    const h = this.#readHeaders(req);
+    const enc = encodingOf(h.contentType);
+    const state = new HttpIngest(
+      this,
+      res,
+      endpoint,
+      enc < 0 ? Encoding.TEXT : (enc as EncodingCode),
+      Number.isFinite(h.contentLength) ? h.contentLength : -1,
+    );
+    res.onAborted(() => this.#aborted(state));
+    // Refused before its body was read: close the connection rather than read
+    // and throw away a large or open-ended body (small ones are skipped by uWS).
+    state.closeOnRefusal = h.chunked || h.contentLength > EARLY_REFUSAL_KEEPALIVE_BYTES || !Number.isFinite(h.contentLength);
+    const early = this.#o.isDraining()
+      ? DRAINING
+      : h.conflictingLength
+        ? conflictingLength
+        : h.badTransferEncoding
+          ? badTransferEncoding
+          : undefined;
+    if (early !== undefined) {
+      this.#refuse(state, early, true);
+      return;
+    }
+    const full = this.#reserveDeclared(state);
+    if (full !== undefined) {
+      this.#refuse(state, full, state.closeOnRefusal);
+      return;
+    }
+    let admitted: Lane | Promise<Lane>;
+    try {
+      admitted = this.#o.admission.admit(endpoint === ENDPOINT_LOGS ? 'logs' : 'traces', h);
+    } catch (e) {
+      this.#refuse(state, e, state.closeOnRefusal);
+      return;
+    }
+    const headerProblem = this.#checkBodyHeaders(state, enc, h.contentEncoding);
+    if (admitted instanceof Promise) {
+      admitted.then(
+        (lane) => this.#admittedLater(state, lane, headerProblem),
+        (err: unknown) => {
+          if (!state.aborted && !state.refused) this.#refuse(state, err, true);
+        },
+      );
+    } else {
+      state.lane = admitted;
+      if (headerProblem === tooLarge) {
+        this.#lingerRefuse(state, tooLarge);
+      } else if (headerProblem !== undefined) {
+        this.#refuse(state, headerProblem, state.closeOnRefusal);
+        return;
+      }
+    }
+    this.#receiveBody(state);
+  }
+
+  /** Collects the request's headers into the reused header record (no closure, no allocation). */
+  #readHeaders(req: HttpRequest): HeaderRecord {
     const h = this.#h;
     h.authorization = undefined;
     h.authorizationCount = 0;
@@ -281,112 +345,72 @@ export class HttpAcceptor {
     h.conflictingLength = false;
     h.badTransferEncoding = false;
     req.forEach(this.#collect);
-    // Refused before its body was read: close the connection rather than read
-    // and throw away a large or open-ended body (small ones are skipped by uWS).
-    const closeOnRefusal = h.chunked || h.contentLength > EARLY_REFUSAL_KEEPALIVE_BYTES || !Number.isFinite(h.contentLength);
+    return h;
+  }
 
-    const enc = encodingOf(h.contentType);
-    const state = new HttpIngest(
-      this,
-      res,
-      endpoint,
-      enc < 0 ? Encoding.TEXT : (enc as EncodingCode),
-      Number.isFinite(h.contentLength) ? h.contentLength : -1,
-    );
-    res.onAborted(() => this.#aborted(state));
-    if (this.#o.isDraining()) {
-      this.#refuse(state, DRAINING, true);
-      return;
-    }
-    if (h.conflictingLength) {
-      this.#refuse(state, conflictingLength, true);
-      return;
-    }
-    if (h.badTransferEncoding) {
-      this.#refuse(state, badTransferEncoding, true);
-      return;
-    }
-    // Bytes in flight are bounded before anything else is spent on the request
-    // (a body over --max-request-bytes is refused 413 below, never reserved).
-    // A small body (an ordinary exporter batch) is counted but never refused by
-    // the bound, so that large uploads that stall cannot lock everyone out.
-    if (state.contentLength > 0 && state.contentLength <= SMALL_BODY_BYTES) {
-      this.#o.inflight.force(state.contentLength);
-      state.reserved = state.contentLength;
-    } else if (state.contentLength > 0 && state.contentLength <= this.#o.maxRequestBytes) {
-      const full = this.#o.inflight.reserve(state.contentLength);
-      if (full !== undefined) {
-        this.#refuse(state, full, closeOnRefusal);
-        return;
-      }
-      state.reserved = state.contentLength;
-    }
-
-    let admitted: Lane | Promise<Lane>;
-    try {
-      admitted = this.#o.admission.admit(endpoint === ENDPOINT_LOGS ? 'logs' : 'traces', h);
-    } catch (e) {
-      this.#refuse(state, e, closeOnRefusal);
-      return;
-    }
-    // Body checks that need only headers (contract §4 step 9).
-    const cenc = h.contentEncoding.trim().toLowerCase();
+  /**
+   * The body checks that need only headers (contract §4 step 11): content
+   * type, encoding, declared length. Sets the frame flags; returns the
+   * refusal, if any (sent once admission has reserved the lane).
+   */
+  #checkBodyHeaders(state: HttpIngest, enc: number, contentEncoding: string): IngestError | undefined {
+    const cenc = contentEncoding.trim().toLowerCase();
     const gzip = cenc === 'gzip' || cenc === 'x-gzip';
-    const headerProblem =
-      enc < 0
-        ? badContentType
-        : !gzip && cenc !== '' && cenc !== 'identity'
-          ? badEncoding
-          : state.contentLength > this.#o.maxRequestBytes
-            ? tooLarge
-            : undefined;
     state.flags =
-      (endpoint === ENDPOINT_LOGS ? Signal.LOGS : Signal.TRACES) |
+      (state.endpoint === ENDPOINT_LOGS ? Signal.LOGS : Signal.TRACES) |
       (enc === Encoding.JSON ? FLAG_JSON : 0) |
       (gzip ? FLAG_GZIP : 0);
+    if (enc < 0) return badContentType;
+    if (!gzip && cenc !== '' && cenc !== 'identity') return badEncoding;
+    if (state.contentLength > this.#o.maxRequestBytes) return tooLarge;
+    return undefined;
+  }
 
-    if (admitted instanceof Promise) {
-      state.admitting = true;
-      admitted.then(
-        (lane) => {
-          state.admitting = false;
-          state.lane = lane;
-          if (state.aborted || state.refused) {
-            // The client left, or the body was refused (too large, too slow) meanwhile.
-            this.#finishUnsent(state, 499);
-            return;
-          }
-          if (headerProblem === tooLarge) {
-            this.#lingerRefuse(state, tooLarge);
-            return;
-          }
-          if (headerProblem !== undefined) {
-            this.#refuseAdmitted(state, headerProblem, closeOnRefusal);
-            return;
-          }
-          if (state.done) this.#send(state);
-        },
-        (err: unknown) => {
-          state.admitting = false;
-          if (!state.aborted && !state.refused) this.#refuse(state, err, true);
-        },
-      );
-    } else {
-      state.lane = admitted;
-      if (headerProblem === tooLarge) {
-        this.#lingerRefuse(state, tooLarge);
-      } else if (headerProblem !== undefined) {
-        this.#refuseAdmitted(state, headerProblem, closeOnRefusal);
-        return;
-      }
+  /** Admission finished after a wait (a JWT verification, a Redis lease) while the body streamed in. */
+  #admittedLater(state: HttpIngest, lane: Lane, headerProblem: IngestError | undefined): void {
+    state.lane = lane;
+    if (state.aborted || state.refused) {
+      // The client left, or the body was refused (too large, too slow) meanwhile.
+      this.#releaseLane(state);
+      return;
     }
+    if (headerProblem === tooLarge) {
+      this.#lingerRefuse(state, tooLarge);
+      return;
+    }
+    if (headerProblem !== undefined) {
+      this.#refuse(state, headerProblem, state.closeOnRefusal);
+      return;
+    }
+    if (state.done) this.#send(state);
+  }
 
+  /**
+   * Bytes in flight are bounded before anything else is spent on a request
+   * (contract §6). A small body (an ordinary exporter batch) is counted but
+   * never refused, so that large uploads that stall cannot lock everyone out;
+   * a body over --max-request-bytes is refused 413 later, never reserved.
+   */
+  #reserveDeclared(state: HttpIngest): IngestError | undefined {
+    const n = state.contentLength;
+    if (n <= 0 || n > this.#o.maxRequestBytes) return undefined;
+    if (n <= SMALL_BODY_BYTES) this.#o.inflight.force(n);
+    else {
+      const full = this.#o.inflight.reserve(n);
+      if (full !== undefined) return full;
+    }
+    state.reserved = n;
+    return undefined;
+  }
+
+  /** Streams the body in under the size cap and the receive deadline, then dispatches it. */
+  #receiveBody(state: HttpIngest): void {
     if (state.lingering === undefined) {
       state.deadline = Date.now() + this.#o.requestTimeoutSecs * 1000;
       this.#uploads.add(state);
     }
     const max = this.#o.maxRequestBytes;
-    res.onData((chunk, isLast) => {
+    state.res.onData((chunk, isLast) => {
       if (state.aborted) return;
       if (state.lingering !== undefined) {
         // Refused, its body still coming: read and drop it, within bounds, then answer.
@@ -398,12 +422,9 @@ export class HttpAcceptor {
       if (state.done) return;
       const view = new Uint8Array(chunk);
       if (state.len + view.length > max) {
-        this.#uploads.delete(state);
-        state.done = true;
         // Answered at once; uWS reads on and drops what is left of the body,
         // and cuts the connection itself if much more keeps coming.
-        if (state.lane !== undefined) this.#refuseAdmitted(state, tooLarge, false);
-        else this.#refuse(state, tooLarge, false);
+        this.#refuse(state, tooLarge, false);
         return;
       }
       if (state.len + view.length > state.reserved) {
@@ -411,28 +432,28 @@ export class HttpAcceptor {
         const more = state.len + view.length - state.reserved;
         const full = state.len + view.length <= SMALL_BODY_BYTES ? (this.#o.inflight.force(more), undefined) : this.#o.inflight.reserve(more);
         if (full !== undefined) {
-          this.#uploads.delete(state);
-          state.done = true;
-          if (state.lane !== undefined) this.#refuseAdmitted(state, full, true);
-          else this.#refuse(state, full, true);
+          this.#refuse(state, full, true);
           return;
         }
         state.reserved += more;
       }
-      if (isLast) {
-        this.#uploads.delete(state);
-        state.done = true;
-        if (state.buf === undefined && state.lane !== undefined) {
-          // The whole body in one chunk: one copy, into the ring.
-          state.sent = true;
-          this.#o.dispatcher.dispatch(state.lane, state.flags, view, state);
-          return;
-        }
+      if (!isLast) {
         state.append(view);
-        if (state.lane !== undefined) this.#send(state);
         return;
       }
-      state.append(view);
+      this.#uploads.delete(state);
+      state.done = true;
+      if (state.lane === undefined) {
+        // Admission is still waiting: #admittedLater sends it.
+        state.append(view);
+      } else if (state.buf === undefined) {
+        // The whole body in one chunk: one copy, into the ring.
+        state.sent = true;
+        this.#o.dispatcher.dispatch(state.lane, state.flags, view, state);
+      } else {
+        state.append(view);
+        this.#send(state);
+      }
     });
   }
 
@@ -450,91 +471,14 @@ export class HttpAcceptor {
     state.done = true;
     state.buf = undefined;
     this.#releaseBytes(state);
-    // A lane still being admitted is finished when its admission resolves (it sees `aborted`).
-    if (!state.admitting) this.#finishUnsent(state, 499);
+    // A lane still being admitted is given back when its admission resolves (#admittedLater sees `aborted`).
+    this.#releaseLane(state);
   }
 
   #releaseBytes(state: HttpIngest): void {
     if (state.reserved === 0) return;
     this.#o.inflight.release(state.reserved);
     state.reserved = 0;
-  }
-
-  #send(state: HttpIngest): void {
-    state.sent = true;
-    const body = state.buf === undefined ? EMPTY_RESPONSE[0]! : state.buf.subarray(0, state.len);
-    this.#o.dispatcher.dispatch(state.lane!, state.flags, body, state);
-  }
-
-  /** Refusal before a lane was reserved. */
-  #refuse(state: HttpIngest, err: unknown, close: boolean): void {
-    const e = asRefusal(err);
-    logRefusal(this.#o.log, e, state.endpoint, err);
-    state.done = true;
-    state.refused = true;
-    state.buf = undefined;
-    this.#releaseBytes(state);
-    this.#uploads.delete(state);
-    this.#o.metrics.request(state.endpoint, e.httpStatus);
-    this.#write(state, e.httpStatus, e, close);
-  }
-
-  /** Refusal after admission reserved a lane slot: the lane is finished too. */
-  #refuseAdmitted(state: HttpIngest, err: IngestError, close = false): void {
-    logRefusal(this.#o.log, err, state.endpoint);
-    state.done = true;
-    state.refused = true;
-    state.buf = undefined;
-    this.#releaseBytes(state);
-    this.#uploads.delete(state);
-    this.#finishUnsent(state, err.httpStatus);
-    this.#o.metrics.request(state.endpoint, err.httpStatus);
-    this.#write(state, err.httpStatus, err, close);
-  }
-
-  /** Releases the lane reservation of a request that never reached a worker. */
-  #finishUnsent(state: HttpIngest, status: number): void {
-    const lane = state.lane;
-    if (lane === undefined) return;
-    state.lane = undefined;
-    this.#o.dispatcher.finishUnsent(lane, status);
-  }
-
-  /** Called by the dispatcher when the worker answered (the lane is already finished). */
-  answer(state: HttpIngest, code: ErrorCode | undefined, records: number, message: string | undefined): void {
-    state.buf = undefined;
-    this.#releaseBytes(state);
-    if (code === undefined) {
-      this.#o.metrics.records(state.endpoint, records);
-      if (state.aborted) {
-        // Written, but the client left (or uWS dropped a pipelined request) before
-        // the answer: it never saw a 200, so it is not counted as one (499).
-        this.#o.metrics.request(state.endpoint, 499);
-        return;
-      }
-      this.#o.metrics.request(state.endpoint, 200);
-      // cork() runs its callback at once: hand it the state through a field,
-      // so answering allocates no closure.
-      this.#corking = state;
-      state.res.cork(this.#writeOk);
-      this.#corking = undefined;
-      return;
-    }
-    const err = errorForCompletion(code, message);
-    this.#o.metrics.request(state.endpoint, err.httpStatus);
-    logRefusal(this.#o.log, err, state.endpoint);
-    this.#write(state, err.httpStatus, err, false);
-  }
-
-  #write(state: HttpIngest, status: number, err: IngestError, close: boolean): void {
-    if (state.aborted) return;
-    const res = state.res;
-    const body = refusalBody(err, state.encoding);
-    res.cork(() => {
-      res.writeStatus(statusLine(status)).writeHeader('Content-Type', CONTENT_TYPES[state.encoding]);
-      if (err.retryAfterSecs > 0) res.writeHeader('Retry-After', String(err.retryAfterSecs));
-      res.end(body, close);
-    });
   }
 
   /**
@@ -547,13 +491,11 @@ export class HttpAcceptor {
    * buffered meanwhile.
    */
   #lingerRefuse(state: HttpIngest, err: IngestError): void {
-    logRefusal(this.#o.log, err, state.endpoint);
     state.done = true;
     state.refused = true;
     state.buf = undefined;
     this.#releaseBytes(state);
-    this.#finishUnsent(state, err.httpStatus);
-    this.#o.metrics.request(state.endpoint, err.httpStatus);
+    this.#releaseLane(state);
     state.lingering = err;
     state.lingerLeft = LINGER_BYTES;
     state.deadline = Date.now() + LINGER_MS;
@@ -565,18 +507,80 @@ export class HttpAcceptor {
     if (err === undefined) return;
     state.lingering = undefined;
     this.#uploads.delete(state);
-    this.#write(state, err.httpStatus, err, close);
+    state.closeAfterAnswer = close;
+    this.#answers.refuse(state, err);
+  }
+
+  #send(state: HttpIngest): void {
+    state.sent = true;
+    const body = state.buf === undefined ? EMPTY_RESPONSE[0]! : state.buf.subarray(0, state.len);
+    this.#o.dispatcher.dispatch(state.lane!, state.flags, body, state);
+  }
+
+  /**
+   * Refuses a request that has not reached a worker: ends its upload, gives
+   * back the lane admission reserved (if it got that far), and answers.
+   */
+  #refuse(state: HttpIngest, err: unknown, close: boolean): void {
+    state.done = true;
+    state.refused = true;
+    state.buf = undefined;
+    this.#releaseBytes(state);
+    this.#uploads.delete(state);
+    this.#releaseLane(state);
+    state.closeAfterAnswer = close;
+    this.#answers.refuse(state, err);
+  }
+
+  /** Gives back the lane reservation of a request that never reached a worker. */
+  #releaseLane(state: HttpIngest): void {
+    const lane = state.lane;
+    if (lane === undefined) return;
+    state.lane = undefined;
+    this.#o.dispatcher.finishUnsent(lane);
+  }
+
+  /** Called by the dispatcher when the worker answered (the lane is already finished). */
+  answer(state: HttpIngest, code: ErrorCode | undefined, records: number, message: string | undefined): void {
+    state.buf = undefined;
+    this.#releaseBytes(state);
+    if (state.aborted && code === undefined) {
+      // Written, but the client left (or uWS dropped a pipelined request) before
+      // the answer: it never saw a 200, so it is not counted as one (499).
+      this.#o.metrics.request(state.endpoint, 499);
+      this.#o.metrics.records(state.endpoint, records);
+      return;
+    }
+    state.closeAfterAnswer = false;
+    this.#answers.completed(state, code, records, message);
+  }
+
+  #sendOk(state: HttpIngest): void {
+    if (state.aborted) return;
+    // cork() runs its callback at once: hand it the state through a field,
+    // so answering allocates no closure.
+    this.#corking = state;
+    state.res.cork(this.#writeOk);
+    this.#corking = undefined;
+  }
+
+  #sendRefusal(state: HttpIngest, err: IngestError): void {
+    if (state.aborted) return;
+    const res = state.res;
+    const body = refusalBody(err, state.encoding);
+    const close = state.closeAfterAnswer;
+    res.cork(() => {
+      res.writeStatus(statusLine(err.httpStatus)).writeHeader('Content-Type', CONTENT_TYPES[state.encoding]);
+      if (err.retryAfterSecs > 0) res.writeHeader('Retry-After', String(err.retryAfterSecs));
+      res.end(body, close);
+    });
   }
 
   #expireUploads(): void {
     const now = Date.now();
     for (const state of this.#uploads) {
       if (now < state.deadline) continue;
-      if (state.lingering !== undefined) {
-        this.#endLinger(state, true);
-        continue;
-      }
-      if (state.lane !== undefined) this.#refuseAdmitted(state, requestTimeout, true);
+      if (state.lingering !== undefined) this.#endLinger(state, true);
       else this.#refuse(state, requestTimeout, true);
     }
   }

@@ -19,9 +19,9 @@ import type { Logger } from '../log.js';
 import { IngestMetrics } from '../metrics/ingest-metrics.js';
 import { AllowList } from '../tenancy/allow-list.js';
 import { TenantResolver } from '../tenancy/tenant-resolver.js';
-import type { WorkerSettings } from '../worker/shard-protocol.js';
 import { Admission } from './admission.js';
-import { Dispatcher } from './dispatcher.js';
+import { Dispatcher } from '../shard/dispatcher.js';
+import { SHARD_TASK_URL, type WorkerSettings } from '../shard/protocol.js';
 import { GrpcAcceptor } from './grpc-acceptor.js';
 import { HttpAcceptor } from './http-acceptor.js';
 import { loadUws } from './uws-loader.js';
@@ -92,7 +92,7 @@ export class Ingester {
       logLevel: s.logLevel,
     };
     this.#pool = new Piscina({
-      filename: new URL('../worker/shard-task.js', import.meta.url).href,
+      filename: SHARD_TASK_URL,
       minThreads: s.workers,
       maxThreads: s.workers,
       idleTimeout: 2 ** 31 - 1,
@@ -108,8 +108,8 @@ export class Ingester {
       settings: workerSettings,
       maxRequestBytes: s.maxRequestBytes,
       log,
-      onFinish: (lane, status) => {
-        if (admission!.finish(lane, status)) dispatcher.forget(lane);
+      onFinish: (lane, stored) => {
+        if (admission!.finish(lane, stored)) dispatcher.forget(lane);
       },
     });
     this.#dispatcher = dispatcher;

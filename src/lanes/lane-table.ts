@@ -8,9 +8,12 @@
 // a tenant that has no other lane are removed again, so a refused request
 // leaves nothing behind (contract §4). Written lanes are never released.
 
-import { shardOf, tableKey, type LaneSpec } from './frames.js';
+import type { LaneSpec } from '../shard/frames.js';
+import { LaneKey } from '../shard/lane-key.js';
 
 export interface Lane extends LaneSpec {
+  /** The lane's name in every form (shard, WAL directory, labels). */
+  readonly key: LaneKey;
   readonly slot: number;
   readonly shard: number;
   readonly tenantEntry: TenantEntry;
@@ -77,13 +80,15 @@ export class LaneTable {
     }
     const slot = this.#freeSlots.length > 0 ? this.#freeSlots.pop()! : this.#nextSlot++;
     Atomics.store(this.depth, slot, 0);
+    const key = LaneKey.of(tenant, signal, index);
     const lane: Lane = {
       id: this.#nextId++,
       tenant,
       index,
       signal: index === undefined ? signal : 'logs',
+      key,
       slot,
-      shard: shardOf(tenant, tableKey({ index, signal }), this.workers),
+      shard: key.shard(this.workers),
       tenantEntry: entry,
       committed: false,
     };

@@ -12,7 +12,7 @@ export class AllowList {
   constructor(allowedTenants: readonly string[]) {
     for (const t of allowedTenants) {
       if (typeof t !== 'string' || !isValidIdentifier(t)) {
-        throw new ConfigError(`ingester.allowedTenants: ${JSON.stringify(t)} is not a valid tenant identifier`);
+        throw ConfigError.ofSetting('ingester.allowedTenants', `${JSON.stringify(t)} is not a valid tenant identifier`);
       }
     }
     this.#allowed = allowedTenants.length === 0 ? undefined : new Set(allowedTenants);

@@ -76,7 +76,7 @@ export class TenantResolver {
   constructor(opts: TenantResolverOptions) {
     if (opts.tenantClaim !== undefined) {
       if (typeof opts.tenantClaim !== 'string' || opts.tenantClaim === '') {
-        throw new ConfigError('ingester.tenantClaim: must be a non-empty claim name');
+        throw ConfigError.ofSetting('ingester.tenantClaim', 'must be a non-empty claim name');
       }
       this.#mode = 'claim';
       this.#claim = opts.tenantClaim;

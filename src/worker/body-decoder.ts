@@ -3,7 +3,7 @@
 // Throws BodyError (400/413/415) for anything that is not a valid export
 // request; nothing of such a body ever reaches a WAL file.
 
-import { FLAG_GZIP, FLAG_JSON, FLAG_SIGNAL_MASK, Signal } from '../lanes/frames.js';
+import { FLAG_GZIP, FLAG_JSON, signalOfFlags } from '../shard/frames.js';
 import { gunzipCapped } from '../otlp/gzip.js';
 import { otlpJsonToProtobuf } from '../otlp/json-decoder.js';
 import { validateExportRequest } from '../otlp/wire-validator.js';
@@ -19,7 +19,7 @@ export class BodyDecoder {
 
   /** Decodes `body`; returns the record count and leaves the payload in `this.payload`. */
   decode(flags: number, body: Uint8Array): number {
-    const signal = (flags & FLAG_SIGNAL_MASK) === Signal.TRACES ? 'traces' : 'logs';
+    const signal = signalOfFlags(flags);
     let bytes = body;
     if ((flags & FLAG_GZIP) !== 0) bytes = gunzipCapped(bytes, this.#maxBytes);
     if ((flags & FLAG_JSON) !== 0) {

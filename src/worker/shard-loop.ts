@@ -12,20 +12,30 @@
 // the disk refused, SIGLAKE_WAL_WRITE otherwise) and leaves the segment cut
 // back to its last whole record.
 
-import { BodyError, walFailureCode, wireIdOf, type ErrorCode } from '../errors.js';
+import { BodyError, walFailureCode, type ErrorCode } from '../errors.js';
 import { ByteRing, type Frame } from '../lanes/byte-ring.js';
-import { CompletionRing, Doorbell } from '../lanes/completion-ring.js';
-import { FLAG_SIGNAL_MASK, FRAME_PREFIX_BYTES, FrameKind, Signal, shardOf, tableKey, type LaneSpec } from '../lanes/frames.js';
+import { ACCEPTED, completionCode, CompletionRing, Doorbell } from '../shard/completion-ring.js';
+import {
+  decodeLaneSpec,
+  frameFlags,
+  frameKind,
+  frameLaneId,
+  FRAME_PREFIX_BYTES,
+  FrameKind,
+  keyOfSpec,
+  signalOfFlags,
+  type LaneSpec,
+} from '../shard/frames.js';
+import { LaneKey } from '../shard/lane-key.js';
+import { ControlWord, type ShardExit, type ShardTaskArgs } from '../shard/protocol.js';
 import { createLogger, LogThrottle, type Logger } from '../log.js';
 import { WorkerStats } from '../metrics/worker-stats.js';
 import { FdCache } from '../wal/fd-cache.js';
 import { RecordType } from '../wal/format.js';
-import { indexTable, laneDir, LOGS_TABLE, TRACES_TABLE, type LaneLocation } from '../wal/layout.js';
 import { LaneWriter } from '../wal/lane-writer.js';
 import { recoverWal } from '../wal/recovery.js';
 import { WalWriteError } from '../wal/wal-write-error.js';
 import { BodyDecoder } from './body-decoder.js';
-import { ControlWord, type ShardExit, type ShardTaskArgs } from './shard-protocol.js';
 
 const MAX_ROUND_REQUESTS = 4096;
 const MAX_ROUND_BYTES = 64 * 1024 * 1024;
@@ -37,9 +47,8 @@ interface LaneFailure {
   message: string;
 }
 
-const ACCEPTED = 0;
-const UNKNOWN_LANE = wireIdOf('SIGLAKE_UNKNOWN_LANE');
-const DECODER_CRASH = wireIdOf('SIGLAKE_DECODER_CRASH');
+const UNKNOWN_LANE = completionCode('SIGLAKE_UNKNOWN_LANE');
+const DECODER_CRASH = completionCode('SIGLAKE_DECODER_CRASH');
 
 class LaneState {
   /** Requests of the current round on this lane failed with this. */
@@ -47,12 +56,10 @@ class LaneState {
   touched = false;
   dirty = false;
   constructor(
-    readonly spec: LaneSpec,
+    readonly key: LaneKey,
     readonly writer: LaneWriter,
   ) {}
 }
-
-const utf8 = new TextDecoder();
 
 export class ShardLoop {
   readonly #a: ShardTaskArgs;
@@ -124,7 +131,7 @@ export class ShardLoop {
       try {
         await lane.writer.close();
       } catch (e) {
-        this.#log.error({ lane: describeLane(lane.spec), err: (e as Error).message }, 'closing a WAL segment failed');
+        this.#log.error({ lane: lane.key.label, err: (e as Error).message }, 'closing a WAL segment failed');
       }
     }
     return { shard: this.#a.shard, requests: this.#served };
@@ -134,13 +141,8 @@ export class ShardLoop {
   #recover(): void {
     const { walDir } = this.#a.settings;
     const { shard, workers } = this.#a;
-    const mine = (l: LaneLocation) =>
-      shardOf(
-        l.tenant,
-        tableKey({ index: l.table.kind === 'index' ? l.table.name : undefined, signal: l.table.kind === 'traces' ? 'traces' : 'logs' }),
-        workers,
-      ) === shard;
-    const r = recoverWal(walDir, mine);
+    // The same key the acceptor's lane table gives the lane, so the same shard.
+    const r = recoverWal(walDir, (l) => LaneKey.at(l).shard(workers) === shard);
     for (const [dir, next] of r.nextSegment) this.#nextSegment.set(dir, next);
     if (r.truncatedBytes > 0) this.#stats.addTruncatedBytes(r.truncatedBytes);
     for (const { lane, recovery } of r.lanes) {
@@ -158,8 +160,8 @@ export class ShardLoop {
   }
 
   #open(spec: LaneSpec): LaneState {
-    const table = spec.index !== undefined ? indexTable(spec.index) : spec.signal === 'logs' ? LOGS_TABLE : TRACES_TABLE;
-    const dir = laneDir(this.#a.settings.walDir, spec.tenant, table);
+    const key = keyOfSpec(spec);
+    const dir = key.walDir(this.#a.settings.walDir);
     const next = this.#nextSegment.get(dir);
     const writer = new LaneWriter({
       dir,
@@ -169,7 +171,7 @@ export class ShardLoop {
       slabRecords: 4,
       ...(next !== undefined ? { nextSegment: next } : {}),
     });
-    const state = new LaneState(spec, writer);
+    const state = new LaneState(key, writer);
     this.#lanes.set(spec.id, state);
     return state;
   }
@@ -177,18 +179,6 @@ export class ShardLoop {
   #idleWaitMs(): number {
     const s = this.#a.settings;
     return s.walFsync === 'interval' && this.#dirty.size > 0 ? s.walFsyncIntervalMs : HOUSEKEEPING_MS;
-  }
-
-  #grow(): void {
-    const n = this.#reqIds.length * 2;
-    const grow = (a: Int32Array) => {
-      const b = new Int32Array(n);
-      b.set(a);
-      return b;
-    };
-    this.#reqIds = grow(this.#reqIds);
-    this.#records = grow(this.#records);
-    this.#codes = grow(this.#codes);
   }
 
   /** Reads and stages one round of frames. */
@@ -202,13 +192,13 @@ export class ShardLoop {
     while (this.#n < MAX_ROUND_REQUESTS && roundBytes < MAX_ROUND_BYTES && ring.read(f)) {
       roundBytes += f.length;
       const off = f.offset;
-      const kind = bytes[off]!;
-      const laneId = (bytes[off + 4]! | (bytes[off + 5]! << 8) | (bytes[off + 6]! << 16) | (bytes[off + 7]! << 24)) >>> 0;
+      const kind = frameKind(bytes, off);
+      const laneId = frameLaneId(bytes, off);
+      const payload = bytes.subarray(off + FRAME_PREFIX_BYTES, off + f.length);
       if (kind === FrameKind.DATA) {
-        this.#stageRequest(f.tag, bytes[off + 1]!, laneId, bytes.subarray(off + FRAME_PREFIX_BYTES, off + f.length), now);
+        this.#stageRequest(f.tag, frameFlags(bytes, off), laneId, payload, now);
       } else if (kind === FrameKind.LANE_OPEN) {
-        const spec = JSON.parse(utf8.decode(bytes.slice(off + FRAME_PREFIX_BYTES, off + f.length))) as LaneSpec;
-        this.#open(spec);
+        this.#open(decodeLaneSpec(payload));
       } else if (kind === FrameKind.LANE_FORGET) {
         this.#lanes.delete(laneId);
       } else if (kind === FrameKind.SHUTDOWN) {
@@ -219,7 +209,6 @@ export class ShardLoop {
   }
 
   #stageRequest(reqId: number, flags: number, laneId: number, body: Uint8Array, now: number): void {
-    if (this.#n === this.#reqIds.length) this.#grow();
     const i = this.#n++;
     this.#reqIds[i] = reqId;
     this.#records[i] = 0;
@@ -237,7 +226,7 @@ export class ShardLoop {
       records = this.#decoder.decode(flags, body);
     } catch (e) {
       if (e instanceof BodyError) {
-        this.#codes[i] = wireIdOf(e.code);
+        this.#codes[i] = completionCode(e.code);
         this.#messages[i] = e.message;
         return;
       }
@@ -250,7 +239,7 @@ export class ShardLoop {
     this.#records[i] = records;
     if (this.#decoder.payload.length === 0) return; // an empty export request writes nothing
     this.#reqLane[i] = lane;
-    const type = (flags & FLAG_SIGNAL_MASK) === Signal.TRACES ? RecordType.TRACES : RecordType.LOGS;
+    const type = signalOfFlags(flags) === 'traces' ? RecordType.TRACES : RecordType.LOGS;
     lane.writer.stage(type, records, now, this.#decoder.payload);
     if (!lane.touched) {
       lane.touched = true;
@@ -270,7 +259,7 @@ export class ShardLoop {
         lane.failure = writeFailure(e);
         this.#stats.addWriteError();
         const left = this.#throttle.take(`write:${(e as { errno?: string }).errno ?? (e as Error).message}`);
-        if (left >= 0) this.#log.error({ lane: describeLane(lane.spec), err: (e as Error).message, suppressed: left }, 'WAL write failed');
+        if (left >= 0) this.#log.error({ lane: lane.key.label, err: (e as Error).message, suppressed: left }, 'WAL write failed');
       }
     }
     // The payload views are in the kernel now (or dropped): give the ring space back.
@@ -342,7 +331,7 @@ export class ShardLoop {
     lane.failure = writeFailure(e);
     this.#stats.addWriteError();
     const left = this.#throttle.take(`fdatasync:${(e as { errno?: string }).errno ?? (e as Error).message}`);
-    if (left >= 0) this.#log.error({ lane: describeLane(lane.spec), err: (e as Error).message, suppressed: left }, 'WAL fdatasync failed');
+    if (left >= 0) this.#log.error({ lane: lane.key.label, err: (e as Error).message, suppressed: left }, 'WAL fdatasync failed');
   }
 
   /** The completion ring is full: wake the acceptor and wait until it drained some. */
@@ -374,14 +363,10 @@ export class ShardLoop {
         await lane.writer.seal();
         this.#dirty.delete(lane);
       } catch (e) {
-        this.#log.error({ lane: describeLane(lane.spec), err: (e as Error).message }, 'sealing a WAL segment failed');
+        this.#log.error({ lane: lane.key.label, err: (e as Error).message }, 'sealing a WAL segment failed');
       }
     }
   }
-}
-
-function describeLane(spec: LaneSpec): string {
-  return `${spec.tenant}/${spec.index === undefined ? spec.signal : `indexes/${spec.index}`}`;
 }
 
 /** The refusal of a lane's requests after its write or sync failed. */
@@ -390,5 +375,5 @@ function writeFailure(e: unknown): LaneFailure {
   const cause = (e as { cause?: { code?: unknown } }).cause?.code ?? (e as { code?: unknown }).code;
   const why = typeof errno === 'string' ? errno : typeof cause === 'string' && !cause.startsWith('SIGLAKE_') ? cause : undefined;
   const code: ErrorCode = e instanceof WalWriteError ? e.code : walFailureCode(why);
-  return { code: wireIdOf(code), message: `write failed: the WAL could not store the request${why ? ` (${why})` : ''}` };
+  return { code: completionCode(code), message: `write failed: the WAL could not store the request${why ? ` (${why})` : ''}` };
 }

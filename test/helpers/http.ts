@@ -165,7 +165,6 @@ export class ManualUpload {
   }
 }
 
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** Opens `n` TCP connections to the port that send nothing. */
 export async function idleConnections(port: number, n: number): Promise<net.Socket[]> {

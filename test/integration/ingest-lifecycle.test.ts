@@ -8,7 +8,8 @@ import net from 'node:net';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LOGS_EXPORT, RawGrpcClient, grpc, openStalledGrpcCall } from '../helpers/grpc-client.js';
-import { KeepAliveSocket, post, sleep } from '../helpers/http.js';
+import { KeepAliveSocket, post } from '../helpers/http.js';
+import { sleep } from '../helpers/wait.js';
 import { listFiles, runCli, startIngester, walDump, type RunningIngester } from '../helpers/ingester.js';
 import { logsProto, tracesProto } from '../helpers/otlp-bodies.js';
 

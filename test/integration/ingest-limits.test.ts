@@ -6,7 +6,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RawGrpcClient, grpc } from '../helpers/grpc-client.js';
-import { ManualUpload, post, sleep } from '../helpers/http.js';
+import { ManualUpload, post } from '../helpers/http.js';
+import { until } from '../helpers/wait.js';
 import { listFiles, startIngester, walDump, type RunningIngester } from '../helpers/ingester.js';
 import { decodeStatus, jsonBytes, logsJson, logsProto, tracesProto } from '../helpers/otlp-bodies.js';
 import { grpcCode, httpCode, ERROR_INFO_URL, grpcStatusOf, httpStatusOf } from '../helpers/rpc-status.js';
@@ -14,13 +15,8 @@ import { grpcCode, httpCode, ERROR_INFO_URL, grpcStatusOf, httpStatusOf } from '
 const PB = 'application/x-protobuf';
 const LANE_CAP_PREFIX = 'Service Unavailable: ingester lane limit reached (2 lanes)';
 
-async function waitFor(cond: () => Promise<boolean>, timeoutMs = 5000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await sleep(20);
-  }
-}
+/** Polls an async condition (a metric) until it holds; fails after 5 s. */
+const waitFor = (cond: () => Promise<boolean>): Promise<void> => until(cond, 5000, 'the ingester to reach the expected state', 20);
 
 describe('lane cap (--ingest-max-lanes 2)', () => {
   let ing: RunningIngester;

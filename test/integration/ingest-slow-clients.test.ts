@@ -5,7 +5,8 @@
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RawGrpcClient, grpc } from '../helpers/grpc-client.js';
-import { ManualUpload, idleConnections, post, sleep } from '../helpers/http.js';
+import { ManualUpload, idleConnections, post } from '../helpers/http.js';
+import { sleep } from '../helpers/wait.js';
 import { startIngester, walDump, type RunningIngester } from '../helpers/ingester.js';
 import { decodeStatus, logsProto, tracesProto } from '../helpers/otlp-bodies.js';
 import { httpCode } from '../helpers/rpc-status.js';

@@ -6,9 +6,9 @@
 // which verifies clean afterwards.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { shardOf, tableKey } from '../../src/lanes/frames.js';
+import { LaneKey } from '../../src/shard/lane-key.js';
 import { RawGrpcClient, grpc } from '../helpers/grpc-client.js';
-import { sleep } from '../helpers/http.js';
+import { sleep } from '../helpers/wait.js';
 import { runCli, startIngester, walDump, type RunningIngester } from '../helpers/ingester.js';
 import { logsProto, tracesProto } from '../helpers/otlp-bodies.js';
 import { grpcCode, httpCode } from '../helpers/rpc-status.js';
@@ -38,12 +38,12 @@ const GRPC_TO_HTTP: Record<number, number> = { 0: 200, 13: 500, 14: 503, 3: 400 
 
 function lanesByShard(): Lane[] {
   const all: Lane[] = [
-    { name: 'logs', signal: 'logs', shard: shardOf('default', tableKey({ index: undefined, signal: 'logs' }), WORKERS) },
-    { name: 'traces', signal: 'traces', shard: shardOf('default', tableKey({ index: undefined, signal: 'traces' }), WORKERS) },
+    { name: 'logs', signal: 'logs', shard: LaneKey.of('default', 'logs', undefined).shard(WORKERS) },
+    { name: 'traces', signal: 'traces', shard: LaneKey.of('default', 'traces', undefined).shard(WORKERS) },
   ];
   for (let i = 0; i < 20; i++) {
     const index = `idx${i}`;
-    all.push({ name: `index:${index}`, signal: 'logs', index, shard: shardOf('default', tableKey({ index, signal: 'logs' }), WORKERS) });
+    all.push({ name: `index:${index}`, signal: 'logs', index, shard: LaneKey.of('default', 'logs', index).shard(WORKERS) });
   }
   // Two lanes per shard.
   return [0, 1].flatMap((s) => all.filter((l) => l.shard === s).slice(0, 2));

@@ -16,7 +16,8 @@
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RawGrpcClient, grpc, type GrpcReply } from '../helpers/grpc-client.js';
-import { post, sleep, type HttpReply } from '../helpers/http.js';
+import { post, type HttpReply } from '../helpers/http.js';
+import { sleep } from '../helpers/wait.js';
 import { startIngester, walDump, type RunningIngester } from '../helpers/ingester.js';
 import { exportSpans, makeSpans } from '../helpers/otel.js';
 import { ERROR_INFO_URL, RETRY_INFO_URL, errorInfoOf, grpcStatusOf, httpStatusOf, type DecodedStatus } from '../helpers/rpc-status.js';

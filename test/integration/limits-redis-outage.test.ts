@@ -15,7 +15,8 @@
 
 import { performance } from 'node:perf_hooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { post, sleep } from '../helpers/http.js';
+import { post } from '../helpers/http.js';
+import { sleep } from '../helpers/wait.js';
 import { startIngester, type RunningIngester } from '../helpers/ingester.js';
 import { logsProto } from '../helpers/otlp-bodies.js';
 import { RedisServer } from '../helpers/redis-server.js';

@@ -10,7 +10,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RawGrpcClient, grpc } from '../helpers/grpc-client.js';
-import { ManualUpload, post, sleep } from '../helpers/http.js';
+import { ManualUpload, post } from '../helpers/http.js';
+import { until } from '../helpers/wait.js';
 import { listFiles, startIngester, walDump, type RunningIngester } from '../helpers/ingester.js';
 import { decodeStatus, jsonBytes, logsJson, logsProto, tracesProto } from '../helpers/otlp-bodies.js';
 import { grpcCode, httpCode } from '../helpers/rpc-status.js';
@@ -18,13 +19,8 @@ import { grpcCode, httpCode } from '../helpers/rpc-status.js';
 const A = 'tenant-a';
 const B = 'tenant-b';
 
-async function waitFor(cond: () => Promise<boolean>, timeoutMs = 5000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await sleep(20);
-  }
-}
+/** Polls an async condition (a metric) until it holds; fails after 5 s. */
+const waitFor = (cond: () => Promise<boolean>): Promise<void> => until(cond, 5000, 'the ingester to reach the expected state', 20);
 
 describe('tenant isolation: A floods its lane (--ingest-queue-capacity 1, --trust-tenant-header)', () => {
   let ing: RunningIngester;

@@ -19,7 +19,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOGS_EXPORT, grpc, rawGrpcCall } from '../helpers/grpc-client.js';
-import { sleep } from '../helpers/http.js';
+import { sleep } from '../helpers/wait.js';
 import { runCli, startIngester, tempDir, walDump, type RunningIngester } from '../helpers/ingester.js';
 import {
   AUDIENCE,

@@ -193,7 +193,7 @@ describe('trusted-header mode (--trust-tenant-header)', () => {
     });
 
     it(`${t}: every invalid identifier → 400, not counted as a denial`, async () => {
-      for (const [what, value] of INVALID_IDS) {
+      for (const [, value] of INVALID_IDS) {
         await expectRefused(c, () => c.send(t, 'logs', `invalid-${t}`, { 'x-scope-orgid': value }), 400, 'SIGLAKE_BAD_HEADER');
       }
     });

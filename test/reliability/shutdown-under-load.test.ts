@@ -14,7 +14,7 @@
 //   sealed; a restart has nothing to repair.
 
 import { afterAll, describe, expect, it } from 'vitest';
-import { shardOf, tableKey } from '../../src/lanes/frames.js';
+import { LaneKey } from '../../src/shard/lane-key.js';
 import { ManualUpload } from '../helpers/http.js';
 import type { RunningIngester } from '../helpers/ingester.js';
 import { logsProto, tracesProto } from '../helpers/otlp-bodies.js';
@@ -38,7 +38,7 @@ afterAll(async () => {
   recordFigures('shutdown-under-load', { seed, shutdownTimeoutSecs: SHUTDOWN_SECS, rounds: figures });
 });
 
-const shardOfLane = (l: LaneChoice): number => shardOf(l.tenant, tableKey({ index: l.index, signal: l.signal }), WORKERS);
+const shardOfLane = (l: LaneChoice): number => LaneKey.of(l.tenant, l.signal, l.index).shard(WORKERS);
 
 interface Scenario {
   name: string;

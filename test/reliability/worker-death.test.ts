@@ -14,7 +14,7 @@
 //   verifies clean after a graceful stop, and a restart has nothing to repair.
 
 import { afterAll, describe, expect, it } from 'vitest';
-import { shardOf, tableKey } from '../../src/lanes/frames.js';
+import { LaneKey } from '../../src/shard/lane-key.js';
 import type { RunningIngester } from '../helpers/ingester.js';
 import { LoadRun, Ledger, expectLedgerIntact, laneMatrix, sleep, until, type LaneChoice } from './lib/load.js';
 import { Prng } from './lib/prng.js';
@@ -34,7 +34,7 @@ afterAll(async () => {
 });
 
 const shardOfLane = (l: LaneChoice): number =>
-  shardOf(l.tenant, tableKey({ index: l.index, signal: l.signal }), WORKERS);
+  LaneKey.of(l.tenant, l.signal, l.index).shard(WORKERS);
 
 interface Kill {
   shard: number;

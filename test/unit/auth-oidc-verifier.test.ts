@@ -13,6 +13,7 @@ import { AuthError } from '../../src/auth/auth-error.js';
 import { DEFAULT_ALGORITHMS, OidcVerifier, type OidcVerifierOptions } from '../../src/auth/oidc-verifier.js';
 import { ConfigError, IngestError } from '../../src/errors.js';
 import { TenantResolver } from '../../src/tenancy/tenant-resolver.js';
+import { sleep } from '../helpers/wait.js';
 
 const ISS = 'https://idp.example.test';
 const AUD = 'siglake';
@@ -32,7 +33,6 @@ async function pair(alg: 'RS256' | 'ES256', kid: string): Promise<Pair> {
 }
 
 const nowSecs = (): number => Math.floor(Date.now() / 1000);
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const b64 = (v: unknown): string => Buffer.from(JSON.stringify(v)).toString('base64url');
 
 interface SignOpts {

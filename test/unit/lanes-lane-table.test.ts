@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { shardOf, tableKey } from '../../src/lanes/frames.js';
 import { LaneTable } from '../../src/lanes/lane-table.js';
 
 describe('LaneTable', () => {
@@ -14,8 +13,9 @@ describe('LaneTable', () => {
     expect(t.find(entry, 'traces', 'audit')).toBe(idx); // an index lane takes both signals
     expect(t.find(entry, 'logs', 'other')).toBeUndefined();
     expect(t.find(t.tenant('nobody'), 'logs', undefined)).toBeUndefined();
-    expect(logs.shard).toBe(shardOf('acme', 'logs', 4));
-    expect(idx.shard).toBe(shardOf('acme', tableKey({ index: 'audit', signal: 'logs' }), 4));
+    expect(logs.shard).toBe(logs.key.shard(4));
+    expect(idx.key.key).toBe('acme/i:audit');
+    expect(idx.shard).toBe(idx.key.shard(4));
     expect(t.laneCount).toBe(3);
     expect(t.tenantCount).toBe(1);
   });
@@ -25,7 +25,8 @@ describe('LaneTable', () => {
     const logs = t.create('a', 'logs', undefined);
     const idx = t.create('a', 'logs', 'logs');
     expect(idx).not.toBe(logs);
-    expect(tableKey(idx)).toBe('i:logs');
+    expect(idx.key.key).toBe('a/i:logs');
+    expect(logs.key.key).toBe('a/logs');
   });
 
   it('reports full at the cap', () => {

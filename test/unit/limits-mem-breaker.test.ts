@@ -5,8 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BreakerFlag } from '../../src/limits/breaker-flag.js';
 import { LimitsError } from '../../src/limits/limits-error.js';
 import { MemBreaker } from '../../src/limits/mem-breaker.js';
+import { sleep } from '../helpers/wait.js';
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 function statusFile(vmRssKb: number | null): string {
   // The shape of /proc/self/status around the line the breaker reads.

@@ -11,6 +11,7 @@ import { gzip, jsonBytes, logsJson, logsProto, tracesJson, tracesProto } from '.
 import { expect } from 'vitest';
 import type { Prng } from './prng.js';
 import { dumpWal } from './wal-files.js';
+import { sleep, until } from '../../helpers/wait.js';
 
 export interface LaneChoice {
   tenant: string;
@@ -253,16 +254,7 @@ export class LoadRun {
   }
 }
 
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-/** Waits until `cond()` holds, polling; throws after `timeoutMs` (a hang guard). */
-export async function until(cond: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(10);
-  }
-}
+export { sleep, until };
 
 /**
  * The ledger against `siglake wal dump` of `walDir`: every acknowledged marker

@@ -7,19 +7,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LimitsError } from '../../src/limits/limits-error.js';
 import { LEASE_SCRIPT, RedisBudget } from '../../src/limits/redis-budget.js';
 import { RedisServer } from '../helpers/redis-server.js';
+import { holdsWithin, sleep } from '../helpers/wait.js';
 
 const tick = () => new Promise<void>((r) => setImmediate(r));
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-/** Call `probe` every `everyMs` until it returns true; false after `timeoutMs`. */
-async function until(probe: () => boolean | Promise<boolean>, timeoutMs: number, everyMs = 10): Promise<boolean> {
-  const end = performance.now() + timeoutMs;
-  while (performance.now() < end) {
-    if (await probe()) return true;
-    await sleep(everyMs);
-  }
-  return false;
-}
 
 let prefixSeq = 0;
 const freshPrefix = () => `test:${process.pid}:${++prefixSeq}:`;
@@ -83,7 +73,7 @@ describe('RedisBudget with a shared redis-server', () => {
     await b.ready();
     const drain = async (take: () => number | Promise<number>) => {
       let n = 0;
-      const refusedSoon = await until(async () => {
+      const refusedSoon = await holdsWithin(async () => {
         const r = await take();
         if (r === 0) n++;
         return r > 0;
@@ -121,7 +111,7 @@ describe('RedisBudget with a shared redis-server', () => {
     const drain = async (take: () => number | Promise<number>) => {
       let n = 0;
       let wait = 0;
-      const refusedSoon = await until(async () => {
+      const refusedSoon = await holdsWithin(async () => {
         wait = await take();
         if (wait === 0) n++;
         return wait > 0;
@@ -253,7 +243,7 @@ describe('RedisBudget with a shared redis-server', () => {
     expect(await admin.script('EXISTS', sha)).toEqual([1]);
     await admin.script('FLUSH');
     expect(await admin.script('EXISTS', sha)).toEqual([0]);
-    expect(await until(async () => (await b.takeTenant('x')) > 0, 3000)).toBe(true);
+    expect(await holdsWithin(async () => (await b.takeTenant('x')) > 0, 3000)).toBe(true);
     expect(await admin.script('EXISTS', sha)).toEqual([1]);
     expect(b.backendErrors).toBe(0);
     await b.close();
@@ -338,12 +328,12 @@ describe('RedisBudget when Redis fails', () => {
       onBackendError: (e) => errors.push(e),
     });
     await b.ready();
-    expect(await until(async () => (await b.takeGlobal()) > 0, 3000)).toBe(true); // enforced
+    expect(await holdsWithin(async () => (await b.takeGlobal()) > 0, 3000)).toBe(true); // enforced
     expect(b.backendErrors).toBe(0);
 
     await server.kill9();
     let streak = 0;
-    const failedOpen = await until(async () => {
+    const failedOpen = await holdsWithin(async () => {
       streak = (await b.takeGlobal()) === 0 ? streak + 1 : 0;
       return streak >= 100 && b.backendErrors > 0;
     }, 10_000, 5);
@@ -353,9 +343,9 @@ describe('RedisBudget when Redis fails', () => {
 
     await server.restart();
     // The same instance: ioredis reconnects, the next lease request enforces the (fresh) bucket again.
-    expect(await until(async () => (await b.takeGlobal()) > 0, 15_000)).toBe(true);
+    expect(await holdsWithin(async () => (await b.takeGlobal()) > 0, 15_000)).toBe(true);
     const errorsAfter = b.backendErrors;
-    expect(await until(async () => (await b.takeTenant('t')) > 0, 3000)).toBe(true);
+    expect(await holdsWithin(async () => (await b.takeTenant('t')) > 0, 3000)).toBe(true);
     expect(b.backendErrors).toBe(errorsAfter);
     await b.close();
   });
@@ -372,11 +362,11 @@ describe('RedisBudget when Redis fails', () => {
       keyPrefix: freshPrefix(),
     });
     await b.ready();
-    expect(await until(async () => (await b.takeTenant('t')) > 0, 3000)).toBe(true);
+    expect(await holdsWithin(async () => (await b.takeTenant('t')) > 0, 3000)).toBe(true);
     server.pause();
     try {
       let streak = 0;
-      const failedOpen = await until(async () => {
+      const failedOpen = await holdsWithin(async () => {
         streak = (await b.takeTenant('t')) === 0 ? streak + 1 : 0;
         return streak >= 50 && b.backendErrors > 0;
       }, 10_000, 5);
@@ -384,7 +374,7 @@ describe('RedisBudget when Redis fails', () => {
     } finally {
       server.resume();
     }
-    expect(await until(async () => (await b.takeTenant('t')) > 0, 10_000)).toBe(true);
+    expect(await holdsWithin(async () => (await b.takeTenant('t')) > 0, 10_000)).toBe(true);
     await b.close();
   });
 });

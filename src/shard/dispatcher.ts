@@ -1,5 +1,5 @@
-// Moves admitted requests to the worker that owns their lane and brings the
-// answers back. One SPSC request ring and one completion ring per shard, on
+// The worker pool's client, on the acceptor thread: moves admitted requests to
+// the worker that owns their lane and brings the answers back. One SPSC request ring and one completion ring per shard, on
 // SharedArrayBuffers; one shared doorbell the acceptor waits on with
 // Atomics.waitAsync. Piscina runs one long "serve shard k" task per worker;
 // when a worker dies its task rejects, its in-flight requests are refused
@@ -7,15 +7,14 @@
 // the shard's WAL tails before it reads a frame).
 
 import type { Piscina } from 'piscina';
-import { CODE_TABLE, codeOfWireId, type ErrorCode } from '../errors.js';
+import type { ErrorCode } from '../errors.js';
 import type { Logger } from '../log.js';
 import { ByteRing } from '../lanes/byte-ring.js';
-import { CompletionRing, Doorbell } from '../lanes/completion-ring.js';
-import { FRAME_PREFIX_BYTES, FrameKind, type LaneSpec } from '../lanes/frames.js';
 import type { Lane, LaneTable } from '../lanes/lane-table.js';
 import { WorkerStats } from '../metrics/worker-stats.js';
-import type { ShardTaskArgs, WorkerSettings } from '../worker/shard-protocol.js';
-import { ControlWord } from '../worker/shard-protocol.js';
+import { CompletionRing, Doorbell, outcomeOfCompletion } from './completion-ring.js';
+import { encodeFrame, encodeLaneSpec, FRAME_PREFIX_BYTES, FrameKind, writeFramePrefix, type LaneSpec } from './frames.js';
+import { ControlWord, type ShardTaskArgs, type WorkerSettings } from './protocol.js';
 
 /** Whoever waits for the answer: an HTTP response or a gRPC call. */
 export interface PendingRequest {
@@ -77,11 +76,9 @@ export interface DispatcherOptions {
   settings: WorkerSettings;
   maxRequestBytes: number;
   log: Logger;
-  /** Called for every answered request before its PendingRequest completes; `status` is the HTTP status of the answer. */
-  onFinish(lane: Lane, status: number, records: number): void;
+  /** Called for every finished request (answered, or refused before it was sent) before its PendingRequest completes. */
+  onFinish(lane: Lane, stored: boolean): void;
 }
-
-const encoder = new TextEncoder();
 
 export class Dispatcher {
   readonly #opts: DispatcherOptions;
@@ -99,7 +96,7 @@ export class Dispatcher {
     this.#opts = opts;
     const ringBytes = ByteRing.capacityFor(opts.maxRequestBytes + FRAME_PREFIX_BYTES);
     this.#shards = Array.from({ length: opts.workers }, (_, k) => new ShardHandle(k, ringBytes, 4096));
-    this.#onCompletion = (reqId, wireCode, records, message) => this.#complete(reqId, codeOfCompletion(wireCode), records, message);
+    this.#onCompletion = (reqId, code, records, message) => this.#complete(reqId, outcomeOfCompletion(code), records, message);
   }
 
   get workerStats(): readonly WorkerStats[] {
@@ -180,10 +177,7 @@ export class Dispatcher {
       s.ring.wake();
       return;
     }
-    const frame = new Uint8Array(FRAME_PREFIX_BYTES + body.length);
-    writePrefix(frame, FrameKind.DATA, flags, lane.id);
-    frame.set(body, FRAME_PREFIX_BYTES);
-    s.backlog.push({ frame, tag: reqId });
+    s.backlog.push({ frame: encodeFrame(FrameKind.DATA, flags, lane.id, body), tag: reqId });
     this.#scheduleBacklog();
   }
 
@@ -196,7 +190,7 @@ export class Dispatcher {
 
   #announce(s: ShardHandle, lane: Lane): void {
     s.announced.add(lane.id);
-    this.#control(s, FrameKind.LANE_OPEN, lane.id, encoder.encode(JSON.stringify(toSpec(lane))));
+    this.#control(s, FrameKind.LANE_OPEN, lane.id, encodeLaneSpec(lane));
   }
 
   #control(s: ShardHandle, kind: number, laneId: number, payload: Uint8Array): void {
@@ -204,10 +198,7 @@ export class Dispatcher {
       s.ring.wake();
       return;
     }
-    const frame = new Uint8Array(FRAME_PREFIX_BYTES + payload.length);
-    writePrefix(frame, kind, 0, laneId);
-    frame.set(payload, FRAME_PREFIX_BYTES);
-    s.backlog.push({ frame, tag: 0 });
+    s.backlog.push({ frame: encodeFrame(kind, 0, laneId, payload), tag: 0 });
     this.#scheduleBacklog();
   }
 
@@ -215,14 +206,7 @@ export class Dispatcher {
     const off = ring.reserve(FRAME_PREFIX_BYTES + body.length);
     if (off < 0) return false;
     const b = ring.bytes;
-    b[off] = kind;
-    b[off + 1] = flags;
-    b[off + 2] = 0;
-    b[off + 3] = 0;
-    b[off + 4] = laneId & 0xff;
-    b[off + 5] = (laneId >>> 8) & 0xff;
-    b[off + 6] = (laneId >>> 16) & 0xff;
-    b[off + 7] = (laneId >>> 24) & 0xff;
+    writeFramePrefix(b, off, kind, flags, laneId);
     b.set(body, off + FRAME_PREFIX_BYTES);
     ring.publish(off, FRAME_PREFIX_BYTES + body.length, tag);
     return true;
@@ -256,13 +240,13 @@ export class Dispatcher {
     const f = this.#inflight.get(reqId);
     if (f === undefined) return; // answered already (its worker died and it was refused)
     this.#inflight.delete(reqId);
-    this.#opts.onFinish(f.lane, code === undefined ? 200 : CODE_TABLE[code].http, records);
+    this.#opts.onFinish(f.lane, code === undefined);
     f.req.complete(code, records, message);
   }
 
   /** Ends an admitted request that was refused before it reached a worker. */
-  finishUnsent(lane: Lane, status: number): void {
-    this.#opts.onFinish(lane, status, 0);
+  finishUnsent(lane: Lane): void {
+    this.#opts.onFinish(lane, false);
   }
 
   async #completionLoop(): Promise<void> {
@@ -314,18 +298,6 @@ export class Dispatcher {
   get shardCount(): number {
     return this.#shards.length;
   }
-}
-
-/** The code of a completion record: undefined for accepted; a number no code has is a bug, reported as such. */
-function codeOfCompletion(wireCode: number): ErrorCode | undefined {
-  if (wireCode === 0) return undefined;
-  return codeOfWireId(wireCode) ?? 'SIGLAKE_WAL_WRITE';
-}
-
-function writePrefix(frame: Uint8Array, kind: number, flags: number, laneId: number): void {
-  frame[0] = kind;
-  frame[1] = flags;
-  new DataView(frame.buffer, frame.byteOffset, 8).setUint32(4, laneId, true);
 }
 
 function toSpec(lane: Lane): LaneSpec {

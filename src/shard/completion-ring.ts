@@ -1,12 +1,34 @@
+// The completion record, and the ring that carries it back.
+//
 // A single-producer single-consumer ring of fixed-size completions on a
 // SharedArrayBuffer: the worker produces [reqId, code, records] triples (code
-// 0 is accepted, else the wire number of a SIGLAKE_ code, src/errors.ts) and,
+// ACCEPTED, 0, or the wire number of a SIGLAKE_ code, src/errors.ts) and,
 // for a refusal, a short message (up to MESSAGE_BYTES of UTF-8, cut at a
 // character boundary); the acceptor consumes them. Head and tail are
 // free-running 32-bit counters; the slot is counter & (capacity - 1).
 //
 // Several workers share one doorbell word (a separate SharedArrayBuffer) so
 // the acceptor waits on a single Atomics.waitAsync for all of them.
+
+import { codeOfWireId, wireIdOf, type ErrorCode } from '../errors.js';
+
+/** The code of a completion whose request was stored. */
+export const ACCEPTED = 0;
+
+/** The completion code of an outcome: ACCEPTED for undefined, else the code's wire number. */
+export function completionCode(code: ErrorCode | undefined): number {
+  return code === undefined ? ACCEPTED : wireIdOf(code);
+}
+
+/**
+ * The outcome a completion code names: undefined for ACCEPTED. Both threads
+ * run the same build, so an unknown number is a bug; it is reported as a
+ * writer failure rather than as success.
+ */
+export function outcomeOfCompletion(code: number): ErrorCode | undefined {
+  if (code === ACCEPTED) return undefined;
+  return codeOfWireId(code) ?? 'SIGLAKE_WAL_WRITE';
+}
 
 const HEAD = 0; // consumer
 const TAIL = 16; // producer (own cache line)

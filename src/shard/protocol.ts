@@ -1,6 +1,8 @@
-// What the acceptor hands a shard task, and the control words they share.
+// What the acceptor hands a shard task (the Piscina task's arguments), the
+// control words they share, and what the task returns. The frames are in
+// ./frames.ts, the completion record in ./completion-ring.ts.
 
-import type { LaneSpec } from '../lanes/frames.js';
+import type { LaneSpec } from './frames.js';
 
 export interface WorkerSettings {
   walDir: string;
@@ -29,6 +31,9 @@ export interface ShardTaskArgs {
   /** Lanes of this shard the acceptor already knows (after a restart). */
   lanes: LaneSpec[];
 }
+
+/** The module Piscina loads in each worker thread: its default export serves one shard. */
+export const SHARD_TASK_URL = new URL('../worker/shard-task.js', import.meta.url).href;
 
 /** Int32 indexes into the control SharedArrayBuffer. */
 export const ControlWord = {

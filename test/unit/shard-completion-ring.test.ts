@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CompletionRing, Doorbell, MESSAGE_BYTES } from '../../src/lanes/completion-ring.js';
+import { CompletionRing, Doorbell, MESSAGE_BYTES } from '../../src/shard/completion-ring.js';
 
 describe('CompletionRing', () => {
   it('delivers completions in order and frees their slots', () => {
