@@ -14,7 +14,7 @@ import type { AcceptorOptions } from './acceptor-options.js';
 import type { IngestHeaders } from './admission.js';
 import type { PendingRequest } from '../shard/dispatcher.js';
 import { Answers } from './answers.js';
-import { CONTENT_TYPES, DRAINING, EMPTY_RESPONSE, Encoding, refusalBody, statusLine, type EncodingCode } from './responses.js';
+import { CONTENT_TYPES, DRAINING, EMPTY_RESPONSE, Encoding, logRefusal, refusalBody, statusLine, type EncodingCode } from './responses.js';
 import type { Uws } from './uws-loader.js';
 
 export interface HttpAcceptorOptions extends AcceptorOptions {
@@ -491,6 +491,9 @@ export class HttpAcceptor {
    * buffered meanwhile.
    */
   #lingerRefuse(state: HttpIngest, err: IngestError): void {
+    // Counted and logged now, as any refusal: the answer itself waits (#endLinger).
+    logRefusal(this.#o.log, err, state.endpoint);
+    this.#o.metrics.request(state.endpoint, err.httpStatus);
     state.done = true;
     state.refused = true;
     state.buf = undefined;
@@ -508,7 +511,7 @@ export class HttpAcceptor {
     state.lingering = undefined;
     this.#uploads.delete(state);
     state.closeAfterAnswer = close;
-    this.#answers.refuse(state, err);
+    this.#sendRefusal(state, err);
   }
 
   #send(state: HttpIngest): void {
