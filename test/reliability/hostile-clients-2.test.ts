@@ -556,7 +556,7 @@ describe('bytes in flight are bounded, and the breaker sees them (item 5)', () =
       const held = statuses.filter((s) => s === 0).length;
       const refused = statuses.filter((s) => s === 503).length;
       sampler.stop();
-      figures['breakerSeesInflight'] = { uploads: n, held, refused503: refused, maxRssMiB: Math.round(sampler.maxRss / MiB), limitMiB: LIMIT_MIB };
+      figures['breakerSeesInflight'] = { uploads: n, held, refused503: refused, maxRssMiB: Math.round(sampler.maxRss / MiB), maxFds: sampler.maxFds, limitMiB: LIMIT_MIB };
       // The breaker refused while RSS itself stayed far below the limit: it counted the declared bytes.
       expect(refused).toBeGreaterThan(0);
       expect(sampler.maxRss).toBeLessThan(LIMIT_MIB * MiB);
