@@ -70,6 +70,14 @@ export const CODE_TABLE = {
   SIGLAKE_WORKER_DIED: { http: 500, grpc: GrpcCode.INTERNAL, retryAfterSecs: 0, log: 'error' },
   // An admission check threw something that is not a refusal: a bug.
   SIGLAKE_ADMISSION_FAILED: { http: 500, grpc: GrpcCode.INTERNAL, retryAfterSecs: 0, log: 'error' },
+  // --grpc-max-streams gRPC calls are open already: refused before the message is read.
+  SIGLAKE_TOO_MANY_STREAMS: { http: 503, grpc: GrpcCode.UNAVAILABLE, retryAfterSecs: 1, log: 'debug' },
+  // Bodies being received or queued hold --ingest-max-inflight-mib already.
+  SIGLAKE_INFLIGHT_FULL: { http: 503, grpc: GrpcCode.UNAVAILABLE, retryAfterSecs: 1, log: 'debug' },
+  // A request head with more header fields than the HTTP server parses (RFC 6585 §5).
+  SIGLAKE_TOO_MANY_HEADERS: { http: 431, grpc: GrpcCode.INVALID_ARGUMENT, retryAfterSecs: 0, log: 'debug' },
+  // A Transfer-Encoding other than exactly `chunked` (RFC 9112 §6.1).
+  SIGLAKE_TRANSFER_ENCODING: { http: 501, grpc: GrpcCode.INVALID_ARGUMENT, retryAfterSecs: 0, log: 'debug' },
 } as const satisfies Record<string, CodeRow>;
 
 export type ErrorCode = keyof typeof CODE_TABLE;

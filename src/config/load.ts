@@ -241,11 +241,6 @@ function validateTogether(s: Settings, sources: Record<SettingName, Source>, fil
       `invalid ingester.rateLimit.globalRatePerSec (${at('rateLimitGlobalPerSec')}): needs ingester.rateLimit.ratePerSec > 0 (the rate limiter is off while it is 0)`,
     );
   }
-  if (s.rateLimitPerSec > 0 && s.rateLimitGlobalPerSec === 0) {
-    throw new ConfigError(
-      `invalid ingester.rateLimit.globalRatePerSec (${at('rateLimitGlobalPerSec')}): must be > 0 while ingester.rateLimit.ratePerSec is set (the global bucket cannot be turned off alone)`,
-    );
-  }
   if (s.rateLimitGlobalPerSec > 0 && s.rateLimitGlobalBurst / s.rateLimitGlobalPerSec > 1000) {
     throw new ConfigError(
       `invalid ingester.rateLimit.globalBurst (${at('rateLimitGlobalBurst')}): globalBurst / globalRatePerSec must be at most 1000 s, got ${(

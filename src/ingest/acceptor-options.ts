@@ -1,5 +1,6 @@
 // What both acceptors (uWS HTTP and grpc-js) are built from.
 
+import type { InflightBytes } from '../limits/inflight-bytes.js';
 import type { Logger } from '../log.js';
 import type { IngestMetrics } from '../metrics/ingest-metrics.js';
 import type { Admission } from './admission.js';
@@ -16,4 +17,6 @@ export interface AcceptorOptions {
   metrics: IngestMetrics;
   log: Logger;
   isDraining(): boolean;
+  /** Bytes of bodies being received or queued, bounded (--ingest-max-inflight-mib). */
+  inflight: InflightBytes;
 }

@@ -36,12 +36,20 @@ export interface Breaker {
 /** The request facts admission needs, read from HTTP headers or gRPC metadata. */
 export interface IngestHeaders {
   authorization: string | undefined;
+  /** Authorization fields the request carried (a comma list counts as two); more than one is a 400. */
+  authorizationCount: number;
   orgId: string | undefined;
   orgIdCount: number;
   index: string | undefined;
   indexCount: number;
   /** A routing header the transport could not pass on faithfully (refused at step 4). */
   headerError?: IngestError | undefined;
+}
+
+/** Where a request that passed the header checks goes. */
+export interface Admitted {
+  tenant: string;
+  index: string | undefined;
 }
 
 export interface AdmissionOptions {
@@ -60,6 +68,7 @@ export class Admission {
   readonly #o: AdmissionOptions;
   readonly #memBreaker = new IngestError('SIGLAKE_MEM_BREAKER', 'memory breaker open: the ingester is shedding load, retry later');
   readonly #queueFull = new IngestError('SIGLAKE_QUEUE_FULL', 'lane queue full: retry later');
+  readonly #twoAuthorizations = new IngestError('SIGLAKE_BAD_HEADER', 'bad header: Authorization sent more than once');
   readonly #laneCap: IngestError;
   readonly #atCapacity: IngestError;
   readonly #rateLimited = new Map<number, IngestError>();
@@ -84,6 +93,17 @@ export class Admission {
    * admitted request must end with finish().
    */
   admit(signal: 'logs' | 'traces', h: IngestHeaders): Lane | Promise<Lane> {
+    const pre = this.admitHeaders(h);
+    if (pre instanceof Promise) return pre.then((p) => this.reserve(signal, p));
+    return this.reserve(signal, pre);
+  }
+
+  /**
+   * The checks that need only the headers (1-5 and the tenant's rate): what
+   * the gRPC port runs on a call's metadata, before a byte of its message is
+   * read (contract §6). Returns where the request goes, or throws the refusal.
+   */
+  admitHeaders(h: IngestHeaders): Admitted | Promise<Admitted> {
     const o = this.#o;
     if (o.breaker.isOpen()) {
       o.metrics.memBreakerRejected();
@@ -94,22 +114,24 @@ export class Admission {
     if (typeof wait !== 'number') {
       return wait.then((w) => {
         if (w > 0) throw this.#limited(w);
-        return this.#authenticate(signal, h);
+        return this.#authenticate(h);
       });
     }
     if (wait > 0) throw this.#limited(wait);
-    return this.#authenticate(signal, h);
+    return this.#authenticate(h);
   }
 
-  #authenticate(signal: 'logs' | 'traces', h: IngestHeaders): Lane | Promise<Lane> {
+  #authenticate(h: IngestHeaders): Admitted | Promise<Admitted> {
+    // Two credentials: HTTP would use one and gRPC the other, so refuse both (contract §5).
+    if (h.authorizationCount > 1) throw this.#twoAuthorizations;
     const auth = this.#o.auth.authenticate(h.authorization);
     if (auth instanceof Promise) {
-      return auth.then((r) => this.#afterAuth(signal, h, r));
+      return auth.then((r) => this.#afterAuth(h, r));
     }
-    return this.#afterAuth(signal, h, auth);
+    return this.#afterAuth(h, auth);
   }
 
-  #afterAuth(signal: 'logs' | 'traces', h: IngestHeaders, auth: AuthResult): Lane | Promise<Lane> {
+  #afterAuth(h: IngestHeaders, auth: AuthResult): Admitted | Promise<Admitted> {
     const o = this.#o;
     let tenant: string;
     let index: string | undefined;
@@ -127,11 +149,16 @@ export class Admission {
     if (typeof wait !== 'number') {
       return wait.then((w) => {
         if (w > 0) throw this.#limited(w);
-        return this.#reserveLane(signal, tenant, index);
+        return { tenant, index };
       });
     }
     if (wait > 0) throw this.#limited(wait);
-    return this.#reserveLane(signal, tenant, index);
+    return { tenant, index };
+  }
+
+  /** Steps 6-8 for a request that passed admitHeaders(): reserves one queue slot of its lane. */
+  reserve(signal: 'logs' | 'traces', a: Admitted): Lane {
+    return this.#reserveLane(signal, a.tenant, a.index);
   }
 
   /** Steps 6-8: lane cap, tenant cap, queue depth; reserves one queue slot. */

@@ -12,12 +12,20 @@ import { IngestError, type ErrorCode } from '../errors.js';
 import { Signal } from '../shard/frames.js';
 import type { Lane } from '../lanes/lane-table.js';
 import type { AcceptorOptions } from './acceptor-options.js';
-import type { IngestHeaders } from './admission.js';
+import type { Admitted, IngestHeaders } from './admission.js';
 import type { PendingRequest } from '../shard/dispatcher.js';
 import { INVALID_ROUTING_HEADER, installGrpcHeaderGuard } from './grpc-header-guard.js';
+import { tapOfCall, tapSocket } from './grpc-header-tap.js';
 import { installGrpcTransportRefusals } from './grpc-transport-refusals.js';
 import { Answers } from './answers.js';
-import { DRAINING, grpcStatusDetails } from './responses.js';
+import { asRefusal, DRAINING, grpcStatusDetails, logRefusal } from './responses.js';
+
+export interface GrpcAcceptorOptions extends AcceptorOptions {
+  /** HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS of every connection. */
+  maxStreamsPerConnection: number;
+  /** Calls open at once over all connections; past it a call is refused before its message is read. */
+  maxStreams: number;
+}
 
 const identity = (b: Buffer): Buffer => b;
 
@@ -109,9 +117,38 @@ const invalidRoutingHeader = new IngestError(
   'SIGLAKE_BAD_HEADER',
   'bad header: X-Scope-OrgID or x-siglake-index holds characters outside printable ASCII',
 );
+const droppedRoutingHeader = new IngestError(
+  'SIGLAKE_BAD_HEADER',
+  'bad header: X-Scope-OrgID or x-siglake-index has leading or trailing whitespace, a control character, DEL or an upper-case name, which HTTP/2 drops',
+);
+const shortMessage = new IngestError('SIGLAKE_BAD_BODY', 'bad body: the stream ended before the message its length prefix declared');
+const tooManyStreams = new IngestError('SIGLAKE_TOO_MANY_STREAMS', 'too many gRPC calls open on this ingester (--grpc-max-streams): retry later');
+
+/** The facts admission needs, from a call's metadata. */
+function headersOf(md: grpc.Metadata): IngestHeaders {
+  const org = single(md, 'x-scope-orgid');
+  const idx = single(md, 'x-siglake-index');
+  const authz = single(md, 'authorization');
+  return {
+    authorization: authz.value,
+    authorizationCount: authz.count,
+    orgId: org.value,
+    orgIdCount: org.count,
+    index: idx.value,
+    indexCount: idx.count,
+    headerError: md.get(INVALID_ROUTING_HEADER).length > 0 ? invalidRoutingHeader : undefined,
+  };
+}
+
+/** The grpc-js status of a refusal: code, message, retry-after metadata, RetryInfo for a rate limit. */
+function statusOf(e: IngestError): grpc.StatusObject {
+  return { code: e.grpcCode, details: e.message, metadata: refusalMetadata(e) };
+}
 
 class GrpcIngest implements PendingRequest {
   cancelled = false;
+  /** Bytes of its message this call holds of the in-flight bound. */
+  reserved = 0;
   constructor(
     readonly acceptor: GrpcAcceptor,
     readonly endpoint: number,
@@ -123,17 +160,21 @@ class GrpcIngest implements PendingRequest {
 }
 
 export class GrpcAcceptor {
-  readonly #o: AcceptorOptions;
+  readonly #o: GrpcAcceptorOptions;
   readonly #answers: Answers<GrpcIngest>;
+  /** Calls between their headers and their status, over all connections. */
+  #open = 0;
+  /** What admitHeaders() decided for a call, keyed by its metadata, for the handler. */
+  readonly #admitted = new WeakMap<grpc.Metadata, Admitted>();
   readonly #server: grpc.Server;
   #listener: net.Server | undefined;
   #port = 0;
 
-  constructor(opts: AcceptorOptions) {
+  constructor(opts: GrpcAcceptorOptions) {
     this.#o = opts;
     this.#answers = new Answers<GrpcIngest>(opts.log, opts.metrics, {
       sendOk: (state) => state.callback(null, EMPTY),
-      sendRefusal: (state, e) => state.callback({ code: e.grpcCode, details: e.message, metadata: refusalMetadata(e) }),
+      sendRefusal: (state, e) => state.callback(statusOf(e)),
     });
     installGrpcHeaderGuard(opts.log);
     installGrpcTransportRefusals();
@@ -143,7 +184,9 @@ export class GrpcAcceptor {
       // Close HTTP/2 sessions with no call for as long as the HTTP port keeps
       // an idle connection (GOAWAY: clients reconnect when they need to).
       'grpc.max_connection_idle_ms': IDLE_SESSION_MS,
-      interceptors: [receiveDeadline(opts.requestTimeoutSecs * 1000)],
+      'grpc.max_concurrent_streams': opts.maxStreamsPerConnection,
+      // The admission interceptor first: it sees the call before anything reads its message.
+      interceptors: [(method, call) => this.#admitOnMetadata(method, call), receiveDeadline(opts.requestTimeoutSecs * 1000)],
     });
     this.#server.addService(LOGS_SERVICE, {
       Export: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => this.#ingest(call, cb, 0),
@@ -172,9 +215,8 @@ export class GrpcAcceptor {
       socket.setTimeout(IDLE_SESSION_MS, () => socket.destroy());
       socket.once('data', (first: Buffer) => {
         socket.setTimeout(0);
-        socket.pause();
-        socket.unshift(first);
-        injector.injectConnection(socket);
+        // Every byte passes the header tap on its way to HTTP/2 (grpc-header-tap.ts).
+        injector.injectConnection(tapSocket(socket, first) as unknown as net.Socket);
       });
       socket.on('error', () => socket.destroy());
     });
@@ -205,6 +247,105 @@ export class GrpcAcceptor {
     });
   }
 
+  /**
+   * Runs on a call's headers, before grpc-js reads a byte of its message:
+   * bounds the calls open at once, refuses a routing header HTTP/2 dropped,
+   * and runs the header checks of admission (breaker, rate, authentication,
+   * tenant) so that an unauthenticated call never gets its message buffered
+   * (contract §6). A refused call is answered at once and its message is
+   * never read.
+   */
+  #admitOnMetadata(method: grpc.ServerMethodDefinition<unknown, unknown>, call: grpc.ServerInterceptingCallInterface): grpc.ServerInterceptingCall {
+    const endpoint = method.path === TRACE_SERVICE.Export.path ? 1 : 0;
+    const where = tapOfCall(call);
+    let counted = false;
+    // A call whose client reset it before its answer was abandoned (grpc-js reports every call's close as a cancel).
+    where?.stream.once('aborted', () => this.#o.metrics.aborted(endpoint));
+    const release = () => {
+      if (counted) {
+        counted = false;
+        this.#open--;
+      }
+    };
+    let gotMessage = false;
+    let refused = false;
+    const refuse = (err: unknown) => {
+      refused = true;
+      const e = asRefusal(err);
+      logRefusal(this.#o.log, e, endpoint, err);
+      this.#o.metrics.request(endpoint, e.httpStatus);
+      call.sendStatus(statusOf(e));
+    };
+    return new grpc.ServerInterceptingCall(
+      call,
+      new grpc.ResponderBuilder()
+        .withStart((next) => {
+          const full = this.#open >= this.#o.maxStreams;
+          if (!full) {
+            this.#open++;
+            counted = true;
+          }
+          next(
+            new grpc.ServerListenerBuilder()
+              .withOnReceiveMetadata((md, nextMd) => {
+                if (full) {
+                  this.#o.metrics.grpcStreamsRefused();
+                  refuse(tooManyStreams);
+                  return;
+                }
+                if (this.#o.isDraining()) {
+                  refuse(DRAINING);
+                  return;
+                }
+                if (where?.tap !== undefined && where.tap.take(where.stream.id!) !== undefined) {
+                  refuse(droppedRoutingHeader);
+                  return;
+                }
+                let pre: Admitted | Promise<Admitted>;
+                try {
+                  pre = this.#o.admission.admitHeaders(headersOf(md));
+                } catch (e) {
+                  refuse(e);
+                  return;
+                }
+                if (pre instanceof Promise) {
+                  pre.then(
+                    (a) => {
+                      this.#admitted.set(md, a);
+                      nextMd(md);
+                    },
+                    (e: unknown) => refuse(e),
+                  );
+                  return;
+                }
+                this.#admitted.set(md, pre);
+                nextMd(md);
+              })
+              .withOnReceiveMessage((message, nextMessage) => {
+                gotMessage = true;
+                nextMessage(message);
+              })
+              .withOnReceiveHalfClose((nextHalfClose) => {
+                // The client ended the stream inside a message (a length prefix longer than what
+                // followed): grpc-js would answer UNIMPLEMENTED; it is a bad request (contract §6).
+                if (!gotMessage && !refused) {
+                  refuse(shortMessage);
+                  return;
+                }
+                nextHalfClose();
+              })
+              .withOnCancel(release)
+              .build(),
+          );
+        })
+        .withSendStatus((status, nextStatus) => {
+          release();
+          nextStatus(status);
+        })
+        .build(),
+    );
+  }
+
   #ingest(call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>, endpoint: number): void {
     const state = new GrpcIngest(this, endpoint, cb);
     call.on('cancelled', () => {
@@ -214,26 +355,21 @@ export class GrpcAcceptor {
       this.#refuse(state, DRAINING);
       return;
     }
-    const md = call.metadata;
-    const org = single(md, 'x-scope-orgid');
-    const idx = single(md, 'x-siglake-index');
-    const headers: IngestHeaders = {
-      authorization: single(md, 'authorization').value,
-      orgId: org.value,
-      orgIdCount: org.count,
-      index: idx.value,
-      indexCount: idx.count,
-      headerError: md.get(INVALID_ROUTING_HEADER).length > 0 ? invalidRoutingHeader : undefined,
-    };
+    const signal = endpoint === 0 ? 'logs' : 'traces';
+    const pre = this.#admitted.get(call.metadata);
     let admitted: Lane | Promise<Lane>;
     try {
-      admitted = this.#o.admission.admit(endpoint === 0 ? 'logs' : 'traces', headers);
+      // The header checks ran on the metadata already (#admitOnMetadata); what is left is the lane.
+      admitted = pre !== undefined ? this.#o.admission.reserve(signal, pre) : this.#o.admission.admit(signal, headersOf(call.metadata));
     } catch (e) {
       this.#refuse(state, e);
       return;
     }
     const flags = endpoint === 0 ? Signal.LOGS : Signal.TRACES;
     const body = call.request;
+    // In memory already (grpc-js read it whole): counted until the answer.
+    state.reserved = body.length;
+    this.#o.inflight.force(body.length);
     if (admitted instanceof Promise) {
       admitted.then(
         (lane) => this.#o.dispatcher.dispatch(lane, flags, body, state),
@@ -244,12 +380,27 @@ export class GrpcAcceptor {
     }
   }
 
+  #release(state: GrpcIngest): void {
+    if (state.reserved === 0) return;
+    this.#o.inflight.release(state.reserved);
+    state.reserved = 0;
+  }
+
   #refuse(state: GrpcIngest, err: unknown): void {
+    this.#release(state);
     this.#answers.refuse(state, err);
   }
 
   /** Called by the dispatcher when the worker answered. */
   answer(state: GrpcIngest, code: ErrorCode | undefined, records: number, message: string | undefined): void {
+    this.#release(state);
+    if (code === undefined && state.cancelled) {
+      // Written, but the client cancelled before the answer: not counted as a 200 it never saw (499).
+      this.#o.metrics.request(state.endpoint, 499);
+      this.#o.metrics.records(state.endpoint, records);
+      state.callback(null, EMPTY);
+      return;
+    }
     this.#answers.completed(state, code, records, message);
   }
 }

@@ -14,7 +14,7 @@ import type { AcceptorOptions } from './acceptor-options.js';
 import type { IngestHeaders } from './admission.js';
 import type { PendingRequest } from '../shard/dispatcher.js';
 import { Answers } from './answers.js';
-import { CONTENT_TYPES, DRAINING, EMPTY_RESPONSE, Encoding, refusalBody, statusLine, type EncodingCode } from './responses.js';
+import { CONTENT_TYPES, DRAINING, EMPTY_RESPONSE, Encoding, logRefusal, refusalBody, statusLine, type EncodingCode } from './responses.js';
 import type { Uws } from './uws-loader.js';
 
 export interface HttpAcceptorOptions extends AcceptorOptions {
@@ -30,6 +30,11 @@ const ENDPOINT_LOGS = 0;
 /** A refused request whose declared body is at most this is kept alive (uWS skips the body). */
 const EARLY_REFUSAL_KEEPALIVE_BYTES = 64 * 1024;
 const ENDPOINT_TRACES = 1;
+/** Bodies up to this are counted in flight but never refused by its bound (see #reserveDeclared). */
+const SMALL_BODY_BYTES = 64 * 1024;
+/** A refused body is read and dropped for at most this long and this many bytes before the answer and a close. */
+const LINGER_MS = 2000;
+const LINGER_BYTES = 16 * 1024 * 1024;
 
 const tooLarge = new IngestError('SIGLAKE_BODY_TOO_LARGE', 'request body too large (--max-request-bytes)');
 const badContentType = new IngestError(
@@ -41,6 +46,10 @@ const requestTimeout = new IngestError(
   'SIGLAKE_REQUEST_TIMEOUT',
   'request body not received in time (--request-timeout-secs)',
 );
+const badTransferEncoding = new IngestError(
+  'SIGLAKE_TRANSFER_ENCODING',
+  'unsupported Transfer-Encoding: only exactly "chunked" is understood (use Content-Encoding: gzip to compress)',
+);
 const conflictingLength = new IngestError('SIGLAKE_BAD_HEADER', 'bad header: Content-Length sent twice with different values');
 
 /** The headers one ingest request is decided on, collected into one reused record. */
@@ -50,6 +59,7 @@ type HeaderRecord = IngestHeaders & {
   contentLength: number;
   chunked: boolean;
   conflictingLength: boolean;
+  badTransferEncoding: boolean;
 };
 
 /** Parses the content type into the response encoding; -1 when unusable. */
@@ -77,6 +87,13 @@ class HttpIngest implements PendingRequest {
   closeOnRefusal = false;
   /** Whether the answer being written closes the connection. */
   closeAfterAnswer = false;
+  /** Handed to the dispatcher: the worker answers it, whatever the client does meanwhile. */
+  sent = false;
+  /** Bytes this request holds of the in-flight bound. */
+  reserved = 0;
+  /** A refusal decided while the body still comes: answered once it is drained (#lingerRefuse). */
+  lingering: IngestError | undefined = undefined;
+  lingerLeft = 0;
 
   constructor(
     readonly acceptor: HttpAcceptor,
@@ -113,6 +130,7 @@ export class HttpAcceptor {
   // Header collection without a closure per request.
   readonly #h: HeaderRecord = {
     authorization: undefined,
+    authorizationCount: 0,
     orgId: undefined,
     orgIdCount: 0,
     index: undefined,
@@ -122,12 +140,14 @@ export class HttpAcceptor {
     contentLength: -1,
     chunked: false,
     conflictingLength: false,
+    badTransferEncoding: false,
   };
   readonly #collect = (k: string, v: string): void => {
     const h = this.#h;
     switch (k) {
       case 'authorization':
         h.authorization = v;
+        h.authorizationCount += v.includes(',') ? 2 : 1;
         break;
       case 'x-scope-orgid':
         h.orgId = v;
@@ -151,6 +171,8 @@ export class HttpAcceptor {
         break;
       case 'transfer-encoding':
         h.chunked = true;
+        // uWS decodes any Transfer-Encoding as chunked; only exactly `chunked` is (RFC 9112 §6.1).
+        if (v.trim().toLowerCase() !== 'chunked') h.badTransferEncoding = true;
         break;
     }
   };
@@ -262,16 +284,24 @@ export class HttpAcceptor {
       enc < 0 ? Encoding.TEXT : (enc as EncodingCode),
       Number.isFinite(h.contentLength) ? h.contentLength : -1,
     );
-    res.onAborted(() => {
-      state.aborted = true;
-      this.#uploads.delete(state);
-    });
+    res.onAborted(() => this.#aborted(state));
     // Refused before its body was read: close the connection rather than read
     // and throw away a large or open-ended body (small ones are skipped by uWS).
     state.closeOnRefusal = h.chunked || h.contentLength > EARLY_REFUSAL_KEEPALIVE_BYTES || !Number.isFinite(h.contentLength);
-    const early = this.#o.isDraining() ? DRAINING : h.conflictingLength ? conflictingLength : undefined;
+    const early = this.#o.isDraining()
+      ? DRAINING
+      : h.conflictingLength
+        ? conflictingLength
+        : h.badTransferEncoding
+          ? badTransferEncoding
+          : undefined;
     if (early !== undefined) {
       this.#refuse(state, early, true);
+      return;
+    }
+    const full = this.#reserveDeclared(state);
+    if (full !== undefined) {
+      this.#refuse(state, full, state.closeOnRefusal);
       return;
     }
     let admitted: Lane | Promise<Lane>;
@@ -291,7 +321,9 @@ export class HttpAcceptor {
       );
     } else {
       state.lane = admitted;
-      if (headerProblem !== undefined) {
+      if (headerProblem === tooLarge) {
+        this.#lingerRefuse(state, tooLarge);
+      } else if (headerProblem !== undefined) {
         this.#refuse(state, headerProblem, state.closeOnRefusal);
         return;
       }
@@ -303,6 +335,7 @@ export class HttpAcceptor {
   #readHeaders(req: HttpRequest): HeaderRecord {
     const h = this.#h;
     h.authorization = undefined;
+    h.authorizationCount = 0;
     h.orgId = undefined;
     h.orgIdCount = 0;
     h.index = undefined;
@@ -312,6 +345,7 @@ export class HttpAcceptor {
     h.contentLength = -1;
     h.chunked = false;
     h.conflictingLength = false;
+    h.badTransferEncoding = false;
     req.forEach(this.#collect);
     return h;
   }
@@ -342,6 +376,10 @@ export class HttpAcceptor {
       this.#releaseLane(state);
       return;
     }
+    if (headerProblem === tooLarge) {
+      this.#lingerRefuse(state, tooLarge);
+      return;
+    }
     if (headerProblem !== undefined) {
       this.#refuse(state, headerProblem, state.closeOnRefusal);
       return;
@@ -349,19 +387,57 @@ export class HttpAcceptor {
     if (state.done) this.#send(state);
   }
 
+  /**
+   * Bytes in flight are bounded before anything else is spent on a request
+   * (contract §6). A small body (an ordinary exporter batch) is counted but
+   * never refused, so that large uploads that stall cannot lock everyone out;
+   * a body over --max-request-bytes is refused 413 later, never reserved.
+   */
+  #reserveDeclared(state: HttpIngest): IngestError | undefined {
+    const n = state.contentLength;
+    if (n <= 0 || n > this.#o.maxRequestBytes) return undefined;
+    if (n <= SMALL_BODY_BYTES) this.#o.inflight.force(n);
+    else {
+      const full = this.#o.inflight.reserve(n);
+      if (full !== undefined) return full;
+    }
+    state.reserved = n;
+    return undefined;
+  }
+
   /** Streams the body in under the size cap and the receive deadline, then dispatches it. */
   #receiveBody(state: HttpIngest): void {
-    state.deadline = Date.now() + this.#o.requestTimeoutSecs * 1000;
-    this.#uploads.add(state);
+    if (state.lingering === undefined) {
+      state.deadline = Date.now() + this.#o.requestTimeoutSecs * 1000;
+      this.#uploads.add(state);
+    }
     const max = this.#o.maxRequestBytes;
     state.res.onData((chunk, isLast) => {
-      if (state.aborted || state.done) return;
+      if (state.aborted) return;
+      if (state.lingering !== undefined) {
+        // Refused, its body still coming: read and drop it, within bounds, then answer.
+        state.lingerLeft -= chunk.byteLength;
+        if (isLast) this.#endLinger(state, false);
+        else if (state.lingerLeft < 0) this.#endLinger(state, true);
+        return;
+      }
+      if (state.done) return;
       const view = new Uint8Array(chunk);
       if (state.len + view.length > max) {
         // Answered at once; uWS reads on and drops what is left of the body,
         // and cuts the connection itself if much more keeps coming.
         this.#refuse(state, tooLarge, false);
         return;
+      }
+      if (state.len + view.length > state.reserved) {
+        // A body without (or past) its Content-Length: reserve as it comes.
+        const more = state.len + view.length - state.reserved;
+        const full = state.len + view.length <= SMALL_BODY_BYTES ? (this.#o.inflight.force(more), undefined) : this.#o.inflight.reserve(more);
+        if (full !== undefined) {
+          this.#refuse(state, full, true);
+          return;
+        }
+        state.reserved += more;
       }
       if (!isLast) {
         state.append(view);
@@ -374,6 +450,7 @@ export class HttpAcceptor {
         state.append(view);
       } else if (state.buf === undefined) {
         // The whole body in one chunk: one copy, into the ring.
+        state.sent = true;
         this.#o.dispatcher.dispatch(state.lane, state.flags, view, state);
       } else {
         state.append(view);
@@ -382,7 +459,65 @@ export class HttpAcceptor {
     });
   }
 
+  /**
+   * The client closed the connection before its answer. A request still being
+   * received (or waiting for its admission) gives back everything it held at
+   * once: its queue slot, a lane and tenant slot it made, its bytes (contract
+   * §6). One already handed to a writer is answered by it, and answer() lets go.
+   */
+  #aborted(state: HttpIngest): void {
+    state.aborted = true;
+    this.#uploads.delete(state);
+    this.#o.metrics.aborted(state.endpoint);
+    if (state.sent) return;
+    state.done = true;
+    state.buf = undefined;
+    this.#releaseBytes(state);
+    // A lane still being admitted is given back when its admission resolves (#admittedLater sees `aborted`).
+    this.#releaseLane(state);
+  }
+
+  #releaseBytes(state: HttpIngest): void {
+    if (state.reserved === 0) return;
+    this.#o.inflight.release(state.reserved);
+    state.reserved = 0;
+  }
+
+  /**
+   * A lingering refusal (contract §6): a client told its body is too large while
+   * it is still writing gets a reset, not the 413, and OTLP clients retry a reset
+   * but drop a 413. So the refusal is decided and everything the request held
+   * is given back at once, but the answer goes out once the body has been read
+   * and dropped, or LINGER_MS or LINGER_BYTES have passed (then with a close):
+   * a client cannot hold the connection longer than that, and nothing is
+   * buffered meanwhile.
+   */
+  #lingerRefuse(state: HttpIngest, err: IngestError): void {
+    // Counted and logged now, as any refusal: the answer itself waits (#endLinger).
+    logRefusal(this.#o.log, err, state.endpoint);
+    this.#o.metrics.request(state.endpoint, err.httpStatus);
+    state.done = true;
+    state.refused = true;
+    state.buf = undefined;
+    this.#releaseBytes(state);
+    this.#releaseLane(state);
+    state.lingering = err;
+    state.lingerLeft = LINGER_BYTES;
+    state.deadline = Date.now() + LINGER_MS;
+    this.#uploads.add(state);
+  }
+
+  #endLinger(state: HttpIngest, close: boolean): void {
+    const err = state.lingering;
+    if (err === undefined) return;
+    state.lingering = undefined;
+    this.#uploads.delete(state);
+    state.closeAfterAnswer = close;
+    this.#sendRefusal(state, err);
+  }
+
   #send(state: HttpIngest): void {
+    state.sent = true;
     const body = state.buf === undefined ? EMPTY_RESPONSE[0]! : state.buf.subarray(0, state.len);
     this.#o.dispatcher.dispatch(state.lane!, state.flags, body, state);
   }
@@ -394,6 +529,8 @@ export class HttpAcceptor {
   #refuse(state: HttpIngest, err: unknown, close: boolean): void {
     state.done = true;
     state.refused = true;
+    state.buf = undefined;
+    this.#releaseBytes(state);
     this.#uploads.delete(state);
     this.#releaseLane(state);
     state.closeAfterAnswer = close;
@@ -410,6 +547,15 @@ export class HttpAcceptor {
 
   /** Called by the dispatcher when the worker answered (the lane is already finished). */
   answer(state: HttpIngest, code: ErrorCode | undefined, records: number, message: string | undefined): void {
+    state.buf = undefined;
+    this.#releaseBytes(state);
+    if (state.aborted && code === undefined) {
+      // Written, but the client left (or uWS dropped a pipelined request) before
+      // the answer: it never saw a 200, so it is not counted as one (499).
+      this.#o.metrics.request(state.endpoint, 499);
+      this.#o.metrics.records(state.endpoint, records);
+      return;
+    }
     state.closeAfterAnswer = false;
     this.#answers.completed(state, code, records, message);
   }
@@ -438,7 +584,9 @@ export class HttpAcceptor {
   #expireUploads(): void {
     const now = Date.now();
     for (const state of this.#uploads) {
-      if (now >= state.deadline) this.#refuse(state, requestTimeout, true);
+      if (now < state.deadline) continue;
+      if (state.lingering !== undefined) this.#endLinger(state, true);
+      else this.#refuse(state, requestTimeout, true);
     }
   }
 }

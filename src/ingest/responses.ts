@@ -5,7 +5,7 @@
 // Constant refusals are encoded once and cached per error object.
 
 import { ERROR_DOMAIN, IngestError, type ErrorCode } from '../errors.js';
-import type { Logger } from '../log.js';
+import { LogThrottle, type Logger } from '../log.js';
 
 export const Encoding = { PROTOBUF: 0, JSON: 1, TEXT: 2 } as const;
 export type EncodingCode = (typeof Encoding)[keyof typeof Encoding];
@@ -34,7 +34,9 @@ const STATUS_LINES: Record<number, string> = {
   413: '413 Payload Too Large',
   415: '415 Unsupported Media Type',
   429: '429 Too Many Requests',
+  431: '431 Request Header Fields Too Large',
   500: '500 Internal Server Error',
+  501: '501 Not Implemented',
   503: '503 Service Unavailable',
 };
 
@@ -168,8 +170,18 @@ export function asRefusal(err: unknown): IngestError {
  * Logs one refusal at its code's level (contract §6 table in src/errors.ts).
  * `cause` is the thrown value behind SIGLAKE_ADMISSION_FAILED; only its message is logged.
  */
+const refusalThrottle = new LogThrottle();
+
 export function logRefusal(log: Logger, err: IngestError, endpoint: number, cause?: unknown): void {
+  // debug lines are off in production; a warn or error that repeats on every
+  // request (a full disk) is written once a second per code, with a count.
+  let suppressed = 0;
+  if (err.logLevel !== 'debug') {
+    suppressed = refusalThrottle.take(err.code);
+    if (suppressed < 0) return;
+  }
   const fields: Record<string, unknown> = { code: err.code, status: err.httpStatus, endpoint };
+  if (suppressed > 0) fields['suppressed'] = suppressed;
   if (cause !== undefined && cause !== err) fields['err'] = (cause as Error)?.message ?? String(cause);
   log[err.logLevel](fields, err.message);
 }

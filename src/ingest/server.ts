@@ -10,6 +10,7 @@ import { loadTokenFile } from '../auth/static-tokens.js';
 import type { Settings } from '../config/settings.js';
 import { InProcessCompactor } from '../compactor/in-process-compactor.js';
 import { LaneTable } from '../lanes/lane-table.js';
+import { InflightBytes } from '../limits/inflight-bytes.js';
 import { MemBreaker } from '../limits/mem-breaker.js';
 import type { RateBudget } from '../limits/rate-budget.js';
 import { RateLimiter } from '../limits/rate-limiter.js';
@@ -156,7 +157,16 @@ export class Ingester {
       queueCapacity: s.queueCapacity,
     });
 
+    const inflight = new InflightBytes(s.maxInflightMib * 1024 * 1024, this.#breaker, (e) => {
+      if (e.code === 'SIGLAKE_INFLIGHT_FULL') metrics!.inflightRefused();
+      else {
+        metrics!.memBreakerRejected();
+        metrics!.rejected('mem_breaker');
+      }
+    });
+    metrics.inflightBytes = () => inflight.bytes;
     const common = {
+      inflight,
       maxRequestBytes: s.maxRequestBytes,
       requestTimeoutSecs: s.requestTimeoutSecs,
       admission,
@@ -174,7 +184,13 @@ export class Ingester {
       notReadyReason: () => this.#compactor?.notReadyReason(),
       ...(opts.testHooks ? { extraRoutes: (app: TemplatedApp) => this.#testRoutes(app) } : {}),
     });
-    this.#grpc = new GrpcAcceptor({ ...common, host: s.grpcListen.host, port: s.grpcListen.port });
+    this.#grpc = new GrpcAcceptor({
+      ...common,
+      host: s.grpcListen.host,
+      port: s.grpcListen.port,
+      maxStreamsPerConnection: s.grpcMaxStreamsPerConnection,
+      maxStreams: s.grpcMaxStreams,
+    });
   }
 
   get httpPort(): number {

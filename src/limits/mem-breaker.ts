@@ -35,6 +35,8 @@ export class MemBreaker {
   /** Reused read buffer: a sample allocates nothing but the file descriptor. */
   #buf = Buffer.alloc(4096);
   #timer: NodeJS.Timeout | undefined = undefined;
+  /** RSS at the last sample, in KiB (0 when unreadable). */
+  #sampledKiB = 0;
 
   constructor(options: MemBreakerOptions) {
     const { sampleSecs } = options;
@@ -88,11 +90,22 @@ export class MemBreaker {
   /** Read RSS once and publish open/closed; the timer calls this every sampleSecs. */
   sample(): void {
     const kib = this.#readRssKiB();
+    this.#sampledKiB = kib < 0 ? 0 : kib;
     if (kib < 0) {
       this.#flag.publish(false, 0); // unreadable: never trips
       return;
     }
     this.#flag.publish(this.#limitKiB > 0 && kib >= this.#limitKiB, kib);
+  }
+
+  /** RSS bytes at the last sample (0 before one, or where RSS is unreadable). */
+  sampledRssBytes(): number {
+    return this.#sampledKiB * 1024;
+  }
+
+  /** The limit in bytes; 0 while the breaker is off. */
+  limitBytes(): number {
+    return this.#limitKiB * 1024;
   }
 
   /** Stop sampling; the breaker stays as last published. */

@@ -14,9 +14,9 @@ export interface RateLimiterOptions {
   ratePerSec: number;
   /** Tenant bucket size; defaults to ratePerSec rounded up (contract §2), at least 1. */
   burst?: number;
-  /** Refill rate of the global bucket, requests/s; defaults to ratePerSec. 0 exactly when ratePerSec is 0. */
+  /** Refill rate of the global bucket, requests/s; 0 (the default) means no global bucket. */
   globalRatePerSec?: number;
-  /** Global bucket size; defaults to burst while the global rate is ratePerSec, else to the global rate rounded up, at least 1. */
+  /** Global bucket size; defaults to the global rate rounded up, at least 1. */
   globalBurst?: number;
   /** How many tenant buckets are held at once (memory per bucket: 4 bytes of shared buffer, 8 of LRU links, one map entry). */
   maxTenantBuckets: number;
@@ -62,12 +62,12 @@ export class RateLimiter implements RateBudget {
     if (tenant.ratePerSec === 0) return;
     const slots = FIRST_TENANT_SLOT + options.maxTenantBuckets;
     const table = new TokenBucketTable({ ratePerSec: tenant.ratePerSec, burst: tenant.burst, slots, nowMicros: options.nowMicros });
-    const gtable = globalTable(global.ratePerSec, global.burst, options.nowMicros);
+    const gtable = global.ratePerSec > 0 ? globalTable(global.ratePerSec, global.burst, options.nowMicros) : null;
     this.#table = table;
     this.#global = gtable;
     if (options.nowMicros !== undefined) return;
     this.#timer = setInterval(() => {
-      gtable.sweep();
+      gtable?.sweep();
       table.sweep();
     }, this.sweepIntervalMs);
     this.#timer.unref();
@@ -82,14 +82,15 @@ export class RateLimiter implements RateBudget {
     return this.#table;
   }
 
-  /** The global bucket's table (one slot, slot 0; null while off): its buffer can be shared with another thread. */
+  /** The global bucket's table (one slot, slot 0; null while off or without a global rate): its buffer can be shared with another thread. */
   get globalTable(): TokenBucketTable | null {
     return this.#global;
   }
 
   /** How often sweep() must run: the shorter of the two tables' intervals (0 while off). */
   get sweepIntervalMs(): number {
-    if (this.#table === null || this.#global === null) return 0;
+    if (this.#table === null) return 0;
+    if (this.#global === null) return this.#table.sweepIntervalMs;
     return Math.min(this.#table.sweepIntervalMs, this.#global.sweepIntervalMs);
   }
 
@@ -125,8 +126,8 @@ export class RateLimiter implements RateBudget {
 
   /** Keep idle buckets' words from wrapping; runs by itself every sweepIntervalMs. Returns the words rewritten. */
   sweep(nowMicros?: number): number {
-    if (this.#table === null || this.#global === null) return 0;
-    return this.#global.sweep(nowMicros) + this.#table.sweep(nowMicros);
+    if (this.#table === null) return 0;
+    return (this.#global?.sweep(nowMicros) ?? 0) + this.#table.sweep(nowMicros);
   }
 
   /** Stop the sweep timer. Takes keep working. */

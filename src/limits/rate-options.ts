@@ -1,6 +1,6 @@
 // The rate options every RateBudget shares: ratePerSec (0 = off) and burst for
 // the tenant buckets, and globalRatePerSec / globalBurst for the global bucket
-// (defaulting to the tenant ones).
+// (off unless globalRatePerSec is set: contract §9).
 
 import { LimitsError } from './limits-error.js';
 
@@ -19,18 +19,17 @@ export function resolveRateOptions(ratePerSec: number, burst: number | undefined
 
 /**
  * The global bucket's parameters, given the tenant buckets' (already resolved).
- * globalRatePerSec defaults to ratePerSec. globalBurst defaults to burst while
- * the global rate is the tenant rate (so one rate and one burst keep meaning
- * what they always did), else to the global rate rounded up, at least 1. The
- * global rate is 0 exactly when ratePerSec is 0: the limiter is on or off as a
- * whole; anything else is refused with `param` 'globalRatePerSec'.
+ * globalRatePerSec defaults to 0: no global bucket (contract §9), so one
+ * tenant spending its own bucket never refuses another. globalBurst defaults
+ * to the global rate rounded up, at least 1. A global rate while ratePerSec is
+ * 0 (the limiter off) is refused with `param` 'globalRatePerSec'.
  */
 export function resolveGlobalRateOptions(
   tenant: ResolvedRateOptions,
   globalRatePerSec: number | undefined,
   globalBurst: number | undefined,
 ): ResolvedRateOptions {
-  const rate = globalRatePerSec ?? tenant.ratePerSec;
+  const rate = globalRatePerSec ?? 0;
   if (typeof rate !== 'number' || !Number.isFinite(rate) || rate < 0) {
     throw new LimitsError(
       'SIGLAKE_LIMITS_BAD_PARAM',
@@ -38,15 +37,13 @@ export function resolveGlobalRateOptions(
       'globalRatePerSec',
     );
   }
-  if ((rate === 0) !== (tenant.ratePerSec === 0)) {
+  if (rate > 0 && tenant.ratePerSec === 0) {
     throw new LimitsError(
       'SIGLAKE_LIMITS_BAD_PARAM',
-      tenant.ratePerSec === 0
-        ? `globalRatePerSec must be 0 while ratePerSec is 0 (the limiter is off), got ${rate}`
-        : 'globalRatePerSec must be > 0 while ratePerSec is > 0 (the global bucket cannot be turned off alone)',
+      `globalRatePerSec must be 0 while ratePerSec is 0 (the limiter is off), got ${rate}`,
       'globalRatePerSec',
     );
   }
-  const burst = globalBurst ?? (rate === tenant.ratePerSec ? tenant.burst : Math.max(1, Math.ceil(rate)));
+  const burst = globalBurst ?? Math.max(1, Math.ceil(rate));
   return { ratePerSec: rate, burst };
 }

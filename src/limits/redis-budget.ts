@@ -69,9 +69,9 @@ export interface RedisBudgetOptions {
   ratePerSec: number;
   /** Tenant bucket size; defaults to ratePerSec rounded up, at least 1. */
   burst?: number;
-  /** Refill rate of the global budget, requests/s; defaults to ratePerSec. 0 exactly when ratePerSec is 0. */
+  /** Refill rate of the global budget, requests/s; 0 (the default) means no global budget. */
   globalRatePerSec?: number;
-  /** Global bucket size; defaults to burst while the global rate is ratePerSec, else to the global rate rounded up, at least 1. */
+  /** Global bucket size; defaults to the global rate rounded up, at least 1. */
   globalBurst?: number;
   /** Tenant budgets whose lease state is kept at once in this replica. */
   maxTenantBuckets: number;
@@ -146,6 +146,8 @@ export class RedisBudget implements RateBudget {
   #suspect = false;
   #backendErrors = 0;
   #closed = false;
+  /** Whether a global budget exists (globalRatePerSec > 0). */
+  readonly #globalOn: boolean;
 
   constructor(options: RedisBudgetOptions) {
     const tenant = resolveRateOptions(options.ratePerSec, options.burst);
@@ -167,22 +169,22 @@ export class RedisBudget implements RateBudget {
     this.#onBackendError = options.onBackendError;
     this.#isIdle = (slot) => this.#idle(FIRST_TENANT_SLOT + slot);
     const on = ratePerSec > 0;
-    if (on) {
-      positiveInteger(burst, 'burst', 2 ** 31 - 1);
-      positiveInteger(global.burst, 'globalBurst', 2 ** 31 - 1);
-    }
+    const globalOn = on && global.ratePerSec > 0;
+    this.#globalOn = globalOn;
+    if (on) positiveInteger(burst, 'burst', 2 ** 31 - 1);
+    if (globalOn) positiveInteger(global.burst, 'globalBurst', 2 ** 31 - 1);
     // An explicit leaseSize applies to every budget, so it must fit the smaller burst.
     const lease =
       on && options.leaseSize !== undefined
-        ? positiveInteger(options.leaseSize, 'leaseSize', Math.min(burst, global.burst))
+        ? positiveInteger(options.leaseSize, 'leaseSize', globalOn ? Math.min(burst, global.burst) : burst)
         : undefined;
     this.#lease = on ? (lease ?? defaultLease(ratePerSec, burst)) : 1;
-    this.#globalLease = on ? (lease ?? defaultLease(global.ratePerSec, global.burst)) : 1;
+    this.#globalLease = globalOn ? (lease ?? defaultLease(global.ratePerSec, global.burst)) : 1;
     this.#lowWater = Math.floor(this.#lease / 2);
     this.#globalLowWater = Math.floor(this.#globalLease / 2);
     this.#period = String(on ? 1e6 / ratePerSec : 0);
     this.#burst = String(burst);
-    this.#globalPeriod = String(on ? 1e6 / global.ratePerSec : 0);
+    this.#globalPeriod = String(globalOn ? 1e6 / global.ratePerSec : 0);
     this.#globalBurst = String(global.burst);
     const commandTimeoutMs = positiveInteger(options.commandTimeoutMs ?? 100, 'commandTimeoutMs', 60_000);
     this.#backoffUs = positiveInteger(options.backoffMs ?? 1000, 'backoffMs', 3_600_000) * 1000;
@@ -248,7 +250,7 @@ export class RedisBudget implements RateBudget {
 
   /** Spend a token of the global budget: 0, or seconds for Retry-After (a Promise while a lease is on its way). */
   takeGlobal(): number | Promise<number> {
-    if (this.#client === null) return 0;
+    if (this.#client === null || !this.#globalOn) return 0;
     return this.#take(GLOBAL_SLOT);
   }
 

@@ -19,7 +19,7 @@ export type RejectReason = (typeof REJECT_REASONS)[number];
 const DEPTH_BUCKETS: readonly number[] = [0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096, 16384];
 
 /** Every HTTP status the ingest endpoints answer with (a gRPC answer counts as its HTTP row). */
-const STATUSES: readonly number[] = [200, 400, 401, 403, 404, 408, 413, 415, 429, 499, 500, 503];
+const STATUSES: readonly number[] = [200, 400, 401, 403, 404, 408, 413, 415, 429, 499, 500, 503, 431, 501];
 const STATUS_SLOT = new Int8Array(600).fill(-1);
 STATUSES.forEach((s, i) => {
   STATUS_SLOT[s] = i;
@@ -83,8 +83,12 @@ export class IngestMetrics {
   readonly #deniedSlot: Record<TenantDeniedReason, number>;
   readonly #rejected = new Float64Array(REJECT_REASONS.length);
   readonly #rejectedSlot: Record<RejectReason, number>;
-  /** [0] breaker rejections, [1] rate budget backend errors */
-  readonly #singles = new Float64Array(2);
+  /** [0] breaker rejections, [1] rate budget backend errors, [2] gRPC streams refused past the bound, [3] bodies refused past the in-flight byte bound */
+  readonly #singles = new Float64Array(4);
+  /** Requests the client abandoned mid-upload, by endpoint. */
+  readonly #aborted = new Float64Array(ENDPOINTS.length);
+  /** Bytes of request bodies being received or queued now (set by the acceptors). */
+  inflightBytes: () => number = () => 0;
   /** Non-cumulative bucket counts, then the sum. */
   readonly #depth = new Float64Array(DEPTH_BUCKETS.length + 2);
   #refusalLog: RefusalLog | undefined;
@@ -139,6 +143,27 @@ export class IngestMetrics {
       'counter',
       () => [{ value: this.#singles[1]! }],
     );
+    computed(
+      'siglake_ingest_aborted_total',
+      'Ingest requests the client abandoned before its answer (closed mid-body, or cancelled); everything they held was released.',
+      'counter',
+      () => ENDPOINTS.map((endpoint, i) => ({ value: this.#aborted[i]!, labels: { endpoint } })),
+    );
+    computed(
+      'siglake_grpc_streams_refused_total',
+      'gRPC calls refused UNAVAILABLE because --grpc-max-streams calls were already open.',
+      'counter',
+      () => [{ value: this.#singles[2]! }],
+    );
+    computed(
+      'siglake_ingest_inflight_bytes_rejected_total',
+      'Ingest requests refused 503 because bodies in flight already held --ingest-max-inflight-mib.',
+      'counter',
+      () => [{ value: this.#singles[3]! }],
+    );
+    computed('siglake_ingest_inflight_bytes', 'Bytes of request bodies being received or queued for a writer now.', 'gauge', () => [
+      { value: this.inflightBytes() },
+    ]);
     computed('siglake_ingest_rejected_total', 'Ingest requests refused by a limit, by reason.', 'counter', () =>
       REJECT_REASONS.map((reason, i) => ({ value: this.#rejected[i]!, labels: { reason } })),
     );
@@ -241,6 +266,18 @@ export class IngestMetrics {
 
   backendError(): void {
     this.#singles[1]! += 1;
+  }
+
+  aborted(endpoint: number): void {
+    this.#aborted[endpoint]! += 1;
+  }
+
+  grpcStreamsRefused(): void {
+    this.#singles[2]! += 1;
+  }
+
+  inflightRefused(): void {
+    this.#singles[3]! += 1;
   }
 
   queueDepth(depth: number): void {

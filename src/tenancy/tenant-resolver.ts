@@ -13,8 +13,10 @@
 //            X-Scope-OrgID present and not exactly the claim: 403 header_mismatch.
 //
 // Raw header problems come first and are a 400 in every mode: X-Scope-OrgID
-// sent more than once, an empty value, or control characters (0x00-0x1F,
-// 0x7F). An empty header is a 400 even in default mode, where any other
+// sent more than once (two fields, or a comma list: `acme,beta` is what a
+// proxy or Node's HTTP/2 layer makes of two fields, and a comma is never part
+// of an identifier), an empty value, or control characters (0x00-0x1F, 0x7F).
+// None of them counts as a denial, on either transport (contract §5). An empty header is a 400 even in default mode, where any other
 // non-`default` value is a 403: it names no tenant, so it is malformed rather
 // than an attempt to route, and one rule for every mode keeps clients' errors
 // predictable. Characters outside ASCII (a Cyrillic look-alike, say) are not
@@ -36,13 +38,14 @@ export interface TenantResolverOptions {
 
 export type TenantMode = 'default' | 'header' | 'claim';
 
-/** 0: fine; 1: empty; 2: control character. */
+/** 0: fine; 1: empty; 2: control character; 3: a comma (two values folded into one). */
 function rawProblem(v: string): number {
   const n = v.length;
   if (n === 0) return 1;
   for (let i = 0; i < n; i++) {
     const c = v.charCodeAt(i);
     if (c < 0x20 || c === 0x7f) return 2;
+    if (c === 0x2c) return 3;
   }
   return 0;
 }
@@ -99,7 +102,7 @@ export class TenantResolver {
     if (headerCount > 1) throw this.#twoOrgIds;
     if (orgIdHeader !== undefined) {
       const raw = rawProblem(orgIdHeader);
-      if (raw !== 0) throw raw === 1 ? this.#emptyOrgId : this.#controlOrgId;
+      if (raw !== 0) throw raw === 1 ? this.#emptyOrgId : raw === 2 ? this.#controlOrgId : this.#twoOrgIds;
     }
     switch (this.#mode) {
       case 'default':

@@ -311,7 +311,14 @@ export class LaneWriter {
     } catch (err) {
       this.#cache.markDirty(h);
       this.#cutBack(fd, start);
-      throw new WalWriteError('write', this.#path, err);
+      const failedPath = this.#path;
+      if (start === SEGMENT_HEADER_SIZE && this.#truncateTo < 0) {
+        // The segment holds no record (a new lane's first write, say, on a
+        // full disk): remove it rather than leave a header-only file behind.
+        this.#abandon();
+        this.#quietly(() => this.#ops.unlink(failedPath));
+      }
+      throw new WalWriteError('write', failedPath, err);
     } finally {
       iov.length = 0;
     }

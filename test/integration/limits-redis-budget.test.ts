@@ -69,7 +69,7 @@ describe('RedisBudget with a shared redis-server', () => {
 
   it('keeps the global budget and each tenant budget apart', async () => {
     const keyPrefix = freshPrefix();
-    const b = new RedisBudget({ url: server.url, ratePerSec: 1, burst: 3, maxTenantBuckets: 4, leaseSize: 1, keyPrefix });
+    const b = new RedisBudget({ url: server.url, ratePerSec: 1, burst: 3, globalRatePerSec: 1, globalBurst: 3, maxTenantBuckets: 4, leaseSize: 1, keyPrefix });
     await b.ready();
     const drain = async (take: () => number | Promise<number>) => {
       let n = 0;

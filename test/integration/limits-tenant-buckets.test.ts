@@ -2,10 +2,11 @@
 // "What is not isolated", "Redis-shared budgets"): the global bucket and the
 // per-tenant buckets in trusted-header mode, against the real process.
 //
-// The arithmetic that decides what a client can see. By default one
-// `ratePerSec` and one `burst` apply to the global bucket *and* to every tenant
-// bucket (settings.ts, contract §2; `--rate-limit-global-per-sec` and
-// `--rate-limit-global-burst` default to them). The global bucket is spent by every request that passes the
+// The arithmetic that decides what a client can see. Without
+// `--rate-limit-global-per-sec` there is no global bucket at all (contract §9;
+// test/reliability/hostile-clients-2.test.ts checks that tenant B is then never
+// refused because A spent its bucket). Here the global bucket is given the
+// tenants' own rate and burst, the worst case. The global bucket is spent by every request that passes the
 // memory breaker (before authentication); a tenant's bucket only by requests
 // that the global bucket admitted and that resolved to that tenant. A tenant
 // bucket starts full when its tenant is first seen, and both refill at the same
@@ -67,7 +68,18 @@ describe('in-process buckets, trusted header, rate 0.01/s burst 3: tenant A spen
   let rpc: RawGrpcClient;
   beforeAll(async () => {
     ing = await startIngester({
-      args: ['--trust-tenant-header', '--rate-limit-per-sec', String(RATE), '--rate-limit-burst', String(BURST)],
+      args: [
+        '--trust-tenant-header',
+        '--rate-limit-per-sec',
+        String(RATE),
+        '--rate-limit-burst',
+        String(BURST),
+        // The global bucket is off unless given a rate (contract §9): here it gets the tenants' own.
+        '--rate-limit-global-per-sec',
+        String(RATE),
+        '--rate-limit-global-burst',
+        String(BURST),
+      ],
     });
     rpc = new RawGrpcClient(ing.grpcAddress);
   });
@@ -190,6 +202,10 @@ describe('in-process buckets, static bearer token: an unauthenticated flood nami
         String(RATE),
         '--rate-limit-burst',
         String(BURST),
+        '--rate-limit-global-per-sec',
+        String(RATE),
+        '--rate-limit-global-burst',
+        String(BURST),
       ],
     });
     rpc = new RawGrpcClient(ing.grpcAddress);
@@ -267,6 +283,10 @@ describe('Redis-shared buckets (--redis-url), trusted header, static bearer toke
         '--rate-limit-per-sec',
         String(RATE),
         '--rate-limit-burst',
+        String(BURST),
+        '--rate-limit-global-per-sec',
+        String(RATE),
+        '--rate-limit-global-burst',
         String(BURST),
         '--redis-url',
         redis.url,

@@ -130,9 +130,9 @@ describe('loading', () => {
   it('computes defaults from other settings', () => {
     expect(load(['--rate-limit-per-sec', '50']).settings.rateLimitBurst).toBe(50);
     expect(load(['--rate-limit-per-sec', '50', '--rate-limit-burst', '5']).settings.rateLimitBurst).toBe(5);
-    // The global bucket runs on ratePerSec and burst unless given its own rate; its burst follows its rate.
+    // No global bucket unless given its own rate (contract §9); its burst follows its rate.
     const one = load(['--rate-limit-per-sec', '0.5', '--rate-limit-burst', '3']).settings;
-    expect([one.rateLimitGlobalPerSec, one.rateLimitGlobalBurst]).toEqual([0.5, 3]);
+    expect([one.rateLimitGlobalPerSec, one.rateLimitGlobalBurst]).toEqual([0, 1]);
     const own = load(['--rate-limit-per-sec', '0.5', '--rate-limit-burst', '3', '--rate-limit-global-per-sec', '100.5']).settings;
     expect([own.rateLimitGlobalPerSec, own.rateLimitGlobalBurst, own.rateLimitBurst]).toEqual([100.5, 101, 3]);
     const both = load(['--rate-limit-per-sec', '1', '--rate-limit-global-per-sec', '1000', '--rate-limit-global-burst', '50']).settings;
@@ -184,9 +184,8 @@ describe('loading', () => {
     expect(errorOf(() => load([], { SIGLAKE_RATE_LIMIT_GLOBAL_PER_SEC: '5' }))).toMatch(
       /^invalid ingester\.rateLimit\.globalRatePerSec \(env SIGLAKE_RATE_LIMIT_GLOBAL_PER_SEC\): needs ingester\.rateLimit\.ratePerSec > 0/,
     );
-    expect(errorOf(() => load(['--rate-limit-per-sec', '10', '--rate-limit-global-per-sec', '0']))).toBe(
-      'invalid ingester.rateLimit.globalRatePerSec (flag --rate-limit-global-per-sec): must be > 0 while ingester.rateLimit.ratePerSec is set (the global bucket cannot be turned off alone)',
-    );
+    // A tenant rate without a global one is the default: no global bucket.
+    expect(load(['--rate-limit-per-sec', '10', '--rate-limit-global-per-sec', '0']).settings.rateLimitGlobalPerSec).toBe(0);
     expect(errorOf(() => load(['--rate-limit-per-sec', '10', '--rate-limit-global-per-sec', '1', '--rate-limit-global-burst', '1001']))).toBe(
       'invalid ingester.rateLimit.globalBurst (flag --rate-limit-global-burst): globalBurst / globalRatePerSec must be at most 1000 s, got 1001.0 s',
     );

@@ -24,7 +24,7 @@ describe('RateLimiter', () => {
   });
 
   it('spends the global bucket: burst, then 429 seconds, then refill', async () => {
-    const rl = new RateLimiter({ ratePerSec: 2, burst: 4, maxTenantBuckets: 4, nowMicros: T0 });
+    const rl = new RateLimiter({ ratePerSec: 2, burst: 4, globalRatePerSec: 2, globalBurst: 4, maxTenantBuckets: 4, nowMicros: T0 });
     expect(rl.enabled).toBe(true);
     expect(takes(5, () => rl.takeGlobal(T0))).toEqual([0, 0, 0, 0, 1]);
     expect(rl.takeGlobal(T0 + SEC / 2)).toBe(0);
@@ -35,12 +35,12 @@ describe('RateLimiter', () => {
   it('defaults burst to ratePerSec rounded up', async () => {
     const rl = new RateLimiter({ ratePerSec: 2.5, maxTenantBuckets: 1, nowMicros: T0 });
     expect(rl.table?.burst).toBe(3);
-    expect(takes(4, () => rl.takeGlobal(T0))).toEqual([0, 0, 0, 1]);
+    expect(takes(4, () => rl.takeTenant('t', T0))).toEqual([0, 0, 0, 1]);
     await rl.close();
   });
 
   it('keeps one bucket per resolved tenant, apart from the global bucket', async () => {
-    const rl = new RateLimiter({ ratePerSec: 1, burst: 2, maxTenantBuckets: 8, nowMicros: T0 });
+    const rl = new RateLimiter({ ratePerSec: 1, burst: 2, globalRatePerSec: 1, globalBurst: 2, maxTenantBuckets: 8, nowMicros: T0 });
     expect(takes(3, () => rl.takeTenant('acme', T0))).toEqual([0, 0, 1]);
     expect(takes(3, () => rl.takeTenant('globex', T0))).toEqual([0, 0, 1]);
     expect(takes(3, () => rl.takeGlobal(T0))).toEqual([0, 0, 1]);
@@ -50,16 +50,17 @@ describe('RateLimiter', () => {
     await rl.close();
   });
 
-  it('without global options the global bucket runs on ratePerSec and burst', async () => {
-    const rl = new RateLimiter({ ratePerSec: 0.5, burst: 3, maxTenantBuckets: 1, nowMicros: T0 });
-    expect(rl.globalTable?.burst).toBe(3);
-    expect(rl.globalTable?.ratePerSec).toBeCloseTo(0.5, 6);
-    expect(rl.globalTable?.slots).toBe(1);
+  it('without a global rate there is no global bucket (contract §9): one tenant spending its bucket never refuses another', async () => {
+    const rl = new RateLimiter({ ratePerSec: 0.5, burst: 3, maxTenantBuckets: 2, nowMicros: T0 });
+    expect(rl.globalTable).toBeNull();
     expect(rl.table?.burst).toBe(3);
-    expect(takes(4, () => rl.takeGlobal(T0))).toEqual([0, 0, 0, 2]);
-    // The same global rate given explicitly keeps the tenant burst; another rate defaults its burst to that rate rounded up.
+    expect(takes(100, () => rl.takeGlobal(T0))).toEqual(Array(100).fill(0));
+    expect(takes(4, () => rl.takeTenant('a', T0))).toEqual([0, 0, 0, 2]);
+    expect(takes(3, () => rl.takeTenant('b', T0))).toEqual([0, 0, 0]);
+    // A global rate given explicitly defaults its burst to that rate rounded up.
     const same = new RateLimiter({ ratePerSec: 0.5, burst: 3, globalRatePerSec: 0.5, maxTenantBuckets: 1, nowMicros: T0 });
-    expect(same.globalTable?.burst).toBe(3);
+    expect(same.globalTable?.burst).toBe(1);
+    expect(same.globalTable?.slots).toBe(1);
     const other = new RateLimiter({ ratePerSec: 0.5, burst: 3, globalRatePerSec: 7.5, maxTenantBuckets: 1, nowMicros: T0 });
     expect(other.globalTable?.burst).toBe(8);
     expect(other.table?.burst).toBe(3);
@@ -102,7 +103,7 @@ describe('RateLimiter', () => {
     await rl.close();
 
     // With one rate and one burst for both, the global bucket refuses first: B gets nothing.
-    const same = new RateLimiter({ ratePerSec: 0.01, burst: 3, maxTenantBuckets: 8, nowMicros: T0 });
+    const same = new RateLimiter({ ratePerSec: 0.01, burst: 3, globalRatePerSec: 0.01, globalBurst: 3, maxTenantBuckets: 8, nowMicros: T0 });
     expect(takes(3, () => admit(same, 'a', T0).wait)).toEqual([0, 0, 0]);
     expect(admit(same, 'a', T0)).toEqual({ by: 'global', wait: 100 });
     expect(admit(same, 'b', T0)).toEqual({ by: 'global', wait: 100 });
@@ -149,7 +150,7 @@ describe('RateLimiter', () => {
   });
 
   it('sweep() keeps idle tenant buckets correct across many 32-bit wraps', async () => {
-    const rl = new RateLimiter({ ratePerSec: 1, burst: 2, maxTenantBuckets: 2, nowMicros: T0 });
+    const rl = new RateLimiter({ ratePerSec: 1, burst: 2, globalRatePerSec: 1, globalBurst: 2, maxTenantBuckets: 2, nowMicros: T0 });
     expect(takes(3, () => rl.takeTenant('a', T0))).toEqual([0, 0, 1]);
     const period = (rl.table?.sweepIntervalMs ?? 0) * 1000;
     expect(period).toBeGreaterThan(0);
@@ -201,9 +202,8 @@ describe('RateLimiter', () => {
     bad(() => new RateLimiter({ ratePerSec: 10, globalRatePerSec: -1, maxTenantBuckets: 1 }), 'globalRatePerSec');
     bad(() => new RateLimiter({ ratePerSec: 10, globalRatePerSec: Number.NaN, maxTenantBuckets: 1 }), 'globalRatePerSec');
     bad(() => new RateLimiter({ ratePerSec: 0, globalRatePerSec: 5, maxTenantBuckets: 1 }), 'globalRatePerSec');
-    bad(() => new RateLimiter({ ratePerSec: 10, globalRatePerSec: 0, maxTenantBuckets: 1 }), 'globalRatePerSec');
     bad(() => new RateLimiter({ ratePerSec: 10, globalRatePerSec: 2_000_000, maxTenantBuckets: 1 }), 'globalRatePerSec');
-    bad(() => new RateLimiter({ ratePerSec: 10, globalBurst: 0, maxTenantBuckets: 1 }), 'globalBurst');
+    bad(() => new RateLimiter({ ratePerSec: 10, globalRatePerSec: 10, globalBurst: 0, maxTenantBuckets: 1 }), 'globalBurst');
     bad(() => new RateLimiter({ ratePerSec: 10, globalRatePerSec: 1, globalBurst: 1074, maxTenantBuckets: 1 }), 'globalBurst');
   });
 });
