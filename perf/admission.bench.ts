@@ -84,7 +84,7 @@ function makeAdmission(opts: { tenants: number; allowList: boolean }) {
     queueCapacity: 1024,
   });
   // The acceptor reuses one header object per request (http-acceptor.ts #h).
-  const h: IngestHeaders = { authorization: undefined, orgId: undefined, orgIdCount: 1, index: undefined, indexCount: 0 };
+  const h: IngestHeaders = { authorization: undefined, authorizationCount: 0, orgId: undefined, orgIdCount: 1, index: undefined, indexCount: 0 };
   for (const name of names) {
     h.orgId = name;
     const lane = admission.admit('logs', h) as Lane;

@@ -114,7 +114,7 @@ export async function makeProbes(opts: { walDir: string }): Promise<Probe[]> {
       queueCapacity: 1024,
     });
     const names = Array.from({ length: 100 }, (_, i) => `tenant-${i}`);
-    const h: IngestHeaders = { authorization: undefined, orgId: undefined, orgIdCount: 1, index: undefined, indexCount: 0 };
+    const h: IngestHeaders = { authorization: undefined, authorizationCount: 0, orgId: undefined, orgIdCount: 1, index: undefined, indexCount: 0 };
     for (const n of names) {
       h.orgId = n;
       admission.finish(admission.admit('logs', h) as Lane, true);

@@ -230,7 +230,7 @@ describe('gRPC routing headers that HTTP/2 drops (item 1)', () => {
         // Neither default's nor acme's lanes hold any of it.
         expect(topDirs(ing.walDir)).toEqual([]);
         // Good calls still land where they say (the tap keeps HPACK's dynamic table in step).
-        const good = mode === 'trusted-header' ? { 'x-scope-orgid': 'acme' } : {};
+        const good: Record<string, string> = mode === 'trusted-header' ? { 'x-scope-orgid': 'acme' } : {};
         await expectAccepted(c, () => c.send('grpc', 'logs', 'dropped-after-good', good));
         expect(textsUnder(path.join(ing.walDir, ...(mode === 'trusted-header' ? ['acme'] : []), 'logs'))).toEqual(['dropped-after-good']);
         figures[`grpcDroppedRoutingHeader_${mode}`] = outcomes;
