@@ -26,7 +26,11 @@ export type ErrorCode =
   | 'SIGLAKE_BAD_BODY'
   | 'SIGLAKE_WAL_WRITE'
   | 'SIGLAKE_REQUEST_TIMEOUT'
-  | 'SIGLAKE_UNAVAILABLE';
+  | 'SIGLAKE_UNAVAILABLE'
+  // Declared tenants (declared-tenants.md).
+  | 'SIGLAKE_TENANT_AMBIGUOUS'
+  | 'SIGLAKE_INDEX_NOT_IN_TENANT'
+  | 'SIGLAKE_BUDGET_EXHAUSTED';
 
 interface CodeRow {
   http: number;
@@ -51,6 +55,12 @@ export const CODE_TABLE: Readonly<Record<ErrorCode, CodeRow>> = {
   SIGLAKE_REQUEST_TIMEOUT: { http: 408, grpc: GrpcCode.DEADLINE_EXCEEDED, retryAfterOne: false },
   // Shutting down, or a shard restarting: the client may retry elsewhere.
   SIGLAKE_UNAVAILABLE: { http: 503, grpc: GrpcCode.UNAVAILABLE, retryAfterOne: true },
+  // Declared tenants (declared-tenants.md): the principal matches two tenants;
+  // an index outside the tenant's subset; a day/month budget spent (Retry-After
+  // to the period's end).
+  SIGLAKE_TENANT_AMBIGUOUS: { http: 403, grpc: GrpcCode.PERMISSION_DENIED, retryAfterOne: false },
+  SIGLAKE_INDEX_NOT_IN_TENANT: { http: 403, grpc: GrpcCode.PERMISSION_DENIED, retryAfterOne: false },
+  SIGLAKE_BUDGET_EXHAUSTED: { http: 429, grpc: GrpcCode.RESOURCE_EXHAUSTED, retryAfterOne: false },
 };
 
 /** The six labels of siglake_ingest_tenant_denied_total (contract §8). */

@@ -471,10 +471,65 @@ export const SETTINGS = {
     doc: 'Log level. Telemetry and token text never appear at info or above.',
     parse: oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const),
   }),
+  // Declared tenants (declared-tenants.md, src/tenants): appended, additive.
+  tenantsFile: def<string>({
+    key: 'tenants.file',
+    flag: '--tenants-file',
+    category: 'tenancy',
+    default: undefined,
+    defaultDoc: 'unset',
+    doc: 'Declared tenants (YAML, or JSON when the name ends in .json; docs/tenants.md). Validated strictly at start-up (exit 2) and reloaded on SIGHUP and when the file changes; a bad reload keeps the previous set.',
+    parse: string({ nonEmpty: true }),
+  }),
+  auditFile: def<string>({
+    key: 'audit.file',
+    flag: '--audit-file',
+    category: 'logging',
+    default: undefined,
+    defaultDoc: 'unset (off)',
+    doc: 'Audit stream, JSON lines appended to this file (`-` for stdout): refusals, first admission of a tenant and of a lane, tenants reloads. Never a token.',
+    parse: string({ nonEmpty: true }),
+  }),
+  rateLimitPerPrincipalPerSec: def<number>({
+    key: 'ingester.rateLimit.perPrincipalPerSec',
+    flag: '--rate-limit-per-principal-per-sec',
+    category: 'limits',
+    default: 0,
+    defaultDoc: '0 (off)',
+    doc: "Token refill rate of one bucket per verified subject (JWT `sub`), checked after the tenant's bucket (widest first); the bucket holds one second of tokens. 0 turns it off.",
+    parse: number({ min: 0, max: 1_000_000 }),
+  }),
+  serverBudgetPeriod: def<'day' | 'month'>({
+    key: 'server.budget.period',
+    flag: '--server-budget-period',
+    category: 'limits',
+    default: 'day',
+    doc: 'UTC period of the server-wide budget (--server-budget-records / --server-budget-bytes).',
+    parse: oneOf(['day', 'month'] as const),
+  }),
+  serverBudgetRecords: def<number>({
+    key: 'server.budget.records',
+    flag: '--server-budget-records',
+    category: 'limits',
+    default: 0,
+    defaultDoc: '0 (unlimited)',
+    doc: "Records (log records + spans) this replica writes per period for every tenant together; charged after the index and tenant budgets. Exhausted: 429 + Retry-After to the period's end. Per replica unless shared.",
+    parse: integer({ min: 0 }),
+  }),
+  serverBudgetBytes: def<number>({
+    key: 'server.budget.bytes',
+    flag: '--server-budget-bytes',
+    category: 'limits',
+    default: 0,
+    defaultDoc: '0 (unlimited)',
+    doc: 'Request body bytes (as received) this replica writes per period for every tenant together. 0: unlimited.',
+    parse: integer({ min: 0 }),
+  }),
 } as const;
 
 type ValueOf<D> = D extends SettingDef<infer T> ? T : never;
-type Optional = 'tenantClaim' | 'redisUrl' | 'authBearerTokensFile' | 'oidcIssuer' | 'oidcAudience' | 'oidcJwksUrl' | 'oidcJwksFile';
+type Optional = 'tenantClaim' | 'redisUrl' | 'authBearerTokensFile' | 'oidcIssuer' | 'oidcAudience' | 'oidcJwksUrl' | 'oidcJwksFile'
+  | 'tenantsFile' | 'auditFile';
 
 export type SettingName = keyof typeof SETTINGS;
 export type Settings = {

@@ -13,6 +13,11 @@
 //   7 tenant cap             403 at_capacity
 //   8 lane queue full        503 + Retry-After: 1
 //
+// Declared tenants (src/tenants, --tenants-file; only when configured) hook in
+// at the call sites marked [declared tenants]: resolved first at step 4
+// (ambiguity 403), the tenant's own bucket then the principal's at step 6,
+// the index subset (403) and the budgets' check (429) before the lane steps.
+//
 // The tenant's bucket is spent once the tenant is resolved, after
 // authentication, so an unauthenticated flood naming a tenant can only spend
 // the global bucket, never the tenant's (the seed's limiter read the raw header
@@ -26,6 +31,7 @@ import type { RateBudget } from '../limits/rate-budget.js';
 import type { IngestMetrics } from '../metrics/ingest-metrics.js';
 import type { AllowList } from '../tenancy/allow-list.js';
 import type { TenantResolver } from '../tenancy/tenant-resolver.js';
+import type { DeclaredTenants, TenantRuntime } from '../tenants/declared-tenants.js';
 
 export interface Breaker {
   isOpen(): boolean;
@@ -52,6 +58,8 @@ export interface AdmissionOptions {
   metrics: IngestMetrics;
   maxTenants: number;
   queueCapacity: number;
+  /** Declared tenants (src/tenants; --tenants-file, per-principal buckets, budgets); undefined: none declared. */
+  tenants?: DeclaredTenants | undefined;
 }
 
 export class Admission {
@@ -81,6 +89,25 @@ export class Admission {
    * admitted request must end with finish().
    */
   admit(signal: 'logs' | 'traces', h: IngestHeaders): Lane | Promise<Lane> {
+    const gate = this.#o.tenants;
+    // [declared tenants] every refusal is audited when audit.file is set.
+    if (gate === undefined || !gate.auditing) return this.#admit(signal, h);
+    try {
+      const r = this.#admit(signal, h);
+      if (r instanceof Promise) {
+        return r.catch((e: unknown) => {
+          gate.refusedAtAdmission(e);
+          throw e;
+        });
+      }
+      return r;
+    } catch (e) {
+      gate.refusedAtAdmission(e);
+      throw e;
+    }
+  }
+
+  #admit(signal: 'logs' | 'traces', h: IngestHeaders): Lane | Promise<Lane> {
     const o = this.#o;
     if (o.breaker.isOpen()) {
       o.metrics.memBreakerRejected();
@@ -111,23 +138,66 @@ export class Admission {
     let tenant: string;
     let index: string | undefined;
     if (h.headerError !== undefined) throw h.headerError;
+    // [declared tenants] step 4: declared tenants resolve first (403 ambiguous); none matched: as before.
+    const declared = o.tenants === undefined ? null : o.tenants.resolve(auth.claims, h.orgId, h.orgIdCount);
     try {
-      tenant = o.resolver.resolve(h.orgId, h.orgIdCount, auth.claims);
+      tenant = declared !== null ? declared.id : o.resolver.resolve(h.orgId, h.orgIdCount, auth.claims);
       index = o.resolver.resolveIndex(h.index, h.indexCount);
       o.allowList.check(tenant);
     } catch (e) {
       this.#countDenial(e);
       throw e;
     }
+    // [declared tenants] step 6 for a tenant with its own bucket: tenant, then principal.
+    if (declared !== null && declared.bucket !== null) {
+      const w = o.tenants!.takeRate(declared, auth.claims);
+      if (w > 0) throw this.#limited(w);
+      return this.#afterRate(signal, tenant, index, declared, auth);
+    }
     // Rate limits check widest first; the tenant bucket needs the resolved tenant.
     const wait = o.rateBudget.takeTenant(tenant);
     if (typeof wait !== 'number') {
       return wait.then((w) => {
         if (w > 0) throw this.#limited(w);
-        return this.#reserveLane(signal, tenant, index);
+        return this.#afterTenantRate(signal, tenant, index, declared, auth);
       });
     }
     if (wait > 0) throw this.#limited(wait);
+    return this.#afterTenantRate(signal, tenant, index, declared, auth);
+  }
+
+  /** [declared tenants] the principal's bucket after the generic tenant bucket. */
+  #afterTenantRate(
+    signal: 'logs' | 'traces',
+    tenant: string,
+    index: string | undefined,
+    declared: TenantRuntime | null,
+    auth: AuthResult,
+  ): Lane {
+    const gate = this.#o.tenants;
+    if (gate !== undefined) {
+      const w = gate.takePrincipal(auth.claims, declared?.id ?? null);
+      if (w > 0) throw this.#limited(w);
+    }
+    return this.#afterRate(signal, tenant, index, declared, auth);
+  }
+
+  /** [declared tenants] step 7 (index subset, 403) and step 12's check (budgets, 429), then steps 8-10. */
+  #afterRate(
+    signal: 'logs' | 'traces',
+    tenant: string,
+    index: string | undefined,
+    declared: TenantRuntime | null,
+    auth: AuthResult,
+  ): Lane {
+    const gate = this.#o.tenants;
+    if (gate !== undefined) {
+      if (declared !== null) gate.checkIndex(declared, index, auth.claims);
+      gate.checkBudgets(tenant, index, auth.claims);
+      const lane = this.#reserveLane(signal, tenant, index);
+      if (declared !== null) gate.admitted(declared, auth.claims);
+      return lane;
+    }
     return this.#reserveLane(signal, tenant, index);
   }
 
@@ -147,6 +217,7 @@ export class Admission {
         throw this.#atCapacity;
       }
       lane = lanes.create(tenant, signal, index);
+      this.#o.tenants?.laneCreated(tenant, signal, index); // [declared tenants] audit
     }
     const depth = Atomics.load(lanes.depth, lane.slot);
     if (depth >= o.queueCapacity) {

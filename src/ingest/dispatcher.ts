@@ -26,6 +26,8 @@ interface InFlight {
   req: PendingRequest;
   lane: Lane;
   shard: number;
+  /** Body bytes as received (declared tenants' byte budgets). */
+  bytes: number;
 }
 
 interface BacklogItem {
@@ -74,7 +76,7 @@ export interface DispatcherOptions {
   maxRequestBytes: number;
   log: Logger;
   /** Called for every answered request before its PendingRequest completes. */
-  onFinish(lane: Lane, status: number, records: number): void;
+  onFinish(lane: Lane, status: number, records: number, bytes?: number): void;
 }
 
 const encoder = new TextEncoder();
@@ -167,7 +169,7 @@ export class Dispatcher {
   dispatch(lane: Lane, flags: number, body: Uint8Array, req: PendingRequest): void {
     const reqId = this.#nextReqId;
     this.#nextReqId = reqId >= 0x7ffffffe ? 1 : reqId + 1;
-    this.#inflight.set(reqId, { req, lane, shard: lane.shard });
+    this.#inflight.set(reqId, { req, lane, shard: lane.shard, bytes: body.length });
     const s = this.#shards[lane.shard]!;
     if (!s.announced.has(lane.id)) this.#announce(s, lane);
     if (s.backlog.length === 0 && this.#tryPush(s.ring, FrameKind.DATA, flags, lane.id, body, reqId)) {
@@ -250,7 +252,7 @@ export class Dispatcher {
     const f = this.#inflight.get(reqId);
     if (f === undefined) return; // answered already (its worker died and it got a 500)
     this.#inflight.delete(reqId);
-    this.#opts.onFinish(f.lane, status, records);
+    this.#opts.onFinish(f.lane, status, records, f.bytes);
     f.req.complete(status, records, message);
   }
 

@@ -254,7 +254,7 @@ export class GrpcAcceptor {
   #send(state: GrpcIngest, e: IngestError): void {
     const metadata = new grpc.Metadata();
     if (e.retryAfterSecs > 0) metadata.set('retry-after', String(e.retryAfterSecs));
-    if (e.code === 'SIGLAKE_RATE_LIMITED') {
+    if (e.code === 'SIGLAKE_RATE_LIMITED' || e.code === 'SIGLAKE_BUDGET_EXHAUSTED') {
       metadata.set(
         'grpc-status-details-bin',
         Buffer.from(encodeStatusProto(GrpcCode.RESOURCE_EXHAUSTED, e.message, e.retryAfterSecs)),

@@ -18,6 +18,10 @@ import type { Logger } from '../log.js';
 import { IngestMetrics } from '../metrics/ingest-metrics.js';
 import { AllowList } from '../tenancy/allow-list.js';
 import { TenantResolver } from '../tenancy/tenant-resolver.js';
+import { AuditLog } from '../tenants/audit-log.js';
+import { DeclaredTenants } from '../tenants/declared-tenants.js';
+import { TenantMetrics } from '../tenants/tenant-metrics.js';
+import { readTenantsFile, TenantsReloader } from '../tenants/tenants-reloader.js';
 import type { WorkerSettings } from '../worker/shard-protocol.js';
 import { Admission } from './admission.js';
 import { Dispatcher } from './dispatcher.js';
@@ -41,6 +45,10 @@ export class Ingester {
   readonly #breaker: MemBreaker;
   readonly #rateBudget: RateBudget;
   readonly #compactor: InProcessCompactor | undefined;
+  /** Declared tenants (src/tenants): undefined unless a tenants file, per-principal rate or server budget is set. */
+  readonly #tenants: DeclaredTenants | undefined;
+  readonly #tenantsReloader: TenantsReloader | undefined;
+  readonly #audit: AuditLog | undefined;
   #ready = false;
   #draining = false;
   #stopped: Promise<number> | undefined;
@@ -107,7 +115,8 @@ export class Ingester {
       settings: workerSettings,
       maxRequestBytes: s.maxRequestBytes,
       log,
-      onFinish: (lane, status) => {
+      onFinish: (lane, status, records, bytes) => {
+        tenants?.completed(lane.tenant, lane.index, status, records, bytes ?? 0); // [declared tenants] budgets, counters
         if (admission!.finish(lane, status)) dispatcher.forget(lane);
       },
     });
@@ -138,7 +147,38 @@ export class Ingester {
           }
         : {}),
     });
+    // [declared tenants] only when configured: declaring nothing changes nothing.
+    const declaring = s.tenantsFile !== undefined || s.rateLimitPerPrincipalPerSec > 0 || s.serverBudgetRecords > 0 || s.serverBudgetBytes > 0;
+    this.#audit = s.auditFile !== undefined ? new AuditLog(s.auditFile) : undefined;
+    let tenants: DeclaredTenants | undefined;
+    if (declaring) {
+      const audit = this.#audit;
+      const tenantMetrics = new TenantMetrics(registry, {
+        remaining: () => tenants?.remaining() ?? [],
+        declared: () => tenants?.size ?? 0,
+        auditDropped: () => audit?.dropped ?? 0,
+      });
+      tenants = new DeclaredTenants(s.tenantsFile === undefined ? [] : readTenantsFile(s.tenantsFile), {
+        perPrincipalPerSec: s.rateLimitPerPrincipalPerSec,
+        serverBudget:
+          s.serverBudgetRecords > 0 || s.serverBudgetBytes > 0
+            ? {
+                period: s.serverBudgetPeriod,
+                records: s.serverBudgetRecords > 0 ? s.serverBudgetRecords : undefined,
+                bytes: s.serverBudgetBytes > 0 ? s.serverBudgetBytes : undefined,
+              }
+            : undefined,
+        metrics: tenantMetrics,
+        ...(audit !== undefined ? { audit } : {}),
+      });
+      this.#tenantsReloader =
+        s.tenantsFile === undefined
+          ? undefined
+          : new TenantsReloader({ file: s.tenantsFile, tenants, log, metrics: tenantMetrics, ...(audit !== undefined ? { audit } : {}) });
+    }
+    this.#tenants = tenants;
     admission = new Admission({
+      tenants,
       breaker: this.#breaker,
       rateBudget: this.#rateBudget,
       auth,
@@ -192,6 +232,7 @@ export class Ingester {
     }
     // Before any writer starts: what is on disk now belongs to earlier lives.
     this.#compactor?.markEarlierLife();
+    this.#tenantsReloader?.start();
     await Promise.all([this.#http.listen(), this.#grpc.listen()]);
     this.#o.log.info({ http: this.#http.port, grpc: this.#grpc.port }, 'listening');
     await this.#dispatcher.start();
@@ -219,6 +260,9 @@ export class Ingester {
     await grpcDone;
     this.#breaker.close();
     await this.#rateBudget.close();
+    this.#tenantsReloader?.close();
+    await this.#tenants?.close();
+    this.#audit?.close();
     await this.#pool.destroy();
     await compactorDone;
     this.#http.close();
