@@ -151,6 +151,7 @@ export class Ingester {
     const declaring = s.tenantsFile !== undefined || s.rateLimitPerPrincipalPerSec > 0 || s.serverBudgetRecords > 0 || s.serverBudgetBytes > 0;
     this.#audit = s.auditFile !== undefined ? new AuditLog(s.auditFile) : undefined;
     let tenants: DeclaredTenants | undefined;
+    let budgetWarnedAt = 0;
     if (declaring) {
       const audit = this.#audit;
       const tenantMetrics = new TenantMetrics(registry, {
@@ -170,6 +171,21 @@ export class Ingester {
             : undefined,
         metrics: tenantMetrics,
         ...(audit !== undefined ? { audit } : {}),
+        ...(s.redisUrl !== undefined
+          ? {
+              shared: {
+                url: s.redisUrl,
+                commandTimeoutMs: s.redisTimeoutMs,
+                onBackendError: (err: Error) => {
+                  metrics?.backendError();
+                  // One line per 10 s at most: a sync runs every 200 ms.
+                  if (Date.now() - budgetWarnedAt < 10_000) return;
+                  budgetWarnedAt = Date.now();
+                  log.warn({ err: err.message }, 'budget backend (Redis) failed: enforcing this replica\'s own view');
+                },
+              },
+            }
+          : {}),
       });
       this.#tenantsReloader =
         s.tenantsFile === undefined

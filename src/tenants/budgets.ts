@@ -24,8 +24,14 @@ export class Budget {
   readonly #recordsLimit: number;
   readonly #bytesLimit: number;
   #end = 0;
-  usedRecords = 0;
-  usedBytes = 0;
+  /** What every replica had charged at the last sync (0 in-process). */
+  sharedRecords = 0;
+  sharedBytes = 0;
+  /** Charged here and not yet pushed to the shared counter (everything, in-process). */
+  pendingRecords = 0;
+  pendingBytes = 0;
+  /** Checked or charged since the last sync (only those are synced). */
+  touched = false;
 
   constructor(decl: BudgetDecl, nowMs = Date.now()) {
     this.decl = decl;
@@ -34,39 +40,62 @@ export class Budget {
     this.#end = periodEnd(decl.period, nowMs);
   }
 
+  get usedRecords(): number {
+    return this.sharedRecords + this.pendingRecords;
+  }
+
+  get usedBytes(): number {
+    return this.sharedBytes + this.pendingBytes;
+  }
+
+  /** The end (ms) of the period now counted; the shared counter's key names it. */
+  get periodEndMs(): number {
+    return this.#end;
+  }
+
   /** Keeps the counters of `prev` when it counts the same period (a reload that kept the tenant). */
   adopt(prev: Budget, nowMs = Date.now()): void {
-    prev.#roll(nowMs);
+    prev.roll(nowMs);
     if (prev.decl.period !== this.decl.period) return;
-    this.usedRecords = prev.usedRecords;
-    this.usedBytes = prev.usedBytes;
+    this.sharedRecords = prev.sharedRecords;
+    this.sharedBytes = prev.sharedBytes;
+    this.pendingRecords = prev.pendingRecords;
+    this.pendingBytes = prev.pendingBytes;
+    // Whatever prev had not pushed yet is this budget's to push now.
+    prev.pendingRecords = 0;
+    prev.pendingBytes = 0;
     this.#end = prev.#end;
   }
 
-  #roll(nowMs: number): void {
-    if (nowMs >= this.#end) {
-      this.usedRecords = 0;
-      this.usedBytes = 0;
-      this.#end = periodEnd(this.decl.period, nowMs);
-    }
+  /** Starts a new period when `nowMs` is past the current one; returns whether it did. */
+  roll(nowMs: number): boolean {
+    if (nowMs < this.#end) return false;
+    this.sharedRecords = 0;
+    this.sharedBytes = 0;
+    this.pendingRecords = 0;
+    this.pendingBytes = 0;
+    this.#end = periodEnd(this.decl.period, nowMs);
+    return true;
   }
 
   /** 0 while there is budget left, else whole seconds until the period ends (≥ 1). */
   exhausted(nowMs = Date.now()): number {
-    this.#roll(nowMs);
+    this.roll(nowMs);
+    this.touched = true;
     if (this.usedRecords < this.#recordsLimit && this.usedBytes < this.#bytesLimit) return 0;
     return Math.max(1, Math.ceil((this.#end - nowMs) / 1000));
   }
 
   charge(records: number, bytes: number, nowMs = Date.now()): void {
-    this.#roll(nowMs);
-    this.usedRecords += records;
-    this.usedBytes += bytes;
+    this.roll(nowMs);
+    this.touched = true;
+    this.pendingRecords += records;
+    this.pendingBytes += bytes;
   }
 
   /** What is left in `unit` (Infinity when the unit is not limited). */
   remaining(unit: 'records' | 'bytes', nowMs = Date.now()): number {
-    this.#roll(nowMs);
+    this.roll(nowMs);
     return unit === 'records' ? Math.max(0, this.#recordsLimit - this.usedRecords) : Math.max(0, this.#bytesLimit - this.usedBytes);
   }
 }

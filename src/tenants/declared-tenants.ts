@@ -16,6 +16,7 @@ import { RateLimiter } from '../limits/rate-limiter.js';
 import { TokenBucketTable } from '../limits/token-bucket-table.js';
 import type { AuditEvent, AuditLog } from './audit-log.js';
 import { Budget } from './budgets.js';
+import { BudgetSync, type BudgetSyncOptions } from './shared-budgets.js';
 import { AMBIGUOUS, TenantIndex, type DeclaredTenant, type ResolveResult } from './tenant-index.js';
 import type { TenantMetrics, TenantSeries } from './tenant-metrics.js';
 import type { BudgetDecl, TenantDecl } from './tenants-file.js';
@@ -54,6 +55,8 @@ export interface DeclaredTenantsOptions {
   serverBudget?: BudgetDecl | undefined;
   metrics?: TenantMetrics;
   audit?: AuditLog;
+  /** With `redis.url`: budgets shared by every replica (shared-budgets.ts). */
+  shared?: Omit<BudgetSyncOptions, 'budgets'>;
 }
 
 export class DeclaredTenants {
@@ -61,6 +64,7 @@ export class DeclaredTenants {
   readonly #o: DeclaredTenantsOptions;
   readonly #principals: RateLimiter | null;
   readonly #server: Budget | null;
+  readonly #sync: BudgetSync | undefined;
   #timer: NodeJS.Timeout | undefined;
   #auditedPending = false;
   readonly #ambiguous = new IngestError(
@@ -79,6 +83,18 @@ export class DeclaredTenants {
     this.#server = opts.serverBudget === undefined ? null : new Budget(opts.serverBudget);
     this.#snap = this.#build(new TenantIndex(decls), undefined);
     this.#arm();
+    if (opts.shared !== undefined) {
+      this.#sync = new BudgetSync({ ...opts.shared, budgets: () => this.#budgets() });
+      this.#sync.start();
+    }
+  }
+
+  *#budgets(): Iterable<[string, Budget]> {
+    if (this.#server !== null) yield ['s', this.#server];
+    for (const rt of this.#snap.byOrd) {
+      if (rt.budget !== null) yield [`t:${rt.id}`, rt.budget];
+      for (const [name, b] of rt.indexBudgets) yield [`i:${rt.id}:${name}`, b];
+    }
   }
 
   get size(): number {
@@ -271,6 +287,7 @@ export class DeclaredTenants {
    */
   checkBudgets(tenant: string, index: string | undefined, claims: Readonly<Record<string, unknown>> | undefined): void {
     const rt = this.#snap.byId.get(tenant);
+    if (rt === undefined && this.#server === null) return;
     const now = Date.now();
     let wait = 0;
     let scope = '';
@@ -376,5 +393,6 @@ export class DeclaredTenants {
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
     await this.#principals?.close();
+    await this.#sync?.close();
   }
 }
