@@ -149,8 +149,14 @@ export class Admission {
       throw e;
     }
     // [declared tenants] step 6 for a tenant with its own bucket: tenant, then principal.
-    if (declared !== null && declared.bucket !== null) {
+    if (declared !== null && o.tenants!.hasBucket(declared)) {
       const w = o.tenants!.takeRate(declared, auth.claims);
+      if (typeof w !== 'number') {
+        return w.then((x) => {
+          if (x > 0) throw this.#limited(x);
+          return this.#afterRate(signal, tenant, index, declared, auth);
+        });
+      }
       if (w > 0) throw this.#limited(w);
       return this.#afterRate(signal, tenant, index, declared, auth);
     }

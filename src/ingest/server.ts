@@ -248,6 +248,7 @@ export class Ingester {
     }
     // Before any writer starts: what is on disk now belongs to earlier lives.
     this.#compactor?.markEarlierLife();
+    await this.#tenants?.ready(); // [declared tenants] shared buckets' Redis, bounded
     this.#tenantsReloader?.start();
     await Promise.all([this.#http.listen(), this.#grpc.listen()]);
     this.#o.log.info({ http: this.#http.port, grpc: this.#grpc.port }, 'listening');

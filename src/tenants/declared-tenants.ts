@@ -12,10 +12,11 @@
 // is forwarded and charged once the worker wrote it.
 
 import { IngestError, tenantDenied } from '../errors.js';
-import { RateLimiter } from '../limits/rate-limiter.js';
+import { RedisBudget } from '../limits/redis-budget.js';
 import { TokenBucketTable } from '../limits/token-bucket-table.js';
 import type { AuditEvent, AuditLog } from './audit-log.js';
 import { Budget } from './budgets.js';
+import { PrincipalBuckets } from './principal-buckets.js';
 import { BudgetSync, type BudgetSyncOptions } from './shared-budgets.js';
 import { AMBIGUOUS, TenantIndex, type DeclaredTenant, type ResolveResult } from './tenant-index.js';
 import type { TenantMetrics, TenantSeries } from './tenant-metrics.js';
@@ -34,6 +35,8 @@ export interface TenantRuntime {
   /** The tenant's own bucket (null: no rateLimit, the generic per-tenant bucket applies). */
   readonly bucket: TokenBucketTable | null;
   readonly slot: number;
+  /** With `redis.url`: the tenant's bucket shared by every replica (then `bucket` is null). */
+  readonly shared: RedisBudget | null;
   readonly budget: Budget | null;
   readonly indexBudgets: ReadonlyMap<string, Budget>;
   readonly indexes: ReadonlySet<string> | undefined;
@@ -45,13 +48,13 @@ class Snapshot {
   readonly byOrd: TenantRuntime[] = [];
   readonly byId = new Map<string, TenantRuntime>();
   readonly tables: TokenBucketTable[] = [];
+  readonly redis: RedisBudget[] = [];
   constructor(readonly index: TenantIndex) {}
 }
 
 export interface DeclaredTenantsOptions {
   /** `ingester.rateLimit.perPrincipalPerSec`: one bucket per verified `sub` (0 = off). */
   perPrincipalPerSec: number;
-  perPrincipalBurst?: number;
   serverBudget?: BudgetDecl | undefined;
   metrics?: TenantMetrics;
   audit?: AuditLog;
@@ -62,7 +65,7 @@ export interface DeclaredTenantsOptions {
 export class DeclaredTenants {
   #snap: Snapshot;
   readonly #o: DeclaredTenantsOptions;
-  readonly #principals: RateLimiter | null;
+  readonly #principals: PrincipalBuckets | null;
   readonly #server: Budget | null;
   readonly #sync: BudgetSync | undefined;
   #timer: NodeJS.Timeout | undefined;
@@ -76,10 +79,7 @@ export class DeclaredTenants {
 
   constructor(decls: readonly TenantDecl[], opts: DeclaredTenantsOptions) {
     this.#o = opts;
-    this.#principals =
-      opts.perPrincipalPerSec > 0
-        ? new RateLimiter({ ratePerSec: opts.perPrincipalPerSec, burst: opts.perPrincipalBurst, maxTenantBuckets: 65536 })
-        : null;
+    this.#principals = opts.perPrincipalPerSec > 0 ? new PrincipalBuckets(opts.perPrincipalPerSec) : null;
     this.#server = opts.serverBudget === undefined ? null : new Budget(opts.serverBudget);
     this.#snap = this.#build(new TenantIndex(decls), undefined);
     this.#arm();
@@ -101,6 +101,11 @@ export class DeclaredTenants {
     return this.#snap.byOrd.length;
   }
 
+  /** Waits (bounded) for the shared buckets' Redis connections; not fatal: without Redis they admit and count. */
+  async ready(timeoutMs = 2000): Promise<void> {
+    await Promise.all(this.#snap.redis.map((rb) => rb.ready(timeoutMs).catch(() => undefined)));
+  }
+
   get index(): TenantIndex {
     return this.#snap.index;
   }
@@ -120,6 +125,8 @@ export class DeclaredTenants {
     const next = this.#build(index, old);
     this.#snap = next;
     this.#arm();
+    // Requests in flight finish on the old buckets; settle them with Redis once they are done.
+    for (const rb of old.redis) setTimeout(() => void rb.close(), 5000).unref();
     const removed: string[] = [];
     for (const id of old.byId.keys()) {
       if (!next.byId.has(id)) {
@@ -152,8 +159,25 @@ export class DeclaredTenants {
       g.push(t.decl);
     }
     const slotOf = new Map<string, { table: TokenBucketTable; slot: number }>();
+    const sharedOf = new Map<string, RedisBudget>();
+    const shared = this.#o.shared;
     for (const g of groups.values()) {
       const r = g[0]!.rateLimit!;
+      if (shared !== undefined) {
+        // One lease-based Redis budget per (rate, burst): keys are per tenant id, shared by every replica.
+        const rb = new RedisBudget({
+          url: shared.url,
+          ratePerSec: r.requestsPerSec,
+          burst: r.burst,
+          maxTenantBuckets: g.length,
+          commandTimeoutMs: shared.commandTimeoutMs,
+          keyPrefix: 'siglake:tenant-rate:',
+          onBackendError: shared.onBackendError,
+        });
+        snap.redis.push(rb);
+        for (const d of g) sharedOf.set(d.id, rb);
+        continue;
+      }
       const table = new TokenBucketTable({ ratePerSec: r.requestsPerSec, burst: r.burst, slots: g.length });
       snap.tables.push(table);
       g.forEach((d, slot) => slotOf.set(d.id, { table, slot }));
@@ -176,6 +200,7 @@ export class DeclaredTenants {
         id: t.id,
         bucket: b?.table ?? null,
         slot: b?.slot ?? 0,
+        shared: sharedOf.get(t.id) ?? null,
         budget,
         indexBudgets,
         indexes: d.indexes,
@@ -224,40 +249,63 @@ export class DeclaredTenants {
     return rt;
   }
 
+  /** Whether the tenant has a bucket of its own (else the generic per-tenant bucket applies). */
+  hasBucket(rt: TenantRuntime): boolean {
+    return rt.bucket !== null || rt.shared !== null;
+  }
+
   /**
    * Step 6 for a declared tenant with its own bucket, then the principal's:
-   * 0, or seconds for Retry-After. Neither bucket is spent by a refusal.
+   * 0, or seconds for Retry-After (a Promise while a shared lease is on its
+   * way). The principal's bucket is read before the tenant's is spent and
+   * spent after: neither is spent by the other's refusal.
    */
-  takeRate(rt: TenantRuntime, claims: Readonly<Record<string, unknown>> | undefined): number {
+  takeRate(rt: TenantRuntime, claims: Readonly<Record<string, unknown>> | undefined): number | Promise<number> {
     const bucket = rt.bucket;
-    if (bucket !== null && bucket.tokens(rt.slot) < 1) {
-      rt.series?.outcome[RATE_LIMITED]!.inc();
-      this.#audit('refusal', rt.id, claims, 'tenant_rate_limited');
-      return Math.max(1, bucket.take(rt.slot));
+    if (bucket !== null && bucket.tokens(rt.slot) < 1) return this.#tenantLimited(rt, claims, Math.max(1, bucket.take(rt.slot)));
+    const p = this.#principals;
+    const sub = claims?.['sub'];
+    const pslot = p !== null && typeof sub === 'string' ? p.slotOf(sub) : -1;
+    if (pslot >= 0) {
+      const w = p!.peek(pslot);
+      if (w > 0) return this.#principalLimited(rt, claims, w);
     }
-    const wait = this.takePrincipal(claims, rt.id);
-    if (wait > 0) {
-      rt.series?.outcome[RATE_LIMITED]!.inc();
-      return wait;
+    if (rt.shared !== null) {
+      const w = rt.shared.takeTenant(rt.id);
+      if (typeof w !== 'number') return w.then((x) => this.#afterTenantTake(rt, claims, pslot, x));
+      return this.#afterTenantTake(rt, claims, pslot, w);
     }
-    if (bucket !== null) {
-      const w = bucket.take(rt.slot);
-      if (w > 0) {
-        rt.series?.outcome[RATE_LIMITED]!.inc();
-        this.#audit('refusal', rt.id, claims, 'tenant_rate_limited');
-      }
-      return w;
+    return this.#afterTenantTake(rt, claims, pslot, bucket === null ? 0 : bucket.take(rt.slot));
+  }
+
+  #afterTenantTake(rt: TenantRuntime, claims: Readonly<Record<string, unknown>> | undefined, pslot: number, w: number): number {
+    if (w > 0) return this.#tenantLimited(rt, claims, w);
+    if (pslot >= 0) {
+      const pw = this.#principals!.take(pslot);
+      if (pw > 0) return this.#principalLimited(rt, claims, pw);
     }
     return 0;
   }
 
-  /** The principal's own bucket (`perPrincipalPerSec`, keyed by the verified `sub`): 0 or seconds. */
+  #tenantLimited(rt: TenantRuntime, claims: Readonly<Record<string, unknown>> | undefined, w: number): number {
+    rt.series?.outcome[RATE_LIMITED]!.inc();
+    this.#audit('refusal', rt.id, claims, 'tenant_rate_limited');
+    return w;
+  }
+
+  #principalLimited(rt: TenantRuntime, claims: Readonly<Record<string, unknown>> | undefined, w: number): number {
+    rt.series?.outcome[RATE_LIMITED]!.inc();
+    this.#audit('refusal', rt.id, claims, 'principal_rate_limited');
+    return w;
+  }
+
+  /** The principal's own bucket (`perPrincipalPerSec`, keyed by the verified `sub`), after the generic tenant bucket: 0 or seconds. */
   takePrincipal(claims: Readonly<Record<string, unknown>> | undefined, tenant: string | null): number {
     const p = this.#principals;
     if (p === null || claims === undefined) return 0;
     const sub = claims['sub'];
     if (typeof sub !== 'string') return 0;
-    const w = p.takeTenant(sub);
+    const w = p.take(p.slotOf(sub));
     if (w > 0) this.#audit('refusal', tenant, claims, 'principal_rate_limited');
     return w;
   }
@@ -392,7 +440,8 @@ export class DeclaredTenants {
   async close(): Promise<void> {
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
-    await this.#principals?.close();
+    this.#principals?.close();
+    await Promise.all(this.#snap.redis.map((rb) => rb.close()));
     await this.#sync?.close();
   }
 }

@@ -13,7 +13,7 @@ import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile, type KeyPair } from
 import { RedisServer } from '../helpers/redis-server.js';
 import { Client } from '../helpers/tenancy-client.js';
 
-describe('two replicas share declared-tenant budgets through Redis', () => {
+describe('two replicas share declared-tenant budgets and buckets through Redis', () => {
   let key: KeyPair;
   let redis: RedisServer;
   let a: RunningIngester;
@@ -25,7 +25,7 @@ describe('two replicas share declared-tenant budgets through Redis', () => {
     const dir = tempDir('siglake-tenants-redis-');
     const jwks = writeJwksFile(dir, [key.jwk]);
     const file = path.join(dir, 'tenants.yaml');
-    fs.writeFileSync(file, 'tenants:\n  - id: shared\n    subjects: { claims: { org_id: shared } }\n    budget: { period: month, records: 4 }\n');
+    fs.writeFileSync(file, 'tenants:\n  - id: shared\n    subjects: { claims: { org_id: shared } }\n    budget: { period: month, records: 4 }\n  - id: flood\n    subjects: { claims: { org_id: flood } }\n    rateLimit: { requestsPerSec: 0.01, burst: 6 }\n');
     redis = await RedisServer.start();
     const args = ['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--tenants-file', file, '--redis-url', redis.url, '--redis-timeout-ms', '2000'];
     [a, b] = await Promise.all([startIngester({ args }), startIngester({ args })]);
@@ -66,5 +66,18 @@ describe('two replicas share declared-tenant budgets through Redis', () => {
     });
     expect((await ca.send('grpc', 'logs', 'a9', await hdr('a9'))).code).toBe(grpc.status.RESOURCE_EXHAUSTED);
     expect(await a.metric('siglake_rate_budget_backend_errors_total')).toBe(0);
+  });
+
+  it("one tenant bucket for both replicas: the request past the burst is refused on either", async () => {
+    const hdr = async (sub: string) => ({ authorization: `Bearer ${await mint(key, { org_id: 'flood' }, { sub })}` });
+    for (let i = 0; i < 3; i++) {
+      expect((await ca.send('http', 'logs', `fa${i}`, await hdr(`fa${i}`))).status).toBe(200);
+      expect((await cb.send('grpc', 'logs', `fb${i}`, await hdr(`fb${i}`))).code).toBe(grpc.status.OK);
+    }
+    const ra = await ca.send('http', 'logs', 'fa-x', await hdr('fa-x'));
+    expect(ra.status).toBe(429);
+    expect(Number(ra.retryAfter)).toBeGreaterThan(0);
+    expect((await cb.send('grpc', 'logs', 'fb-x', await hdr('fb-x'))).code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect(await b.metric('siglake_rate_budget_backend_errors_total')).toBe(0);
   });
 });
