@@ -62,6 +62,24 @@ export interface AdmissionOptions {
   tenants?: DeclaredTenants | undefined;
 }
 
+/**
+ * The headers as they are now. The HTTP acceptor fills one IngestHeaders
+ * object per request and reuses it for the next, so a check that resumes
+ * after an await (a JWT cache miss, a Redis lease) must read a copy: the
+ * original may by then hold another request's token and X-Scope-OrgID.
+ * Only the asynchronous paths pay for the copy.
+ */
+function copyHeaders(h: IngestHeaders): IngestHeaders {
+  return {
+    authorization: h.authorization,
+    orgId: h.orgId,
+    orgIdCount: h.orgIdCount,
+    index: h.index,
+    indexCount: h.indexCount,
+    headerError: h.headerError,
+  };
+}
+
 export class Admission {
   readonly #o: AdmissionOptions;
   readonly #memBreaker = new IngestError('SIGLAKE_MEM_BREAKER', 'memory breaker open: the ingester is shedding load, retry later');
@@ -116,9 +134,10 @@ export class Admission {
     }
     const wait = o.rateBudget.takeGlobal();
     if (typeof wait !== 'number') {
+      const held = copyHeaders(h); // the acceptor reuses `h` for its next request
       return wait.then((w) => {
         if (w > 0) throw this.#limited(w);
-        return this.#authenticate(signal, h);
+        return this.#authenticate(signal, held);
       });
     }
     if (wait > 0) throw this.#limited(wait);
@@ -128,7 +147,8 @@ export class Admission {
   #authenticate(signal: 'logs' | 'traces', h: IngestHeaders): Lane | Promise<Lane> {
     const auth = this.#o.auth.authenticate(h.authorization);
     if (auth instanceof Promise) {
-      return auth.then((r) => this.#afterAuth(signal, h, r));
+      const held = copyHeaders(h); // the acceptor reuses `h` for its next request
+      return auth.then((r) => this.#afterAuth(signal, held, r));
     }
     return this.#afterAuth(signal, h, auth);
   }

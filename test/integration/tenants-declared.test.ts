@@ -24,7 +24,7 @@ import { sleep } from '../helpers/http.js';
 import { runCli, startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
 import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile, type KeyPair } from '../helpers/jwt.js';
 import { grpc } from '../helpers/grpc-client.js';
-import { Client, topDirs, type Reply, type Transport } from '../helpers/tenancy-client.js';
+import { Client, textsUnder, topDirs, type Reply, type Transport } from '../helpers/tenancy-client.js';
 
 const oidcArgs = (jwks: string): string[] => ['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks];
 
@@ -321,6 +321,27 @@ describe('metrics: new names only', () => {
     } finally {
       c.close();
       expect(await declared.stop()).toBe(0);
+    }
+  });
+});
+
+describe('headers survive an asynchronous admission (a JWT cache miss)', () => {
+  it('concurrent requests with fresh tokens each write where their own X-Scope-OrgID says', async () => {
+    // Every token is new, so each admission waits for a signature check while
+    // the acceptor reads the next request's headers.
+    const ing = await startIngester({ args: [...oidcArgs(jwks), '--trust-tenant-header'] });
+    const c = new Client(ing);
+    try {
+      const n = 12;
+      const tokens = await Promise.all(Array.from({ length: n }, (_, i) => token(`conc-${i}`)));
+      const replies = await Promise.all(
+        tokens.map((t, i) => c.send('http', 'logs', `conc-text-${i}`, { authorization: `Bearer ${t}`, 'x-scope-orgid': `conc-${i}` })),
+      );
+      for (const r of replies) ok(r);
+      for (let i = 0; i < n; i++) expect(textsUnder(path.join(ing.walDir, `conc-${i}`))).toEqual([`conc-text-${i}`]);
+    } finally {
+      c.close();
+      expect(await ing.stop()).toBe(0);
     }
   });
 });
