@@ -46,6 +46,8 @@ export interface IngestHeaders {
   indexCount: number;
   /** A routing header the transport could not pass on faithfully (refused at step 4). */
   headerError?: IngestError | undefined;
+  /** The peer address, read only while the audit stream is on (`auditing`). */
+  remote?: string | undefined;
 }
 
 export interface AdmissionOptions {
@@ -77,6 +79,7 @@ function copyHeaders(h: IngestHeaders): IngestHeaders {
     index: h.index,
     indexCount: h.indexCount,
     headerError: h.headerError,
+    remote: h.remote,
   };
 }
 
@@ -106,14 +109,22 @@ export class Admission {
    * throws the refusal (or returns a Promise for a JWT cache miss). Every
    * admitted request must end with finish().
    */
+  /** Whether refusals are audited: the acceptors then pass the peer address in `remote`. */
+  get auditing(): boolean {
+    return this.#o.tenants?.auditing === true;
+  }
+
   admit(signal: 'logs' | 'traces', h: IngestHeaders): Lane | Promise<Lane> {
     const gate = this.#o.tenants;
     // [declared tenants] every refusal is audited when audit.file is set.
     if (gate === undefined || !gate.auditing) return this.#admit(signal, h);
+    const remote = h.remote;
+    gate.remote = remote;
     try {
       const r = this.#admit(signal, h);
       if (r instanceof Promise) {
         return r.catch((e: unknown) => {
+          gate.remote = remote;
           gate.refusedAtAdmission(e);
           throw e;
         });
@@ -158,6 +169,7 @@ export class Admission {
     let tenant: string;
     let index: string | undefined;
     if (h.headerError !== undefined) throw h.headerError;
+    if (o.tenants !== undefined) o.tenants.remote = h.remote; // [declared tenants] audit; resumed requests too
     // [declared tenants] step 4: declared tenants resolve first (403 ambiguous); none matched: as before.
     const declared = o.tenants === undefined ? null : o.tenants.resolve(auth.claims, h.orgId, h.orgIdCount);
     try {

@@ -212,6 +212,8 @@ export class GrpcAcceptor {
       index: idx.value,
       indexCount: idx.count,
       headerError: md.get(INVALID_ROUTING_HEADER).length > 0 ? invalidRoutingHeader : undefined,
+      // [declared tenants] the peer for the audit stream, read only while it is on.
+      remote: this.#o.admission.auditing ? call.getPeer() : undefined,
     };
     let admitted: Lane | Promise<Lane>;
     try {

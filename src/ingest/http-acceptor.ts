@@ -120,6 +120,7 @@ export class HttpAcceptor {
     orgIdCount: 0,
     index: undefined,
     indexCount: 0,
+    remote: undefined,
     contentType: '',
     contentEncoding: '',
     contentLength: -1,
@@ -258,6 +259,8 @@ export class HttpAcceptor {
     h.chunked = false;
     h.conflictingLength = false;
     req.forEach(this.#collect);
+    // [declared tenants] the peer for the audit stream, read only while it is on.
+    h.remote = this.#o.admission.auditing ? Buffer.from(res.getRemoteAddressAsText()).toString() : undefined;
     // Refused before its body was read: close the connection rather than read
     // and throw away a large or open-ended body (small ones are skipped by uWS).
     const closeOnRefusal = h.chunked || h.contentLength > EARLY_REFUSAL_KEEPALIVE_BYTES || !Number.isFinite(h.contentLength);

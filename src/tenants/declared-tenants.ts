@@ -70,6 +70,8 @@ export class DeclaredTenants {
   readonly #sync: BudgetSync | undefined;
   #timer: NodeJS.Timeout | undefined;
   #auditedPending = false;
+  /** The peer of the request being admitted (set by admission while auditing; audit only). */
+  remote: string | undefined = undefined;
   readonly #ambiguous = new IngestError(
     'SIGLAKE_TENANT_AMBIGUOUS',
     'tenant ambiguous: the verified principal matches more than one declared tenant; the operator must make the tenants file unambiguous',
@@ -425,7 +427,7 @@ export class DeclaredTenants {
       tenant: null,
       subject: null,
       reason: typeof code === 'string' ? code : 'internal',
-      remote: null,
+      remote: this.remote ?? null,
     });
   }
 
@@ -434,7 +436,7 @@ export class DeclaredTenants {
     if (a === undefined) return;
     if (event === 'refusal') this.#auditedPending = true;
     const sub = claims?.['sub'];
-    a.write({ event, tenant, subject: typeof sub === 'string' ? sub : null, reason, remote: null });
+    a.write({ event, tenant, subject: typeof sub === 'string' ? sub : null, reason, remote: this.remote ?? null });
   }
 
   async close(): Promise<void> {

@@ -185,6 +185,7 @@ describe('declared tenants at admission', () => {
   it('the audit file has refusals with tenant and subject, never a token', async () => {
     const t = await token('audit-probe', { org_id: 'acme-prod' });
     await c.send('http', 'logs', 'probe', { authorization: `Bearer ${t}` });
+    await c.send('grpc', 'logs', 'no-token', {});
     let lines: Record<string, unknown>[] = [];
     const deadline = Date.now() + 10_000;
     while (Date.now() < deadline) {
@@ -197,7 +198,11 @@ describe('declared tenants at admission', () => {
     expect(text).not.toContain(t.split('.')[2]!);
     expect(text).not.toContain('Bearer');
     for (const l of lines) expect(Object.keys(l)).toEqual(expect.arrayContaining(['time', 'event', 'tenant', 'subject', 'reason', 'remote']));
-    expect(lines).toContainEqual(expect.objectContaining({ event: 'refusal', tenant: 'acme', subject: 'audit-probe', reason: 'tenant_rate_limited' }));
+    expect(lines).toContainEqual(
+      expect.objectContaining({ event: 'refusal', tenant: 'acme', subject: 'audit-probe', reason: 'tenant_rate_limited', remote: expect.stringMatching(/127\.0\.0\.1/) }),
+    );
+    // Refusals before authentication are audited too (no tenant, no subject).
+    expect(lines).toContainEqual(expect.objectContaining({ event: 'refusal', tenant: null, subject: null, reason: 'SIGLAKE_UNAUTHENTICATED' }));
     expect(lines).toContainEqual(expect.objectContaining({ event: 'refusal', tenant: null, subject: 'both', reason: 'tenant_ambiguous' }));
     expect(lines).toContainEqual(expect.objectContaining({ event: 'refusal', tenant: 'initech', reason: 'budget_exhausted_index' }));
     expect(lines).toContainEqual(expect.objectContaining({ event: 'tenant_first_admission', tenant: 'acme' }));
