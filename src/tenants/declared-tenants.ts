@@ -78,6 +78,9 @@ export class DeclaredTenants {
   );
   readonly #headerMismatch = tenantDenied('header_mismatch', 'X-Scope-OrgID differs from the declared tenant of the verified principal');
   readonly #retry = new Map<string, IngestError>();
+  readonly #twoOrgIds = new IngestError('SIGLAKE_BAD_HEADER', 'bad header: X-Scope-OrgID sent more than once');
+  readonly #emptyOrgId = new IngestError('SIGLAKE_BAD_HEADER', 'bad header: X-Scope-OrgID is empty');
+  readonly #controlOrgId = new IngestError('SIGLAKE_BAD_HEADER', 'bad header: X-Scope-OrgID holds control characters');
 
   constructor(decls: readonly TenantDecl[], opts: DeclaredTenantsOptions) {
     this.#o = opts;
@@ -243,7 +246,14 @@ export class DeclaredTenants {
       throw this.#ambiguous;
     }
     const rt = snap.byOrd[r.ord]!;
-    if (orgIdCount > 1 || (orgId !== undefined && orgId !== rt.id)) {
+    // Raw header faults stay a 400 in every mode (ingest-contract.md §5), declared tenants included.
+    if (orgIdCount > 1) throw this.#twoOrgIds;
+    if (orgId !== undefined && orgId !== rt.id) {
+      if (orgId === '') throw this.#emptyOrgId;
+      for (let i = 0; i < orgId.length; i++) {
+        const ch = orgId.charCodeAt(i);
+        if (ch < 0x20 || ch === 0x7f) throw this.#controlOrgId;
+      }
       rt.series?.outcome[REFUSED]!.inc();
       this.#audit('refusal', rt.id, claims, 'header_mismatch');
       throw this.#headerMismatch;

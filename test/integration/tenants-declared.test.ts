@@ -173,7 +173,13 @@ describe('declared tenants at admission', () => {
     expect(await ing.metric('siglake_tenant_ambiguous_total')).toBe(2);
   });
 
-  it('X-Scope-OrgID naming another tenant than the declared one: 403 header_mismatch', async () => {
+  it('X-Scope-OrgID naming another tenant than the declared one: 403 header_mismatch; an empty one stays a 400', async () => {
+    refused(
+      await c.send('http', 'logs', 'he', await auth('globex-he', { groups: ['globex-writers'] }, { 'x-scope-orgid': '' })),
+      400,
+      grpc.status.INVALID_ARGUMENT,
+      /X-Scope-OrgID is empty/,
+    );
     refused(
       await c.send('http', 'logs', 'hm', await auth('globex-hm', { groups: ['globex-writers'] }, { 'x-scope-orgid': 'acme' })),
       403,
@@ -191,7 +197,7 @@ describe('declared tenants at admission', () => {
     while (Date.now() < deadline) {
       const text = fs.existsSync(auditFile) ? fs.readFileSync(auditFile, 'utf8') : '';
       lines = text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
-      if (lines.some((l) => l['subject'] === 'audit-probe')) break;
+      if (lines.some((l) => l['subject'] === 'audit-probe') && lines.some((l) => l['reason'] === 'SIGLAKE_UNAUTHENTICATED')) break;
       await sleep(50);
     }
     const text = fs.readFileSync(auditFile, 'utf8');
