@@ -15,6 +15,8 @@ import { SignJWT, exportJWK, generateKeyPair } from 'jose';
 import client from 'prom-client';
 import { Authenticator, type AuthResult } from '../src/auth/authenticator.js';
 import { Admission, type IngestHeaders } from '../src/ingest/admission.js';
+import { DeclaredTenants } from '../src/tenants/declared-tenants.js';
+import { parseTenantsText } from '../src/tenants/tenants-file.js';
 import { ByteRing, type Frame } from '../src/lanes/byte-ring.js';
 import { CompletionRing } from '../src/shard/completion-ring.js';
 import { LaneTable, type Lane } from '../src/lanes/lane-table.js';
@@ -102,7 +104,21 @@ export async function makeProbes(opts: { walDir: string }): Promise<Probe[]> {
       tenantsAdmitted: () => lanes.tenantCount,
       rssBytes: () => breaker.rssBytes(),
     });
+    // SIGLAKE_PERF_DECLARED_TENANTS=N: the same probe with N declared tenants
+    // loaded (src/tenants): requests of undeclared principals must cost what
+    // they cost before (declared-tenants.md: additive by construction).
+    const declaredCount = Number(process.env['SIGLAKE_PERF_DECLARED_TENANTS'] ?? '0');
+    const tenants =
+      declaredCount > 0
+        ? new DeclaredTenants(
+            Array.from({ length: declaredCount }, (_, i) =>
+              parseTenantsText(JSON.stringify({ tenants: [{ id: `declared-${i}`, subjects: { claims: { org_id: `org-${i}` } }, rateLimit: { requestsPerSec: 100 } }] }), 't.json')[0]!,
+            ),
+            { perPrincipalPerSec: 0 },
+          )
+        : undefined;
     const admission = new Admission({
+      tenants,
       breaker,
       rateBudget,
       auth: new Authenticator({ bearerTokens: [] }),
@@ -140,6 +156,7 @@ export async function makeProbes(opts: { walDir: string }): Promise<Probe[]> {
       close: () => {
         breaker.close();
         void rateBudget.close();
+        void tenants?.close();
       },
     });
   }

@@ -78,6 +78,12 @@ export const CODE_TABLE = {
   SIGLAKE_TOO_MANY_HEADERS: { http: 431, grpc: GrpcCode.INVALID_ARGUMENT, retryAfterSecs: 0, log: 'debug' },
   // A Transfer-Encoding other than exactly `chunked` (RFC 9112 §6.1).
   SIGLAKE_TRANSFER_ENCODING: { http: 501, grpc: GrpcCode.INVALID_ARGUMENT, retryAfterSecs: 0, log: 'debug' },
+  // Declared tenants (declared-tenants.md): the principal matches two tenants.
+  SIGLAKE_TENANT_AMBIGUOUS: { http: 403, grpc: GrpcCode.PERMISSION_DENIED, retryAfterSecs: 0, log: 'debug' },
+  // An index outside the declared tenant's `indexes` subset.
+  SIGLAKE_INDEX_NOT_IN_TENANT: { http: 403, grpc: GrpcCode.PERMISSION_DENIED, retryAfterSecs: 0, log: 'debug' },
+  // A day/month budget (index, tenant or server) is spent: Retry-After to the period's end, carried on the error.
+  SIGLAKE_BUDGET_EXHAUSTED: { http: 429, grpc: GrpcCode.RESOURCE_EXHAUSTED, retryAfterSecs: 0, log: 'debug' },
 } as const satisfies Record<string, CodeRow>;
 
 export type ErrorCode = keyof typeof CODE_TABLE;

@@ -20,6 +20,11 @@
 // the global bucket, never the tenant's (the seed's limiter read the raw header
 // before authentication); and after the allow-list, so a tenant outside
 // --allowed-tenants never occupies a bucket slot.
+//
+// Declared tenants (src/tenants, --tenants-file; only when configured) hook in
+// at the call sites marked [declared tenants]: resolved first at step 4
+// (ambiguity 403), the tenant's own bucket then the principal's at step 6,
+// the index subset (403) and the budgets' check (429) before the lane steps.
 
 import type { Authenticator, AuthResult } from '../auth/authenticator.js';
 import { IngestError } from '../errors.js';
@@ -28,6 +33,7 @@ import type { RateBudget } from '../limits/rate-budget.js';
 import type { IngestMetrics } from '../metrics/ingest-metrics.js';
 import type { AllowList } from '../tenancy/allow-list.js';
 import type { TenantResolver } from '../tenancy/tenant-resolver.js';
+import type { DeclaredTenants, TenantRuntime } from '../tenants/declared-tenants.js';
 
 export interface Breaker {
   isOpen(): boolean;
@@ -44,12 +50,17 @@ export interface IngestHeaders {
   indexCount: number;
   /** A routing header the transport could not pass on faithfully (refused at step 4). */
   headerError?: IngestError | undefined;
+  /** The peer address, read only while the audit stream is on (`auditing`). */
+  remote?: string | undefined;
 }
 
 /** Where a request that passed the header checks goes. */
 export interface Admitted {
   tenant: string;
   index: string | undefined;
+  /** [declared tenants] the declared tenant it resolved to, and the principal's claims (for the first-admission audit). */
+  declared?: TenantRuntime | null;
+  claims?: AuthResult['claims'];
 }
 
 export interface AdmissionOptions {
@@ -62,6 +73,28 @@ export interface AdmissionOptions {
   metrics: IngestMetrics;
   maxTenants: number;
   queueCapacity: number;
+  /** Declared tenants (src/tenants; --tenants-file, per-principal buckets, budgets); undefined: none declared. */
+  tenants?: DeclaredTenants | undefined;
+}
+
+/**
+ * The headers as they are now. The HTTP acceptor fills one IngestHeaders
+ * object per request and reuses it for the next, so a check that resumes
+ * after an await (a JWT cache miss, a Redis lease) must read a copy: the
+ * original may by then hold another request's token and X-Scope-OrgID.
+ * Only the asynchronous paths pay for the copy.
+ */
+function copyHeaders(h: IngestHeaders): IngestHeaders {
+  return {
+    authorization: h.authorization,
+    authorizationCount: h.authorizationCount,
+    orgId: h.orgId,
+    orgIdCount: h.orgIdCount,
+    index: h.index,
+    indexCount: h.indexCount,
+    headerError: h.headerError,
+    remote: h.remote,
+  };
 }
 
 export class Admission {
@@ -93,17 +126,51 @@ export class Admission {
    * admitted request must end with finish().
    */
   admit(signal: 'logs' | 'traces', h: IngestHeaders): Lane | Promise<Lane> {
-    const pre = this.admitHeaders(h);
-    if (pre instanceof Promise) return pre.then((p) => this.reserve(signal, p));
-    return this.reserve(signal, pre);
+    return this.#audited(h, () => {
+      const pre = this.#admitHeaders(h);
+      if (pre instanceof Promise) return pre.then((p) => this.reserve(signal, p));
+      return this.reserve(signal, pre);
+    });
+  }
+
+  /** Whether refusals are audited: the acceptors then pass the peer address in `remote`. */
+  get auditing(): boolean {
+    return this.#o.tenants?.auditing === true;
   }
 
   /**
-   * The checks that need only the headers (1-5 and the tenant's rate): what
-   * the gRPC port runs on a call's metadata, before a byte of its message is
-   * read (contract §6). Returns where the request goes, or throws the refusal.
+   * The checks that need only the headers (1-5, the rate buckets, a declared
+   * tenant's index subset and budgets): what the gRPC port runs on a call's
+   * metadata, before a byte of its message is read (contract §6). Returns
+   * where the request goes, or throws the refusal.
    */
   admitHeaders(h: IngestHeaders): Admitted | Promise<Admitted> {
+    return this.#audited(h, () => this.#admitHeaders(h));
+  }
+
+  /** [declared tenants] every refusal is audited when audit.file is set. */
+  #audited<T>(h: IngestHeaders, run: () => T | Promise<T>): T | Promise<T> {
+    const gate = this.#o.tenants;
+    if (gate === undefined || !gate.auditing) return run();
+    const remote = h.remote;
+    gate.remote = remote;
+    try {
+      const r = run();
+      if (r instanceof Promise) {
+        return r.catch((e: unknown) => {
+          gate.remote = remote;
+          gate.refusedAtAdmission(e);
+          throw e;
+        });
+      }
+      return r;
+    } catch (e) {
+      gate.refusedAtAdmission(e);
+      throw e;
+    }
+  }
+
+  #admitHeaders(h: IngestHeaders): Admitted | Promise<Admitted> {
     const o = this.#o;
     if (o.breaker.isOpen()) {
       o.metrics.memBreakerRejected();
@@ -112,9 +179,10 @@ export class Admission {
     }
     const wait = o.rateBudget.takeGlobal();
     if (typeof wait !== 'number') {
+      const held = copyHeaders(h); // the acceptor reuses `h` for its next request
       return wait.then((w) => {
         if (w > 0) throw this.#limited(w);
-        return this.#authenticate(h);
+        return this.#authenticate(held);
       });
     }
     if (wait > 0) throw this.#limited(wait);
@@ -126,7 +194,8 @@ export class Admission {
     if (h.authorizationCount > 1) throw this.#twoAuthorizations;
     const auth = this.#o.auth.authenticate(h.authorization);
     if (auth instanceof Promise) {
-      return auth.then((r) => this.#afterAuth(h, r));
+      const held = copyHeaders(h); // the acceptor reuses `h` for its next request
+      return auth.then((r) => this.#afterAuth(held, r));
     }
     return this.#afterAuth(h, auth);
   }
@@ -136,29 +205,66 @@ export class Admission {
     let tenant: string;
     let index: string | undefined;
     if (h.headerError !== undefined) throw h.headerError;
+    if (o.tenants !== undefined) o.tenants.remote = h.remote; // [declared tenants] audit; resumed requests too
+    // [declared tenants] step 4: declared tenants resolve first (403 ambiguous); none matched: as before.
+    const declared = o.tenants === undefined ? null : o.tenants.resolve(auth.claims, h.orgId, h.orgIdCount);
     try {
-      tenant = o.resolver.resolve(h.orgId, h.orgIdCount, auth.claims);
+      tenant = declared !== null ? declared.id : o.resolver.resolve(h.orgId, h.orgIdCount, auth.claims);
       index = o.resolver.resolveIndex(h.index, h.indexCount);
       o.allowList.check(tenant);
     } catch (e) {
       this.#countDenial(e);
       throw e;
     }
+    // [declared tenants] step 6 for a tenant with its own bucket: tenant, then principal.
+    if (declared !== null && o.tenants!.hasBucket(declared)) {
+      const w = o.tenants!.takeRate(declared, auth.claims);
+      if (typeof w !== 'number') {
+        return w.then((x) => {
+          if (x > 0) throw this.#limited(x);
+          return this.#afterRate(tenant, index, declared, auth);
+        });
+      }
+      if (w > 0) throw this.#limited(w);
+      return this.#afterRate(tenant, index, declared, auth);
+    }
     // Rate limits check widest first; the tenant bucket needs the resolved tenant.
     const wait = o.rateBudget.takeTenant(tenant);
     if (typeof wait !== 'number') {
       return wait.then((w) => {
         if (w > 0) throw this.#limited(w);
-        return { tenant, index };
+        return this.#afterTenantRate(tenant, index, declared, auth);
       });
     }
     if (wait > 0) throw this.#limited(wait);
-    return { tenant, index };
+    return this.#afterTenantRate(tenant, index, declared, auth);
   }
 
-  /** Steps 6-8 for a request that passed admitHeaders(): reserves one queue slot of its lane. */
+  /** [declared tenants] the principal's bucket after the generic tenant bucket. */
+  #afterTenantRate(tenant: string, index: string | undefined, declared: TenantRuntime | null, auth: AuthResult): Admitted {
+    const gate = this.#o.tenants;
+    if (gate !== undefined) {
+      const w = gate.takePrincipal(auth.claims, declared?.id ?? null);
+      if (w > 0) throw this.#limited(w);
+    }
+    return this.#afterRate(tenant, index, declared, auth);
+  }
+
+  /** [declared tenants] step 7 (index subset, 403) and step 12's check (budgets, 429). */
+  #afterRate(tenant: string, index: string | undefined, declared: TenantRuntime | null, auth: AuthResult): Admitted {
+    const gate = this.#o.tenants;
+    if (gate === undefined) return { tenant, index };
+    if (declared !== null) gate.checkIndex(declared, index, auth.claims);
+    gate.checkBudgets(tenant, index, auth.claims);
+    return { tenant, index, declared, claims: auth.claims };
+  }
+
+  /** Steps 8-10 for a request that passed admitHeaders(): reserves one queue slot of its lane. */
   reserve(signal: 'logs' | 'traces', a: Admitted): Lane {
-    return this.#reserveLane(signal, a.tenant, a.index);
+    const lane = this.#reserveLane(signal, a.tenant, a.index);
+    // [declared tenants] first admission of the tenant (audit).
+    if (a.declared !== undefined && a.declared !== null) this.#o.tenants!.admitted(a.declared, a.claims);
+    return lane;
   }
 
   /** Steps 6-8: lane cap, tenant cap, queue depth; reserves one queue slot. */
@@ -177,6 +283,7 @@ export class Admission {
         throw this.#atCapacity;
       }
       lane = lanes.create(tenant, signal, index);
+      this.#o.tenants?.laneCreated(tenant, signal, index); // [declared tenants] audit
     }
     const depth = Atomics.load(lanes.depth, lane.slot);
     if (depth >= o.queueCapacity) {

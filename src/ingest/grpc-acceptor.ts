@@ -125,7 +125,7 @@ const shortMessage = new IngestError('SIGLAKE_BAD_BODY', 'bad body: the stream e
 const tooManyStreams = new IngestError('SIGLAKE_TOO_MANY_STREAMS', 'too many gRPC calls open on this ingester (--grpc-max-streams): retry later');
 
 /** The facts admission needs, from a call's metadata. */
-function headersOf(md: grpc.Metadata): IngestHeaders {
+function headersOf(md: grpc.Metadata, remote?: string): IngestHeaders {
   const org = single(md, 'x-scope-orgid');
   const idx = single(md, 'x-siglake-index');
   const authz = single(md, 'authorization');
@@ -137,6 +137,7 @@ function headersOf(md: grpc.Metadata): IngestHeaders {
     index: idx.value,
     indexCount: idx.count,
     headerError: md.get(INVALID_ROUTING_HEADER).length > 0 ? invalidRoutingHeader : undefined,
+    remote,
   };
 }
 
@@ -303,7 +304,8 @@ export class GrpcAcceptor {
                 }
                 let pre: Admitted | Promise<Admitted>;
                 try {
-                  pre = this.#o.admission.admitHeaders(headersOf(md));
+                  // [declared tenants] the peer for the audit stream, read only while it is on.
+                  pre = this.#o.admission.admitHeaders(headersOf(md, this.#o.admission.auditing ? call.getPeer() : undefined));
                 } catch (e) {
                   refuse(e);
                   return;
@@ -360,7 +362,7 @@ export class GrpcAcceptor {
     let admitted: Lane | Promise<Lane>;
     try {
       // The header checks ran on the metadata already (#admitOnMetadata); what is left is the lane.
-      admitted = pre !== undefined ? this.#o.admission.reserve(signal, pre) : this.#o.admission.admit(signal, headersOf(call.metadata));
+      admitted = pre !== undefined ? this.#o.admission.reserve(signal, pre) : this.#o.admission.admit(signal, headersOf(call.metadata, this.#o.admission.auditing ? call.getPeer() : undefined));
     } catch (e) {
       this.#refuse(state, e);
       return;

@@ -135,6 +135,7 @@ export class HttpAcceptor {
     orgIdCount: 0,
     index: undefined,
     indexCount: 0,
+    remote: undefined,
     contentType: '',
     contentEncoding: '',
     contentLength: -1,
@@ -276,6 +277,8 @@ export class HttpAcceptor {
    */
   #ingest(res: HttpResponse, req: HttpRequest, endpoint: number): void {
     const h = this.#readHeaders(req);
+    // [declared tenants] the peer for the audit stream, read only while it is on.
+    h.remote = this.#o.admission.auditing ? Buffer.from(res.getRemoteAddressAsText()).toString() : undefined;
     const enc = encodingOf(h.contentType);
     const state = new HttpIngest(
       this,

@@ -101,9 +101,9 @@ function errorMetadata(err: IngestError): Record<string, string> {
   return err.label !== undefined ? { reason: err.label } : {};
 }
 
-/** RetryInfo goes with a rate limit only (contract §6); other 503s carry the header or metadata alone. */
+/** RetryInfo goes with a rate limit or a spent budget only (contract §6); other 503s carry the header or metadata alone. */
 function retryInfoSecs(err: IngestError): number {
-  return err.code === 'SIGLAKE_RATE_LIMITED' ? err.retryAfterSecs : 0;
+  return err.code === 'SIGLAKE_RATE_LIMITED' || err.code === 'SIGLAKE_BUDGET_EXHAUSTED' ? err.retryAfterSecs : 0;
 }
 
 /**

@@ -19,6 +19,10 @@ import type { Logger } from '../log.js';
 import { IngestMetrics } from '../metrics/ingest-metrics.js';
 import { AllowList } from '../tenancy/allow-list.js';
 import { TenantResolver } from '../tenancy/tenant-resolver.js';
+import { AuditLog } from '../tenants/audit-log.js';
+import { DeclaredTenants } from '../tenants/declared-tenants.js';
+import { TenantMetrics } from '../tenants/tenant-metrics.js';
+import { readTenantsFile, TenantsReloader } from '../tenants/tenants-reloader.js';
 import { Admission } from './admission.js';
 import { Dispatcher } from '../shard/dispatcher.js';
 import { SHARD_TASK_URL, type WorkerSettings } from '../shard/protocol.js';
@@ -42,6 +46,10 @@ export class Ingester {
   readonly #breaker: MemBreaker;
   readonly #rateBudget: RateBudget;
   readonly #compactor: InProcessCompactor | undefined;
+  /** Declared tenants (src/tenants): undefined unless a tenants file, per-principal rate or server budget is set. */
+  readonly #tenants: DeclaredTenants | undefined;
+  readonly #tenantsReloader: TenantsReloader | undefined;
+  readonly #audit: AuditLog | undefined;
   #ready = false;
   #draining = false;
   #stopped: Promise<number> | undefined;
@@ -108,7 +116,9 @@ export class Ingester {
       settings: workerSettings,
       maxRequestBytes: s.maxRequestBytes,
       log,
-      onFinish: (lane, stored) => {
+      onFinish: (lane, stored, written) => {
+        // [declared tenants] budgets, counters: for what a worker answered.
+        if (written !== undefined) tenants?.completed(lane.tenant, lane.index, written.code, written.records, written.bytes);
         if (admission!.finish(lane, stored)) dispatcher.forget(lane);
       },
     });
@@ -142,7 +152,54 @@ export class Ingester {
           }
         : {}),
     });
+    // [declared tenants] only when configured: declaring nothing changes nothing.
+    const declaring = s.tenantsFile !== undefined || s.rateLimitPerPrincipalPerSec > 0 || s.serverBudgetRecords > 0 || s.serverBudgetBytes > 0;
+    this.#audit = s.auditFile !== undefined ? new AuditLog(s.auditFile) : undefined;
+    let tenants: DeclaredTenants | undefined;
+    let budgetWarnedAt = 0;
+    if (declaring) {
+      const audit = this.#audit;
+      const tenantMetrics = new TenantMetrics(registry, {
+        remaining: () => tenants?.remaining() ?? [],
+        declared: () => tenants?.size ?? 0,
+        auditDropped: () => audit?.dropped ?? 0,
+      });
+      tenants = new DeclaredTenants(s.tenantsFile === undefined ? [] : readTenantsFile(s.tenantsFile), {
+        perPrincipalPerSec: s.rateLimitPerPrincipalPerSec,
+        serverBudget:
+          s.serverBudgetRecords > 0 || s.serverBudgetBytes > 0
+            ? {
+                period: s.serverBudgetPeriod,
+                records: s.serverBudgetRecords > 0 ? s.serverBudgetRecords : undefined,
+                bytes: s.serverBudgetBytes > 0 ? s.serverBudgetBytes : undefined,
+              }
+            : undefined,
+        metrics: tenantMetrics,
+        ...(audit !== undefined ? { audit } : {}),
+        ...(s.redisUrl !== undefined
+          ? {
+              shared: {
+                url: s.redisUrl,
+                commandTimeoutMs: s.redisTimeoutMs,
+                onBackendError: (err: Error) => {
+                  metrics?.backendError();
+                  // One line per 10 s at most: a sync runs every 200 ms.
+                  if (Date.now() - budgetWarnedAt < 10_000) return;
+                  budgetWarnedAt = Date.now();
+                  log.warn({ err: err.message }, 'budget backend (Redis) failed: enforcing this replica\'s own view');
+                },
+              },
+            }
+          : {}),
+      });
+      this.#tenantsReloader =
+        s.tenantsFile === undefined
+          ? undefined
+          : new TenantsReloader({ file: s.tenantsFile, tenants, log, metrics: tenantMetrics, ...(audit !== undefined ? { audit } : {}) });
+    }
+    this.#tenants = tenants;
     admission = new Admission({
+      tenants,
       breaker: this.#breaker,
       rateBudget: this.#rateBudget,
       auth,
@@ -211,6 +268,8 @@ export class Ingester {
     }
     // Before any writer starts: what is on disk now belongs to earlier lives.
     this.#compactor?.markEarlierLife();
+    await this.#tenants?.ready(); // [declared tenants] shared buckets' Redis, bounded
+    this.#tenantsReloader?.start();
     await Promise.all([this.#http.listen(), this.#grpc.listen()]);
     this.#o.log.info({ http: this.#http.port, grpc: this.#grpc.port }, 'listening');
     await this.#dispatcher.start();
@@ -238,6 +297,9 @@ export class Ingester {
     await grpcDone;
     this.#breaker.close();
     await this.#rateBudget.close();
+    this.#tenantsReloader?.close();
+    await this.#tenants?.close();
+    this.#audit?.close();
     await this.#pool.destroy();
     await compactorDone;
     this.#http.close();

@@ -29,6 +29,8 @@ interface InFlight {
   req: PendingRequest;
   lane: Lane;
   shard: number;
+  /** Body bytes as received (declared tenants' byte budgets). */
+  bytes: number;
 }
 
 interface BacklogItem {
@@ -76,8 +78,20 @@ export interface DispatcherOptions {
   settings: WorkerSettings;
   maxRequestBytes: number;
   log: Logger;
-  /** Called for every finished request (answered, or refused before it was sent) before its PendingRequest completes. */
-  onFinish(lane: Lane, stored: boolean): void;
+  /**
+   * Called for every finished request (answered, or refused before it was
+   * sent) before its PendingRequest completes. `written` is there for a request
+   * a worker answered: its code (undefined: stored), records and body bytes
+   * as received (declared tenants' budgets and counters).
+   */
+  onFinish(lane: Lane, stored: boolean, written?: WorkerAnswer): void;
+}
+
+/** What a worker answered for one request (DispatcherOptions.onFinish). */
+export interface WorkerAnswer {
+  readonly code: ErrorCode | undefined;
+  readonly records: number;
+  readonly bytes: number;
 }
 
 export class Dispatcher {
@@ -170,7 +184,7 @@ export class Dispatcher {
   dispatch(lane: Lane, flags: number, body: Uint8Array, req: PendingRequest): void {
     const reqId = this.#nextReqId;
     this.#nextReqId = reqId >= 0x7ffffffe ? 1 : reqId + 1;
-    this.#inflight.set(reqId, { req, lane, shard: lane.shard });
+    this.#inflight.set(reqId, { req, lane, shard: lane.shard, bytes: body.length });
     const s = this.#shards[lane.shard]!;
     if (!s.announced.has(lane.id)) this.#announce(s, lane);
     if (s.backlog.length === 0 && this.#tryPush(s.ring, FrameKind.DATA, flags, lane.id, body, reqId)) {
@@ -240,7 +254,7 @@ export class Dispatcher {
     const f = this.#inflight.get(reqId);
     if (f === undefined) return; // answered already (its worker died and it was refused)
     this.#inflight.delete(reqId);
-    this.#opts.onFinish(f.lane, code === undefined);
+    this.#opts.onFinish(f.lane, code === undefined, { code, records, bytes: f.bytes });
     f.req.complete(code, records, message);
   }
 

@@ -1,0 +1,101 @@
+// Budgets (declared-tenants.md §3): how much a scope may write per UTC day or
+// month, in records and/or bytes. Charged narrowest first (index, tenant,
+// server) and only for a body the worker accepted; a request that any of them
+// refuses is charged nothing (a refusal writes nothing, so nothing wider
+// burns on its way to the refusal). In-process: each replica holds its own
+// counters, so N replicas together grant up to N times a budget.
+//
+// The check happens at admission and the charge when the body was written,
+// so requests in flight when a budget runs out may overrun it by what they
+// carry (at most the in-flight requests of that scope).
+
+import type { BudgetDecl, BudgetPeriod } from './tenants-file.js';
+
+/** The first instant (ms since the epoch) of the UTC period after the one holding `nowMs`. */
+export function periodEnd(period: BudgetPeriod, nowMs: number): number {
+  const d = new Date(nowMs);
+  return period === 'day'
+    ? Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() + 1)
+    : Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
+}
+
+export class Budget {
+  readonly decl: BudgetDecl;
+  readonly #recordsLimit: number;
+  readonly #bytesLimit: number;
+  #end = 0;
+  /** What every replica had charged at the last sync (0 in-process). */
+  sharedRecords = 0;
+  sharedBytes = 0;
+  /** Charged here and not yet pushed to the shared counter (everything, in-process). */
+  pendingRecords = 0;
+  pendingBytes = 0;
+  /** Checked or charged since the last sync (only those are synced). */
+  touched = false;
+
+  constructor(decl: BudgetDecl, nowMs = Date.now()) {
+    this.decl = decl;
+    this.#recordsLimit = decl.records ?? Infinity;
+    this.#bytesLimit = decl.bytes ?? Infinity;
+    this.#end = periodEnd(decl.period, nowMs);
+  }
+
+  get usedRecords(): number {
+    return this.sharedRecords + this.pendingRecords;
+  }
+
+  get usedBytes(): number {
+    return this.sharedBytes + this.pendingBytes;
+  }
+
+  /** The end (ms) of the period now counted; the shared counter's key names it. */
+  get periodEndMs(): number {
+    return this.#end;
+  }
+
+  /** Keeps the counters of `prev` when it counts the same period (a reload that kept the tenant). */
+  adopt(prev: Budget, nowMs = Date.now()): void {
+    prev.roll(nowMs);
+    if (prev.decl.period !== this.decl.period) return;
+    this.sharedRecords = prev.sharedRecords;
+    this.sharedBytes = prev.sharedBytes;
+    this.pendingRecords = prev.pendingRecords;
+    this.pendingBytes = prev.pendingBytes;
+    // Whatever prev had not pushed yet is this budget's to push now.
+    prev.pendingRecords = 0;
+    prev.pendingBytes = 0;
+    this.#end = prev.#end;
+  }
+
+  /** Starts a new period when `nowMs` is past the current one; returns whether it did. */
+  roll(nowMs: number): boolean {
+    if (nowMs < this.#end) return false;
+    this.sharedRecords = 0;
+    this.sharedBytes = 0;
+    this.pendingRecords = 0;
+    this.pendingBytes = 0;
+    this.#end = periodEnd(this.decl.period, nowMs);
+    return true;
+  }
+
+  /** 0 while there is budget left, else whole seconds until the period ends (≥ 1). */
+  exhausted(nowMs = Date.now()): number {
+    this.roll(nowMs);
+    this.touched = true;
+    if (this.usedRecords < this.#recordsLimit && this.usedBytes < this.#bytesLimit) return 0;
+    return Math.max(1, Math.ceil((this.#end - nowMs) / 1000));
+  }
+
+  charge(records: number, bytes: number, nowMs = Date.now()): void {
+    this.roll(nowMs);
+    this.touched = true;
+    this.pendingRecords += records;
+    this.pendingBytes += bytes;
+  }
+
+  /** What is left in `unit` (Infinity when the unit is not limited). */
+  remaining(unit: 'records' | 'bytes', nowMs = Date.now()): number {
+    this.roll(nowMs);
+    return unit === 'records' ? Math.max(0, this.#recordsLimit - this.usedRecords) : Math.max(0, this.#bytesLimit - this.usedBytes);
+  }
+}

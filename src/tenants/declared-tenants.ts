@@ -1,0 +1,459 @@
+// Declared tenants at admission (declared-tenants.md, ingest-contract.md §4 as
+// amended): the loaded set, the tenant buckets, the per-principal buckets and
+// the budgets, behind the few calls src/ingest/admission.ts makes. Swapping
+// the set (a reload) replaces one reference: a request in flight keeps the
+// runtime it resolved; a removed tenant's buckets, budgets and series go.
+//
+// Rate limits, widest first: global (admission) → the tenant's bucket → the
+// principal's. The tenant's bucket is only read before the principal's is
+// spent and spent after, so a request refused by either spends nothing of
+// the other: a principal over its own bucket spends nothing of its tenant's.
+// Budgets, narrowest first: index → tenant → server, checked before the body
+// is forwarded and charged once the worker wrote it.
+
+import { IngestError, tenantDenied, type ErrorCode } from '../errors.js';
+import { RedisBudget } from '../limits/redis-budget.js';
+import { TokenBucketTable } from '../limits/token-bucket-table.js';
+import type { AuditEvent, AuditLog } from './audit-log.js';
+import { Budget } from './budgets.js';
+import { PrincipalBuckets } from './principal-buckets.js';
+import { BudgetSync, type BudgetSyncOptions } from './shared-budgets.js';
+import { AMBIGUOUS, TenantIndex, type DeclaredTenant, type ResolveResult } from './tenant-index.js';
+import type { TenantMetrics, TenantSeries } from './tenant-metrics.js';
+import type { BudgetDecl, TenantDecl } from './tenants-file.js';
+
+/** Outcome slots of TenantSeries.outcome (tenant-metrics.ts OUTCOMES). */
+const ACCEPTED = 0;
+const RATE_LIMITED = 1;
+const BUDGET_EXHAUSTED = 2;
+const INDEX_REFUSED = 3;
+const REFUSED = 4;
+
+export interface TenantRuntime {
+  readonly tenant: DeclaredTenant;
+  readonly id: string;
+  /** The tenant's own bucket (null: no rateLimit, the generic per-tenant bucket applies). */
+  readonly bucket: TokenBucketTable | null;
+  readonly slot: number;
+  /** With `redis.url`: the tenant's bucket shared by every replica (then `bucket` is null). */
+  readonly shared: RedisBudget | null;
+  readonly budget: Budget | null;
+  readonly indexBudgets: ReadonlyMap<string, Budget>;
+  readonly indexes: ReadonlySet<string> | undefined;
+  readonly series: TenantSeries | null;
+  admitted: boolean;
+}
+
+class Snapshot {
+  readonly byOrd: TenantRuntime[] = [];
+  readonly byId = new Map<string, TenantRuntime>();
+  readonly tables: TokenBucketTable[] = [];
+  readonly redis: RedisBudget[] = [];
+  constructor(readonly index: TenantIndex) {}
+}
+
+export interface DeclaredTenantsOptions {
+  /** `ingester.rateLimit.perPrincipalPerSec`: one bucket per verified `sub` (0 = off). */
+  perPrincipalPerSec: number;
+  serverBudget?: BudgetDecl | undefined;
+  metrics?: TenantMetrics;
+  audit?: AuditLog;
+  /** With `redis.url`: budgets shared by every replica (shared-budgets.ts). */
+  shared?: Omit<BudgetSyncOptions, 'budgets'>;
+}
+
+export class DeclaredTenants {
+  #snap: Snapshot;
+  readonly #o: DeclaredTenantsOptions;
+  readonly #principals: PrincipalBuckets | null;
+  readonly #server: Budget | null;
+  readonly #sync: BudgetSync | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #auditedPending = false;
+  /** The peer of the request being admitted (set by admission while auditing; audit only). */
+  remote: string | undefined = undefined;
+  readonly #ambiguous = new IngestError(
+    'SIGLAKE_TENANT_AMBIGUOUS',
+    'tenant ambiguous: the verified principal matches more than one declared tenant; the operator must make the tenants file unambiguous',
+  );
+  readonly #headerMismatch = tenantDenied('header_mismatch', 'X-Scope-OrgID differs from the declared tenant of the verified principal');
+  readonly #retry = new Map<string, IngestError>();
+  readonly #twoOrgIds = new IngestError('SIGLAKE_BAD_HEADER', 'bad header: X-Scope-OrgID sent more than once');
+  readonly #emptyOrgId = new IngestError('SIGLAKE_BAD_HEADER', 'bad header: X-Scope-OrgID is empty');
+  readonly #controlOrgId = new IngestError('SIGLAKE_BAD_HEADER', 'bad header: X-Scope-OrgID holds control characters');
+
+  constructor(decls: readonly TenantDecl[], opts: DeclaredTenantsOptions) {
+    this.#o = opts;
+    this.#principals = opts.perPrincipalPerSec > 0 ? new PrincipalBuckets(opts.perPrincipalPerSec) : null;
+    this.#server = opts.serverBudget === undefined ? null : new Budget(opts.serverBudget);
+    this.#snap = this.#build(new TenantIndex(decls), undefined);
+    this.#arm();
+    if (opts.shared !== undefined) {
+      this.#sync = new BudgetSync({ ...opts.shared, budgets: () => this.#budgets() });
+      this.#sync.start();
+    }
+  }
+
+  *#budgets(): Iterable<[string, Budget]> {
+    if (this.#server !== null) yield ['s', this.#server];
+    for (const rt of this.#snap.byOrd) {
+      if (rt.budget !== null) yield [`t:${rt.id}`, rt.budget];
+      for (const [name, b] of rt.indexBudgets) yield [`i:${rt.id}:${name}`, b];
+    }
+  }
+
+  get size(): number {
+    return this.#snap.byOrd.length;
+  }
+
+  /** Waits (bounded) for the shared buckets' Redis connections; not fatal: without Redis they admit and count. */
+  async ready(timeoutMs = 2000): Promise<void> {
+    await Promise.all(this.#snap.redis.map((rb) => rb.ready(timeoutMs).catch(() => undefined)));
+  }
+
+  get index(): TenantIndex {
+    return this.#snap.index;
+  }
+
+  /** Transport-agnostic resolution (the query server): never throws, never allocates on the ingest path. */
+  resolvePrincipal(claims: Readonly<Record<string, unknown>> | undefined): ResolveResult {
+    return this.#snap.index.resolvePrincipal(claims);
+  }
+
+  /**
+   * Replace the set with `decls` (already validated by parseTenantsText). The
+   * index is built first: an overlap throws and leaves the old set in force.
+   */
+  replace(decls: readonly TenantDecl[]): { added: string[]; removed: string[] } {
+    const index = new TenantIndex(decls);
+    const old = this.#snap;
+    const next = this.#build(index, old);
+    this.#snap = next;
+    this.#arm();
+    // Requests in flight finish on the old buckets; settle them with Redis once they are done.
+    for (const rb of old.redis) setTimeout(() => void rb.close(), 5000).unref();
+    const removed: string[] = [];
+    for (const id of old.byId.keys()) {
+      if (!next.byId.has(id)) {
+        removed.push(id);
+        this.#o.metrics?.forget(id);
+      }
+    }
+    const added = [...next.byId.keys()].filter((id) => !old.byId.has(id));
+    for (const [id, rt] of next.byId) {
+      const was = old.byId.get(id);
+      if (was === undefined) continue;
+      const a = was.indexes === undefined ? null : [...was.indexes].sort().join(',');
+      const b = rt.indexes === undefined ? null : [...rt.indexes].sort().join(',');
+      if (a !== b) {
+        this.#o.audit?.write({ event: 'index_change', tenant: id, subject: null, reason: 'tenants_reload', remote: null, from: a, to: b });
+      }
+    }
+    return { added, removed };
+  }
+
+  #build(index: TenantIndex, prev: Snapshot | undefined): Snapshot {
+    const snap = new Snapshot(index);
+    const groups = new Map<string, TenantDecl[]>();
+    for (const t of index.tenants) {
+      const r = t.decl.rateLimit;
+      if (r === undefined) continue;
+      const key = `${r.requestsPerSec}/${r.burst}`;
+      let g = groups.get(key);
+      if (g === undefined) groups.set(key, (g = []));
+      g.push(t.decl);
+    }
+    const slotOf = new Map<string, { table: TokenBucketTable; slot: number }>();
+    const sharedOf = new Map<string, RedisBudget>();
+    const shared = this.#o.shared;
+    for (const g of groups.values()) {
+      const r = g[0]!.rateLimit!;
+      if (shared !== undefined) {
+        // One lease-based Redis budget per (rate, burst): keys are per tenant id, shared by every replica.
+        const rb = new RedisBudget({
+          url: shared.url,
+          ratePerSec: r.requestsPerSec,
+          burst: r.burst,
+          maxTenantBuckets: g.length,
+          commandTimeoutMs: shared.commandTimeoutMs,
+          keyPrefix: 'siglake:tenant-rate:',
+          onBackendError: shared.onBackendError,
+        });
+        snap.redis.push(rb);
+        for (const d of g) sharedOf.set(d.id, rb);
+        continue;
+      }
+      const table = new TokenBucketTable({ ratePerSec: r.requestsPerSec, burst: r.burst, slots: g.length });
+      snap.tables.push(table);
+      g.forEach((d, slot) => slotOf.set(d.id, { table, slot }));
+    }
+    for (const t of index.tenants) {
+      const d = t.decl;
+      const b = slotOf.get(t.id);
+      const before = prev?.byId.get(t.id);
+      const budget = d.budget === undefined ? null : new Budget(d.budget);
+      if (budget !== null && before?.budget != null) budget.adopt(before.budget);
+      const indexBudgets = new Map<string, Budget>();
+      for (const [name, decl] of d.indexBudgets) {
+        const ib = new Budget(decl);
+        const was = before?.indexBudgets.get(name);
+        if (was !== undefined) ib.adopt(was);
+        indexBudgets.set(name, ib);
+      }
+      const rt: TenantRuntime = {
+        tenant: t,
+        id: t.id,
+        bucket: b?.table ?? null,
+        slot: b?.slot ?? 0,
+        shared: sharedOf.get(t.id) ?? null,
+        budget,
+        indexBudgets,
+        indexes: d.indexes,
+        series: this.#o.metrics?.series(t.id) ?? null,
+        admitted: before?.admitted ?? false,
+      };
+      snap.byOrd.push(rt);
+      snap.byId.set(t.id, rt);
+    }
+    return snap;
+  }
+
+  #arm(): void {
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#timer = undefined;
+    const tables = this.#snap.tables;
+    if (tables.length === 0) return;
+    const every = Math.min(...tables.map((t) => t.sweepIntervalMs));
+    this.#timer = setInterval(() => {
+      for (const t of tables) t.sweep();
+    }, every);
+    this.#timer.unref();
+  }
+
+  /**
+   * Step 4, declared tenants first: the runtime of the principal's declared
+   * tenant, or null (route as before declared tenants existed). Throws 403
+   * SIGLAKE_TENANT_AMBIGUOUS, or header_mismatch when X-Scope-OrgID names
+   * another tenant (a tenant is derived, never presented).
+   */
+  resolve(claims: Readonly<Record<string, unknown>> | undefined, orgId: string | undefined, orgIdCount: number): TenantRuntime | null {
+    const snap = this.#snap;
+    const r = snap.index.resolve(claims);
+    if (r === null) return null;
+    if (r === AMBIGUOUS) {
+      this.#o.metrics?.ambiguous.inc();
+      this.#audit('refusal', null, claims, 'tenant_ambiguous');
+      throw this.#ambiguous;
+    }
+    const rt = snap.byOrd[r.ord]!;
+    // Raw header faults stay a 400 in every mode (ingest-contract.md §5), declared tenants included.
+    if (orgIdCount > 1) throw this.#twoOrgIds;
+    if (orgId !== undefined && orgId !== rt.id) {
+      if (orgId === '') throw this.#emptyOrgId;
+      for (let i = 0; i < orgId.length; i++) {
+        const ch = orgId.charCodeAt(i);
+        if (ch < 0x20 || ch === 0x7f) throw this.#controlOrgId;
+      }
+      rt.series?.outcome[REFUSED]!.inc();
+      this.#audit('refusal', rt.id, claims, 'header_mismatch');
+      throw this.#headerMismatch;
+    }
+    return rt;
+  }
+
+  /** Whether the tenant has a bucket of its own (else the generic per-tenant bucket applies). */
+  hasBucket(rt: TenantRuntime): boolean {
+    return rt.bucket !== null || rt.shared !== null;
+  }
+
+  /**
+   * Step 6 for a declared tenant with its own bucket, then the principal's:
+   * 0, or seconds for Retry-After (a Promise while a shared lease is on its
+   * way). The principal's bucket is read before the tenant's is spent and
+   * spent after: neither is spent by the other's refusal.
+   */
+  takeRate(rt: TenantRuntime, claims: Readonly<Record<string, unknown>> | undefined): number | Promise<number> {
+    const bucket = rt.bucket;
+    if (bucket !== null && bucket.tokens(rt.slot) < 1) return this.#tenantLimited(rt, claims, Math.max(1, bucket.take(rt.slot)));
+    const p = this.#principals;
+    const sub = claims?.['sub'];
+    const pslot = p !== null && typeof sub === 'string' ? p.slotOf(sub) : -1;
+    if (pslot >= 0) {
+      const w = p!.peek(pslot);
+      if (w > 0) return this.#principalLimited(rt, claims, w);
+    }
+    if (rt.shared !== null) {
+      const w = rt.shared.takeTenant(rt.id);
+      if (typeof w !== 'number') return w.then((x) => this.#afterTenantTake(rt, claims, pslot, x));
+      return this.#afterTenantTake(rt, claims, pslot, w);
+    }
+    return this.#afterTenantTake(rt, claims, pslot, bucket === null ? 0 : bucket.take(rt.slot));
+  }
+
+  #afterTenantTake(rt: TenantRuntime, claims: Readonly<Record<string, unknown>> | undefined, pslot: number, w: number): number {
+    if (w > 0) return this.#tenantLimited(rt, claims, w);
+    if (pslot >= 0) {
+      const pw = this.#principals!.take(pslot);
+      if (pw > 0) return this.#principalLimited(rt, claims, pw);
+    }
+    return 0;
+  }
+
+  #tenantLimited(rt: TenantRuntime, claims: Readonly<Record<string, unknown>> | undefined, w: number): number {
+    rt.series?.outcome[RATE_LIMITED]!.inc();
+    this.#audit('refusal', rt.id, claims, 'tenant_rate_limited');
+    return w;
+  }
+
+  #principalLimited(rt: TenantRuntime, claims: Readonly<Record<string, unknown>> | undefined, w: number): number {
+    rt.series?.outcome[RATE_LIMITED]!.inc();
+    this.#audit('refusal', rt.id, claims, 'principal_rate_limited');
+    return w;
+  }
+
+  /** The principal's own bucket (`perPrincipalPerSec`, keyed by the verified `sub`), after the generic tenant bucket: 0 or seconds. */
+  takePrincipal(claims: Readonly<Record<string, unknown>> | undefined, tenant: string | null): number {
+    const p = this.#principals;
+    if (p === null || claims === undefined) return 0;
+    const sub = claims['sub'];
+    if (typeof sub !== 'string') return 0;
+    const w = p.take(p.slotOf(sub));
+    if (w > 0) this.#audit('refusal', tenant, claims, 'principal_rate_limited');
+    return w;
+  }
+
+  /** Step 7: an index outside the tenant's declared subset is refused (403) before any budget. */
+  checkIndex(rt: TenantRuntime, index: string | undefined, claims: Readonly<Record<string, unknown>> | undefined): void {
+    if (index === undefined || rt.indexes === undefined || rt.indexes.has(index)) return;
+    rt.series?.outcome[INDEX_REFUSED]!.inc();
+    this.#audit('refusal', rt.id, claims, 'index_not_in_tenant');
+    throw this.#indexRefused(index);
+  }
+
+  #indexRefused(index: string): IngestError {
+    const key = `i\0${index}`;
+    let e = this.#retry.get(key);
+    if (e === undefined) {
+      e = new IngestError('SIGLAKE_INDEX_NOT_IN_TENANT', `index not in tenant: this tenant cannot write index "${index}"`);
+      if (this.#retry.size < 4096) this.#retry.set(key, e);
+    }
+    return e;
+  }
+
+  /**
+   * Step 12, checked at admission: index, tenant, then server budget of the
+   * tenant the request writes to; the first exhausted one refuses with 429 +
+   * Retry-After to its period's end. Charges nothing.
+   */
+  checkBudgets(tenant: string, index: string | undefined, claims: Readonly<Record<string, unknown>> | undefined): void {
+    const rt = this.#snap.byId.get(tenant);
+    if (rt === undefined && this.#server === null) return;
+    const now = Date.now();
+    let wait = 0;
+    let scope = '';
+    if (rt !== undefined) {
+      const ib = index === undefined ? undefined : rt.indexBudgets.get(index);
+      if (ib !== undefined && (wait = ib.exhausted(now)) > 0) scope = 'index';
+      else if (rt.budget !== null && (wait = rt.budget.exhausted(now)) > 0) scope = 'tenant';
+    }
+    if (wait === 0 && this.#server !== null && (wait = this.#server.exhausted(now)) > 0) scope = 'server';
+    if (wait === 0) return;
+    rt?.series?.outcome[BUDGET_EXHAUSTED]!.inc();
+    this.#audit('refusal', rt?.id ?? null, claims, `budget_exhausted_${scope}`);
+    throw this.#budgetError(scope, wait);
+  }
+
+  #budgetError(scope: string, seconds: number): IngestError {
+    const key = `${scope}\0${seconds}`;
+    let e = this.#retry.get(key);
+    if (e === undefined) {
+      e = new IngestError('SIGLAKE_BUDGET_EXHAUSTED', `budget exhausted: the ${scope} budget is spent until its UTC period ends in ${seconds} s`, {
+        retryAfterSecs: seconds,
+      });
+      if (this.#retry.size < 4096) this.#retry.set(key, e);
+    }
+    return e;
+  }
+
+  /** A request to `tenant` was answered: a 200 charges every budget (narrowest first) and counts. */
+  completed(tenant: string, index: string | undefined, code: ErrorCode | undefined, records: number, bytes: number): void {
+    const rt = this.#snap.byId.get(tenant);
+    if (code !== undefined) {
+      rt?.series?.outcome[REFUSED]!.inc();
+      if (this.#o.audit !== undefined) this.#o.audit.write({ event: 'refusal', tenant: rt?.id ?? null, subject: null, reason: code, remote: null });
+      return;
+    }
+    const now = Date.now();
+    if (rt !== undefined) {
+      if (index !== undefined) rt.indexBudgets.get(index)?.charge(records, bytes, now);
+      rt.budget?.charge(records, bytes, now);
+      const s = rt.series;
+      if (s !== null) {
+        s.outcome[ACCEPTED]!.inc();
+        s.records.inc(records);
+        s.bytes.inc(bytes);
+      }
+    }
+    this.#server?.charge(records, bytes, now);
+  }
+
+  /** First admission of a lane (audited). */
+  laneCreated(tenant: string, signal: string, index: string | undefined): void {
+    this.#o.audit?.write({ event: 'lane_first_admission', tenant, subject: null, reason: null, remote: null, signal, index: index ?? null });
+  }
+
+  /** First admission of a declared tenant (audited once per tenant per process). */
+  admitted(rt: TenantRuntime, claims: Readonly<Record<string, unknown>> | undefined): void {
+    if (rt.admitted) return;
+    rt.admitted = true;
+    this.#audit('tenant_first_admission', rt.id, claims, null);
+  }
+
+  /** Budget gauges: what is left of every declared tenant's budget. */
+  remaining(): { tenant: string; unit: 'records' | 'bytes'; value: number }[] {
+    const out: { tenant: string; unit: 'records' | 'bytes'; value: number }[] = [];
+    for (const rt of this.#snap.byOrd) {
+      const b = rt.budget;
+      if (b === null) continue;
+      if (b.decl.records !== undefined) out.push({ tenant: rt.id, unit: 'records', value: b.remaining('records') });
+      if (b.decl.bytes !== undefined) out.push({ tenant: rt.id, unit: 'bytes', value: b.remaining('bytes') });
+    }
+    return out;
+  }
+
+  get auditing(): boolean {
+    return this.#o.audit !== undefined;
+  }
+
+  /** A refusal at admission: audited here unless the step that refused audited it already (with tenant and subject). */
+  refusedAtAdmission(e: unknown): void {
+    if (this.#auditedPending) {
+      this.#auditedPending = false;
+      return;
+    }
+    const code = (e as { code?: unknown } | null)?.code;
+    this.#o.audit?.write({
+      event: 'refusal',
+      tenant: null,
+      subject: null,
+      reason: typeof code === 'string' ? code : 'internal',
+      remote: this.remote ?? null,
+    });
+  }
+
+  #audit(event: AuditEvent['event'], tenant: string | null, claims: Readonly<Record<string, unknown>> | undefined, reason: string | null): void {
+    const a = this.#o.audit;
+    if (a === undefined) return;
+    if (event === 'refusal') this.#auditedPending = true;
+    const sub = claims?.['sub'];
+    a.write({ event, tenant, subject: typeof sub === 'string' ? sub : null, reason, remote: this.remote ?? null });
+  }
+
+  async close(): Promise<void> {
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#timer = undefined;
+    this.#principals?.close();
+    await Promise.all(this.#snap.redis.map((rb) => rb.close()));
+    await this.#sync?.close();
+  }
+}

@@ -1,0 +1,70 @@
+// Budgets (declared-tenants.md §3) and the audit sink's bounded queue (§4).
+
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { AuditLog, MAX_QUEUED_BYTES } from '../../src/tenants/audit-log.js';
+import { Budget, periodEnd } from '../../src/tenants/budgets.js';
+import { DeclaredTenants } from '../../src/tenants/declared-tenants.js';
+import { parseTenantsText } from '../../src/tenants/tenants-file.js';
+
+const at = (iso: string): number => Date.parse(iso);
+
+describe('budget periods (UTC)', () => {
+  it('a day ends at the next UTC midnight, a month on the first of the next month', () => {
+    expect(periodEnd('day', at('2026-02-28T23:59:59.999Z'))).toBe(at('2026-03-01T00:00:00Z'));
+    expect(periodEnd('day', at('2026-12-31T12:00:00Z'))).toBe(at('2027-01-01T00:00:00Z'));
+    expect(periodEnd('month', at('2026-12-31T12:00:00Z'))).toBe(at('2027-01-01T00:00:00Z'));
+    expect(periodEnd('month', at('2026-02-01T00:00:00Z'))).toBe(at('2026-03-01T00:00:00Z'));
+  });
+
+  it('refuses once spent, with the seconds to the period end, and rolls over', () => {
+    const t0 = at('2026-05-10T23:59:00Z');
+    const b = new Budget({ period: 'day', records: 10, bytes: undefined }, t0);
+    expect(b.exhausted(t0)).toBe(0);
+    b.charge(10, 1e9, t0);
+    expect(b.exhausted(t0)).toBe(60);
+    expect(b.remaining('records', t0)).toBe(0);
+    expect(b.remaining('bytes', t0)).toBe(Infinity);
+    expect(b.exhausted(at('2026-05-11T00:00:00Z'))).toBe(0);
+    expect(b.remaining('records', at('2026-05-11T00:00:00Z'))).toBe(10);
+  });
+
+  it('bytes and records are separate limits: either spent refuses', () => {
+    const t0 = at('2026-05-10T00:00:00Z');
+    const b = new Budget({ period: 'month', records: 100, bytes: 1000 }, t0);
+    b.charge(1, 1000, t0);
+    expect(b.exhausted(t0)).toBe((at('2026-06-01T00:00:00Z') - t0) / 1000);
+  });
+
+  it('a reload keeps the counters of a tenant that stays, and drops a removed one', () => {
+    const file = (budget: string): string => `tenants:\n  - id: a\n    subjects: { subs: [x] }\n    budget: ${budget}\n`;
+    const dt = new DeclaredTenants(parseTenantsText(file('{ period: day, records: 5 }'), 't.yaml'), { perPrincipalPerSec: 0 });
+    dt.completed('a', undefined, undefined, 3, 10);
+    expect(dt.remaining()).toEqual([{ tenant: 'a', unit: 'records', value: 2 }]);
+    dt.replace(parseTenantsText(file('{ period: day, records: 6 }'), 't.yaml'));
+    expect(dt.remaining()).toEqual([{ tenant: 'a', unit: 'records', value: 3 }]);
+    const r = dt.replace([]);
+    expect(r.removed).toEqual(['a']);
+    expect(dt.remaining()).toEqual([]);
+    void dt.close();
+  });
+});
+
+describe('audit log', () => {
+  it('writes JSON lines, and drops (counting) past its queue bound instead of blocking', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'siglake-audit-'));
+    const file = path.join(dir, 'audit.jsonl');
+    const log = new AuditLog(file);
+    const reason = 'x'.repeat(1024);
+    const n = Math.ceil(MAX_QUEUED_BYTES / 1024) + 100;
+    for (let i = 0; i < n; i++) log.write({ event: 'refusal', tenant: 't', subject: `s${i}`, reason, remote: null });
+    expect(log.dropped).toBeGreaterThan(0);
+    log.close();
+    const lines = fs.readFileSync(file, 'utf8').split('\n').filter(Boolean);
+    expect(lines.length + log.dropped).toBe(n);
+    expect(JSON.parse(lines[0]!)).toMatchObject({ event: 'refusal', tenant: 't', subject: 's0', remote: null });
+    expect(typeof JSON.parse(lines[0]!).time).toBe('string');
+  });
+});

@@ -1,0 +1,178 @@
+// The tenants file and the resolution indexes (declared-tenants.md §1-2).
+
+import { describe, expect, it } from 'vitest';
+import { AMBIGUOUS, TenantIndex } from '../../src/tenants/tenant-index.js';
+import { parseTenantsText, TenantsFileError } from '../../src/tenants/tenants-file.js';
+
+function load(doc: unknown): TenantIndex {
+  return new TenantIndex(parseTenantsText(JSON.stringify(doc), 'tenants.json'));
+}
+
+function refusal(doc: unknown, name = 'tenants.json'): string {
+  try {
+    const text = typeof doc === 'string' ? doc : JSON.stringify(doc);
+    new TenantIndex(parseTenantsText(text, name));
+  } catch (e) {
+    expect(e).toBeInstanceOf(TenantsFileError);
+    return (e as Error).message;
+  }
+  throw new Error('expected the file to be refused');
+}
+
+describe('tenants file validation', () => {
+  it('accepts the spec example in YAML', () => {
+    const idx = new TenantIndex(
+      parseTenantsText(
+        `tenants:
+  - id: acme
+    subjects:
+      claims: { org_id: acme-prod }
+    rateLimit: { requestsPerSec: 2000, burst: 4000 }
+    budget: { period: day, records: 500000000, bytes: 200000000000 }
+    indexes: [payments, audit]
+`,
+        'tenants.yaml',
+      ),
+    );
+    expect(idx.size).toBe(1);
+    const t = idx.byId('acme')!;
+    expect(t.decl.rateLimit).toEqual({ requestsPerSec: 2000, burst: 4000 });
+    expect(t.decl.budget).toEqual({ period: 'day', records: 500000000, bytes: 200000000000 });
+    expect([...t.decl.indexes!]).toEqual(['payments', 'audit']);
+  });
+
+  it('names the tenant and the field of every refusal', () => {
+    expect(refusal({ tenants: [{ id: 'acme' }] })).toMatch(/tenant "acme" subjects: required: at least one selector/);
+    expect(refusal({ tenants: [{ id: 'acme', subjects: {} }] })).toMatch(/tenant "acme" subjects: required/);
+    expect(refusal({ tenants: [{ id: 'a b', subjects: { subs: ['x'] } }] })).toMatch(/tenants\[0\]\.id/);
+    expect(refusal({ tenants: [{ id: 'logs', subjects: { subs: ['x'] } }] })).toMatch(/tenants\[0\]\.id.*reserved/);
+    expect(refusal({ tenants: [{ id: 'acme', subjects: { subs: ['x'] }, colour: 'red' }] })).toMatch(/tenant "acme": unknown field "colour"/);
+    expect(refusal({ tenants: [{ id: 'acme', subjects: { claims: { org: 7 } } }] })).toMatch(/tenant "acme" subjects\.claims\.org: the value must be a non-empty string/);
+    expect(refusal({ tenants: [{ id: 'acme', subjects: { subs: ['x'] }, rateLimit: { requestsPerSec: 0 } }] })).toMatch(
+      /tenant "acme" rateLimit\.requestsPerSec/,
+    );
+    expect(refusal({ tenants: [{ id: 'acme', subjects: { subs: ['x'] }, rateLimit: { requestsPerSec: 1, burst: 5000 } }] })).toMatch(
+      /tenant "acme" rateLimit\.burst/,
+    );
+    expect(refusal({ tenants: [{ id: 'acme', subjects: { subs: ['x'] }, budget: { period: 'week', records: 1 } }] })).toMatch(
+      /tenant "acme" budget\.period/,
+    );
+    expect(refusal({ tenants: [{ id: 'acme', subjects: { subs: ['x'] }, budget: { period: 'day' } }] })).toMatch(
+      /tenant "acme" budget: needs records and\/or bytes/,
+    );
+    expect(refusal({ tenants: [{ id: 'acme', subjects: { subs: ['x'] }, budget: { period: 'day', bytes: -1 } }] })).toMatch(
+      /tenant "acme" budget\.bytes/,
+    );
+    expect(refusal({ tenants: [{ id: 'acme', subjects: { subs: ['x'] }, indexes: ['ok', 'not ok'] }] })).toMatch(/tenant "acme" indexes\[1\]/);
+    expect(
+      refusal({
+        tenants: [
+          { id: 'acme', subjects: { subs: ['x'] } },
+          { id: 'acme', subjects: { subs: ['y'] } },
+        ],
+      }),
+    ).toMatch(/tenant "acme": id declared twice/);
+    expect(refusal('tenants: [ {', 'tenants.yaml')).toMatch(/not valid YAML/);
+    expect(refusal({ tenant: [] })).toMatch(/unknown field "tenant"/);
+  });
+
+  it('refuses overlap decidable from the file, naming both tenants', () => {
+    expect(
+      refusal({
+        tenants: [
+          { id: 'a', subjects: { claims: { org: 'x' } } },
+          { id: 'b', subjects: { claims: { org: 'x' } } },
+        ],
+      }),
+    ).toMatch(/tenants "a" and "b" overlap: both select claim org = "x"/);
+    expect(
+      refusal({
+        tenants: [
+          { id: 'a', subjects: { groups: ['g1', 'g2'] } },
+          { id: 'b', subjects: { groups: ['g2'] } },
+        ],
+      }),
+    ).toMatch(/tenants "a" and "b" overlap: both select group "g2"/);
+    expect(
+      refusal({
+        tenants: [
+          { id: 'a', subjects: { subs: ['svc'] } },
+          { id: 'b', subjects: { claims: { sub: 'svc' } } },
+        ],
+      }),
+    ).toMatch(/"a" and "b" overlap/);
+    expect(
+      refusal({
+        tenants: [
+          { id: 'a', subjects: { claims: { org: 'x' } } },
+          { id: 'b', subjects: { claims: { org: 'x', env: 'prod' } } },
+        ],
+      }),
+    ).toMatch(/"a" and "b" overlap/);
+    expect(
+      refusal({
+        tenants: [
+          { id: 'a', subjects: { claims: { org: 'x', env: 'prod' } } },
+          { id: 'b', subjects: { claims: { env: 'prod', org: 'x' } } },
+        ],
+      }),
+    ).toMatch(/"a" and "b" overlap: their subjects are identical/);
+  });
+});
+
+describe('resolution', () => {
+  const idx = load({
+    tenants: [
+      { id: 'acme', subjects: { claims: { org_id: 'acme-prod' } } },
+      { id: 'globex', subjects: { groups: ['globex-writers', 'globex-ops'] } },
+      { id: 'initech', subjects: { subs: ['svc-a', 'svc-b'] } },
+      { id: 'hooli', subjects: { issuers: ['https://idp.hooli'], claims: { env: 'prod' } } },
+    ],
+  });
+
+  it('resolves each selector shape', () => {
+    expect(idx.resolve({ sub: 'u', org_id: 'acme-prod' })).toBe(idx.byId('acme'));
+    expect(idx.resolve({ sub: 'u', groups: ['x', 'globex-ops'] })).toBe(idx.byId('globex'));
+    expect(idx.resolve({ sub: 'svc-b' })).toBe(idx.byId('initech'));
+    expect(idx.resolve({ sub: 'u', iss: 'https://idp.hooli', env: 'prod' })).toBe(idx.byId('hooli'));
+    expect(idx.resolvePrincipal({ sub: 'u', org_id: 'acme-prod' })).toEqual({ kind: 'tenant', tenant: 'acme' });
+  });
+
+  it('a principal matching nothing has no declared tenant', () => {
+    expect(idx.resolve(undefined)).toBeNull();
+    expect(idx.resolve({ sub: 'u', org_id: 'other' })).toBeNull();
+    expect(idx.resolve({ sub: 'u', iss: 'https://idp.hooli', env: 'dev' })).toBeNull();
+    expect(idx.resolve({ sub: 'u', groups: 'globex-ops' })).toBeNull(); // not a list
+    expect(idx.resolve({ sub: 'u', org_id: ['acme-prod'] })).toBeNull(); // not a string
+    expect(idx.resolvePrincipal({ sub: 'nobody' })).toEqual({ kind: 'none' });
+  });
+
+  it('a principal matching two tenants is ambiguous, whatever the declaration order', () => {
+    const claims = { sub: 'svc-a', org_id: 'acme-prod' };
+    expect(idx.resolve(claims)).toBe(AMBIGUOUS);
+    expect(idx.resolve({ sub: 'u', org_id: 'acme-prod', groups: ['globex-writers'] })).toBe(AMBIGUOUS);
+    expect(idx.resolve({ sub: 'svc-a', iss: 'https://idp.hooli', env: 'prod' })).toBe(AMBIGUOUS);
+    expect(idx.resolvePrincipal(claims)).toEqual({ kind: 'ambiguous' });
+    const reversed = load({
+      tenants: [
+        { id: 'initech', subjects: { subs: ['svc-a', 'svc-b'] } },
+        { id: 'acme', subjects: { claims: { org_id: 'acme-prod' } } },
+      ],
+    });
+    expect(reversed.resolve(claims)).toBe(AMBIGUOUS);
+  });
+
+  it('two groups of one tenant are not ambiguous', () => {
+    expect(idx.resolve({ sub: 'u', groups: ['globex-writers', 'globex-ops'] })).toBe(idx.byId('globex'));
+  });
+
+  it('resolves 10,000 tenants of both indexed shapes', () => {
+    const tenants = [];
+    for (let i = 0; i < 5000; i++) tenants.push({ id: `c${i}`, subjects: { claims: { org: `org-${i}` } } });
+    for (let i = 0; i < 5000; i++) tenants.push({ id: `g${i}`, subjects: { groups: [`grp-${i}`] } });
+    const big = load({ tenants });
+    expect(big.compoundSelectors).toBe(0);
+    expect(big.resolvePrincipal({ sub: 'u', org: 'org-4321' })).toEqual({ kind: 'tenant', tenant: 'c4321' });
+    expect(big.resolvePrincipal({ sub: 'u', groups: ['zz', 'grp-77'] })).toEqual({ kind: 'tenant', tenant: 'g77' });
+  });
+});
