@@ -1,0 +1,123 @@
+// The query server on an S3 warehouse: two tenants' logs and spans land in
+// `s3://…` on a real SeaweedFS server (ingester + `siglake compact`), and
+// `siglake query`, credentials from the AWS environment only, answers each
+// tenant's SQL with exactly its acknowledged rows. DuckDB reads local copies
+// of the data objects from the bounded file cache (query.cacheDir); a
+// tenant's engine may open exactly its own copies, never the other tenant's
+// copies lying in the same directory. A later commit is seen by the next query.
+
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli, startIngester, tempDir } from '../helpers/ingester.js';
+import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile } from '../helpers/jwt.js';
+import { bodiesOf, listFiles, postSql, sendTenants, startQuery, type RunningQuery } from '../helpers/query.js';
+import { SeaweedFs } from '../helpers/seaweedfs.js';
+
+const BUCKET = 'siglake-query';
+const N = 12;
+const lit = (s: string) => `'${s.replace(/'/g, "''")}'`;
+
+describe('siglake query on an S3 warehouse (SeaweedFS)', () => {
+  let sw: SeaweedFs;
+  let q: RunningQuery;
+  const dataDir = tempDir('siglake-s3-query-');
+  const cacheDir = path.join(dataDir, 'query-cache');
+  const tokens = new Map<string, string>();
+  let lakeFlags: string[] = [];
+
+  /** Lands round `round` of each tenant: ingester (stopped after) then `siglake compact --once`. */
+  async function land(tenants: string[], round: string): Promise<void> {
+    const ing = await startIngester({ dataDir, args: ['--trust-tenant-header', '--compactor=false', ...lakeFlags], env: sw.env });
+    try {
+      await sendTenants(ing.url, tenants, round, N);
+    } finally {
+      expect(await ing.stop()).toBe(0);
+    }
+    const r = runCli(['compact', '--once', '--ingester-stopped', '--wal-dir', path.join(dataDir, 'wal'), ...lakeFlags], { env: sw.env });
+    expect(r.status, r.stderr + r.stdout.slice(-2000)).toBe(0);
+  }
+
+  /** The data objects of a tenant's tables in the bucket, as s3:// locations. */
+  async function dataLocations(tenant: string): Promise<string[]> {
+    const keys = await sw.keys(BUCKET, `warehouse/tenant_${tenant}/`);
+    return keys.filter((k) => k.includes('/data/') && k.endsWith('.parquet')).map((k) => `s3://${BUCKET}/${k}`);
+  }
+
+  /** Where the cache keeps a location's copy (object-cache.ts: sha256 of the location, extension kept). */
+  const cachedPath = (location: string) => path.join(cacheDir, `${createHash('sha256').update(location).digest('hex')}.parquet`);
+
+  beforeAll(async () => {
+    sw = await SeaweedFs.start();
+    await sw.createBucket(BUCKET);
+    lakeFlags = ['--catalog-url', `sqlite:${path.join(dataDir, 'catalog.db')}`, ...sw.warehouseFlags(BUCKET, 'warehouse')];
+    await land(['acme', 'globex'], 'r1');
+    const key = await makeKeyPair('ES256', 'k1');
+    const jwks = writeJwksFile(dataDir, [key.jwk]);
+    for (const t of ['acme', 'globex']) tokens.set(t, await mint(key, { tenant: t }));
+    q = await startQuery(
+      dataDir,
+      [...lakeFlags, '--query-cache-dir', cacheDir, '--query-cache-max-mib', '64', '--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--query-tenant-claim', 'tenant'],
+      sw.env,
+    );
+  }, 600_000);
+
+  afterAll(async () => {
+    await q?.stop();
+    await sw?.stop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('answers each tenant with exactly its acknowledged rows, read from cached copies of the S3 objects', async () => {
+    for (const tenant of ['acme', 'globex']) {
+      const token = tokens.get(tenant)!;
+      const logs = await postSql(q.url, 'SELECT body, service_name FROM logs ORDER BY body', { token });
+      expect(logs.status, logs.text).toBe(200);
+      expect(logs.body['rows']).toEqual(bodiesOf(tenant, 'r1', N).sort().map((b) => [b, `svc-${tenant}`]));
+      const spans = await postSql(q.url, 'SELECT name FROM traces ORDER BY name', { token });
+      expect(spans.status, spans.text).toBe(200);
+      expect(spans.body['rows']).toEqual([[`r1-${tenant}-span-0`], [`r1-${tenant}-span-1`]]);
+
+      const tables = await fetch(`${q.url}/api/v1/tables`, { headers: { authorization: `Bearer ${token}` } });
+      const listed = ((await tables.json()) as { tables: { name: string; rowCount: number }[] }).tables;
+      expect(listed.map((t) => [t.name, t.rowCount]).sort()).toEqual([['logs', N], ['traces', 2]]);
+
+      // The engine may open exactly this tenant's cached copies, and they are on disk.
+      const allowed = await postSql(q.url, "SELECT unnest(current_setting('allowed_paths')) AS p", { token });
+      expect(allowed.status, allowed.text).toBe(200);
+      const want = (await dataLocations(tenant)).map(cachedPath).sort();
+      expect(want.length).toBeGreaterThan(0);
+      expect((allowed.body['rows'] as string[][]).map((r) => r[0]!).sort()).toEqual(want);
+      for (const f of want) expect(fs.existsSync(f)).toBe(true);
+    }
+    // Only the data objects are copied (metadata and manifests are read through the S3 client), and nothing half-written is left.
+    const all = [...(await dataLocations('acme')), ...(await dataLocations('globex'))].map((l) => path.basename(cachedPath(l))).sort();
+    expect(listFiles(cacheDir)).toEqual(all);
+  });
+
+  it("a tenant's engine cannot open the other tenant's cached copies, by path or as s3:// URIs", async () => {
+    const acme = tokens.get('acme')!;
+    const globexLocations = await dataLocations('globex');
+    for (const loc of globexLocations) {
+      for (const target of [cachedPath(loc), loc, `${cacheDir}/*.parquet`]) {
+        const a = await postSql(q.url, `SELECT * FROM read_parquet(${lit(target)})`, { token: acme });
+        expect(a.status, a.text).toBe(400);
+        expect((a.body['error'] as { code: string }).code).toBe('SIGLAKE_BAD_SQL');
+        expect(a.text).not.toContain('r1-globex');
+      }
+    }
+    // acme still reads its own rows, and only those.
+    const own = await postSql(q.url, 'SELECT count(*)::INTEGER AS n, count(DISTINCT service_name)::INTEGER AS s FROM logs', { token: acme });
+    expect(own.body['rows']).toEqual([[N, 1]]);
+  });
+
+  it('the next query after a commit to the bucket reads the new snapshot', async () => {
+    await land(['acme'], 'r2');
+    const a = await postSql(q.url, 'SELECT body FROM logs ORDER BY body', { token: tokens.get('acme')! });
+    expect(a.status, a.text).toBe(200);
+    expect(a.body['rows']).toEqual([...bodiesOf('acme', 'r1', N), ...bodiesOf('acme', 'r2', N)].sort().map((b) => [b]));
+    const g = await postSql(q.url, 'SELECT count(*)::INTEGER FROM logs', { token: tokens.get('globex')! });
+    expect(g.body['rows']).toEqual([[N]]);
+  });
+});
