@@ -5,13 +5,18 @@
 // of the data objects from the bounded file cache (query.cacheDir); a
 // tenant's engine may open exactly its own copies, never the other tenant's
 // copies lying in the same directory. A later commit is seen by the next query.
+// With a cache bound smaller than two tenants' data, the copies no query
+// needs are evicted once queries end, and an evicted copy comes back for the
+// next query that needs it.
 
-import { createHash } from 'node:crypto';
+import { HeadObjectCommand } from '@aws-sdk/client-s3';
+import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli, startIngester, tempDir } from '../helpers/ingester.js';
 import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile } from '../helpers/jwt.js';
+import { jsonBytes, logsJson } from '../helpers/otlp-bodies.js';
 import { bodiesOf, listFiles, postSql, sendTenants, startQuery, type RunningQuery } from '../helpers/query.js';
 import { SeaweedFs } from '../helpers/seaweedfs.js';
 
@@ -22,16 +27,17 @@ const lit = (s: string) => `'${s.replace(/'/g, "''")}'`;
 describe('siglake query on an S3 warehouse (SeaweedFS)', () => {
   let sw: SeaweedFs;
   let q: RunningQuery;
+  let small: RunningQuery | undefined;
   const dataDir = tempDir('siglake-s3-query-');
   const cacheDir = path.join(dataDir, 'query-cache');
   const tokens = new Map<string, string>();
   let lakeFlags: string[] = [];
 
   /** Lands round `round` of each tenant: ingester (stopped after) then `siglake compact --once`. */
-  async function land(tenants: string[], round: string): Promise<void> {
+  async function land(tenants: string[], round: string, send?: (url: string) => Promise<void>): Promise<void> {
     const ing = await startIngester({ dataDir, args: ['--trust-tenant-header', '--compactor=false', ...lakeFlags], env: sw.env });
     try {
-      await sendTenants(ing.url, tenants, round, N);
+      await (send ?? ((url) => sendTenants(url, tenants, round, N)))(ing.url);
     } finally {
       expect(await ing.stop()).toBe(0);
     }
@@ -65,6 +71,7 @@ describe('siglake query on an S3 warehouse (SeaweedFS)', () => {
 
   afterAll(async () => {
     await q?.stop();
+    await small?.stop();
     await sw?.stop();
     fs.rmSync(dataDir, { recursive: true, force: true });
   });
@@ -119,5 +126,59 @@ describe('siglake query on an S3 warehouse (SeaweedFS)', () => {
     expect(a.body['rows']).toEqual([...bodiesOf('acme', 'r1', N), ...bodiesOf('acme', 'r2', N)].sort().map((b) => [b]));
     const g = await postSql(q.url, 'SELECT count(*)::INTEGER FROM logs', { token: tokens.get('globex')! });
     expect(g.body['rows']).toEqual([[N]]);
+  });
+
+  it('keeps the cache within query.cacheMaxMib once queries end, and fetches an evicted copy again for the next query', async () => {
+    // Two tenants of poorly compressible bodies: each tenant's data fits the 1 MiB bound, both do not.
+    const big = new Map<string, string[]>();
+    for (const t of ['initech', 'hooli']) big.set(t, Array.from({ length: 160 }, (_, i) => `${t}-${String(i).padStart(3, '0')}-${randomBytes(4096).toString('hex')}`));
+    await land([...big.keys()], 'big', async (url) => {
+      for (const [t, bodies] of big) {
+        const r = await fetch(`${url}/v1/logs`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-scope-orgid': t }, body: jsonBytes(logsJson(bodies, `svc-${t}`)) });
+        expect(r.status, await r.text()).toBe(200);
+      }
+    });
+    const sizeOf = async (loc: string) => Number((await sw.client.send(new HeadObjectCommand({ Bucket: BUCKET, Key: loc.slice(`s3://${BUCKET}/`.length) }))).ContentLength);
+    const bytes: Record<string, number> = {};
+    for (const t of big.keys()) {
+      bytes[t] = 0;
+      for (const loc of await dataLocations(t)) bytes[t] += await sizeOf(loc);
+    }
+    const bound = 1024 * 1024;
+    expect(bytes['initech']!).toBeLessThan(bound);
+    expect(bytes['hooli']!).toBeLessThan(bound);
+    expect(bytes['initech']! + bytes['hooli']!).toBeGreaterThan(bound);
+
+    const key = await makeKeyPair('ES256', 'k2');
+    const jwks = writeJwksFile(path.join(dataDir), [key.jwk]);
+    const token = new Map<string, string>();
+    for (const t of big.keys()) token.set(t, await mint(key, { tenant: t }));
+    const smallDir = path.join(dataDir, 'small-cache');
+    small = await startQuery(
+      dataDir,
+      [...lakeFlags, '--query-cache-dir', smallDir, '--query-cache-max-mib', '1', '--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--query-tenant-claim', 'tenant'],
+      sw.env,
+    );
+    const cachedBytes = () => listFiles(smallDir).reduce((n, f) => n + fs.statSync(path.join(smallDir, f)).size, 0);
+    const withinBound = async () => {
+      const deadline = Date.now() + 30_000;
+      while (cachedBytes() > bound && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      expect(cachedBytes()).toBeLessThanOrEqual(bound);
+    };
+    for (const round of [1, 2]) {
+      for (const [t, bodies] of big) {
+        const a = await postSql(small.url, 'SELECT body FROM logs ORDER BY body', { token: token.get(t)! });
+        expect(a.status, `${t} round ${round}: ${a.text.slice(0, 300)}`).toBe(200);
+        expect((a.body['rows'] as string[][]).map((r) => r[0])).toEqual([...bodies].sort());
+        await withinBound();
+      }
+    }
+    // The least recently used tenant's copies made room: at rest the cache holds the last
+    // tenant's data and not all of the other's.
+    const held = listFiles(smallDir);
+    const hooli = (await dataLocations('hooli')).map((l) => path.basename(cachedPath(l)));
+    const initech = (await dataLocations('initech')).map((l) => path.basename(cachedPath(l)));
+    expect(hooli.every((f) => held.includes(f))).toBe(true);
+    expect(initech.every((f) => held.includes(f))).toBe(false);
   });
 });
