@@ -12,6 +12,7 @@
 // pinned while it is built and for the length of each query, and the engine
 // may open exactly those paths of this tenant, never another tenant's copies.
 
+import type { CacheStats } from '../iceberg/object-cache.js';
 import type { SqlCatalog } from '../iceberg/sql-catalog.js';
 import { namespaceOf } from '../tenancy/identifier.js';
 import type { LocalFiles, LocalFilesLease } from './local-files.js';
@@ -54,6 +55,11 @@ export class EnginePool {
     this.#reader = reader;
     this.#files = files;
     this.#memoryLimitMib = opts.memoryLimitMib;
+  }
+
+  /** The file cache's counters. */
+  get fileStats(): CacheStats {
+    return this.#files.stats;
   }
 
   /** Tenant contexts held now. */

@@ -12,7 +12,7 @@
 // allowed_paths stay right.
 
 import { FileStorage } from '../iceberg/file-storage.js';
-import { ObjectCache } from '../iceberg/object-cache.js';
+import { ObjectCache, type CacheStats } from '../iceberg/object-cache.js';
 import type { ObjectStorage } from '../iceberg/storage.js';
 
 export interface LocalFilesLease {
@@ -24,7 +24,11 @@ export interface LocalFilesLease {
 export interface LocalFiles {
   /** Local paths of these locations, kept on disk until release(). */
   acquire(locations: readonly string[]): Promise<LocalFilesLease>;
+  /** The cache's counters (all zero for a local warehouse: nothing is copied). */
+  readonly stats: CacheStats;
 }
+
+const NO_STATS: CacheStats = { hits: 0, misses: 0, evictions: 0, bytes: 0, files: 0 };
 
 export async function openLocalFiles(storage: ObjectStorage, cache: { dir: string; maxMib: number }): Promise<LocalFiles> {
   if (storage instanceof FileStorage) {
@@ -34,6 +38,7 @@ export async function openLocalFiles(storage: ObjectStorage, cache: { dir: strin
         for (const loc of locations) paths.set(loc, storage.pathOf(loc));
         return Promise.resolve({ paths, release: () => Promise.resolve() });
       },
+      stats: NO_STATS,
     };
   }
   return ObjectCache.open({ storage, dir: cache.dir, maxBytes: cache.maxMib * 1024 * 1024 });

@@ -96,7 +96,7 @@ export class QueryServer {
     });
     this.#catalog = SqlCatalog.open(s.catalogUrl, s.catalogName);
     this.#slots = new TenantSlots(s.queryMaxConcurrentPerTenant);
-    this.#metrics = new QueryMetrics({ running: () => this.#slots.total, contexts: () => this.#pool?.size ?? 0 });
+    this.#metrics = new QueryMetrics({ running: () => this.#slots.total, contexts: () => this.#pool?.size ?? 0, cache: () => this.#pool?.fileStats ?? NO_CACHE_STATS });
     this.#http = http.createServer((req, res) => void this.#handle(req, res));
     this.#http.keepAliveTimeout = 10_000;
   }
@@ -307,6 +307,8 @@ export class QueryServer {
     sendJson(res, 200, { tables });
   }
 }
+
+const NO_CACHE_STATS = { hits: 0, misses: 0, evictions: 0, bytes: 0, files: 0 };
 
 function digest(s: string): Buffer {
   return createHash('sha256').update(s, 'utf8').digest();

@@ -180,5 +180,11 @@ describe('siglake query on an S3 warehouse (SeaweedFS)', () => {
     const initech = (await dataLocations('initech')).map((l) => path.basename(cachedPath(l)));
     expect(hooli.every((f) => held.includes(f))).toBe(true);
     expect(initech.every((f) => held.includes(f))).toBe(false);
+    // The server's counters say the same: evictions happened, and the copies at rest fit the bound.
+    const m = await small.metrics();
+    expect(m.get('siglake_query_cache_evictions_total')).toBeGreaterThan(0);
+    expect(m.get('siglake_query_cache_misses_total')).toBeGreaterThan(initech.length + hooli.length);
+    expect(m.get('siglake_query_cache_bytes')).toBe(cachedBytes());
+    expect(m.get('siglake_query_cache_files')).toBe(held.length);
   });
 });
