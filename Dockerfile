@@ -31,6 +31,7 @@ USER siglake
 ENV SIGLAKE_WAL_DIR=/var/lib/siglake/wal
 ENV SIGLAKE_CATALOG_URL=sqlite:/var/lib/siglake/catalog.db
 ENV SIGLAKE_WAREHOUSE=/var/lib/siglake/warehouse
+ENV SIGLAKE_QUERY_CACHE_DIR=/var/lib/siglake/query-cache
 VOLUME ["/var/lib/siglake"]
 # 4317 OTLP/gRPC, 4318 OTLP/HTTP and /metrics, /healthz, /readyz;
 # 4380 `siglake query` (query.listen)

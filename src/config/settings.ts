@@ -708,6 +708,22 @@ export const SETTINGS = {
     doc: 'Request body bytes (as received) this replica writes per period for every tenant together. 0: unlimited.',
     parse: integer({ min: 0 }),
   }),
+  queryCacheDir: def<string>({
+    key: 'query.cacheDir',
+    flag: '--query-cache-dir',
+    category: 'query',
+    default: './data/query-cache',
+    doc: 'Local directory of the query file cache: the copies of an `s3://` warehouse\'s data files that the engine reads (docs/query.md). Unused with a local warehouse.',
+    parse: string({ nonEmpty: true }),
+  }),
+  queryCacheMaxMib: def<number>({
+    key: 'query.cacheMaxMib',
+    flag: '--query-cache-max-mib',
+    category: 'query',
+    default: 10240,
+    doc: 'Bound in MiB of the query file cache; least recently used copies go first. Files of running queries stay until they end, so the cache may exceed it while they need more.',
+    parse: integer({ min: 1, max: 1_073_741_824 }),
+  }),
 } as const;
 
 type ValueOf<D> = D extends SettingDef<infer T> ? T : never;

@@ -7,9 +7,15 @@
 // a new context is built over the new files (resolution cached by
 // metadata_location) and the old one closes when its last query ends. Idle
 // contexts beyond MAX_IDLE_CONTEXTS are closed, least recently used first.
+//
+// The engine opens local paths (local-files.ts): a context's data files are
+// pinned while it is built and for the length of each query, and the engine
+// may open exactly those paths of this tenant, never another tenant's copies.
 
+import type { CacheStats } from '../iceberg/object-cache.js';
 import type { SqlCatalog } from '../iceberg/sql-catalog.js';
 import { namespaceOf } from '../tenancy/identifier.js';
+import type { LocalFiles, LocalFilesLease } from './local-files.js';
 import type { TableFilesReader } from './table-files.js';
 import { TenantEngine } from './tenant-engine.js';
 
@@ -20,6 +26,10 @@ interface Context {
   readonly fingerprint: string;
   readonly engine: TenantEngine;
   readonly seq: number;
+  /** Every data file location the engine reads. */
+  readonly locations: readonly string[];
+  /** The files pinned while building, let go once the first query pinned its own. */
+  buildLease: LocalFilesLease | undefined;
   refs: number;
   retired: boolean;
 }
@@ -32,6 +42,7 @@ export interface Lease {
 export class EnginePool {
   readonly #catalog: SqlCatalog;
   readonly #reader: TableFilesReader;
+  readonly #files: LocalFiles;
   readonly #memoryLimitMib: number;
   /** tenant → current context; Map order is least recently used first. */
   readonly #current = new Map<string, Context>();
@@ -39,10 +50,16 @@ export class EnginePool {
   #seq = 0;
   #closed = false;
 
-  constructor(catalog: SqlCatalog, reader: TableFilesReader, opts: { memoryLimitMib: number }) {
+  constructor(catalog: SqlCatalog, reader: TableFilesReader, files: LocalFiles, opts: { memoryLimitMib: number }) {
     this.#catalog = catalog;
     this.#reader = reader;
+    this.#files = files;
     this.#memoryLimitMib = opts.memoryLimitMib;
+  }
+
+  /** The file cache's counters. */
+  get fileStats(): CacheStats {
+    return this.#files.stats;
   }
 
   /** Tenant contexts held now. */
@@ -78,23 +95,56 @@ export class EnginePool {
       this.#current.delete(tenant);
       this.#current.set(tenant, c);
     }
+    let files: LocalFilesLease;
+    try {
+      files = await this.#files.acquire(c.locations);
+    } catch (e) {
+      this.#unref(c);
+      throw e;
+    }
+    const built = c.buildLease;
+    c.buildLease = undefined;
+    if (built !== undefined) void built.release().catch(() => undefined);
     let released = false;
     return {
       engine: c.engine,
       release: () => {
         if (released) return;
         released = true;
-        c.refs--;
-        if (c.retired && c.refs === 0) c.engine.close();
-        this.#evictIdle();
+        void files.release().catch(() => undefined);
+        this.#unref(c);
       },
     };
   }
 
+  #unref(c: Context): void {
+    c.refs--;
+    if (c.retired && c.refs === 0) this.#closeContext(c);
+    this.#evictIdle();
+  }
+
+  #closeContext(c: Context): void {
+    c.engine.close();
+    const built = c.buildLease;
+    c.buildLease = undefined;
+    if (built !== undefined) void built.release().catch(() => undefined);
+  }
+
   async #build(tenant: string, ns: string, fingerprint: string, tables: { name: string; location: string }[], seq: number): Promise<Context> {
     const resolved = await Promise.all(tables.map(async (t) => ({ name: t.name, files: (await this.#reader.read(ns, t.location)).files })));
-    const engine = await TenantEngine.open(resolved, { memoryLimitMib: this.#memoryLimitMib });
-    const ctx: Context = { tenant, fingerprint, engine, seq, refs: 0, retired: false };
+    const locations = resolved.flatMap((t) => t.files);
+    const lease = await this.#files.acquire(locations);
+    let engine: TenantEngine;
+    try {
+      engine = await TenantEngine.open(
+        resolved.map((t) => ({ name: t.name, files: t.files.map((f) => lease.paths.get(f)!) })),
+        { memoryLimitMib: this.#memoryLimitMib },
+      );
+    } catch (e) {
+      await lease.release();
+      throw e;
+    }
+    const ctx: Context = { tenant, fingerprint, engine, seq, locations, buildLease: lease, refs: 0, retired: false };
     const old = this.#current.get(tenant);
     if (this.#closed || (old !== undefined && old.seq > seq)) {
       // Planned before the current one (or the pool is closing): serve this query, then close.
@@ -110,7 +160,7 @@ export class EnginePool {
   #retire(ctx: Context): void {
     if (this.#current.get(ctx.tenant) === ctx) this.#current.delete(ctx.tenant);
     ctx.retired = true;
-    if (ctx.refs === 0) ctx.engine.close();
+    if (ctx.refs === 0) this.#closeContext(ctx);
   }
 
   #evictIdle(): void {

@@ -2,6 +2,7 @@
 // that a user alerts on exists at zero from start-up (contract query §4).
 
 import client, { type Registry } from 'prom-client';
+import type { CacheStats } from '../iceberg/object-cache.js';
 import { QUERY_DENIED_REASONS, type QueryDeniedReason } from './query-error.js';
 
 export const QUERY_ENDPOINTS = ['sql', 'sql_shard', 'tables'] as const;
@@ -15,7 +16,7 @@ export class QueryMetrics {
   readonly #timeouts: client.Counter;
   readonly #shardErrors: client.Counter;
 
-  constructor(gauges: { running: () => number; contexts: () => number }) {
+  constructor(gauges: { running: () => number; contexts: () => number; cache: () => CacheStats }) {
     const registry = new client.Registry();
     this.registry = registry;
     this.#denied = new client.Counter({
@@ -57,6 +58,39 @@ export class QueryMetrics {
         this.set(gauges.running());
       },
     });
+    // The file cache of an s3:// warehouse (docs/query.md); all zero for a local one.
+    new client.Gauge({
+      name: 'siglake_query_cache_bytes',
+      help: 'Bytes of data-file copies in query.cacheDir now (above query.cacheMaxMib only while running queries pin them).',
+      registers: [registry],
+      collect() {
+        this.set(gauges.cache().bytes);
+      },
+    });
+    new client.Gauge({
+      name: 'siglake_query_cache_files',
+      help: 'Data-file copies in query.cacheDir now.',
+      registers: [registry],
+      collect() {
+        this.set(gauges.cache().files);
+      },
+    });
+    for (const [name, help, of] of [
+      ['siglake_query_cache_hits_total', 'Data files a query found in the cache (or already being downloaded).', (c: CacheStats) => c.hits],
+      ['siglake_query_cache_misses_total', 'Data files downloaded from the warehouse into the cache.', (c: CacheStats) => c.misses],
+      ['siglake_query_cache_evictions_total', 'Copies removed from the cache to keep it within query.cacheMaxMib.', (c: CacheStats) => c.evictions],
+    ] as const) {
+      new client.Counter({
+        name,
+        help,
+        registers: [registry],
+        collect() {
+          // The cache keeps the running total; mirror it.
+          this.reset();
+          this.inc(of(gauges.cache()));
+        },
+      });
+    }
     new client.Gauge({
       name: 'siglake_query_tenant_contexts',
       help: 'Tenant contexts (embedded engine instances) held now.',

@@ -19,12 +19,15 @@ import { loadTokenFile } from '../auth/static-tokens.js';
 import type { Settings } from '../config/settings.js';
 import { ConfigError } from '../errors.js';
 import { FileStorage } from '../iceberg/file-storage.js';
+import type { ObjectStorage } from '../iceberg/storage.js';
+import { closeWarehouse, isS3Warehouse } from '../iceberg/warehouse.js';
 import { SqlCatalog } from '../iceberg/sql-catalog.js';
 import type { Logger } from '../log.js';
 import { namespaceOf } from '../tenancy/identifier.js';
 import { sendError, sendForwarded, sendJson, sendNdjson, sendResult, wantsNdjson } from './answers.js';
 import { TenantSlots } from './concurrency.js';
 import { EnginePool } from './engine-pool.js';
+import { openLocalFiles } from './local-files.js';
 import { asQueryError, QueryError } from './query-error.js';
 import { QueryMetrics, type QueryEndpoint } from './query-metrics.js';
 import { runQuery } from './query-runner.js';
@@ -44,8 +47,10 @@ export class QueryServer {
   readonly #auth: Authenticator;
   readonly #gate: TenantGate;
   readonly #catalog: SqlCatalog;
-  readonly #reader: TableFilesReader;
-  readonly #pool: EnginePool;
+  // Set by start(), before the port listens: an S3 warehouse's client is loaded on demand.
+  #storage: ObjectStorage | undefined;
+  #reader!: TableFilesReader;
+  #pool: EnginePool | undefined;
   readonly #slots: TenantSlots;
   readonly #metrics: QueryMetrics;
   readonly #forwarder: ShardForwarder | undefined;
@@ -90,11 +95,8 @@ export class QueryServer {
         : {}),
     });
     this.#catalog = SqlCatalog.open(s.catalogUrl, s.catalogName);
-    const storage = new FileStorage(s.warehousePath);
-    this.#reader = new TableFilesReader(storage);
-    this.#pool = new EnginePool(this.#catalog, this.#reader, { memoryLimitMib: s.queryMemoryLimitMib });
     this.#slots = new TenantSlots(s.queryMaxConcurrentPerTenant);
-    this.#metrics = new QueryMetrics({ running: () => this.#slots.total, contexts: () => this.#pool.size });
+    this.#metrics = new QueryMetrics({ running: () => this.#slots.total, contexts: () => this.#pool?.size ?? 0, cache: () => this.#pool?.fileStats ?? NO_CACHE_STATS });
     this.#http = http.createServer((req, res) => void this.#handle(req, res));
     this.#http.keepAliveTimeout = 10_000;
   }
@@ -108,6 +110,21 @@ export class QueryServer {
   }
 
   async start(): Promise<void> {
+    const s = this.#s;
+    // Read-only: no probe write (the ingester's compactor probes the bucket); a
+    // store that cannot be read shows as a 5xx on the first query.
+    const storage: ObjectStorage = isS3Warehouse(s.warehousePath)
+      ? new (await import('../iceberg/s3-storage.js')).S3Storage({
+          uri: s.warehousePath,
+          endpoint: s.warehouseS3Endpoint,
+          region: s.warehouseS3Region,
+          forcePathStyle: s.warehouseS3ForcePathStyle,
+        })
+      : new FileStorage(s.warehousePath);
+    this.#storage = storage;
+    this.#reader = new TableFilesReader(storage);
+    const files = await openLocalFiles(storage, { dir: s.queryCacheDir, maxMib: s.queryCacheMaxMib });
+    this.#pool = new EnginePool(this.#catalog, this.#reader, files, { memoryLimitMib: s.queryMemoryLimitMib });
     const { host, port } = this.#s.queryListen;
     await new Promise<void>((resolve, reject) => {
       this.#http.once('error', reject);
@@ -144,7 +161,8 @@ export class QueryServer {
     this.#stopping.abort();
     while (this.#inFlight > 0) await new Promise((r) => setTimeout(r, 20));
     this.#http.closeAllConnections();
-    this.#pool.close();
+    this.#pool?.close();
+    if (this.#storage !== undefined) closeWarehouse(this.#storage);
     await this.#catalog.close();
     return interrupted;
   }
@@ -243,7 +261,7 @@ export class QueryServer {
     };
     res.once('close', onClose);
     try {
-      const lease = await this.#pool.acquire(tenant);
+      const lease = await this.#pool!.acquire(tenant);
       try {
         const result = await runQuery(lease.engine, sql, {
           maxRows: this.#s.queryMaxRows,
@@ -289,6 +307,8 @@ export class QueryServer {
     sendJson(res, 200, { tables });
   }
 }
+
+const NO_CACHE_STATS = { hits: 0, misses: 0, evictions: 0, bytes: 0, files: 0 };
 
 function digest(s: string): Buffer {
   return createHash('sha256').update(s, 'utf8').digest();

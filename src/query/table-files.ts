@@ -7,11 +7,15 @@
 //
 // Every data file must lie under its table's location, and the table under
 // `<warehouse>/<namespace>/`: the query engine is allowed to open exactly
-// these files, so a path outside them is a corrupt table, never a file to read.
+// these files, so a location outside them is a corrupt table, never a file to
+// read. Locations are compared as URIs (`file:///…` or `s3://…`), segment by
+// segment: an empty, `.` or `..` segment is refused, so no prefix check can be
+// walked out of. Metadata and manifests are read through the ObjectStorage;
+// the data files are opened by the engine from local paths (engine-pool.ts:
+// the file itself for a local warehouse, a cached copy for S3).
 
-import path from 'node:path';
 import { AvroFile, type AvroRecord } from '../iceberg/avro-file.js';
-import type { FileStorage } from '../iceberg/file-storage.js';
+import type { ObjectStorage } from '../iceberg/storage.js';
 import { LosslessJson } from '../iceberg/lossless-json.js';
 import { ManifestList } from '../iceberg/manifest-list.js';
 import { TableMetadata } from '../iceberg/table-metadata.js';
@@ -20,7 +24,7 @@ import { QueryError } from './query-error.js';
 /** The readable state of a table at one metadata file. */
 export interface TableFiles {
   readonly metadataLocation: string;
-  /** Absolute paths of the live Parquet data files. */
+  /** Locations (URIs) of the live Parquet data files. */
   readonly files: readonly string[];
   readonly rowCount: number;
   /** `siglake.table-kind` (`logs`, `traces`) or `index` for a managed index's table. */
@@ -34,10 +38,10 @@ const DATA_FILE_CONTENT_DATA = 0;
 const CACHE_ENTRIES = 4096;
 
 export class TableFilesReader {
-  readonly #storage: FileStorage;
+  readonly #storage: ObjectStorage;
   readonly #cache = new Map<string, Promise<TableFiles>>();
 
-  constructor(storage: FileStorage) {
+  constructor(storage: ObjectStorage) {
     this.#storage = storage;
   }
 
@@ -60,9 +64,8 @@ export class TableFilesReader {
     const storage = this.#storage;
     const text = Buffer.from(await storage.get(metadataLocation)).toString('utf8');
     const meta = TableMetadata.parse(text, metadataLocation);
-    const tableDir = storage.pathOf(meta.location.replace(/\/+$/, ''));
-    const nsDir = path.join(storage.rootDir, namespace);
-    if (!tableDir.startsWith(nsDir + path.sep)) throw corrupt(`${metadataLocation}: table location is not under its namespace's directory`);
+    const tableLoc = meta.location.replace(/\/+$/, '');
+    if (!isUnder(tableLoc, storage.locationOf(namespace))) throw corrupt(`${metadataLocation}: table location is not under its namespace's directory`);
     const properties = propertiesOf(text);
     const snap = meta.currentSnapshot();
     if (snap === null) return { metadataLocation, files: [], rowCount: 0, properties };
@@ -77,14 +80,29 @@ export class TableFilesReader {
         const df = entry['data_file'] as AvroRecord;
         if (Number(df['content'] ?? 0) !== DATA_FILE_CONTENT_DATA) throw corrupt(`${manifest}: delete files are not supported`);
         if (String(df['file_format']).toUpperCase() !== 'PARQUET') throw corrupt(`${manifest}: a data file is not Parquet`);
-        const file = storage.pathOf(String(df['file_path']));
-        if (!file.startsWith(tableDir + path.sep)) throw corrupt(`${manifest}: a data file lies outside its table's location`);
+        const file = String(df['file_path']);
+        if (!isUnder(file, tableLoc)) throw corrupt(`${manifest}: a data file lies outside its table's location`);
         files.push(file);
         rows += Number(df['record_count']);
       }
     }
     return { metadataLocation, files, rowCount: rows, properties };
   }
+}
+
+/** `location` names something strictly below `parent`, through plain segments only. */
+function isUnder(location: string, parent: string): boolean {
+  if (!location.startsWith(parent + '/')) return false;
+  for (const seg of location.slice(parent.length + 1).split('/')) {
+    let plain: string;
+    try {
+      plain = decodeURIComponent(seg);
+    } catch {
+      return false;
+    }
+    if (plain === '' || plain === '.' || plain === '..' || plain.includes('/') || plain.includes('\\')) return false;
+  }
+  return true;
 }
 
 function propertiesOf(text: string): Record<string, string> {

@@ -6,7 +6,8 @@
 //    give, parsed here so the test cannot drift from the image. The image's
 //    VOLUME is a directory owned by that user (as the image chowns it); the
 //    only rewrite is that directory's path. A record sent must land in
-//    Iceberg, read back by an independent reader (icebird).
+//    Iceberg, read back by an independent reader (icebird), and `siglake
+//    query` started the same way must be ready and return it.
 // 2. The start-up check: the old image (only SIGLAKE_WAL_DIR set) and a
 //    warehouse the user cannot write stop start-up with exit 2 and one line
 //    naming the setting and its source.
@@ -17,12 +18,14 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SETTINGS } from '../../src/config/settings.js';
 import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
 import { execForm, imageEnv, imageVolumes, parseDockerfile } from '../helpers/dockerfile.js';
 import { post } from '../helpers/http.js';
 import { icebirdRows, installFileFetch } from '../helpers/iceberg.js';
 import { CLI, REPO, RunningIngester, tempDir, type LogLine } from '../helpers/ingester.js';
 import { jsonBytes, logsJson } from '../helpers/otlp-bodies.js';
+import { postSql, RunningQuery } from '../helpers/query.js';
 
 /** `nobody`: an unprivileged user with no other rights here. */
 const UID = 65534;
@@ -106,6 +109,47 @@ async function startAsUser(layout: Layout, args: string[]): Promise<RunningInges
   return ing;
 }
 
+/** `siglake query` as the user, on a free port instead of the image's 4380 (query.listen's default). */
+async function startQueryAsUser(layout: Layout): Promise<RunningQuery> {
+  const child = spawn('setpriv', [...AS_USER, ...entrypoint(), 'query', '--query-listen', '127.0.0.1:0'], {
+    cwd: layout.workdir,
+    env: layout.env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const q = new RunningQuery(child);
+  await new Promise<void>((resolve, reject) => {
+    let buf = '';
+    const timer = setTimeout(() => reject(new Error(`no 'ready' in time; stderr: ${q.stderr}`)), 30_000);
+    child.stdout!.setEncoding('utf8');
+    child.stdout!.on('data', (chunk: string) => {
+      buf += chunk;
+      for (let nl = buf.indexOf('\n'); nl !== -1; nl = buf.indexOf('\n')) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        let parsed: LogLine;
+        try {
+          parsed = JSON.parse(line) as LogLine;
+        } catch {
+          continue;
+        }
+        q.logs.push(parsed);
+        if (parsed.msg === 'listening') q.port = parsed['port'] as number;
+        if (parsed.msg === 'ready') {
+          clearTimeout(timer);
+          resolve();
+        }
+      }
+    });
+    child.stderr!.setEncoding('utf8');
+    child.stderr!.on('data', (c: string) => (q.stderr += c));
+    void q.exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`query exited with ${code} before 'ready'; stderr: ${q.stderr}`));
+    });
+  });
+  return q;
+}
+
 function runAsUser(layout: Layout, args: string[]): { status: number | null; stderr: string } {
   const r = spawnSync('setpriv', [...AS_USER, ...entrypoint(), ...args], { cwd: layout.workdir, env: layout.env, encoding: 'utf8', timeout: 60_000 });
   return { status: r.status, stderr: r.stderr };
@@ -137,11 +181,13 @@ async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutM
 describe('the image runtime (Dockerfile ENV, non-root user, root-owned WORKDIR), without Docker', () => {
   let restoreFetch: () => void;
   const running: RunningIngester[] = [];
+  const queries: RunningQuery[] = [];
   beforeAll(() => {
     restoreFetch = installFileFetch();
   });
   afterAll(async () => {
     for (const r of running) await r.kill9();
+    for (const q of queries) await q.stop(5_000);
     restoreFetch();
   });
 
@@ -154,6 +200,8 @@ describe('the image runtime (Dockerfile ENV, non-root user, root-owned WORKDIR),
     expect(env['SIGLAKE_CATALOG_URL']).toMatch(/^sqlite:\//);
     expect(onVolume(env['SIGLAKE_CATALOG_URL']!.slice('sqlite:'.length))).toBe(true);
     expect(onVolume(env['SIGLAKE_WAREHOUSE']!)).toBe(true);
+    // `siglake query`'s file cache (used with an s3:// warehouse) is on the volume too, not in the read-only WORKDIR.
+    expect(onVolume(env['SIGLAKE_QUERY_CACHE_DIR']!)).toBe(true);
     // The runtime stage runs as a non-root user.
     const final = parseDockerfile().at(-1)!;
     expect(final.instructions.filter((i) => i.op === 'USER').map((i) => i.args)).toEqual(['siglake']);
@@ -178,6 +226,17 @@ describe('the image runtime (Dockerfile ENV, non-root user, root-owned WORKDIR),
     expect(fs.readdirSync(layout.workdir)).toEqual([]);
     for (const name of fs.readdirSync(layout.volume)) expect(fs.statSync(path.join(layout.volume, name)).uid).toBe(UID);
     expect(await ing.stop()).toBe(0);
+
+    // `siglake query` with exactly the image's environment, as the same user, reads it back.
+    expect(SETTINGS.queryListen.default).toEqual({ host: '0.0.0.0', port: 4380 });
+    const q = await startQueryAsUser(layout);
+    queries.push(q);
+    expect((await fetch(`${q.url}/readyz`)).status).toBe(200);
+    const a = await postSql(q.url, 'SELECT body FROM logs');
+    expect(a.status, a.text).toBe(200);
+    expect(a.body['rows']).toEqual([['landed-from-the-image-layout']]);
+    expect(fs.readdirSync(layout.workdir)).toEqual([]);
+    expect(await q.stop()).toBe(0);
   });
 
   it('`siglake compact --once` as the unprivileged user lands what an ingester without a compactor wrote', async () => {
@@ -306,7 +365,7 @@ describe('the Dockerfile build, without Docker', () => {
     expect(execForm(stages[1]!, 'CMD')).toEqual(['ingest']);
     const help = spawnSync(process.execPath, [CLI, 'help'], { encoding: 'utf8' });
     expect(help.status).toBe(0);
-    for (const cmd of ['ingest', 'compact']) expect(help.stdout).toMatch(new RegExp(`^  ${cmd}\\b`, 'm'));
+    for (const cmd of ['ingest', 'compact', 'query']) expect(help.stdout).toMatch(new RegExp(`^  ${cmd}\\b`, 'm'));
     const exposed = stages[1]!.instructions.filter((i) => i.op === 'EXPOSE').flatMap((i) => i.args.split(' '));
     // OTLP/gRPC, OTLP/HTTP and the query server's query.listen (query-contract §2).
     expect(exposed).toEqual(['4317', '4318', '4380']);

@@ -1,7 +1,8 @@
 // Monitoring (issue 17 item 4): the Prometheus rules and the Grafana
 // dashboard name only metrics a running Siglake exposes (checked against the
-// /metrics of a real `siglake ingest`), `promtool check metrics` passes clean
-// on that /metrics, `promtool test rules` passes (the tests pin the time from
+// /metrics of a real `siglake ingest` and, for `siglake_query_*`, of a real
+// `siglake query`), `promtool check metrics` passes clean on both /metrics,
+// `promtool test rules` passes (the tests pin the time from
 // each fault to its alert), every alert has such a test, and every alert's
 // runbook_url points at a heading of docs/runbooks.md.
 
@@ -11,8 +12,9 @@ import path from 'node:path';
 import YAML from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { post } from '../helpers/http.js';
-import { REPO, startIngester, type RunningIngester } from '../helpers/ingester.js';
+import { REPO, startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
 import { jsonBytes, logsJson } from '../helpers/otlp-bodies.js';
+import { icebergFlags, postSql, startQuery, type RunningQuery } from '../helpers/query.js';
 
 const PROM = path.join(REPO, 'deploy/prometheus');
 const RULES = path.join(PROM, 'siglake-rules.yaml');
@@ -40,14 +42,6 @@ const dashboardExprs: string[] = [];
   }
 })(JSON.parse(fs.readFileSync(DASHBOARD, 'utf8')));
 
-const pending = new Set(
-  fs
-    .readFileSync(path.join(PROM, 'pending-metrics.txt'), 'utf8')
-    .split('\n')
-    .map((l) => l.trim())
-    .filter((l) => l !== '' && !l.startsWith('#')),
-);
-
 /** Metric names in a PromQL expression (recording-rule names contain ':' and are not metrics). */
 function metricNames(expr: string): string[] {
   return [...expr.matchAll(/(?<![:\w])((?:siglake|nodejs|process)_[A-Za-z0-9_]+)/g)].map((m) => m[1]!);
@@ -70,58 +64,79 @@ function slug(heading: string): string {
     .replace(/\s/g, '-');
 }
 
-describe('monitoring against a live siglake ingest', () => {
-  let ing: RunningIngester;
-  let text = '';
-  /** Series names on /metrics (histograms' _bucket/_sum/_count included) → their label sets. */
+/** Series names on a /metrics text (histograms' _bucket/_sum/_count included) → their label sets. */
+function seriesOf(text: string): Map<string, Record<string, string>[]> {
   const series = new Map<string, Record<string, string>[]>();
+  for (const line of text.split('\n')) {
+    const m = /^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})? /.exec(line);
+    if (m === null) continue;
+    const labels = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((l) => [l[1]!, l[2]!]));
+    series.set(m[1]!, [...(series.get(m[1]!) ?? []), labels]);
+  }
+  return series;
+}
+
+/** The query server's metrics are scraped from `siglake query`, every other one from `siglake ingest`. */
+const isQueryMetric = (name: string) => name.startsWith('siglake_query_');
+
+describe('monitoring against a live siglake ingest and siglake query', () => {
+  let ing: RunningIngester;
+  let q: RunningQuery;
+  const queryDir = tempDir('siglake-monitoring-query-');
+  let ingestText = '';
+  let queryText = '';
+  let ingestSeries = new Map<string, Record<string, string>[]>();
+  let querySeries = new Map<string, Record<string, string>[]>();
+  const seriesFor = (name: string) => (isQueryMetric(name) ? querySeries : ingestSeries);
 
   beforeAll(async () => {
     ing = await startIngester();
     expect((await post(ing.url, '/v1/logs', jsonBytes(logsJson(['one'])), { contentType: 'application/json' })).status).toBe(200);
-    text = await (await fetch(`${ing.url}/metrics`)).text();
-    for (const line of text.split('\n')) {
-      const m = /^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})? /.exec(line);
-      if (m === null) continue;
-      const labels = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((l) => [l[1]!, l[2]!]));
-      series.set(m[1]!, [...(series.get(m[1]!) ?? []), labels]);
-    }
+    ingestText = await (await fetch(`${ing.url}/metrics`)).text();
+    ingestSeries = seriesOf(ingestText);
+    q = await startQuery(queryDir, icebergFlags(queryDir));
+    // One answered query, so the request counter has moved as well as its zero series.
+    expect((await postSql(q.url, 'SELECT 1 AS one')).status).toBe(200);
+    queryText = await (await fetch(`${q.url}/metrics`)).text();
+    querySeries = seriesOf(queryText);
   });
   afterAll(async () => {
-    await ing.stop();
+    await ing?.stop();
+    await q?.stop();
+    fs.rmSync(queryDir, { recursive: true, force: true });
   });
 
-  it('`promtool check metrics` passes clean on /metrics', () => {
-    const r = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+  it.each([
+    ['siglake ingest', () => ingestText],
+    ['siglake query', () => queryText],
+  ])('`promtool check metrics` passes clean on the /metrics of %s', (_name, text) => {
+    expect(text()).not.toBe('');
+    const r = spawnSync('promtool', ['check', 'metrics'], { input: text(), encoding: 'utf8' });
     expect(r.stdout + r.stderr).toBe('');
     expect(r.status).toBe(0);
   });
 
-  it('every metric the rules and the dashboard name is on /metrics (the query server\'s are listed as pending)', () => {
+  it('every metric the rules and the dashboard name is on the /metrics of the server that exposes it', () => {
     const named = new Set([...rules.map((r) => r.expr), ...dashboardExprs].flatMap(metricNames));
     expect(named.size).toBeGreaterThan(20);
-    const missing = [...named].filter((n) => !series.has(n) && !pending.has(n));
+    expect([...named].filter(isQueryMetric).sort()).toEqual(['siglake_query_requests_total', 'siglake_query_tenant_denied_total']);
+    const missing = [...named].filter((n) => !seriesFor(n).has(n));
     expect(missing).toEqual([]);
-    // The pending list holds only what is really missing.
-    for (const p of pending) expect(series.has(p), `${p} is exposed now: remove it from pending-metrics.txt`).toBe(false);
-  });
-
-  it('pending metrics are not registered anywhere in src/ yet (when they are, scrape their server here and empty the list)', () => {
-    const files = fs.readdirSync(path.join(REPO, 'src'), { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.ts'));
-    for (const f of files) {
-      const src = fs.readFileSync(path.join(REPO, 'src', f), 'utf8');
-      for (const p of pending) expect(src.includes(`'${p}'`), `${p} in src/${f}`).toBe(false);
-    }
+    expect(querySeries.get('siglake_query_requests_total')?.some((l) => l['endpoint'] === 'sql' && l['status'] === '200')).toBe(true);
+    expect(/^siglake_query_requests_total\{endpoint="sql",status="200"\} 1$/m.test(queryText)).toBe(true);
   });
 
   it('every label value the rules and the dashboard select on exists at zero from start-up', () => {
     for (const expr of [...rules.map((r) => r.expr), ...dashboardExprs]) {
       for (const s of selectors(expr)) {
         // Status values appear as they happen (contract §8); job and instance come from the scrape.
-        if (['job', 'instance', 'status', 'le'].includes(s.label) || pending.has(s.metric)) continue;
-        expect(series.get(s.metric)?.some((l) => l[s.label] === s.value), `${s.metric}{${s.label}="${s.value}"}`).toBe(true);
+        if (['job', 'instance', 'status', 'le'].includes(s.label)) continue;
+        expect(seriesFor(s.metric).get(s.metric)?.some((l) => l[s.label] === s.value), `${s.metric}{${s.label}="${s.value}"}`).toBe(true);
       }
     }
+    // The denial reasons the query alert groups by exist at zero.
+    const reasons = (querySeries.get('siglake_query_tenant_denied_total') ?? []).map((l) => l['reason']);
+    expect(reasons.length).toBeGreaterThan(0);
   });
 });
 

@@ -107,8 +107,8 @@ a pod that crash-loops or is OOM-killed.
 {{- end -}}
 
 {{/*
-The image sets SIGLAKE_WAL_DIR, SIGLAKE_CATALOG_URL and SIGLAKE_WAREHOUSE
-(issue 19), and an env var wins over the config file: so the pods set them
+The image sets SIGLAKE_WAL_DIR, SIGLAKE_CATALOG_URL, SIGLAKE_WAREHOUSE
+(issue 19) and SIGLAKE_QUERY_CACHE_DIR, and an env var wins over the config file: so the pods set them
 to the values' settings. The catalog URL comes from the chart's Secret, or
 from pods.catalogUrlSecret (a URL with its password, kept out of the values).
 */}}
@@ -129,6 +129,10 @@ from pods.catalogUrlSecret (a URL with its password, kept out of the values).
       {{- end }}
 - name: SIGLAKE_WAREHOUSE
   value: {{ .root.Values.warehouse.path | quote }}
+{{- with .root.Values.query.cacheDir }}
+- name: SIGLAKE_QUERY_CACHE_DIR
+  value: {{ . | quote }}
+{{- end }}
 {{- end -}}
 
 {{- define "siglake.securityContext" -}}
