@@ -295,11 +295,10 @@ describe('RedisBudget with a shared redis-server', () => {
     bad(() => new RedisBudget({ ...base, ratePerSec: -5 }), 'ratePerSec');
     bad(() => new RedisBudget({ ...base, burst: 0 }), 'burst');
     bad(() => new RedisBudget({ ...base, globalRatePerSec: -1 }), 'globalRatePerSec');
-    bad(() => new RedisBudget({ ...base, globalRatePerSec: 0 }), 'globalRatePerSec');
     bad(() => new RedisBudget({ ...base, ratePerSec: 0, globalRatePerSec: 10 }), 'globalRatePerSec');
-    bad(() => new RedisBudget({ ...base, globalBurst: 0 }), 'globalBurst');
+    bad(() => new RedisBudget({ ...base, globalRatePerSec: 10, globalBurst: 0 }), 'globalBurst');
     // An explicit lease applies to every budget: it must fit the smaller burst.
-    bad(() => new RedisBudget({ ...base, globalBurst: 3, leaseSize: 4 }), 'leaseSize');
+    bad(() => new RedisBudget({ ...base, globalRatePerSec: 10, globalBurst: 3, leaseSize: 4 }), 'leaseSize');
   });
 });
 
@@ -320,6 +319,8 @@ describe('RedisBudget when Redis fails', () => {
       url: server.url,
       ratePerSec: 5,
       burst: 5,
+      // Contract §9: a global bucket exists only when its rate is set.
+      globalRatePerSec: 5,
       maxTenantBuckets: 4,
       leaseSize: 1,
       commandTimeoutMs: 100,

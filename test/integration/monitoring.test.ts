@@ -60,7 +60,7 @@ function slug(heading: string): string {
   return heading
     .trim()
     .toLowerCase()
-    .replace(/[^\p{L}\p{N}\s-]/gu, '')
+    .replace(/[^\p{L}\p{N}\s_-]/gu, '') // GitHub keeps letters, digits, - and _
     .replace(/\s/g, '-');
 }
 
