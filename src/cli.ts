@@ -17,6 +17,8 @@ commands:
   wal verify DIR          check WAL segments; exit 1 on corruption recovery would not repair
   wal dump DIR            print one JSON line per WAL record
   config reference        print the configuration reference (Markdown)
+  index create|update --file F | list | show NAME | delete NAME [--tenant T]
+                          manage a tenant's indexes in the catalog (docs/indexes.md)
 `;
 
 function fail(message: string, code: number): never {
@@ -121,6 +123,11 @@ async function main(argv: string[]): Promise<void> {
     }
     case 'config':
       return config(rest);
+    case 'index': {
+      const { runIndexCommand } = await import('./indexes/command.js');
+      process.exitCode = await runIndexCommand(rest);
+      return;
+    }
     case 'loadgen': {
       const { runLoadgen } = await import('./loadgen/command.js');
       process.exitCode = await runLoadgen(rest);
