@@ -8,6 +8,7 @@ import { createLogger } from '../log.js';
 import { CompactorLoop, type RoundOutcome } from './compactor-loop.js';
 import { CompactorSetup, type CompactorSettings } from './compactor-setup.js';
 import { CompactorStats } from './compactor-stats.js';
+import type { LabelledMessage } from '../indexes/labelled-counts.js';
 
 export interface CompactorThreadData {
   readonly settings: CompactorSettings;
@@ -32,7 +33,13 @@ async function main(): Promise<void> {
     stats: new CompactorStats(data.statsSab),
     boundary: new Map(data.boundary),
   });
-  const loop = new CompactorLoop(setup.compactor, data.settings.compactIntervalSecs * 1000, log, postRound);
+  // Labelled counters (src/indexes) go to the parent after each round, with its outcome.
+  const afterRound = (outcome: RoundOutcome): void => {
+    const deltas = setup.compactor.labelled.take();
+    if (deltas.length > 0) parentPort!.postMessage({ type: 'labelled', deltas } satisfies LabelledMessage);
+    postRound(outcome);
+  };
+  const loop = new CompactorLoop(setup.compactor, data.settings.compactIntervalSecs * 1000, log, afterRound);
   parentPort!.on('message', (m: unknown) => {
     if (m === 'stop') {
       void loop.stop().then(async () => {

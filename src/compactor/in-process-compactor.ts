@@ -9,6 +9,7 @@ import { CompactorMetrics } from './compactor-metrics.js';
 import { earlierLifeBoundary, type CompactorSettings } from './compactor-setup.js';
 import { CompactorStats } from './compactor-stats.js';
 import type { CompactorThreadData, RoundMessage } from './compactor-thread.js';
+import { LabelledCompactorMetrics } from '../indexes/labelled-counts.js';
 
 /** Old-generation heap of the compactor thread. */
 const COMPACTOR_HEAP_MIB = 512;
@@ -25,6 +26,7 @@ export class InProcessCompactor {
   /** When the current run of failed rounds began (null while the last round did not fail). */
   #failingSince: number | null = null;
   #lastError = '';
+  readonly #labelled: LabelledCompactorMetrics;
 
   constructor(opts: {
     settings: CompactorSettings & { compactMaxFailingSecs: number };
@@ -45,6 +47,7 @@ export class InProcessCompactor {
     this.#maxFailingMs = opts.settings.compactMaxFailingSecs * 1000;
     this.#now = opts.now ?? Date.now;
     new CompactorMetrics(opts.registry, this.#stats);
+    this.#labelled = new LabelledCompactorMetrics(opts.registry);
     const self = this;
     new client.Gauge({
       name: 'siglake_compactor_failing_seconds',
@@ -77,6 +80,10 @@ export class InProcessCompactor {
   }
 
   #onMessage(m: unknown): void {
+    if (LabelledCompactorMetrics.isMessage(m)) {
+      this.#labelled.add(m.deltas);
+      return;
+    }
     if (typeof m !== 'object' || m === null || (m as RoundMessage).type !== 'round') return;
     const outcome = (m as RoundMessage).outcome;
     if (!outcome.failed) {

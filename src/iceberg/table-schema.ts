@@ -6,7 +6,7 @@
 // Field ids are stable forever: a new column gets a new id, an id is never
 // reused. Map key/value ids live in the 100s.
 
-export type ColumnType = 'timestamptz' | 'long' | 'int' | 'string' | 'map';
+export type ColumnType = 'timestamptz' | 'long' | 'int' | 'string' | 'map' | 'double' | 'boolean';
 
 export interface ColumnDef {
   readonly id: number;
@@ -22,7 +22,7 @@ export interface ColumnDef {
 /** A Parquet SchemaElement as hyparquet-writer takes it. */
 export interface ParquetSchemaElement {
   name: string;
-  type?: 'INT32' | 'INT64' | 'BYTE_ARRAY';
+  type?: 'INT32' | 'INT64' | 'BYTE_ARRAY' | 'DOUBLE' | 'BOOLEAN';
   repetition_type?: 'REQUIRED' | 'OPTIONAL' | 'REPEATED';
   converted_type?: 'UTF8' | 'MAP' | 'MAP_KEY_VALUE';
   logical_type?: { type: 'TIMESTAMP'; isAdjustedToUTC: boolean; unit: 'MICROS' } | { type: 'STRING' } | { type: 'MAP' };
@@ -37,14 +37,15 @@ const PARTITION_FIELD_ID = 1000;
 export class TableSchema {
   readonly kind: TableKind;
   readonly columns: readonly ColumnDef[];
-  readonly schemaId = 0;
+  readonly schemaId: number;
   readonly specId = 0;
   /** The event-time column the table is partitioned by (day transform). */
   readonly timeColumn: ColumnDef;
   readonly #byId = new Map<number, ColumnDef>();
 
-  private constructor(kind: TableKind, columns: readonly ColumnDef[]) {
+  private constructor(kind: TableKind, columns: readonly ColumnDef[], schemaId = 0) {
     this.kind = kind;
+    this.schemaId = schemaId;
     this.columns = Object.freeze(columns.map((c) => Object.freeze({ ...c })));
     for (const c of this.columns) this.#byId.set(c.id, c);
     this.timeColumn = this.columns[0]!;
@@ -62,6 +63,14 @@ export class TableSchema {
 
   get partitionFieldName(): string {
     return `${this.timeColumn.name}_day`;
+  }
+
+  /**
+   * This schema plus `extra` columns after the base ones (an index's mapped
+   * columns, src/indexes), as the table's schema `schemaId` holds them.
+   */
+  withColumns(extra: readonly ColumnDef[], schemaId: number): TableSchema {
+    return new TableSchema(this.kind, [...this.columns, ...extra], schemaId);
   }
 
   column(id: number): ColumnDef | undefined {
@@ -117,6 +126,12 @@ export class TableSchema {
           break;
         case 'int':
           out.push({ name: c.name, type: 'INT32', repetition_type, field_id: c.id });
+          break;
+        case 'double':
+          out.push({ name: c.name, type: 'DOUBLE', repetition_type, field_id: c.id });
+          break;
+        case 'boolean':
+          out.push({ name: c.name, type: 'BOOLEAN', repetition_type, field_id: c.id });
           break;
         case 'string':
           out.push({ name: c.name, type: 'BYTE_ARRAY', converted_type: 'UTF8', logical_type: { type: 'STRING' }, repetition_type, field_id: c.id });
