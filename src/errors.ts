@@ -26,7 +26,9 @@ export type ErrorCode =
   | 'SIGLAKE_BAD_BODY'
   | 'SIGLAKE_WAL_WRITE'
   | 'SIGLAKE_REQUEST_TIMEOUT'
-  | 'SIGLAKE_UNAVAILABLE';
+  | 'SIGLAKE_UNAVAILABLE'
+  // x-siglake-index names no index of the tenant (src/indexes).
+  | 'SIGLAKE_UNKNOWN_INDEX';
 
 interface CodeRow {
   http: number;
@@ -51,6 +53,8 @@ export const CODE_TABLE: Readonly<Record<ErrorCode, CodeRow>> = {
   SIGLAKE_REQUEST_TIMEOUT: { http: 408, grpc: GrpcCode.DEADLINE_EXCEEDED, retryAfterOne: false },
   // Shutting down, or a shard restarting: the client may retry elsewhere.
   SIGLAKE_UNAVAILABLE: { http: 503, grpc: GrpcCode.UNAVAILABLE, retryAfterOne: true },
+  // The tenant has no index of that name: create it first (docs/indexes.md).
+  SIGLAKE_UNKNOWN_INDEX: { http: 400, grpc: GrpcCode.INVALID_ARGUMENT, retryAfterOne: false },
 };
 
 /** The six labels of siglake_ingest_tenant_denied_total (contract §8). */

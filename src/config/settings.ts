@@ -471,6 +471,14 @@ export const SETTINGS = {
     doc: 'Log level. Telemetry and token text never appear at info or above.',
     parse: oneOf(['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const),
   }),
+  indexesRefreshSecs: def<number>({
+    key: 'ingester.indexes.refreshSecs',
+    flag: '--ingest-indexes-refresh-secs',
+    category: 'ingester',
+    default: 10,
+    doc: 'Seconds between reads of the index registry (the catalog) by `siglake ingest`: a new index is accepted at most this long after it was created; `x-siglake-index` naming an index the tenant does not have is 400 SIGLAKE_UNKNOWN_INDEX.',
+    parse: integer({ min: 1, max: 3600 }),
+  }),
 } as const;
 
 type ValueOf<D> = D extends SettingDef<infer T> ? T : never;

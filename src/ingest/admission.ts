@@ -19,6 +19,7 @@
 // before authentication); and after the allow-list, so a tenant outside
 // --allowed-tenants never occupies a bucket slot.
 
+import type { IndexLookup } from '../indexes/ingest-index-set.js';
 import type { Authenticator, AuthResult } from '../auth/authenticator.js';
 import { IngestError } from '../errors.js';
 import type { Lane, LaneTable } from '../lanes/lane-table.js';
@@ -52,6 +53,8 @@ export interface AdmissionOptions {
   metrics: IngestMetrics;
   maxTenants: number;
   queueCapacity: number;
+  /** The index registry as ingest knows it (src/indexes/ingest-index-set.ts); absent: every valid index is taken. */
+  indexes?: IndexLookup;
 }
 
 export class Admission {
@@ -61,6 +64,11 @@ export class Admission {
   readonly #laneCap: IngestError;
   readonly #atCapacity: IngestError;
   readonly #rateLimited = new Map<number, IngestError>();
+  readonly #unknownIndex = new IngestError(
+    'SIGLAKE_UNKNOWN_INDEX',
+    'unknown index: this tenant has no index of the name in x-siglake-index (create it first: siglake index create, or PUT /api/v1/indexes/{name})',
+  );
+  readonly #indexesUnknown = new IngestError('SIGLAKE_UNAVAILABLE', 'the index registry has not been read yet: retry later');
 
   constructor(opts: AdmissionOptions) {
     this.#o = opts;
@@ -118,6 +126,15 @@ export class Admission {
     } catch (e) {
       this.#countDenial(e);
       throw e;
+    }
+    // A managed index must exist in the tenant's registry before any lane or WAL directory does.
+    if (index !== undefined && o.indexes !== undefined) {
+      const known = o.indexes.has(tenant, index);
+      if (known === false) {
+        o.metrics.rejected('unknown_index');
+        throw this.#unknownIndex;
+      }
+      if (known === undefined) throw this.#indexesUnknown;
     }
     // Rate limits check widest first; the tenant bucket needs the resolved tenant.
     const wait = o.rateBudget.takeTenant(tenant);

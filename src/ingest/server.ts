@@ -9,6 +9,7 @@ import { Authenticator } from '../auth/authenticator.js';
 import { loadTokenFile } from '../auth/static-tokens.js';
 import type { Settings } from '../config/settings.js';
 import { InProcessCompactor } from '../compactor/in-process-compactor.js';
+import { IngestIndexSet } from '../indexes/ingest-index-set.js';
 import { LaneTable } from '../lanes/lane-table.js';
 import { MemBreaker } from '../limits/mem-breaker.js';
 import type { RateBudget } from '../limits/rate-budget.js';
@@ -41,6 +42,7 @@ export class Ingester {
   readonly #breaker: MemBreaker;
   readonly #rateBudget: RateBudget;
   readonly #compactor: InProcessCompactor | undefined;
+  readonly #indexes: IngestIndexSet;
   #ready = false;
   #draining = false;
   #stopped: Promise<number> | undefined;
@@ -54,6 +56,8 @@ export class Ingester {
 
     const registry = new client.Registry();
     this.#compactor = s.compactorEnabled ? new InProcessCompactor({ settings: s, log, registry }) : undefined;
+    // The index registry as ingest knows it (src/indexes): refreshed off the request path.
+    this.#indexes = new IngestIndexSet({ catalogUrl: s.catalogUrl, catalogName: s.catalogName, refreshSecs: s.indexesRefreshSecs, log });
     const lanes = new LaneTable(s.maxLanes, s.workers);
     this.#breaker = new MemBreaker({ limitMib: s.memBreakerLimitMib, sampleSecs: s.memBreakerSampleSecs });
     let metrics: IngestMetrics | undefined;
@@ -151,6 +155,7 @@ export class Ingester {
       metrics,
       maxTenants: s.maxTenants,
       queueCapacity: s.queueCapacity,
+      indexes: this.#indexes,
     });
 
     const common = {
@@ -192,6 +197,7 @@ export class Ingester {
     }
     // Before any writer starts: what is on disk now belongs to earlier lives.
     this.#compactor?.markEarlierLife();
+    await this.#indexes.start(5000);
     await Promise.all([this.#http.listen(), this.#grpc.listen()]);
     this.#o.log.info({ http: this.#http.port, grpc: this.#grpc.port }, 'listening');
     await this.#dispatcher.start();
@@ -221,6 +227,7 @@ export class Ingester {
     await this.#rateBudget.close();
     await this.#pool.destroy();
     await compactorDone;
+    await this.#indexes.close();
     this.#http.close();
     return unanswered;
   }

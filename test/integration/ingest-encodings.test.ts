@@ -174,9 +174,13 @@ describe('encodings: OTLP/JSON, gzip, empty requests', () => {
 describe('x-siglake-index', () => {
   let ing: RunningIngester;
   let rpc: RawGrpcClient;
+  let atStart: string[] = [];
   beforeAll(async () => {
-    ing = await startIngester();
+    // x-siglake-index must name an index the tenant has (contract §6).
+    ing = await startIngester({ indexes: { default: ['App_errors-1'] } });
     rpc = new RawGrpcClient(ing.grpcAddress);
+    // The catalog and the index's table exist from the start; requests must add nothing beside them.
+    atStart = listFiles(ing.dataDir).filter((f) => f !== 'wal/');
   });
   afterAll(async () => {
     rpc.close();
@@ -201,7 +205,7 @@ describe('x-siglake-index', () => {
       expect(j.contentType).toMatch(/^application\/json/);
       expect(decodeStatus(j.contentType, j.body).message).toMatch(/x-siglake-index/);
     }
-    expect(listFiles(ing.dataDir).filter((f) => f !== 'wal/')).toEqual([]);
+    expect(listFiles(ing.dataDir).filter((f) => f !== 'wal/')).toEqual(atStart);
     expect(await ing.metric('siglake_ingest_requests_total{endpoint="otlp",status="400"}')).toBe(bad.length);
     expect(await ing.metric('siglake_ingest_lanes')).toBe(0);
   });
@@ -212,7 +216,7 @@ describe('x-siglake-index', () => {
       expect(r.code, index).toBe(grpc.status.INVALID_ARGUMENT);
       expect(r.details).toMatch(/x-siglake-index/);
     }
-    expect(listFiles(ing.dataDir).filter((f) => f !== 'wal/')).toEqual([]);
+    expect(listFiles(ing.dataDir).filter((f) => f !== 'wal/')).toEqual(atStart);
   });
 
   it('a valid index lands under <wal>/indexes/<index>/ over HTTP and gRPC', async () => {
