@@ -19,6 +19,7 @@ commands:
   config reference        print the configuration reference (Markdown)
   index create|update --file F | list | show NAME | delete NAME [--tenant T]
                           manage a tenant's indexes in the catalog (docs/indexes.md)
+  retention [--once]      drop data past each table's retention, expire snapshots (docs/iceberg.md)
 `;
 
 function fail(message: string, code: number): never {
@@ -123,6 +124,11 @@ async function main(argv: string[]): Promise<void> {
     }
     case 'config':
       return config(rest);
+    case 'retention': {
+      const { runRetentionCommand } = await import('./retention/command.js');
+      process.exitCode = await runRetentionCommand(rest);
+      return;
+    }
     case 'index': {
       const { runIndexCommand } = await import('./indexes/command.js');
       process.exitCode = await runIndexCommand(rest);
