@@ -5,6 +5,7 @@
 import type { Logger } from 'pino';
 import { FileStorage } from '../iceberg/file-storage.js';
 import { SqlCatalog } from '../iceberg/sql-catalog.js';
+import type { ObjectStorage } from '../iceberg/storage.js';
 import { listLaneDirs } from '../wal/layout.js';
 import { listLaneFiles } from '../wal/segment-files.js';
 import { Compactor } from './compactor.js';
@@ -20,15 +21,21 @@ export interface CompactorSettings {
   readonly compactIntervalSecs: number;
   readonly compactMaxRoundBytes: number;
   readonly logLevel: string;
+  /** Retention inside the compactor loop (src/retention); absent: 0 = forever, 24 h snapshots. */
+  readonly retentionLogsDays?: number;
+  readonly retentionTracesDays?: number;
+  readonly retentionSnapshotMaxAgeHours?: number;
 }
 
 export class CompactorSetup {
   readonly catalog: SqlCatalog;
   readonly compactor: Compactor;
+  readonly storage: ObjectStorage;
 
-  private constructor(catalog: SqlCatalog, compactor: Compactor) {
+  private constructor(catalog: SqlCatalog, compactor: Compactor, storage: ObjectStorage) {
     this.catalog = catalog;
     this.compactor = compactor;
+    this.storage = storage;
   }
 
   static async open(
@@ -43,18 +50,19 @@ export class CompactorSetup {
     } = {},
   ): Promise<CompactorSetup> {
     const catalog = SqlCatalog.open(s.catalogUrl, s.catalogName);
+    const storage = new FileStorage(s.warehousePath);
     const boundary = mode === 'in-process' ? (extra.boundary ?? new Map<string, number>()) : new Map<string, number>();
     const compactor = await Compactor.create({
       walDir: s.walDir,
       catalog,
-      storage: new FileStorage(s.warehousePath),
+      storage,
       sealRule: new SealRule(mode, boundary),
       maxRoundWalBytes: s.compactMaxRoundBytes,
       log,
       ...(extra.stats !== undefined ? { stats: extra.stats } : {}),
       ...(extra.afterCommit !== undefined ? { afterCommit: extra.afterCommit } : {}),
     });
-    return new CompactorSetup(catalog, compactor);
+    return new CompactorSetup(catalog, compactor, storage);
   }
 
   async close(): Promise<void> {

@@ -9,6 +9,7 @@ import { CompactorLoop, type RoundOutcome } from './compactor-loop.js';
 import { CompactorSetup, type CompactorSettings } from './compactor-setup.js';
 import { CompactorStats } from './compactor-stats.js';
 import type { LabelledMessage } from '../indexes/labelled-counts.js';
+import { retentionHook } from '../retention/in-loop.js';
 
 export interface CompactorThreadData {
   readonly settings: CompactorSettings;
@@ -40,6 +41,10 @@ async function main(): Promise<void> {
     postRound(outcome);
   };
   const loop = new CompactorLoop(setup.compactor, data.settings.compactIntervalSecs * 1000, log, afterRound);
+  // Retention (src/retention) at most hourly, after the compaction rounds of a tick.
+  loop.afterRounds = retentionHook(setup, data.settings, log, (lastRunSecs) => {
+    parentPort!.postMessage({ type: 'labelled', deltas: setup.compactor.labelled.take(), retentionLastRun: lastRunSecs } satisfies LabelledMessage);
+  });
   parentPort!.on('message', (m: unknown) => {
     if (m === 'stop') {
       void loop.stop().then(async () => {

@@ -29,7 +29,7 @@ export class InProcessCompactor {
   readonly #labelled: LabelledCompactorMetrics;
 
   constructor(opts: {
-    settings: CompactorSettings & { compactMaxFailingSecs: number };
+    settings: CompactorSettings & { compactMaxFailingSecs: number; retentionLogsDays: number; retentionTracesDays: number; retentionSnapshotMaxAgeHours: number };
     log: Logger;
     registry: client.Registry;
     now?: () => number;
@@ -42,6 +42,10 @@ export class InProcessCompactor {
       compactIntervalSecs: opts.settings.compactIntervalSecs,
       compactMaxRoundBytes: opts.settings.compactMaxRoundBytes,
       logLevel: opts.settings.logLevel,
+      // Retention runs inside the compactor loop (src/retention).
+      retentionLogsDays: opts.settings.retentionLogsDays,
+      retentionTracesDays: opts.settings.retentionTracesDays,
+      retentionSnapshotMaxAgeHours: opts.settings.retentionSnapshotMaxAgeHours,
     };
     this.#log = opts.log;
     this.#maxFailingMs = opts.settings.compactMaxFailingSecs * 1000;
@@ -81,7 +85,7 @@ export class InProcessCompactor {
 
   #onMessage(m: unknown): void {
     if (LabelledCompactorMetrics.isMessage(m)) {
-      this.#labelled.add(m.deltas);
+      this.#labelled.add(m.deltas, m.retentionLastRun);
       return;
     }
     if (typeof m !== 'object' || m === null || (m as RoundMessage).type !== 'round') return;

@@ -27,6 +27,8 @@ export interface LabelledDelta {
 export interface LabelledMessage {
   readonly type: 'labelled';
   readonly deltas: readonly LabelledDelta[];
+  /** When a retention round last finished (Unix seconds). */
+  readonly retentionLastRun?: number;
 }
 
 export class LabelledCounts {
@@ -51,14 +53,25 @@ export class LabelledCounts {
 /** The counters on a prom-client registry, fed with deltas from the compactor thread. */
 export class LabelledCompactorMetrics {
   readonly #counters = new Map<LabelledCounterName, client.Counter<string>>();
+  #retentionLastRun = 0;
 
   constructor(registry: client.Registry) {
+    const self = this;
+    new client.Gauge({
+      name: 'siglake_retention_last_run_timestamp_seconds',
+      help: 'When the last retention round inside the compactor finished (Unix seconds; 0: none yet).',
+      registers: [registry],
+      collect() {
+        this.set(self.#retentionLastRun);
+      },
+    });
     for (const [name, d] of Object.entries(LABELLED_COUNTERS)) {
       this.#counters.set(name as LabelledCounterName, new client.Counter({ name, help: d.help, labelNames: [...d.labels], registers: [registry] }));
     }
   }
 
-  add(deltas: readonly LabelledDelta[]): void {
+  add(deltas: readonly LabelledDelta[], retentionLastRun?: number): void {
+    if (retentionLastRun !== undefined) this.#retentionLastRun = retentionLastRun;
     for (const d of deltas) this.#counters.get(d.metric)?.inc(d.labels, d.value);
   }
 

@@ -130,4 +130,32 @@ describe('siglake retention', () => {
       expect((await bodies('main', 'logs')).filter((b) => b.startsWith('old-'))).toEqual([]);
     });
   }
+
+  it('runs inside the compactor loop of siglake ingest, with its metrics', async () => {
+    let ing = await startIngester({ dataDir: dir, args: ['--trust-tenant-header', '--compactor=false', ...flags] });
+    expect((await post(ing.url, '/v1/logs', logsAt([['loop-old', 40], ['loop-new', 0]]), { contentType: 'application/json' })).status).toBe(200);
+    expect(await ing.stop()).toBe(0);
+    ing = await startIngester({
+      dataDir: dir,
+      args: ['--trust-tenant-header', '--compact-interval-secs', '1', '--retention-logs-days', '7', '--retention-snapshot-max-age-hours', '0', ...flags],
+    });
+    try {
+      const deadline = Date.now() + 60_000;
+      let m = await ing.metrics();
+      while ((m.get('siglake_retention_last_run_timestamp_seconds') ?? 0) === 0 || (m.get('siglake_compactor_commits_total') ?? 0) === 0) {
+        if (Date.now() > deadline) throw new Error('no retention round in time');
+        await new Promise((r) => setTimeout(r, 200));
+        m = await ing.metrics();
+      }
+      expect(m.get('siglake_retention_last_run_timestamp_seconds')).toBeGreaterThan(Date.now() / 1000 - 600);
+      expect(m.get('siglake_retention_files_deleted_total{table="logs"}')).toBeGreaterThanOrEqual(1);
+      const b = await bodies('main', 'logs');
+      expect(b).toContain('loop-new');
+      expect(b).not.toContain('loop-old');
+      const final = (await icebirdDataFiles((await catalog.metadataLocation('main', 'logs'))!)).map((x) => fileURLToPath(x.path));
+      expect(parquetFiles('main', 'logs').sort()).toEqual(final.sort());
+    } finally {
+      expect(await ing.stop()).toBe(0);
+    }
+  });
 });
