@@ -20,6 +20,8 @@ commands:
   index create|update --file F | list | show NAME | delete NAME [--tenant T]
                           manage a tenant's indexes in the catalog (docs/indexes.md)
   retention [--once]      drop data past each table's retention, expire snapshots (docs/iceberg.md)
+  migrate [--all-namespaces] [--dry-run]
+                          bring table schemas to the current version (docs/iceberg.md)
 `;
 
 function fail(message: string, code: number): never {
@@ -124,6 +126,11 @@ async function main(argv: string[]): Promise<void> {
     }
     case 'config':
       return config(rest);
+    case 'migrate': {
+      const { runMigrateCommand } = await import('./migrate/command.js');
+      process.exitCode = await runMigrateCommand(rest);
+      return;
+    }
     case 'retention': {
       const { runRetentionCommand } = await import('./retention/command.js');
       process.exitCode = await runRetentionCommand(rest);

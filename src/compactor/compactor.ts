@@ -41,6 +41,7 @@ import { WalIdentity } from './wal-identity.js';
 // Index registry hooks (src/indexes): mapped columns, labelled counters.
 import { LabelledCounts } from '../indexes/labelled-counts.js';
 import { mappedSchemaOf, type RowMapper } from '../indexes/mapping.js';
+import { behindSchemaOf } from '../migrate/migrate.js';
 
 export interface CompactorOptions {
   readonly walDir: string;
@@ -85,6 +86,8 @@ class TableWork {
     readonly known: Map<string, number>,
     /** An index's mapped columns (src/indexes/mapping.ts), appended to each row; null when none. */
     readonly mapper: RowMapper | null = null,
+    /** An unmigrated table's base column count: rows are cut to it (src/migrate); null when current. */
+    readonly baseWidth: number | null = null,
   ) {}
 }
 
@@ -240,7 +243,9 @@ export class Compactor {
         if (batch.length === 0) continue;
         const share = rec.payload.length / batch.length;
         const mapper = work.mapper;
+        const baseWidth = work.baseWidth;
         for (const row of batch) {
+          if (baseWidth !== null) row.length = baseWidth;
           if (mapper !== null) mapper.apply(row);
           const p = work.builder.add(row, share);
           if (p !== undefined) await p;
@@ -276,14 +281,23 @@ export class Compactor {
     if (work === undefined) {
       const loaded = await this.#appender.load(namespace, table);
       const location = loaded?.metadata.location ?? this.#o.storage.locationOf(namespace, table);
+      // A table not yet migrated (src/migrate): written with the base columns it has, and counted.
+      const behind = loaded !== null ? behindSchemaOf(loaded.metadata, schema) : null;
+      if (behind !== null) {
+        schema = behind;
+        this.labelled.inc('siglake_compactor_schema_behind_total', { namespace, table });
+        this.#o.log.warn({ table: id, columns: behind.columns.length }, 'table schema behind this release: writing the columns it has (run siglake migrate)');
+      }
+      const baseWidth = schema.columns.length;
       // An index with mapped columns: written with them (src/indexes/mapping.ts).
-      const mapped = loaded !== null && type === RecordType.LOGS ? mappedSchemaOf(loaded.metadata) : null;
+      const mapped = loaded !== null && type === RecordType.LOGS ? mappedSchemaOf(loaded.metadata, schema) : null;
       if (mapped !== null) schema = mapped.schema;
       work = new TableWork(
         new TableBuilder({ namespace, table, schema, location, storage: this.#o.storage, zstd: this.#zstd, ...(this.#o.limits ? { limits: this.#o.limits } : {}) }),
         loaded,
         progressOf(loaded, walId),
         mapped?.mapper ?? null,
+        behind !== null ? baseWidth : null,
       );
       tables.set(id, work);
     }

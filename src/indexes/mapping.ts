@@ -82,7 +82,7 @@ export class RowMapper {
  * that fills its mapped columns; null when the table has no mapped column in
  * its current schema (the base schema then).
  */
-export function mappedSchemaOf(metadata: TableMetadata): { schema: TableSchema; mapper: RowMapper } | null {
+export function mappedSchemaOf(metadata: TableMetadata, base: TableSchema = TableSchema.LOGS): { schema: TableSchema; mapper: RowMapper } | null {
   const doc = LosslessJson.parse(metadata.toJson()) as { [k: string]: JsonValue };
   const props = (doc['properties'] as { [k: string]: JsonValue } | undefined) ?? {};
   if (props['siglake.table-kind'] !== 'logs') return null;
@@ -95,7 +95,7 @@ export function mappedSchemaOf(metadata: TableMetadata): { schema: TableSchema; 
   const cols = mapping.filter((c) => inSchema.get(c.id)?.['type'] === icebergType(c.type));
   if (cols.length === 0) return null;
   const extra: ColumnDef[] = cols.map((c) => ({ id: c.id, name: c.column, type: icebergType(c.type), required: false, doc: `${c.type} from ${c.from}` }));
-  return { schema: TableSchema.LOGS.withColumns(extra, schemaId), mapper: new RowMapper(cols) };
+  return { schema: base.withColumns(extra, schemaId), mapper: new RowMapper(cols) };
 }
 
 function icebergType(t: MappedType): ColumnType {
