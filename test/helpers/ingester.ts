@@ -250,7 +250,8 @@ export async function createIndexes(dataDir: string, args: readonly string[], in
   try {
     const registry = new IndexRegistry({ catalog, storage: new FileStorage(warehouse) });
     for (const [tenant, names] of Object.entries(indexes)) {
-      for (const name of names) await registry.put(tenant, { name, retentionDays: 0, mapping: [] });
+      const have = new Set(await registry.names(tenant));
+      for (const name of names) if (!have.has(name)) await registry.create(tenant, { name, retentionDays: 0, mapping: [] });
     }
   } finally {
     await catalog.close();
