@@ -17,6 +17,9 @@ import { Authenticator, type AuthResult } from '../src/auth/authenticator.js';
 import { Admission, type IngestHeaders } from '../src/ingest/admission.js';
 import { DeclaredTenants } from '../src/tenants/declared-tenants.js';
 import { parseTenantsText } from '../src/tenants/tenants-file.js';
+import { SqlCatalog } from '../src/iceberg/sql-catalog.js';
+import { IngestIndexSet } from '../src/indexes/ingest-index-set.js';
+import pino from 'pino';
 import { ByteRing, type Frame } from '../src/lanes/byte-ring.js';
 import { CompletionRing } from '../src/shard/completion-ring.js';
 import { LaneTable, type Lane } from '../src/lanes/lane-table.js';
@@ -157,6 +160,69 @@ export async function makeProbes(opts: { walDir: string }): Promise<Probe[]> {
         breaker.close();
         void rateBudget.close();
         void tenants?.close();
+      },
+    });
+  }
+
+  // ---- admission with x-siglake-index, the registry lookup wired as server.ts wires it (src/indexes) ----
+  {
+    const dir = mkdtempSync(join(tmpdir(), 'siglake-check-idx-'));
+    const catalog = SqlCatalog.open(`sqlite:${join(dir, 'catalog.db')}`, 'siglake');
+    const tenants = Array.from({ length: 100 }, (_, i) => `tenant-${i}`);
+    for (const t of tenants) await catalog.createTable(`tenant_${t}`, 'audit', `file://${dir}/${t}.metadata.json`);
+    await catalog.close();
+    const indexes = new IngestIndexSet({ catalogUrl: `sqlite:${join(dir, 'catalog.db')}`, catalogName: 'siglake', refreshSecs: 3600, log: pino({ level: 'silent' }) });
+    await indexes.refresh();
+    const registry = new client.Registry();
+    const lanes = new LaneTable(16_384, 1);
+    const breaker = new MemBreaker({ limitMib: 0, sampleSecs: 1 });
+    const rateBudget = new RateLimiter({ ratePerSec: 1_000_000, burst: 2_000_000, maxTenantBuckets: 65_536 });
+    const metrics = new IngestMetrics(registry, {
+      workerStats: () => [],
+      lanes: () => lanes.laneCount,
+      tenantsAdmitted: () => lanes.tenantCount,
+      rssBytes: () => 0,
+    });
+    const admission = new Admission({
+      breaker,
+      rateBudget,
+      auth: new Authenticator({ bearerTokens: [] }),
+      resolver: new TenantResolver({ trustTenantHeader: true }),
+      allowList: new AllowList([]),
+      lanes,
+      metrics,
+      maxTenants: 0,
+      queueCapacity: 1024,
+      indexes,
+    });
+    const h: IngestHeaders = { authorization: undefined, authorizationCount: 0, orgId: undefined, orgIdCount: 1, index: 'audit', indexCount: 1 };
+    for (const t of tenants) {
+      h.orgId = t;
+      admission.finish(admission.admit('logs', h) as Lane, true);
+    }
+    let k = 0;
+    probes.push({
+      id: 'admission-index',
+      label: 'Admission.admit + finish with x-siglake-index (registry lookup), 100 tenants round-robin',
+      ops: BATCH,
+      bytes: 0,
+      allocates: 'measure',
+      run: () => {
+        let s = 0;
+        for (let i = 0; i < BATCH; i++) {
+          h.orgId = tenants[k];
+          const lane = admission.admit('logs', h) as Lane;
+          admission.finish(lane, true);
+          s += lane.slot;
+          k = k === 99 ? 0 : k + 1;
+        }
+        sink[0] += s;
+      },
+      close: async () => {
+        breaker.close();
+        void rateBudget.close();
+        await indexes.close();
+        rmSync(dir, { recursive: true, force: true });
       },
     });
   }

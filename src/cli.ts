@@ -19,6 +19,11 @@ commands:
   wal dump DIR            print one JSON line per WAL record
   config reference        print the configuration reference (Markdown)
   query [flags]           run the query server: tenant-routed SQL over the Iceberg tables
+  index create|update --file F | list | show NAME | delete NAME [--tenant T]
+                          manage a tenant's indexes in the catalog (docs/indexes.md)
+  retention [--once]      drop data past each table's retention, expire snapshots (docs/iceberg.md)
+  migrate [--all-namespaces] [--dry-run]
+                          bring table schemas to the current version (docs/iceberg.md)
 
 \`siglake <command> --help\` lists a command's flags; \`siglake --version\` its version.
 Settings: docs/configuration.md.
@@ -178,6 +183,21 @@ async function main(argv: string[]): Promise<void> {
       const { runQueryCommand } = await import('./query/command.js');
       // Exit once stopped: the engine's native threads must not keep the process alive.
       process.exit(await runQueryCommand(rest));
+    }
+    case 'migrate': {
+      const { runMigrateCommand } = await import('./migrate/command.js');
+      process.exitCode = await runMigrateCommand(rest);
+      return;
+    }
+    case 'retention': {
+      const { runRetentionCommand } = await import('./retention/command.js');
+      process.exitCode = await runRetentionCommand(rest);
+      return;
+    }
+    case 'index': {
+      const { runIndexCommand } = await import('./indexes/command.js');
+      process.exitCode = await runIndexCommand(rest);
+      return;
     }
     case 'loadgen': {
       const { runLoadgen } = await import('./loadgen/command.js');

@@ -84,6 +84,8 @@ export const CODE_TABLE = {
   SIGLAKE_INDEX_NOT_IN_TENANT: { http: 403, grpc: GrpcCode.PERMISSION_DENIED, retryAfterSecs: 0, log: 'debug' },
   // A day/month budget (index, tenant or server) is spent: Retry-After to the period's end, carried on the error.
   SIGLAKE_BUDGET_EXHAUSTED: { http: 429, grpc: GrpcCode.RESOURCE_EXHAUSTED, retryAfterSecs: 0, log: 'debug' },
+  // The tenant has no index of that name: create it first (docs/indexes.md).
+  SIGLAKE_UNKNOWN_INDEX: { http: 400, grpc: GrpcCode.INVALID_ARGUMENT, retryAfterSecs: 0, log: 'debug' },
 } as const satisfies Record<string, CodeRow>;
 
 export type ErrorCode = keyof typeof CODE_TABLE;

@@ -24,6 +24,7 @@ import { createLogger } from '../log.js';
 import { CompactorLoop } from './compactor-loop.js';
 import { CompactorSetup } from './compactor-setup.js';
 import { checkCompactorTargets } from './preflight.js';
+import { retentionHook } from '../retention/in-loop.js';
 
 export async function runCompactCommand(argv: string[]): Promise<number> {
   let once = false;
@@ -75,6 +76,7 @@ export async function runCompactCommand(argv: string[]): Promise<number> {
       }
     }
     const loop = new CompactorLoop(setup.compactor, settings.compactIntervalSecs * 1000, log);
+    loop.afterRounds = retentionHook(setup, settings, log, () => undefined);
     const stop = () => void loop.stop();
     process.once('SIGTERM', stop);
     process.once('SIGINT', stop);

@@ -22,6 +22,8 @@ export class CompactorLoop {
   #wake: (() => void) | null = null;
   #done: Promise<void> | null = null;
   readonly #onRound: ((o: RoundOutcome) => void) | undefined;
+  /** Runs after each tick's rounds (retention, src/retention); its failure is logged, never stops the loop. */
+  afterRounds: (() => Promise<void>) | undefined;
 
   constructor(compactor: Compactor, intervalMs: number, log: Logger, onRound?: (o: RoundOutcome) => void) {
     this.#compactor = compactor;
@@ -59,6 +61,9 @@ export class CompactorLoop {
           this.#onRound?.({ failed: true, error: (e as Error).message });
         }
         if (!backlog) break;
+      }
+      if (this.afterRounds !== undefined && !this.#stopping) {
+        await this.afterRounds().catch((e: unknown) => this.#log.error({ err: (e as Error).message }, 'retention round failed; retrying later'));
       }
     }
   }

@@ -21,6 +21,10 @@ export interface CompactorSettings extends WarehouseSettings {
   readonly compactIntervalSecs: number;
   readonly compactMaxRoundBytes: number;
   readonly logLevel: string;
+  /** Retention inside the compactor loop (src/retention); absent: 0 = forever, 24 h snapshots. */
+  readonly retentionLogsDays?: number;
+  readonly retentionTracesDays?: number;
+  readonly retentionSnapshotMaxAgeHours?: number;
 }
 
 export class CompactorSetup {

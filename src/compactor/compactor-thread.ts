@@ -8,6 +8,8 @@ import { createLogger } from '../log.js';
 import { CompactorLoop, type RoundOutcome } from './compactor-loop.js';
 import { CompactorSetup, type CompactorSettings } from './compactor-setup.js';
 import { CompactorStats } from './compactor-stats.js';
+import type { LabelledMessage } from '../indexes/labelled-counts.js';
+import { retentionHook } from '../retention/in-loop.js';
 
 export interface CompactorThreadData {
   readonly settings: CompactorSettings;
@@ -78,7 +80,17 @@ async function main(): Promise<void> {
     parentPort!.close();
     return;
   }
-  const loop = new CompactorLoop(setup.compactor, data.settings.compactIntervalSecs * 1000, log, postRound);
+  // Labelled counters (src/indexes) go to the parent after each round, with its outcome.
+  const afterRound = (outcome: RoundOutcome): void => {
+    const deltas = setup.compactor.labelled.take();
+    if (deltas.length > 0) parentPort!.postMessage({ type: 'labelled', deltas } satisfies LabelledMessage);
+    postRound(outcome);
+  };
+  const loop = new CompactorLoop(setup.compactor, data.settings.compactIntervalSecs * 1000, log, afterRound);
+  // Retention (src/retention) at most hourly, after the compaction rounds of a tick.
+  loop.afterRounds = retentionHook(setup, data.settings, log, (lastRunSecs) => {
+    parentPort!.postMessage({ type: 'labelled', deltas: setup.compactor.labelled.take(), retentionLastRun: lastRunSecs } satisfies LabelledMessage);
+  });
   const stop = () => {
     void loop.stop().then(async () => {
       await setup.close();

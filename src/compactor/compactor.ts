@@ -40,6 +40,10 @@ import { OtlpRowDecoder, type Row } from './otlp-row-decoder.js';
 import type { SealRule } from './seal-rule.js';
 import { TableBuilder, type TableBuilderLimits } from './table-builder.js';
 import { WalIdentity } from './wal-identity.js';
+// Index registry hooks (src/indexes): mapped columns, labelled counters.
+import { LabelledCounts } from '../indexes/labelled-counts.js';
+import { mappedSchemaOf, type RowMapper } from '../indexes/mapping.js';
+import { behindSchemaOf } from '../migrate/migrate.js';
 
 export interface CompactorOptions {
   readonly walDir: string;
@@ -84,6 +88,10 @@ class TableWork {
     readonly loaded: LoadedTable | null,
     /** Lane key → segment through which the table already holds that lane (at load). */
     readonly known: Map<string, number>,
+    /** An index's mapped columns (src/indexes/mapping.ts), appended to each row; null when none. */
+    readonly mapper: RowMapper | null = null,
+    /** An unmigrated table's base column count: rows are cut to it (src/migrate); null when current. */
+    readonly baseWidth: number | null = null,
   ) {}
 }
 
@@ -110,6 +118,8 @@ export class Compactor {
   readonly #now: () => number;
   readonly #reportedCorrupt = new Set<string>();
   #firstError: string | undefined;
+  /** Per-table counters (src/indexes/labelled-counts.ts), drained by the thread after each round. */
+  readonly labelled = new LabelledCounts();
 
   private constructor(o: CompactorOptions, zstd: Compressor) {
     this.#o = o;
@@ -242,7 +252,11 @@ export class Compactor {
         else this.#decoder.traces(rec.payload, rec.timeMs, emit);
         if (batch.length === 0) continue;
         const share = rec.payload.length / batch.length;
+        const mapper = work.mapper;
+        const baseWidth = work.baseWidth;
         for (const row of batch) {
+          if (baseWidth !== null) row.length = baseWidth;
+          if (mapper !== null) mapper.apply(row);
           const p = work.builder.add(row, share);
           if (p !== undefined) await p;
         }
@@ -270,17 +284,30 @@ export class Compactor {
 
   async #table(walId: string, lane: LaneLocation, type: RecordType, tables: Map<string, TableWork>): Promise<TableWork> {
     const namespace = namespaceOf(lane.tenant);
-    const schema = type === RecordType.LOGS ? TableSchema.LOGS : TableSchema.TRACES;
+    let schema = type === RecordType.LOGS ? TableSchema.LOGS : TableSchema.TRACES;
     const table = LaneKey.at(lane).icebergTable(type === RecordType.TRACES ? 'traces' : 'logs');
     const id = `${namespace}.${table}`;
     let work = tables.get(id);
     if (work === undefined) {
       const loaded = await this.#appender.load(namespace, table);
       const location = loaded?.metadata.location ?? this.#o.storage.locationOf(namespace, table);
+      // A table not yet migrated (src/migrate): written with the base columns it has, and counted.
+      const behind = loaded !== null ? behindSchemaOf(loaded.metadata, schema) : null;
+      if (behind !== null) {
+        schema = behind;
+        this.labelled.inc('siglake_compactor_schema_behind_total', { namespace, table });
+        this.#o.log.warn({ table: id, columns: behind.columns.length }, 'table schema behind this release: writing the columns it has (run siglake migrate)');
+      }
+      const baseWidth = schema.columns.length;
+      // An index with mapped columns: written with them (src/indexes/mapping.ts).
+      const mapped = loaded !== null && type === RecordType.LOGS ? mappedSchemaOf(loaded.metadata, schema) : null;
+      if (mapped !== null) schema = mapped.schema;
       work = new TableWork(
         new TableBuilder({ namespace, table, schema, location, storage: this.#o.storage, zstd: this.#zstd, ...(this.#o.limits ? { limits: this.#o.limits } : {}) }),
         loaded,
         progressOf(loaded, walId),
+        mapped?.mapper ?? null,
+        behind !== null ? baseWidth : null,
       );
       tables.set(id, work);
     }
@@ -333,6 +360,11 @@ export class Compactor {
     }
     work.committed = true;
     this.#stats.commit((performance.now() - t0) / 1000);
+    const mappingErrors = work.mapper?.takeErrors() ?? 0;
+    if (mappingErrors > 0) {
+      this.labelled.inc('siglake_compactor_mapping_errors_total', { table: b.table }, mappingErrors);
+      this.#o.log.warn({ table: `${b.namespace}.${b.table}`, values: mappingErrors }, 'mapped values that did not convert were written as null');
+    }
     for (const f of dataFiles) this.#stats.file(f.fileSizeInBytes, f.recordCount);
     this.#o.log.debug(
       { table: `${b.namespace}.${b.table}`, snapshotId: String(result.snapshotId), files: dataFiles.length, rows: b.rows, attempts: result.attempts },

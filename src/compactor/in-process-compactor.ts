@@ -9,6 +9,7 @@ import { CompactorMetrics } from './compactor-metrics.js';
 import { earlierLifeBoundary, type CompactorSettings } from './compactor-setup.js';
 import { CompactorStats } from './compactor-stats.js';
 import type { CompactorThreadData, RoundMessage } from './compactor-thread.js';
+import { LabelledCompactorMetrics } from '../indexes/labelled-counts.js';
 
 /** Old-generation heap of the compactor thread. */
 const COMPACTOR_HEAP_MIB = 512;
@@ -25,9 +26,10 @@ export class InProcessCompactor {
   /** When the current run of failed rounds began (null while the last round did not fail). */
   #failingSince: number | null = null;
   #lastError = '';
+  readonly #labelled: LabelledCompactorMetrics;
 
   constructor(opts: {
-    settings: CompactorSettings & { compactMaxFailingSecs: number };
+    settings: CompactorSettings & { compactMaxFailingSecs: number; retentionLogsDays: number; retentionTracesDays: number; retentionSnapshotMaxAgeHours: number };
     log: Logger;
     registry: client.Registry;
     now?: () => number;
@@ -43,11 +45,16 @@ export class InProcessCompactor {
       compactIntervalSecs: opts.settings.compactIntervalSecs,
       compactMaxRoundBytes: opts.settings.compactMaxRoundBytes,
       logLevel: opts.settings.logLevel,
+      // Retention runs inside the compactor loop (src/retention).
+      retentionLogsDays: opts.settings.retentionLogsDays,
+      retentionTracesDays: opts.settings.retentionTracesDays,
+      retentionSnapshotMaxAgeHours: opts.settings.retentionSnapshotMaxAgeHours,
     };
     this.#log = opts.log;
     this.#maxFailingMs = opts.settings.compactMaxFailingSecs * 1000;
     this.#now = opts.now ?? Date.now;
     new CompactorMetrics(opts.registry, this.#stats);
+    this.#labelled = new LabelledCompactorMetrics(opts.registry);
     const self = this;
     new client.Gauge({
       name: 'siglake_compactor_failing_seconds',
@@ -80,6 +87,10 @@ export class InProcessCompactor {
   }
 
   #onMessage(m: unknown): void {
+    if (LabelledCompactorMetrics.isMessage(m)) {
+      this.#labelled.add(m.deltas, m.retentionLastRun);
+      return;
+    }
     if (typeof m !== 'object' || m === null || (m as RoundMessage).type !== 'round') return;
     const outcome = (m as RoundMessage).outcome;
     if (!outcome.failed) {

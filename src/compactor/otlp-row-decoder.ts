@@ -74,6 +74,8 @@ export class OtlpRowDecoder {
             scope.schemaUrl,
             mapOf(lr['attributes'] as Msg[]),
             (lr['droppedAttributesCount'] as number) >>> 0,
+            res.serviceNamespace,
+            res.environment,
           ]);
           n++;
         }
@@ -126,6 +128,8 @@ export class OtlpRowDecoder {
             (sp['droppedEventsCount'] as number) >>> 0,
             links.length === 0 ? null : JSON.stringify(links.map(linkJson)),
             (sp['droppedLinksCount'] as number) >>> 0,
+            res.serviceNamespace,
+            res.environment,
           ]);
           n++;
         }
@@ -145,14 +149,29 @@ const KIND_NAMES: Readonly<Record<string, string>> = {
   kvlistValue: 'kvlist',
 };
 
-function resourceParts(r: Msg): { attributes: MapValue; serviceName: string | null; dropped: number; schemaUrl: string | null } {
+function resourceParts(r: Msg): {
+  attributes: MapValue;
+  serviceName: string | null;
+  serviceNamespace: string | null;
+  environment: string | null;
+  dropped: number;
+  schemaUrl: string | null;
+} {
   const resource = r['resource'] as Msg | null | undefined;
   const attrs = resource == null ? EMPTY_MAP : mapOf(resource['attributes'] as Msg[]);
   let serviceName: string | null = null;
-  for (const [k, v] of attrs) if (k === 'service.name') serviceName = v;
+  let serviceNamespace: string | null = null;
+  let environment: string | null = null;
+  for (const [k, v] of attrs) {
+    if (k === 'service.name') serviceName = v;
+    else if (k === 'service.namespace') serviceNamespace = v;
+    else if (k === 'deployment.environment.name') environment = v;
+  }
   return {
     attributes: attrs,
     serviceName,
+    serviceNamespace,
+    environment,
     dropped: resource == null ? 0 : (resource['droppedAttributesCount'] as number) >>> 0,
     schemaUrl: nonEmpty(r['schemaUrl']),
   };

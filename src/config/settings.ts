@@ -724,6 +724,38 @@ export const SETTINGS = {
     doc: 'Bound in MiB of the query file cache; least recently used copies go first. Files of running queries stay until they end, so the cache may exceed it while they need more.',
     parse: integer({ min: 1, max: 1_073_741_824 }),
   }),
+  indexesRefreshSecs: def<number>({
+    key: 'ingester.indexes.refreshSecs',
+    flag: '--ingest-indexes-refresh-secs',
+    category: 'ingester',
+    default: 10,
+    doc: 'Seconds between reads of the index registry (the catalog) by `siglake ingest`: a new index is accepted at most this long after it was created; `x-siglake-index` naming an index the tenant does not have is 400 SIGLAKE_UNKNOWN_INDEX.',
+    parse: integer({ min: 1, max: 3600 }),
+  }),
+  retentionLogsDays: def<number>({
+    key: 'retention.logsDays',
+    flag: '--retention-logs-days',
+    category: 'iceberg',
+    default: 0,
+    doc: 'Days of `logs` tables kept (whole UTC days by `time_day` partition; 0 = forever). Enforced by `siglake retention` (docs/iceberg.md "Retention"). An index keeps its own `retentionDays`.',
+    parse: integer({ min: 0, max: 36_500 }),
+  }),
+  retentionTracesDays: def<number>({
+    key: 'retention.tracesDays',
+    flag: '--retention-traces-days',
+    category: 'iceberg',
+    default: 0,
+    doc: 'Days of `traces` tables kept (0 = forever).',
+    parse: integer({ min: 0, max: 36_500 }),
+  }),
+  retentionSnapshotMaxAgeHours: def<number>({
+    key: 'retention.snapshotMaxAgeHours',
+    flag: '--retention-snapshot-max-age-hours',
+    category: 'iceberg',
+    default: 24,
+    doc: 'A retention round expires snapshots older than this (the current one is always kept) and deletes the files no kept snapshot references.',
+    parse: integer({ min: 0, max: 87_600 }),
+  }),
 } as const;
 
 type ValueOf<D> = D extends SettingDef<infer T> ? T : never;

@@ -11,7 +11,7 @@ import type { TableSchema } from './table-schema.js';
 
 const TRUNCATE = 16;
 
-type Bound = bigint | number | string;
+type Bound = bigint | number | string | boolean;
 
 class FieldStats {
   values = 0;
@@ -73,13 +73,13 @@ export class ColumnStats {
         if (max === null || compareCodePoints(x, max as string) > 0) max = x;
       }
     } else {
-      for (const x of values as (bigint | number | null)[]) {
+      for (const x of values as (bigint | number | boolean | null)[]) {
         if (x === null) {
           f.nulls++;
           continue;
         }
-        if (min === null || x < (min as bigint | number)) min = x;
-        if (max === null || x > (max as bigint | number)) max = x;
+        if (min === null || x < (min as bigint | number | boolean)) min = x;
+        if (max === null || x > (max as bigint | number | boolean)) max = x;
       }
     }
     f.min = min;
@@ -121,6 +121,13 @@ export function encodeBound(type: string, v: Bound, side: 'lower' | 'upper'): Ui
       b.writeBigInt64LE(BigInt(v), 0);
       return b;
     }
+    case 'double': {
+      const b = Buffer.alloc(8);
+      b.writeDoubleLE(v as number, 0);
+      return b;
+    }
+    case 'boolean':
+      return Uint8Array.of((v as unknown as boolean) ? 1 : 0);
     case 'string': {
       const s = side === 'lower' ? truncateLower(v as string) : truncateUpper(v as string);
       return s === null ? null : Buffer.from(s, 'utf8');

@@ -100,7 +100,7 @@ export class ManifestList {
 }
 
 /** An entry read from a parent list (possibly another writer's), in this writer's schema. */
-function normalize(r: AvroRecord): AvroRecord {
+export function normalize(r: AvroRecord): AvroRecord {
   const big = (v: unknown): bigint => (typeof v === 'bigint' ? v : BigInt((v as number | undefined) ?? 0));
   const parts = r['partitions'] as AvroRecord[] | null | undefined;
   return {

@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { IcebergError } from './iceberg-error.js';
 import { LosslessJson, type JsonValue } from './lossless-json.js';
-import type { TableSchema } from './table-schema.js';
+import { SCHEMA_VERSION, type TableSchema } from './table-schema.js';
 
 type JsonObject = { [key: string]: JsonValue };
 
@@ -61,6 +61,7 @@ export class TableMetadata {
         'write.format.default': 'parquet',
         'write.parquet.compression-codec': 'zstd',
         'siglake.table-kind': schema.kind,
+        'siglake.schema-version': String(SCHEMA_VERSION),
       },
       'current-snapshot-id': -1,
       refs: {},

@@ -6,7 +6,7 @@
 // Field ids are stable forever: a new column gets a new id, an id is never
 // reused. Map key/value ids live in the 100s.
 
-export type ColumnType = 'timestamptz' | 'long' | 'int' | 'string' | 'map';
+export type ColumnType = 'timestamptz' | 'long' | 'int' | 'string' | 'map' | 'double' | 'boolean';
 
 export interface ColumnDef {
   readonly id: number;
@@ -22,7 +22,7 @@ export interface ColumnDef {
 /** A Parquet SchemaElement as hyparquet-writer takes it. */
 export interface ParquetSchemaElement {
   name: string;
-  type?: 'INT32' | 'INT64' | 'BYTE_ARRAY';
+  type?: 'INT32' | 'INT64' | 'BYTE_ARRAY' | 'DOUBLE' | 'BOOLEAN';
   repetition_type?: 'REQUIRED' | 'OPTIONAL' | 'REPEATED';
   converted_type?: 'UTF8' | 'MAP' | 'MAP_KEY_VALUE';
   logical_type?: { type: 'TIMESTAMP'; isAdjustedToUTC: boolean; unit: 'MICROS' } | { type: 'STRING' } | { type: 'MAP' };
@@ -34,17 +34,27 @@ export type TableKind = 'logs' | 'traces';
 
 const PARTITION_FIELD_ID = 1000;
 
+/**
+ * The version of the base schemas (table property `siglake.schema-version`,
+ * docs/iceberg.md "Migration"). 1: the first release; 2: service_namespace and
+ * deployment_environment_name promoted from resource attributes. A bump adds
+ * columns only, at the end, with ids below 100 (never used by mapped columns,
+ * which start after the map ids).
+ */
+export const SCHEMA_VERSION = 2;
+
 export class TableSchema {
   readonly kind: TableKind;
   readonly columns: readonly ColumnDef[];
-  readonly schemaId = 0;
+  readonly schemaId: number;
   readonly specId = 0;
   /** The event-time column the table is partitioned by (day transform). */
   readonly timeColumn: ColumnDef;
   readonly #byId = new Map<number, ColumnDef>();
 
-  private constructor(kind: TableKind, columns: readonly ColumnDef[]) {
+  private constructor(kind: TableKind, columns: readonly ColumnDef[], schemaId = 0) {
     this.kind = kind;
+    this.schemaId = schemaId;
     this.columns = Object.freeze(columns.map((c) => Object.freeze({ ...c })));
     for (const c of this.columns) this.#byId.set(c.id, c);
     this.timeColumn = this.columns[0]!;
@@ -62,6 +72,27 @@ export class TableSchema {
 
   get partitionFieldName(): string {
     return `${this.timeColumn.name}_day`;
+  }
+
+  /**
+   * This schema plus `extra` columns after the base ones (an index's mapped
+   * columns, src/indexes), as the table's schema `schemaId` holds them.
+   */
+  withColumns(extra: readonly ColumnDef[], schemaId: number): TableSchema {
+    return new TableSchema(this.kind, [...this.columns, ...extra], schemaId);
+  }
+
+  /**
+   * This schema without the columns a table does not have yet (an unmigrated
+   * table, docs/iceberg.md "Migration"); only trailing columns may be missing,
+   * so rows stay aligned (callers cut rows to `columns.length`).
+   */
+  restrictTo(present: ReadonlySet<number>, schemaId: number): TableSchema {
+    const keep = this.columns.filter((c) => present.has(c.id));
+    for (let i = 0; i < keep.length; i++) {
+      if (keep[i] !== this.columns[i]) throw new Error(`table lacks base column ${this.columns[i]!.name} (id ${this.columns[i]!.id}) before newer ones`);
+    }
+    return new TableSchema(this.kind, keep, schemaId);
   }
 
   column(id: number): ColumnDef | undefined {
@@ -118,6 +149,12 @@ export class TableSchema {
         case 'int':
           out.push({ name: c.name, type: 'INT32', repetition_type, field_id: c.id });
           break;
+        case 'double':
+          out.push({ name: c.name, type: 'DOUBLE', repetition_type, field_id: c.id });
+          break;
+        case 'boolean':
+          out.push({ name: c.name, type: 'BOOLEAN', repetition_type, field_id: c.id });
+          break;
         case 'string':
           out.push({ name: c.name, type: 'BYTE_ARRAY', converted_type: 'UTF8', logical_type: { type: 'STRING' }, repetition_type, field_id: c.id });
           break;
@@ -157,6 +194,9 @@ export class TableSchema {
     { id: 20, name: 'scope_schema_url', type: 'string', required: false, doc: 'ScopeLogs.schema_url; null when empty' },
     { id: 21, name: 'attributes', type: 'map', keyId: 105, valueId: 106, required: true, doc: 'Log record attributes' },
     { id: 22, name: 'dropped_attributes_count', type: 'int', required: true, doc: 'LogRecord.dropped_attributes_count' },
+    // Schema version 2.
+    { id: 23, name: 'service_namespace', type: 'string', required: false, doc: 'The resource attribute service.namespace (schema version 2)' },
+    { id: 24, name: 'deployment_environment_name', type: 'string', required: false, doc: 'The resource attribute deployment.environment.name (schema version 2)' },
   ]);
 
   static readonly TRACES = new TableSchema('traces', [
@@ -188,6 +228,9 @@ export class TableSchema {
     { id: 26, name: 'dropped_events_count', type: 'int', required: true, doc: 'Span.dropped_events_count' },
     { id: 27, name: 'links', type: 'string', required: false, doc: 'Span links as a JSON array of {trace_id, span_id, trace_state, flags, attributes, dropped_attributes_count}; null when none' },
     { id: 28, name: 'dropped_links_count', type: 'int', required: true, doc: 'Span.dropped_links_count' },
+    // Schema version 2.
+    { id: 29, name: 'service_namespace', type: 'string', required: false, doc: 'The resource attribute service.namespace (schema version 2)' },
+    { id: 30, name: 'deployment_environment_name', type: 'string', required: false, doc: 'The resource attribute deployment.environment.name (schema version 2)' },
   ]);
 
   static of(kind: TableKind): TableSchema {

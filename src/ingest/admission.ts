@@ -26,6 +26,7 @@
 // (ambiguity 403), the tenant's own bucket then the principal's at step 6,
 // the index subset (403) and the budgets' check (429) before the lane steps.
 
+import type { IndexLookup } from '../indexes/ingest-index-set.js';
 import type { Authenticator, AuthResult } from '../auth/authenticator.js';
 import { IngestError } from '../errors.js';
 import type { Lane, LaneTable } from '../lanes/lane-table.js';
@@ -75,6 +76,8 @@ export interface AdmissionOptions {
   queueCapacity: number;
   /** Declared tenants (src/tenants; --tenants-file, per-principal buckets, budgets); undefined: none declared. */
   tenants?: DeclaredTenants | undefined;
+  /** The index registry as ingest knows it (src/indexes/ingest-index-set.ts); absent: every valid index is taken. */
+  indexes?: IndexLookup;
 }
 
 /**
@@ -105,6 +108,11 @@ export class Admission {
   readonly #laneCap: IngestError;
   readonly #atCapacity: IngestError;
   readonly #rateLimited = new Map<number, IngestError>();
+  readonly #unknownIndex = new IngestError(
+    'SIGLAKE_UNKNOWN_INDEX',
+    'unknown index: this tenant has no index of the name in x-siglake-index (create it first: siglake index create, or PUT /api/v1/indexes/{name})',
+  );
+  readonly #indexesUnknown = new IngestError('SIGLAKE_UNAVAILABLE', 'the index registry has not been read yet: retry later');
 
   constructor(opts: AdmissionOptions) {
     this.#o = opts;
@@ -250,9 +258,19 @@ export class Admission {
     return this.#afterRate(tenant, index, declared, auth);
   }
 
-  /** [declared tenants] step 7 (index subset, 403) and step 12's check (budgets, 429). */
+  /** Step 7 (an unknown index, 400; [declared tenants] outside the tenant's subset, 403) and step 12's check (budgets, 429). */
   #afterRate(tenant: string, index: string | undefined, declared: TenantRuntime | null, auth: AuthResult): Admitted {
-    const gate = this.#o.tenants;
+    const o = this.#o;
+    // Step 7: a managed index must exist in the tenant's registry before any lane or WAL directory does.
+    if (index !== undefined && o.indexes !== undefined) {
+      const known = o.indexes.has(tenant, index);
+      if (known === false) {
+        o.metrics.rejected('unknown_index');
+        throw this.#unknownIndex;
+      }
+      if (known === undefined) throw this.#indexesUnknown;
+    }
+    const gate = o.tenants;
     if (gate === undefined) return { tenant, index };
     if (declared !== null) gate.checkIndex(declared, index, auth.claims);
     gate.checkBudgets(tenant, index, auth.claims);

@@ -9,6 +9,7 @@ import { Authenticator } from '../auth/authenticator.js';
 import { loadTokenFile } from '../auth/static-tokens.js';
 import type { Settings } from '../config/settings.js';
 import { InProcessCompactor } from '../compactor/in-process-compactor.js';
+import { IngestIndexSet } from '../indexes/ingest-index-set.js';
 import { LaneTable } from '../lanes/lane-table.js';
 import { InflightBytes } from '../limits/inflight-bytes.js';
 import { MemBreaker } from '../limits/mem-breaker.js';
@@ -50,6 +51,7 @@ export class Ingester {
   readonly #tenants: DeclaredTenants | undefined;
   readonly #tenantsReloader: TenantsReloader | undefined;
   readonly #audit: AuditLog | undefined;
+  readonly #indexes: IngestIndexSet;
   #ready = false;
   #draining = false;
   #stopped: Promise<number> | undefined;
@@ -63,6 +65,8 @@ export class Ingester {
 
     const registry = new client.Registry();
     this.#compactor = s.compactorEnabled ? new InProcessCompactor({ settings: s, log, registry }) : undefined;
+    // The index registry as ingest knows it (src/indexes): refreshed off the request path.
+    this.#indexes = new IngestIndexSet({ catalogUrl: s.catalogUrl, catalogName: s.catalogName, refreshSecs: s.indexesRefreshSecs, log });
     const lanes = new LaneTable(s.maxLanes, s.workers);
     this.#breaker = new MemBreaker({ limitMib: s.memBreakerLimitMib, sampleSecs: s.memBreakerSampleSecs });
     let metrics: IngestMetrics | undefined;
@@ -212,6 +216,7 @@ export class Ingester {
       metrics,
       maxTenants: s.maxTenants,
       queueCapacity: s.queueCapacity,
+      indexes: this.#indexes,
     });
 
     const inflight = new InflightBytes(s.maxInflightMib * 1024 * 1024, this.#breaker, (e) => {
@@ -270,6 +275,7 @@ export class Ingester {
     this.#compactor?.markEarlierLife();
     await this.#tenants?.ready(); // [declared tenants] shared buckets' Redis, bounded
     this.#tenantsReloader?.start();
+    await this.#indexes.start(5000);
     await Promise.all([this.#http.listen(), this.#grpc.listen()]);
     this.#o.log.info({ http: this.#http.port, grpc: this.#grpc.port }, 'listening');
     await this.#dispatcher.start();
@@ -302,6 +308,7 @@ export class Ingester {
     this.#audit?.close();
     await this.#pool.destroy();
     await compactorDone;
+    await this.#indexes.close();
     this.#http.close();
     return unanswered;
   }

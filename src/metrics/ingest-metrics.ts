@@ -12,7 +12,7 @@ import { FSYNC_BUCKETS, type WorkerStats } from './worker-stats.js';
 
 export const ENDPOINTS = ['otlp', 'otlp_traces'] as const;
 export type Endpoint = (typeof ENDPOINTS)[number];
-export const REJECT_REASONS = ['queue_full', 'lane_cap', 'mem_breaker', 'rate_limited'] as const;
+export const REJECT_REASONS = ['queue_full', 'lane_cap', 'mem_breaker', 'rate_limited', 'unknown_index'] as const;
 export type RejectReason = (typeof REJECT_REASONS)[number];
 
 /** Upper bounds of siglake_ingest_lane_queue_depth. */

@@ -21,6 +21,11 @@ export interface StartOptions {
   /** Wait for this log message before resolving (default 'ready'). */
   waitFor?: string;
   timeoutMs?: number;
+  /**
+   * Managed indexes to create in the ingester's catalog before it starts
+   * (tenant → names): x-siglake-index must name an index the tenant has.
+   */
+  indexes?: Record<string, string[]>;
 }
 
 export interface LogLine {
@@ -106,6 +111,7 @@ export function tempDir(prefix = 'siglake-test-'): string {
 
 export async function startIngester(opts: StartOptions = {}): Promise<RunningIngester> {
   const dataDir = opts.dataDir ?? tempDir();
+  if (opts.indexes !== undefined) await createIndexes(dataDir, opts.args ?? [], opts.indexes);
   const args = [
     CLI,
     'ingest',
@@ -216,4 +222,38 @@ export function listFiles(dir: string): string[] {
   };
   walk(dir);
   return out.sort();
+}
+
+/** The value of `--flag v` or `--flag=v` in args, else undefined. */
+function flagValue(args: readonly string[], flag: string): string | undefined {
+  for (let i = 0; i < args.length; i++) {
+    if (args[i] === flag) return args[i + 1];
+    if (args[i]!.startsWith(`${flag}=`)) return args[i]!.slice(flag.length + 1);
+  }
+  return undefined;
+}
+
+/**
+ * Creates managed indexes (no mapping) in the catalog an ingester started in
+ * `dataDir` with `args` uses (its --catalog-url/--warehouse, else the
+ * defaults relative to its working directory, dataDir). Existing ones stay.
+ */
+export async function createIndexes(dataDir: string, args: readonly string[], indexes: Record<string, string[]>): Promise<void> {
+  const { SqlCatalog } = await import('../../src/iceberg/sql-catalog.js');
+  const { FileStorage } = await import('../../src/iceberg/file-storage.js');
+  const { IndexRegistry } = await import('../../src/indexes/registry.js');
+  const url = flagValue(args, '--catalog-url') ?? 'sqlite:./data/catalog.db';
+  const catalogUrl = url.startsWith('sqlite:') && !path.isAbsolute(url.slice(7)) ? `sqlite:${path.resolve(dataDir, url.slice(7))}` : url;
+  const warehouse = path.resolve(dataDir, flagValue(args, '--warehouse') ?? './data/warehouse');
+  fs.mkdirSync(path.join(dataDir, 'data'), { recursive: true });
+  const catalog = SqlCatalog.open(catalogUrl, flagValue(args, '--catalog-name') ?? 'siglake');
+  try {
+    const registry = new IndexRegistry({ catalog, storage: new FileStorage(warehouse) });
+    for (const [tenant, names] of Object.entries(indexes)) {
+      const have = new Set(await registry.names(tenant));
+      for (const name of names) if (!have.has(name)) await registry.create(tenant, { name, retentionDays: 0, mapping: [] });
+    }
+  } finally {
+    await catalog.close();
+  }
 }

@@ -152,7 +152,8 @@ describe('OTel exporters → WAL → Iceberg, per tenant', () => {
   });
 
   it('siglake compact --once lands exactly what each tenant was acknowledged', async () => {
-    ing = await startIngester({ dataDir, args: ['--trust-tenant-header', '--compactor=false', ...icebergFlags] });
+    // acme's managed index exists before data is sent to it (contract §6).
+    ing = await startIngester({ dataDir, args: ['--trust-tenant-header', '--compactor=false', ...icebergFlags], indexes: { acme: ['audit'] } });
     await send(ing, 'r1');
     // Killed, not stopped: a graceful stop seals every live segment (and says
     // so in each lane's .sealed marker), which would let the next run land them.
@@ -161,7 +162,9 @@ describe('OTel exporters → WAL → Iceberg, per tenant', () => {
     // Beside a live ingester (no --ingester-stopped) each lane's unsealed highest segment waits: nothing lands yet.
     const waiting = runCli(['compact', '--once', '--wal-dir', walDir, ...icebergFlags]);
     expect(waiting.status, waiting.stderr).toBe(0);
-    expect(await catalog.namespaces()).toEqual([]);
+    // Only the namespace the index creation made: no table has a snapshot yet.
+    expect(await catalog.namespaces()).toEqual(['tenant_acme']);
+    expect(await catalog.tables('tenant_acme')).toEqual(['audit']);
     const r = runCli(['compact', '--once', '--ingester-stopped', '--wal-dir', walDir, ...icebergFlags]);
     expect(r.status, r.stderr).toBe(0);
     await expectLanded();

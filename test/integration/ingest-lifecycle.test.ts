@@ -49,7 +49,7 @@ describe('shutdown', () => {
   });
 
   it('SIGTERM under load: exit 0 within the bound, every 200 is in the WAL, the WAL verifies clean', async () => {
-    const ing = await startIngester({ args: ['--shutdown-timeout-secs', '5'] });
+    const ing = await startIngester({ args: ['--shutdown-timeout-secs', '5'], indexes: { default: ['audit'] } });
     started.push(ing);
     const rpc = new RawGrpcClient(ing.grpcAddress);
     const acked = new Set<string>();
@@ -192,7 +192,7 @@ describe('signals', () => {
 
 describe('restart on the same data directory', () => {
   it('segment numbering continues, old records stay, nothing is duplicated', async () => {
-    const first = await startIngester();
+    const first = await startIngester({ indexes: { default: ['audit'] } });
     const rpc1 = new RawGrpcClient(first.grpcAddress);
     const round1 = { logs: ['r1-log-a', 'r1-log-b'], spans: ['r1-span-a'], index: ['r1-idx-a'] };
     try {

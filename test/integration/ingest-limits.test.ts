@@ -22,7 +22,7 @@ describe('lane cap (--ingest-max-lanes 2)', () => {
   let ing: RunningIngester;
   let rpc: RawGrpcClient;
   beforeAll(async () => {
-    ing = await startIngester({ args: ['--ingest-max-lanes', '2'] });
+    ing = await startIngester({ args: ['--ingest-max-lanes', '2'], indexes: { default: ['third'] } });
     rpc = new RawGrpcClient(ing.grpcAddress);
   });
   afterAll(async () => {

@@ -52,7 +52,7 @@ function lanesByShard(): Lane[] {
 describe('worker death (--workers 2, kill-worker hook on shard 0)', () => {
   let ing: RunningIngester;
   beforeAll(async () => {
-    ing = await startIngester({ workers: WORKERS });
+    ing = await startIngester({ workers: WORKERS, indexes: { default: Array.from({ length: 20 }, (_, i) => `idx${i}`) } });
   });
   afterAll(async () => {
     await ing.kill9();

@@ -242,7 +242,9 @@ describe('loadgen against one default-tenant ingester', () => {
 describe('loadgen with many tenants and indexes (trusted header)', () => {
   let ing: RunningIngester;
   beforeAll(async () => {
-    ing = await startIngester({ args: ['--trust-tenant-header'] });
+    // The indexes loadgen sends to exist in each tenant's registry (contract §6).
+    const indexes = Object.fromEntries(Array.from({ length: 5 }, (_, t) => [`tenant-${t}`, ['idx-0', 'idx-1']]));
+    ing = await startIngester({ args: ['--trust-tenant-header'], indexes });
   });
   afterAll(async () => {
     expect(await ing.stop()).toBe(0);

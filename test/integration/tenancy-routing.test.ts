@@ -358,7 +358,7 @@ describe('--max-tenants 2 (trusted-header mode)', () => {
   let c: Client;
   const args = ['--trust-tenant-header', '--max-tenants', '2'];
   beforeAll(async () => {
-    ing = await startIngester({ args, dataDir });
+    ing = await startIngester({ args, dataDir, indexes: { t1: ['audit'] } });
     c = new Client(ing);
   });
   afterAll(async () => {

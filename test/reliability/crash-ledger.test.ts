@@ -40,6 +40,8 @@ const ROUNDS_PER_DIR = scaled(1000, 10);
 const CLIENTS = scaled(12, 24);
 const TENANTS = ['default', 'acme', 'globex', 'initech', 'umbrella', 'hooli'];
 const INDEXES = ['audit', 'payments', 'k8s-events'];
+/** Every tenant's managed indexes exist before data is sent to them (contract §6). */
+const ALL_INDEXES = Object.fromEntries(TENANTS.map((t) => [t, INDEXES]));
 
 interface ModeFigures {
   mode: Mode;
@@ -153,7 +155,7 @@ describe.each(MODES)('kill -9 under load, --wal-fsync %s', (mode) => {
         const workers = prng.pick([1, 2, 2]);
         if (killDuringRecovery) {
           // Killed as soon as it listens: the workers may be in the middle of repairing tails.
-          const ing = await startWalIngester({ dataDir, workers, args, waitFor: 'listening' });
+          const ing = await startWalIngester({ dataDir, workers, args, waitFor: 'listening', indexes: ALL_INDEXES });
           live.add(ing);
           await ing.kill9();
           live.delete(ing);
@@ -163,7 +165,7 @@ describe.each(MODES)('kill -9 under load, --wal-fsync %s', (mode) => {
           expect(again.status, again.output).toBe(0);
           expectedCut = again.bytesToCut;
         }
-        const ing = await startWalIngester({ dataDir, workers, args });
+        const ing = await startWalIngester({ dataDir, workers, args, indexes: ALL_INDEXES });
         live.add(ing);
         // Recovery cut exactly what verify said it would, and counted it.
         expect(await ing.metric('siglake_wal_truncated_bytes_total'), `round ${round}: truncated bytes`).toBe(expectedCut);

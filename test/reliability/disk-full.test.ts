@@ -75,7 +75,8 @@ describe.each(['batch', 'interval'] as const)('disk full (a small tmpfs under te
     const ballast = path.join(fullDir, '.ballast');
 
     const args = ['--trust-tenant-header', '--wal-fsync', mode, '--wal-segment-bytes', String(256 * 1024)];
-    const ing = await startWalIngester({ dataDir, workers: 2, args });
+    // The indexes this test sends to exist first (contract §6): audit, and one fresh index per cycle.
+    const ing = await startWalIngester({ dataDir, workers: 2, args, indexes: { full: ['audit', ...Array.from({ length: CYCLES }, (_, c) => `fresh${c}`)] } });
     live.add(ing);
     const ledger = new Ledger();
     const roomy = new LoadRun({ ing, prng: prng.fork(), ledger, tag: `df-${mode}-roomy`, lanes: ROOMY_LANES, clients: 3, padChance: 0, pauseMs: 5 });

@@ -256,7 +256,7 @@ describe(`fuzzed bodies (${CASES} cases, --max-request-bytes ${CAP})`, () => {
       gzip(new Uint8Array(8 * MiB)),
       Buffer.concat(Array.from({ length: 64 }, () => gzip(new Uint8Array(MiB)))),
     ];
-    const ing = await startWalIngester({ workers: 2, args: ['--max-request-bytes', String(CAP), '--request-timeout-secs', '60'] });
+    const ing = await startWalIngester({ workers: 2, args: ['--max-request-bytes', String(CAP), '--request-timeout-secs', '60'], indexes: { default: [JSON_INDEX] } });
     live.add(ing);
     const sampler = new ProcSampler(ing.child.pid!, 200, false);
     const rpcs = Array.from({ length: CONCURRENCY }, () => new RawGrpcClient(ing.grpcAddress));

@@ -59,6 +59,7 @@ describe.each(SCENARIOS)('SIGTERM under load: $name', (sc) => {
       const tag = `sd-${sc.mode}-r${round}`;
       const ing = await startWalIngester({
         workers: WORKERS,
+        indexes: { default: ['audit'], acme: ['audit'], globex: ['audit'] },
         args: [
           '--trust-tenant-header',
           '--wal-fsync',

@@ -57,6 +57,7 @@ describe(`worker death (--workers ${WORKERS}, ${KILLS} kills of either shard)`, 
     const prng = new Prng(seed);
     const ing = await startWalIngester({
       workers: WORKERS,
+      indexes: Object.fromEntries(['default', 'acme', 'globex', 'initech'].map((t) => [t, ['audit', 'payments']])),
       args: ['--trust-tenant-header', '--wal-segment-bytes', String(256 * 1024), '--max-request-bytes', String(4 * 1024 * 1024)],
     });
     live.add(ing);

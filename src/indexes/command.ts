@@ -1,0 +1,134 @@
+// `siglake index`: a tenant's indexes, offline, straight against the catalog
+// and the warehouse (contract §1, §6; docs/indexes.md).
+//
+//   siglake index create --file F [--tenant T] [flags]
+//   siglake index update --file F [--tenant T] [flags]
+//   siglake index list            [--tenant T] [flags]
+//   siglake index show NAME       [--tenant T] [flags]
+//   siglake index delete NAME     [--tenant T] [flags]
+//
+// F is the YAML or JSON of an index definition (`-`: standard input).
+// --tenant defaults to `default` (namespace `main`). Every other flag is a
+// setting (--catalog-url, --catalog-name, --warehouse, --config …).
+// list and show print JSON on standard output.
+//
+// Exit codes: 0 done; 1 refused (the code and message on standard error) or
+// the catalog/warehouse failed; 2 bad usage or a bad setting.
+
+import fs from 'node:fs';
+import { loadSettings } from '../config/load.js';
+import { ConfigError } from '../errors.js';
+import { FileStorage } from '../iceberg/file-storage.js';
+import { SqlCatalog } from '../iceberg/sql-catalog.js';
+import { DEFAULT_TENANT } from '../tenancy/identifier.js';
+import { indexJson } from './http-handlers.js';
+import { IndexError } from './index-error.js';
+import { parseIndexText, validateIndexSpec } from './index-spec.js';
+import { IndexRegistry } from './registry.js';
+
+const USAGE = `usage: siglake index create|update --file F | list | show NAME | delete NAME  [--tenant T] [settings flags]`;
+
+export async function runIndexCommand(argv: string[]): Promise<number> {
+  const sub = argv[0];
+  if (sub === undefined || !['create', 'update', 'list', 'show', 'delete'].includes(sub)) {
+    process.stderr.write(`${USAGE}\n`);
+    return 2;
+  }
+  let tenant = DEFAULT_TENANT;
+  let file: string | undefined;
+  const positional: string[] = [];
+  const rest: string[] = [];
+  // NAME comes right after show/delete, so a boolean settings flag cannot swallow it.
+  let first = 1;
+  if ((sub === 'show' || sub === 'delete') && argv[1] !== undefined && !argv[1].startsWith('--')) {
+    positional.push(argv[1]);
+    first = 2;
+  }
+  for (let i = first; i < argv.length; i++) {
+    const a = argv[i]!;
+    const eq = a.indexOf('=');
+    const key = a.startsWith('--') && eq > 0 ? a.slice(0, eq) : a;
+    const inline = a.startsWith('--') && eq > 0 ? a.slice(eq + 1) : undefined;
+    if (key === '--tenant' || key === '--file') {
+      const v = inline ?? argv[++i];
+      if (v === undefined) {
+        process.stderr.write(`siglake: ${key} needs a value\n${USAGE}\n`);
+        return 2;
+      }
+      if (key === '--tenant') tenant = v;
+      else file = v;
+    } else if (a.startsWith('--')) {
+      rest.push(a);
+      // A settings flag's value, when it is the next word.
+      if (inline === undefined && i + 1 < argv.length && !argv[i + 1]!.startsWith('--')) rest.push(argv[++i]!);
+    } else positional.push(a);
+  }
+  const needsName = sub === 'show' || sub === 'delete';
+  const needsFile = sub === 'create' || sub === 'update';
+  if ((needsName && positional.length !== 1) || (!needsName && positional.length !== 0) || needsFile !== (file !== undefined)) {
+    process.stderr.write(`${USAGE}\n`);
+    return 2;
+  }
+  let settings;
+  try {
+    settings = loadSettings({ argv: rest, env: process.env }).settings;
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      process.stderr.write(`siglake: ${e.message}\n`);
+      return 2;
+    }
+    throw e;
+  }
+  const catalog = SqlCatalog.open(settings.catalogUrl, settings.catalogName);
+  const registry = new IndexRegistry({ catalog, storage: new FileStorage(settings.warehousePath), ...crashHook() });
+  try {
+    switch (sub) {
+      case 'list':
+        out({ indexes: (await registry.list(tenant)).map(indexJson) });
+        break;
+      case 'show':
+        out(indexJson(await registry.show(tenant, positional[0]!)));
+        break;
+      case 'delete':
+        await registry.delete(tenant, positional[0]!);
+        break;
+      default: {
+        let text: string;
+        try {
+          text = fs.readFileSync(file === '-' ? 0 : file!, 'utf8');
+        } catch (e) {
+          process.stderr.write(`siglake: cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}\n`);
+          return 2;
+        }
+        const spec = validateIndexSpec(parseIndexText(text));
+        const info = sub === 'create' ? await registry.create(tenant, spec) : await registry.update(tenant, spec);
+        out(indexJson(info));
+      }
+    }
+    return 0;
+  } catch (e) {
+    if (e instanceof IndexError) {
+      process.stderr.write(`siglake: ${e.code}: ${e.message}\n`);
+      return 1;
+    }
+    const code = (e as { code?: unknown }).code;
+    process.stderr.write(`siglake: ${typeof code === 'string' ? `${code}: ` : ''}${(e as Error).message}\n`);
+    return 1;
+  } finally {
+    await catalog.close();
+  }
+}
+
+function out(v: unknown): void {
+  process.stdout.write(`${JSON.stringify(v, null, 2)}\n`);
+}
+
+/**
+ * Test-only (SIGLAKE_TEST_HOOKS=1): SIGLAKE_TEST_CRASH_INDEX_CREATE=1 kills the
+ * process with SIGKILL after a create wrote the table's metadata file and
+ * before the catalog row exists: the window a crash-safe create must survive.
+ */
+function crashHook(): { afterCreateMetadata?: () => void } {
+  if (process.env['SIGLAKE_TEST_HOOKS'] !== '1' || process.env['SIGLAKE_TEST_CRASH_INDEX_CREATE'] !== '1') return {};
+  return { afterCreateMetadata: () => process.kill(process.pid, 'SIGKILL') };
+}

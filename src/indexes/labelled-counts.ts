@@ -1,0 +1,82 @@
+// Labelled counters the compactor thread keeps for the registry's features
+// (mapping errors per table, tables behind the current schema, retention)
+// and hands to the ingester's /metrics after each round: the thread adds,
+// `take()` drains the deltas into a message, and the acceptor thread's
+// LabelledCompactorMetrics adds them to prom-client counters.
+
+import client from 'prom-client';
+
+export const LABELLED_COUNTERS = {
+  siglake_compactor_mapping_errors_total: { help: 'Mapped-column values that did not convert to the column type (written as null), per table.', labels: ['table'] },
+  siglake_compactor_schema_behind_total: {
+    help: 'Table commits written with a table schema older than this release (run siglake migrate), per namespace and table.',
+    labels: ['namespace', 'table'],
+  },
+  siglake_retention_files_deleted_total: { help: 'Data files deleted by retention (after snapshot expiry), per table.', labels: ['table'] },
+} as const;
+
+export type LabelledCounterName = keyof typeof LABELLED_COUNTERS;
+
+export interface LabelledDelta {
+  readonly metric: LabelledCounterName;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly value: number;
+}
+
+/** The message the compactor thread posts with a round's deltas. */
+export interface LabelledMessage {
+  readonly type: 'labelled';
+  readonly deltas: readonly LabelledDelta[];
+  /** When a retention round last finished (Unix seconds). */
+  readonly retentionLastRun?: number;
+}
+
+export class LabelledCounts {
+  readonly #pending = new Map<string, { metric: LabelledCounterName; labels: Record<string, string>; value: number }>();
+
+  inc(metric: LabelledCounterName, labels: Record<string, string>, n = 1): void {
+    if (n <= 0) return;
+    const key = `${metric}\u0000${JSON.stringify(labels)}`;
+    const cur = this.#pending.get(key);
+    if (cur === undefined) this.#pending.set(key, { metric, labels, value: n });
+    else cur.value += n;
+  }
+
+  /** The deltas since the last call. */
+  take(): LabelledDelta[] {
+    const out = [...this.#pending.values()];
+    this.#pending.clear();
+    return out;
+  }
+}
+
+/** The counters on a prom-client registry, fed with deltas from the compactor thread. */
+export class LabelledCompactorMetrics {
+  readonly #counters = new Map<LabelledCounterName, client.Counter<string>>();
+  #retentionLastRun = 0;
+
+  constructor(registry: client.Registry) {
+    const self = this;
+    new client.Gauge({
+      name: 'siglake_retention_last_run_timestamp_seconds',
+      help: 'When the last retention round inside the compactor finished (Unix seconds; 0: none yet).',
+      registers: [registry],
+      collect() {
+        this.set(self.#retentionLastRun);
+      },
+    });
+    for (const [name, d] of Object.entries(LABELLED_COUNTERS)) {
+      this.#counters.set(name as LabelledCounterName, new client.Counter({ name, help: d.help, labelNames: [...d.labels], registers: [registry] }));
+    }
+  }
+
+  add(deltas: readonly LabelledDelta[], retentionLastRun?: number): void {
+    if (retentionLastRun !== undefined) this.#retentionLastRun = retentionLastRun;
+    for (const d of deltas) this.#counters.get(d.metric)?.inc(d.labels, d.value);
+  }
+
+  /** Whether `m` is a LabelledMessage (from the compactor thread). */
+  static isMessage(m: unknown): m is LabelledMessage {
+    return typeof m === 'object' && m !== null && (m as LabelledMessage).type === 'labelled' && Array.isArray((m as LabelledMessage).deltas);
+  }
+}

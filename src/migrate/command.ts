@@ -1,0 +1,50 @@
+// `siglake migrate [--all-namespaces] [--dry-run]` (contract §1, §8): bring
+// table schemas to the current version. Without --all-namespaces only the
+// tables of `main`; with it every `tenant_*` namespace too. --dry-run prints
+// what it would do and changes nothing. One JSON line per table changed (or
+// that would be). Idempotent; safe while ingest and compaction run.
+// Exit codes: 0 done; 1 a table refused or failed; 2 a bad flag or setting.
+
+import { loadSettings } from '../config/load.js';
+import { ConfigError } from '../errors.js';
+import { FileStorage } from '../iceberg/file-storage.js';
+import { SqlCatalog } from '../iceberg/sql-catalog.js';
+import { Migrator } from './migrate.js';
+
+export async function runMigrateCommand(argv: string[]): Promise<number> {
+  const allNamespaces = argv.includes('--all-namespaces');
+  const dryRun = argv.includes('--dry-run');
+  let settings;
+  try {
+    settings = loadSettings({ argv: argv.filter((a) => a !== '--all-namespaces' && a !== '--dry-run'), env: process.env }).settings;
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      process.stderr.write(`siglake: ${e.message}\n`);
+      return 2;
+    }
+    throw e;
+  }
+  const catalog = SqlCatalog.open(settings.catalogUrl, settings.catalogName);
+  let failed = 0;
+  let migrated = 0;
+  // Test-only (SIGLAKE_TEST_HOOKS=1): SIGLAKE_TEST_CRASH_MIGRATE=n kills the process with SIGKILL after its n-th table commit.
+  const crashAfter = process.env['SIGLAKE_TEST_HOOKS'] === '1' ? Number(process.env['SIGLAKE_TEST_CRASH_MIGRATE'] ?? '0') : 0;
+  try {
+    const m = new Migrator({ catalog, storage: new FileStorage(settings.warehousePath) });
+    await m.run({
+      allNamespaces,
+      dryRun,
+      onTable: (t) => {
+        if (t.outcome === 'refused') failed++;
+        if (t.outcome !== 'current') process.stdout.write(`${JSON.stringify(t)}\n`);
+        if (t.outcome === 'migrated' && crashAfter > 0 && ++migrated >= crashAfter) process.kill(process.pid, 'SIGKILL');
+      },
+    });
+    return failed > 0 ? 1 : 0;
+  } catch (e) {
+    process.stderr.write(`siglake: ${(e as Error).message}\n`);
+    return 1;
+  } finally {
+    await catalog.close();
+  }
+}

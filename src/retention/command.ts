@@ -1,0 +1,81 @@
+// `siglake retention [--once]` (contract §1, §7): enforce per-table retention
+// over every namespace of the catalog. --once runs one round and exits; without
+// it a round runs every hour until SIGTERM/SIGINT. Every other flag is a
+// setting (--catalog-url, --warehouse, --retention-*).
+//
+// Prints one JSON line per table changed (namespace, table, days, files
+// dropped, snapshots expired, files deleted). Exit codes: 0 done; 1 a table
+// failed (the next round retries it); 2 a bad flag or setting.
+
+import { loadSettings } from '../config/load.js';
+import { ConfigError } from '../errors.js';
+import { FileStorage } from '../iceberg/file-storage.js';
+import { SqlCatalog } from '../iceberg/sql-catalog.js';
+import { createLogger } from '../log.js';
+import { Retention } from './retention.js';
+
+const ROUND_MS = 3_600_000;
+
+export async function runRetentionCommand(argv: string[]): Promise<number> {
+  const once = argv.includes('--once');
+  let settings;
+  try {
+    settings = loadSettings({ argv: argv.filter((a) => a !== '--once'), env: process.env }).settings;
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      process.stderr.write(`siglake: ${e.message}\n`);
+      return 2;
+    }
+    throw e;
+  }
+  const log = createLogger(settings.logLevel, 'siglake-retention');
+  const catalog = SqlCatalog.open(settings.catalogUrl, settings.catalogName);
+  const retention = new Retention({
+    catalog,
+    storage: new FileStorage(settings.warehousePath),
+    log,
+    logsDays: settings.retentionLogsDays,
+    tracesDays: settings.retentionTracesDays,
+    snapshotMaxAgeHours: settings.retentionSnapshotMaxAgeHours,
+    ...crashHook(),
+  });
+  let stop = false;
+  let wake: (() => void) | null = null;
+  const onSignal = () => {
+    stop = true;
+    wake?.();
+  };
+  process.once('SIGTERM', onSignal);
+  process.once('SIGINT', onSignal);
+  try {
+    for (;;) {
+      const r = await retention.runOnce();
+      for (const t of r.tables) {
+        if (t.filesDropped > 0 || t.snapshotsExpired > 0 || t.filesDeleted > 0) process.stdout.write(`${JSON.stringify(t)}\n`);
+      }
+      if (once) return r.failed > 0 ? 1 : 0;
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+        setTimeout(resolve, ROUND_MS).unref();
+      });
+      if (stop) return 0;
+    }
+  } finally {
+    await catalog.close();
+  }
+}
+
+/**
+ * Test-only (SIGLAKE_TEST_HOOKS=1): SIGLAKE_TEST_CRASH_RETENTION=<step>
+ * (dropped | expired | deleting) kills the process with SIGKILL at that step
+ * of the first table that reaches it.
+ */
+function crashHook(): { step?: (name: string) => void } {
+  const at = process.env['SIGLAKE_TEST_CRASH_RETENTION'];
+  if (process.env['SIGLAKE_TEST_HOOKS'] !== '1' || at === undefined) return {};
+  return {
+    step: (name) => {
+      if (name === at) process.kill(process.pid, 'SIGKILL');
+    },
+  };
+}

@@ -1,0 +1,342 @@
+// Retention (contract §7, docs/iceberg.md "Retention"): per table, one
+// Iceberg snapshot that removes every data file whose time_day partition is
+// before the cut-off (today − days, UTC), then snapshot expiry and deletion
+// of the files no kept snapshot references.
+//
+// Crash safety. Step 1 is a normal compare-and-set commit: before it the
+// table is unchanged, after it readers no longer see the old days (their
+// files stay, referenced by older snapshots). Step 2 computes the files only
+// expired snapshots reference, writes that list to a file under metadata/,
+// and commits metadata without the expired snapshots and with the property
+// `siglake.retention.pending-delete` naming the list, in one compare-and-set.
+// Only then are files deleted; the next round (of any process) deletes what a
+// pending list names (missing files are fine) and clears the property. A file
+// a kept snapshot references is never in a list: the list is computed from
+// the very metadata the commit replaces, and a concurrent append only adds
+// files.
+
+import { randomInt, randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import { AvroFile, type AvroRecord } from '../iceberg/avro-file.js';
+import { LosslessJson, type JsonValue } from '../iceberg/lossless-json.js';
+import { ManifestList, normalize } from '../iceberg/manifest-list.js';
+import { ManifestWriter } from '../iceberg/manifest-writer.js';
+import type { SqlCatalog } from '../iceberg/sql-catalog.js';
+import type { ObjectStorage } from '../iceberg/storage.js';
+import { TableAppender, type LoadedTable } from '../iceberg/table-appender.js';
+import { TableMetadata, type SnapshotView } from '../iceberg/table-metadata.js';
+import { TableSchema } from '../iceberg/table-schema.js';
+import type { LabelledCounts } from '../indexes/labelled-counts.js';
+import { PROP_RETENTION_DAYS } from '../indexes/registry.js';
+
+type JsonObject = { [key: string]: JsonValue };
+
+const DAY_MS = 86_400_000;
+const PENDING = 'siglake.retention.pending-delete';
+const STATUS_DELETED = 2;
+
+export interface RetentionOptions {
+  readonly catalog: SqlCatalog;
+  readonly storage: ObjectStorage;
+  readonly log: Logger;
+  readonly logsDays: number;
+  readonly tracesDays: number;
+  readonly snapshotMaxAgeHours: number;
+  readonly now?: () => number;
+  readonly counts?: LabelledCounts;
+  /** Test hook: called at each step of a table's round (kill -9 tests). */
+  readonly step?: (name: 'dropped' | 'expired' | 'deleting') => void;
+}
+
+export interface TableRetention {
+  readonly namespace: string;
+  readonly table: string;
+  readonly days: number;
+  readonly filesDropped: number;
+  readonly snapshotsExpired: number;
+  readonly filesDeleted: number;
+}
+
+export class Retention {
+  readonly #o: RetentionOptions;
+  readonly #appender: TableAppender;
+  readonly #now: () => number;
+
+  constructor(o: RetentionOptions) {
+    this.#o = o;
+    this.#appender = new TableAppender({ catalog: o.catalog, storage: o.storage });
+    this.#now = o.now ?? Date.now;
+  }
+
+  /** One round over every table of every namespace. A table that fails is logged and left for the next round. */
+  async runOnce(): Promise<{ tables: TableRetention[]; failed: number }> {
+    const out: TableRetention[] = [];
+    let failed = 0;
+    for (const ns of await this.#o.catalog.namespaces()) {
+      for (const table of await this.#o.catalog.tables(ns)) {
+        try {
+          const r = await this.table(ns, table);
+          if (r !== null) out.push(r);
+        } catch (e) {
+          failed++;
+          this.#o.log.error({ table: `${ns}.${table}`, err: (e as Error).message }, 'retention failed for a table; next round retries');
+        }
+      }
+    }
+    return { tables: out, failed };
+  }
+
+  /** Retention of one table; null when it is not a Siglake table. */
+  async table(ns: string, table: string): Promise<TableRetention | null> {
+    let loaded = await this.#appender.load(ns, table);
+    if (loaded === null) return null;
+    const props = propsOf(loaded.metadata);
+    const kind = props['siglake.table-kind'];
+    if (kind !== 'logs' && kind !== 'traces') return null;
+    const schema = kind === 'logs' ? TableSchema.LOGS : TableSchema.TRACES;
+    const days = table === 'logs' ? this.#o.logsDays : table === 'traces' ? this.#o.tracesDays : Number(props[PROP_RETENTION_DAYS] ?? 0) || 0;
+    let filesDeleted = await this.#finishPending(ns, table, loaded);
+    let filesDropped = 0;
+    if (days > 0) {
+      const cutoffDay = Math.floor(this.#now() / DAY_MS) - days;
+      filesDropped = await this.#dropBefore(ns, table, schema, cutoffDay);
+      this.#o.step?.('dropped');
+    }
+    loaded = (await this.#appender.load(ns, table))!;
+    const expired = await this.#expire(ns, table, loaded);
+    this.#o.step?.('expired');
+    if (expired > 0) filesDeleted += await this.#finishPending(ns, table, (await this.#appender.load(ns, table))!);
+    if (filesDeleted > 0) this.#o.counts?.inc('siglake_retention_files_deleted_total', { table }, filesDeleted);
+    if (filesDropped > 0 || expired > 0 || filesDeleted > 0) {
+      this.#o.log.info({ table: `${ns}.${table}`, days, filesDropped, snapshotsExpired: expired, filesDeleted }, 'retention');
+    }
+    return { namespace: ns, table, days, filesDropped, snapshotsExpired: expired, filesDeleted };
+  }
+
+  /** Step 1: one snapshot without the data files of days before `cutoffDay`. Returns the files dropped. */
+  async #dropBefore(ns: string, table: string, schema: TableSchema, cutoffDay: number): Promise<number> {
+    for (let attempt = 1; attempt <= 50; attempt++) {
+      const cur = await this.#appender.load(ns, table);
+      const parent = cur?.metadata.currentSnapshot() ?? null;
+      if (cur === null || parent === null) return 0;
+      const list = (await ManifestList.read(this.#o.storage, parent.manifestList)).map(normalize);
+      const snapshotId = BigInt(randomInt(1, 2 ** 47)) * 64n + BigInt(randomInt(0, 64));
+      const sequenceNumber = cur.metadata.lastSequenceNumber + 1n;
+      const location = cur.metadata.location;
+      const keptList: AvroRecord[] = [];
+      const written: string[] = [];
+      let dropped = 0;
+      let droppedRows = 0n;
+      let droppedBytes = 0n;
+      for (const m of list) {
+        const { records, metadata } = AvroFile.decode(await this.#o.storage.get(String(m['manifest_path'])), String(m['manifest_path']));
+        const live = records.filter((e) => e['status'] !== STATUS_DELETED);
+        const old = live.filter((e) => dayOf(e, schema) < cutoffDay);
+        if (old.length === 0) {
+          keptList.push(m);
+          continue;
+        }
+        dropped += old.length;
+        for (const e of old) {
+          const f = e['data_file'] as AvroRecord;
+          droppedRows += BigInt(f['record_count'] as bigint);
+          droppedBytes += BigInt(f['file_size_in_bytes'] as bigint);
+        }
+        const keep = live.filter((e) => dayOf(e, schema) >= cutoffDay);
+        if (keep.length === 0) continue;
+        // The manifest's surviving entries, EXISTING, with their inherited ids made explicit.
+        const mSeq = m['sequence_number'] as bigint;
+        const entries: AvroRecord[] = keep.map((e) => ({
+          ...e,
+          status: 0,
+          snapshot_id: e['snapshot_id'] ?? m['added_snapshot_id'],
+          sequence_number: e['sequence_number'] ?? mSeq,
+          file_sequence_number: e['file_sequence_number'] ?? e['sequence_number'] ?? mSeq,
+        }));
+        const path = `${location}/metadata/${randomUUID()}-m0.avro`;
+        const bytes = AvroFile.encode(ManifestWriter.entrySchema(schema), entries, Object.fromEntries(metadata));
+        await this.#o.storage.putNew(path, bytes);
+        written.push(path);
+        let minSeq = entries[0]!['sequence_number'] as bigint;
+        let minDay = Infinity;
+        let maxDay = -Infinity;
+        let rows = 0n;
+        for (const e of entries) {
+          if ((e['sequence_number'] as bigint) < minSeq) minSeq = e['sequence_number'] as bigint;
+          const d = dayOf(e, schema);
+          minDay = Math.min(minDay, d);
+          maxDay = Math.max(maxDay, d);
+          rows += BigInt((e['data_file'] as AvroRecord)['record_count'] as bigint);
+        }
+        keptList.push({
+          ...m,
+          manifest_path: path,
+          manifest_length: BigInt(bytes.length),
+          sequence_number: sequenceNumber,
+          min_sequence_number: minSeq,
+          added_snapshot_id: snapshotId,
+          added_files_count: 0,
+          existing_files_count: entries.length,
+          deleted_files_count: 0,
+          added_rows_count: 0n,
+          existing_rows_count: rows,
+          deleted_rows_count: 0n,
+          partitions: [{ contains_null: false, contains_nan: null, lower_bound: int32(minDay), upper_bound: int32(maxDay) }],
+        });
+      }
+      if (dropped === 0) return 0;
+      const listLocation = `${location}/metadata/snap-${snapshotId}-${attempt}-${randomUUID()}.avro`;
+      await this.#o.storage.putNew(
+        listLocation,
+        AvroFile.encode(ManifestList.schema, keptList, {
+          'snapshot-id': String(snapshotId),
+          'parent-snapshot-id': String(parent.snapshotId),
+          'sequence-number': String(sequenceNumber),
+          'format-version': '2',
+        }),
+      );
+      const now = this.#now();
+      const summary: Record<string, string> = {};
+      for (const [k, v] of Object.entries(parent.summary)) if (k.startsWith('siglake.')) summary[k] = v;
+      const total = (k: string, minus: bigint) => {
+        const p = parent.summary[k];
+        if (p !== undefined && /^\d+$/.test(p)) summary[k] = String(BigInt(p) - minus);
+      };
+      summary['operation'] = 'delete';
+      summary['deleted-data-files'] = String(dropped);
+      summary['deleted-records'] = String(droppedRows);
+      summary['removed-files-size'] = String(droppedBytes);
+      total('total-data-files', BigInt(dropped));
+      total('total-records', droppedRows);
+      total('total-files-size', droppedBytes);
+      for (const k of ['total-delete-files', 'total-position-deletes', 'total-equality-deletes']) if (parent.summary[k] !== undefined) summary[k] = parent.summary[k]!;
+      const snap: SnapshotView = { snapshotId, parentSnapshotId: parent.snapshotId, sequenceNumber, timestampMs: now, manifestList: listLocation, summary };
+      const next = cur.metadata.withAppend(snap, cur.metadataLocation, now);
+      const nextLoc = `${location}/metadata/${TableMetadata.nextFileName(cur.metadataLocation)}`;
+      await this.#o.storage.putNew(nextLoc, Buffer.from(next.toJson(), 'utf8'));
+      if (await this.#o.catalog.swapMetadataLocation(ns, table, cur.metadataLocation, nextLoc)) return dropped;
+      for (const f of [nextLoc, listLocation, ...written]) await this.#o.storage.delete(f).catch(() => undefined);
+      await new Promise((r) => setTimeout(r, Math.min(1000, 5 * 2 ** Math.min(attempt, 8)) * (0.5 + Math.random())));
+    }
+    throw new Error(`${ns}.${table}: retention commit still conflicting after 50 attempts`);
+  }
+
+  /** Step 2: commits the metadata without expired snapshots and with the list of files only they referenced. */
+  async #expire(ns: string, table: string, loaded: LoadedTable): Promise<number> {
+    for (let attempt = 1; attempt <= 50; attempt++) {
+      const cur = attempt === 1 ? loaded : await this.#appender.load(ns, table);
+      if (cur === null) return 0;
+      const doc = LosslessJson.parse(cur.metadata.toJson()) as JsonObject;
+      const props = (doc['properties'] as JsonObject | undefined) ?? {};
+      if (typeof props[PENDING] === 'string') return 0; // an earlier round's deletions come first
+      const currentId = cur.metadata.currentSnapshotId;
+      const refIds = new Set<string>();
+      for (const r of Object.values((doc['refs'] as JsonObject | undefined) ?? {})) refIds.add(String((r as JsonObject)['snapshot-id']));
+      const cut = this.#now() - this.#o.snapshotMaxAgeHours * 3_600_000;
+      const snaps = cur.metadata.snapshots;
+      const expire = snaps.filter((s) => s.snapshotId !== currentId && !refIds.has(String(s.snapshotId)) && s.timestampMs < cut);
+      if (expire.length === 0) return 0;
+      const expireIds = new Set(expire.map((s) => s.snapshotId));
+      const kept = snaps.filter((s) => !expireIds.has(s.snapshotId));
+      const keptFiles = await this.#reachable(kept);
+      const goneFiles = await this.#reachable(expire);
+      const toDelete = [...goneFiles].filter((f) => !keptFiles.has(f));
+      const location = cur.metadata.location;
+      const listLoc = `${location}/metadata/retention-${randomUUID()}.json`;
+      await this.#o.storage.putNew(listLoc, Buffer.from(JSON.stringify(toDelete), 'utf8'));
+      doc['snapshots'] = (doc['snapshots'] as JsonObject[]).filter((s) => !expireIds.has(BigInt(s['snapshot-id'] as number | bigint)));
+      doc['snapshot-log'] = ((doc['snapshot-log'] as JsonObject[] | undefined) ?? []).filter((s) => !expireIds.has(BigInt(s['snapshot-id'] as number | bigint)));
+      doc['properties'] = { ...props, [PENDING]: listLoc };
+      if (!(await this.#commitDoc(ns, table, cur, doc))) {
+        await this.#o.storage.delete(listLoc).catch(() => undefined);
+        continue;
+      }
+      return expire.length;
+    }
+    throw new Error(`${ns}.${table}: snapshot expiry still conflicting after 50 attempts`);
+  }
+
+  /** Deletes the files a committed pending list names, then clears the property. Returns the data files deleted. */
+  async #finishPending(ns: string, table: string, loaded: LoadedTable): Promise<number> {
+    let cur: LoadedTable | null = loaded;
+    for (let attempt = 1; attempt <= 50 && cur !== null; attempt++) {
+      const doc = LosslessJson.parse(cur.metadata.toJson()) as JsonObject;
+      const props = (doc['properties'] as JsonObject | undefined) ?? {};
+      const listLoc = props[PENDING];
+      if (typeof listLoc !== 'string') return 0;
+      const files = JSON.parse(Buffer.from(await this.#o.storage.get(listLoc)).toString('utf8')) as string[];
+      this.#o.step?.('deleting');
+      let data = 0;
+      for (const f of files) {
+        await this.#o.storage.delete(f);
+        if (f.endsWith('.parquet')) data++;
+      }
+      const { [PENDING]: _done, ...rest } = props;
+      doc['properties'] = rest;
+      if (await this.#commitDoc(ns, table, cur, doc)) {
+        await this.#o.storage.delete(listLoc);
+        return data;
+      }
+      cur = await this.#appender.load(ns, table);
+    }
+    return 0;
+  }
+
+  /** Every manifest list, manifest and live data file the snapshots reference. */
+  async #reachable(snaps: readonly SnapshotView[]): Promise<Set<string>> {
+    const out = new Set<string>();
+    const seenManifests = new Set<string>();
+    for (const s of snaps) {
+      out.add(s.manifestList);
+      let list: AvroRecord[];
+      try {
+        list = await ManifestList.read(this.#o.storage, s.manifestList);
+      } catch {
+        continue; // a list already gone (an earlier, interrupted expiry): nothing of it to keep or delete
+      }
+      for (const m of list) {
+        const p = String(m['manifest_path']);
+        out.add(p);
+        if (seenManifests.has(p)) continue;
+        seenManifests.add(p);
+        let records: AvroRecord[];
+        try {
+          records = AvroFile.decode(await this.#o.storage.get(p), p).records;
+        } catch {
+          continue;
+        }
+        for (const e of records) out.add(String((e['data_file'] as AvroRecord)['file_path']));
+      }
+    }
+    return out;
+  }
+
+  async #commitDoc(ns: string, table: string, cur: LoadedTable, doc: JsonObject): Promise<boolean> {
+    const now = this.#now();
+    doc['last-updated-ms'] = now;
+    const log = [...((doc['metadata-log'] as JsonValue[] | undefined) ?? []), { 'timestamp-ms': cur.metadata.lastUpdatedMs, 'metadata-file': cur.metadataLocation }];
+    doc['metadata-log'] = log.slice(Math.max(0, log.length - 100));
+    const nextLoc = `${cur.metadata.location}/metadata/${TableMetadata.nextFileName(cur.metadataLocation)}`;
+    await this.#o.storage.putNew(nextLoc, Buffer.from(LosslessJson.stringify(doc), 'utf8'));
+    if (await this.#o.catalog.swapMetadataLocation(ns, table, cur.metadataLocation, nextLoc)) return true;
+    await this.#o.storage.delete(nextLoc).catch(() => undefined);
+    return false;
+  }
+}
+
+function propsOf(m: TableMetadata): Record<string, JsonValue> {
+  const doc = LosslessJson.parse(m.toJson()) as JsonObject;
+  return (doc['properties'] as JsonObject | undefined) ?? {};
+}
+
+function dayOf(e: AvroRecord, schema: TableSchema): number {
+  const part = (e['data_file'] as AvroRecord)['partition'] as AvroRecord;
+  const d = part[schema.partitionFieldName];
+  return d === null || d === undefined ? Number.MAX_SAFE_INTEGER : Number(d);
+}
+
+function int32(d: number): Buffer {
+  const b = Buffer.alloc(4);
+  b.writeInt32LE(d, 0);
+  return b;
+}

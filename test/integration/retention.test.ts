@@ -1,0 +1,161 @@
+// Retention (contract §7), end to end against the real processes: data of
+// several days lands through `siglake ingest` + `siglake compact`; `siglake
+// retention --once` drops the days past each table's cut-off (an index's own
+// retentionDays, --retention-logs-days for logs) in one snapshot, expires the
+// older snapshots and deletes the files only they referenced. icebird and
+// DuckDB must see no row before the cut-off and the files must be gone; kill
+// -9 at each step of a round leaves a table every reader opens, and a rerun
+// finishes the job.
+
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
+import { duckParquet, duckQuery, filesUnder, icebirdDataFiles, icebirdRows, installFileFetch } from '../helpers/iceberg.js';
+import { post } from '../helpers/http.js';
+import { runCli, startIngester, tempDir } from '../helpers/ingester.js';
+import { jsonBytes } from '../helpers/otlp-bodies.js';
+
+const DAY_NS = 86_400_000_000_000n;
+const today = BigInt(Math.floor(Date.now() / 86_400_000)) * DAY_NS;
+
+/** One OTLP/JSON logs request: a record per (body, days ago) at noon UTC of that day. */
+function logsAt(records: [string, number][]): Uint8Array {
+  return jsonBytes({
+    resourceLogs: [
+      {
+        resource: { attributes: [{ key: 'service.name', value: { stringValue: 'ret' } }] },
+        scopeLogs: [{ logRecords: records.map(([body, ago]) => ({ timeUnixNano: String(today - BigInt(ago) * DAY_NS + DAY_NS / 2n), body: { stringValue: body } })) }],
+      },
+    ],
+  });
+}
+
+describe('siglake retention', () => {
+  const dir = tempDir('siglake-retention-');
+  const walDir = path.join(dir, 'wal');
+  const catalogUrl = `sqlite:${path.join(dir, 'catalog.db')}`;
+  const warehouse = path.join(dir, 'warehouse');
+  const flags = ['--catalog-url', catalogUrl, '--warehouse', warehouse];
+  const retentionFlags = [...flags, '--retention-logs-days', '7', '--retention-snapshot-max-age-hours', '0'];
+  let catalog: SqlCatalog;
+  let restoreFetch: () => void;
+
+  /** Sends the records through a real ingester, then lands them with siglake compact. */
+  async function land(sends: { tenant: string; index?: string; records: [string, number][] }[]): Promise<void> {
+    const ing = await startIngester({ dataDir: dir, args: ['--trust-tenant-header', '--compactor=false', ...flags] });
+    try {
+      for (const s of sends) {
+        const headers: Record<string, string> = { 'x-scope-orgid': s.tenant, ...(s.index ? { 'x-siglake-index': s.index } : {}) };
+        expect((await post(ing.url, '/v1/logs', logsAt(s.records), { contentType: 'application/json', headers })).status).toBe(200);
+      }
+    } finally {
+      expect(await ing.stop()).toBe(0);
+    }
+    const r = runCli(['compact', '--once', '--ingester-stopped', '--wal-dir', walDir, ...flags]);
+    expect(r.status, r.stderr).toBe(0);
+  }
+  const bodies = async (ns: string, table: string) =>
+    (await icebirdRows((await catalog.metadataLocation(ns, table))!)).map((r) => r['body'] as string).sort();
+  const parquetFiles = (ns: string, table: string) => {
+    const base = path.join(warehouse, ns, table, 'data');
+    return filesUnder(base)
+      .filter((f) => f.endsWith('.parquet'))
+      .map((f) => path.join(base, f));
+  };
+
+  beforeAll(() => {
+    restoreFetch = installFileFetch();
+    catalog = SqlCatalog.open(catalogUrl, 'siglake');
+  });
+  afterAll(async () => {
+    restoreFetch();
+    await catalog.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('drops the days past each table\'s cut-off from every reader, and their files from the warehouse', async () => {
+    const f = path.join(dir, 'payments.yaml');
+    fs.writeFileSync(f, 'name: payments\nretentionDays: 3\n');
+    expect(runCli(['index', 'create', '--file', f, '--tenant', 'acme', ...flags]).status).toBe(0);
+    await land([
+      { tenant: 'acme', index: 'payments', records: [['p-10', 10], ['p-5', 5], ['p-2', 2], ['p-0', 0]] },
+      { tenant: 'default', records: [['l-30', 30], ['l-8', 8], ['l-7', 7], ['l-0', 0]] },
+      { tenant: 'acme', records: [['a-400', 400]] }, // acme's logs: --retention-logs-days applies
+    ]);
+    await land([{ tenant: 'acme', index: 'payments', records: [['p-10b', 10], ['p-1', 1]] }]); // a second snapshot, two more files
+    expect(parquetFiles('tenant_acme', 'payments').length).toBe(6);
+    const r = runCli(['retention', '--once', ...retentionFlags]);
+    expect(r.status, r.stderr).toBe(0);
+    const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    expect(lines.find((l) => l.namespace === 'tenant_acme' && l.table === 'payments')).toMatchObject({ days: 3, filesDropped: 3, filesDeleted: 3 });
+
+    // The cut-off is today − days (UTC): day −3 is gone for a 3-day index, day −7 kept for 7 days of logs.
+    expect(await bodies('tenant_acme', 'payments')).toEqual(['p-0', 'p-1', 'p-2']);
+    expect(await bodies('main', 'logs')).toEqual(['l-0', 'l-7']);
+    // acme's logs lost their only day: the current snapshot lists no file (icebird refuses to read such a table, so count files).
+    expect(parquetFiles('tenant_acme', 'logs')).toEqual([]);
+    const acmeLogs = JSON.parse(fs.readFileSync(fileURLToPath((await catalog.metadataLocation('tenant_acme', 'logs'))!), 'utf8'));
+    const cur = acmeLogs.snapshots.find((x: { 'snapshot-id': number }) => x['snapshot-id'] === acmeLogs['current-snapshot-id']);
+    expect(cur.summary).toMatchObject({ operation: 'delete', 'total-data-files': '0', 'total-records': '0' });
+    const loc = (await catalog.metadataLocation('tenant_acme', 'payments'))!;
+    const live = (await icebirdDataFiles(loc)).map((x) => x.path);
+    const duck = await duckQuery(`SELECT body FROM ${duckParquet(live)} ORDER BY body`);
+    expect(duck.map((x) => x['body'])).toEqual(['p-0', 'p-1', 'p-2']);
+    // Files of the dropped days are gone; only the live ones remain.
+    expect(parquetFiles('tenant_acme', 'payments').sort()).toEqual(live.map((p) => fileURLToPath(p)).sort());
+    expect(parquetFiles('main', 'logs').length).toBe(2);
+    // A second round has nothing to do.
+    const again = runCli(['retention', '--once', ...retentionFlags]);
+    expect(again.status).toBe(0);
+    expect(again.stdout).toBe('');
+  });
+
+  for (const step of ['dropped', 'expired', 'deleting'] as const) {
+    it(`kill -9 at "${step}" leaves a table every reader opens; a rerun finishes the job`, async () => {
+      await land([{ tenant: 'default', records: [[`old-${step}`, 20], [`new-${step}`, 0]] }]);
+      const killed = runCli(['retention', '--once', ...retentionFlags], { env: { SIGLAKE_TEST_HOOKS: '1', SIGLAKE_TEST_CRASH_RETENTION: step } });
+      expect(killed.status).toBeNull();
+      const after = await bodies('main', 'logs');
+      expect(after).toContain(`new-${step}`);
+      // After the drop commit the old day is invisible even before the files go.
+      expect(after).not.toContain(`old-${step}`);
+      const live = (await icebirdDataFiles((await catalog.metadataLocation('main', 'logs'))!)).map((x) => fileURLToPath(x.path));
+      for (const p of live) expect(fs.existsSync(p)).toBe(true);
+      const rerun = runCli(['retention', '--once', ...retentionFlags]);
+      expect(rerun.status, rerun.stderr).toBe(0);
+      const final = (await icebirdDataFiles((await catalog.metadataLocation('main', 'logs'))!)).map((x) => fileURLToPath(x.path));
+      expect(parquetFiles('main', 'logs').sort()).toEqual(final.sort());
+      expect((await bodies('main', 'logs')).filter((b) => b.startsWith('old-'))).toEqual([]);
+    });
+  }
+
+  it('runs inside the compactor loop of siglake ingest, with its metrics', async () => {
+    let ing = await startIngester({ dataDir: dir, args: ['--trust-tenant-header', '--compactor=false', ...flags] });
+    expect((await post(ing.url, '/v1/logs', logsAt([['loop-old', 40], ['loop-new', 0]]), { contentType: 'application/json' })).status).toBe(200);
+    expect(await ing.stop()).toBe(0);
+    ing = await startIngester({
+      dataDir: dir,
+      args: ['--trust-tenant-header', '--compact-interval-secs', '1', '--retention-logs-days', '7', '--retention-snapshot-max-age-hours', '0', ...flags],
+    });
+    try {
+      const deadline = Date.now() + 60_000;
+      let m = await ing.metrics();
+      while ((m.get('siglake_retention_last_run_timestamp_seconds') ?? 0) === 0 || (m.get('siglake_compactor_commits_total') ?? 0) === 0) {
+        if (Date.now() > deadline) throw new Error('no retention round in time');
+        await new Promise((r) => setTimeout(r, 200));
+        m = await ing.metrics();
+      }
+      expect(m.get('siglake_retention_last_run_timestamp_seconds')).toBeGreaterThan(Date.now() / 1000 - 600);
+      expect(m.get('siglake_retention_files_deleted_total{table="logs"}')).toBeGreaterThanOrEqual(1);
+      const b = await bodies('main', 'logs');
+      expect(b).toContain('loop-new');
+      expect(b).not.toContain('loop-old');
+      const final = (await icebirdDataFiles((await catalog.metadataLocation('main', 'logs'))!)).map((x) => fileURLToPath(x.path));
+      expect(parquetFiles('main', 'logs').sort()).toEqual(final.sort());
+    } finally {
+      expect(await ing.stop()).toBe(0);
+    }
+  });
+});
