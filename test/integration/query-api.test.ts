@@ -12,6 +12,7 @@ import { duckParquet, duckQuery } from '../helpers/iceberg.js';
 import { runCli, startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
 import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile, type KeyPair } from '../helpers/jwt.js';
 import { bodiesOf, icebergFlags, landTenants, listFiles, postSql, sendTenants, startQuery, tableFiles, type RunningQuery } from '../helpers/query.js';
+import { SCHEMA_VERSION } from '../../src/iceberg/table-schema.js';
 
 const TENANTS = ['default', 'acme', 'globex'] as const;
 const N = 20;
@@ -108,8 +109,8 @@ describe('siglake query: tenant-routed SQL over the landed tables', () => {
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({
       tables: [
-        { name: 'logs', kind: 'logs', rowCount: N, retentionDays: null, schemaVersion: null },
-        { name: 'traces', kind: 'traces', rowCount: 2, retentionDays: null, schemaVersion: null },
+        { name: 'logs', kind: 'logs', rowCount: N, retentionDays: null, schemaVersion: SCHEMA_VERSION },
+        { name: 'traces', kind: 'traces', rowCount: 2, retentionDays: null, schemaVersion: SCHEMA_VERSION },
       ],
     });
   });

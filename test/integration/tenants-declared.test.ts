@@ -87,6 +87,9 @@ describe('declared tenants at admission', () => {
     fs.writeFileSync(file, JSON.stringify(TENANTS));
     auditFile = path.join(dir, 'audit.jsonl');
     ing = await startIngester({
+      // The indexes exist in initech's registry (contract §4 step 7: an unknown one is a 400);
+      // `other` exists too, so that its refusal is the declared tenant's subset (403), not the registry's.
+      indexes: { initech: ['payments', 'audit', 'other'] },
       args: [
         ...oidcArgs(jwks),
         '--tenants-file',
