@@ -5,7 +5,7 @@ import client, { type Registry } from 'prom-client';
 import type { CacheStats } from '../iceberg/object-cache.js';
 import { QUERY_DENIED_REASONS, type QueryDeniedReason } from './query-error.js';
 
-export const QUERY_ENDPOINTS = ['sql', 'sql_shard', 'tables'] as const;
+export const QUERY_ENDPOINTS = ['sql', 'sql_shard', 'tables', 'indexes'] as const;
 export type QueryEndpoint = (typeof QUERY_ENDPOINTS)[number];
 
 export class QueryMetrics {

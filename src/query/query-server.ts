@@ -8,6 +8,9 @@
 //   the tenant's concurrency slot, else 429
 //   the tenant context at the catalog's current snapshots (engine-pool.ts)
 //   the one read-only statement (statement-guard.ts), within the timeout (504)
+// The index API (/api/v1/indexes…) goes through authentication and tenant
+// routing the same way, then src/indexes/http-handlers.ts, on the node that
+// received it (it is not forwarded: the catalog is shared).
 // Nothing tenant-specific exists before the third step passes.
 
 import { timingSafeEqual, createHash } from 'node:crypto';
@@ -19,6 +22,8 @@ import { loadTokenFile } from '../auth/static-tokens.js';
 import type { Settings } from '../config/settings.js';
 import { ConfigError } from '../errors.js';
 import { FileStorage } from '../iceberg/file-storage.js';
+import { handleIndexRequest, isIndexApiPath } from '../indexes/http-handlers.js';
+import { IndexRegistry } from '../indexes/registry.js';
 import type { ObjectStorage } from '../iceberg/storage.js';
 import { closeWarehouse, isS3Warehouse } from '../iceberg/warehouse.js';
 import { SqlCatalog } from '../iceberg/sql-catalog.js';
@@ -50,6 +55,7 @@ export class QueryServer {
   // Set by start(), before the port listens: an S3 warehouse's client is loaded on demand.
   #storage: ObjectStorage | undefined;
   #reader!: TableFilesReader;
+  #indexes!: IndexRegistry;
   #pool: EnginePool | undefined;
   readonly #slots: TenantSlots;
   readonly #metrics: QueryMetrics;
@@ -123,6 +129,7 @@ export class QueryServer {
       : new FileStorage(s.warehousePath);
     this.#storage = storage;
     this.#reader = new TableFilesReader(storage);
+    this.#indexes = new IndexRegistry({ catalog: this.#catalog, storage });
     const files = await openLocalFiles(storage, { dir: s.queryCacheDir, maxMib: s.queryCacheMaxMib });
     this.#pool = new EnginePool(this.#catalog, this.#reader, files, { memoryLimitMib: s.queryMemoryLimitMib });
     const { host, port } = this.#s.queryListen;
@@ -187,6 +194,9 @@ export class QueryServer {
         case '/api/v1/tables':
           return await this.#endpoint(req, res, 'tables', 'GET', () => this.#tables(req, res));
         default:
+          // Served on the node that received it, coordinator or not: an index
+          // lives in the shared catalog, and contract §5 forwards only queries.
+          if (isIndexApiPath(path)) return await this.#endpoint(req, res, 'indexes', undefined, () => this.#indexApi(req, res, path));
           req.resume();
           sendError(res, new QueryError('SIGLAKE_NOT_FOUND', `no endpoint ${path}`));
       }
@@ -211,11 +221,11 @@ export class QueryServer {
   }
 
   /** Counts the request in flight, answers refusals, records the metrics. */
-  async #endpoint(req: IncomingMessage, res: ServerResponse, endpoint: QueryEndpoint, method: string, run: () => Promise<void>): Promise<void> {
+  async #endpoint(req: IncomingMessage, res: ServerResponse, endpoint: QueryEndpoint, method: string | undefined, run: () => Promise<void>): Promise<void> {
     const started = performance.now();
     this.#inFlight++;
     try {
-      if (req.method !== method) throw new QueryError('SIGLAKE_METHOD_NOT_ALLOWED', `${req.method ?? '?'} is not allowed here; use ${method}`);
+      if (method !== undefined && req.method !== method) throw new QueryError('SIGLAKE_METHOD_NOT_ALLOWED', `${req.method ?? '?'} is not allowed here; use ${method}`);
       if (this.#draining) throw new QueryError('SIGLAKE_UNAVAILABLE', 'the query server is shutting down', { retryAfterSecs: 1 });
       await run();
     } catch (e) {
@@ -283,6 +293,20 @@ export class QueryServer {
     const given = req.headers['x-siglake-shard-token'];
     const ok = this.#shardTokenDigest !== undefined && typeof given === 'string' && timingSafeEqual(digest(given), this.#shardTokenDigest);
     if (!ok) throw new QueryError('SIGLAKE_UNAUTHENTICATED', 'unauthenticated: shard token missing or wrong');
+  }
+
+  /**
+   * The index API (contract §3, §6) for the caller's tenant, resolved exactly
+   * as a query's is (same 401/403 and counters) before the body is read.
+   */
+  async #indexApi(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
+    const tenant = await this.#tenantOf(req);
+    const method = req.method ?? 'GET';
+    const body = method === 'PUT' ? await readBody(req) : undefined;
+    if (body === undefined) req.resume();
+    const answer = await handleIndexRequest({ method, path, ...(body !== undefined ? { body } : {}) }, tenant, this.#indexes);
+    res.writeHead(answer.status, answer.headers);
+    res.end(answer.body);
   }
 
   async #tables(req: IncomingMessage, res: ServerResponse): Promise<void> {
