@@ -23,7 +23,8 @@ import type { Settings } from '../config/settings.js';
 import { ConfigError } from '../errors.js';
 import { FileStorage } from '../iceberg/file-storage.js';
 import { handleIndexRequest, isIndexApiPath } from '../indexes/http-handlers.js';
-import { IndexRegistry } from '../indexes/registry.js';
+import { IndexRegistry, PROP_RETENTION_DAYS } from '../indexes/registry.js';
+import { PROP_SCHEMA_VERSION } from '../migrate/migrate.js';
 import type { ObjectStorage } from '../iceberg/storage.js';
 import { closeWarehouse, isS3Warehouse } from '../iceberg/warehouse.js';
 import { SqlCatalog } from '../iceberg/sql-catalog.js';
@@ -318,8 +319,10 @@ export class QueryServer {
       const loc = await this.#catalog.metadataLocation(ns, name);
       if (loc === null) continue;
       const t = await this.#reader.read(ns, loc);
-      const retention = t.properties['siglake.retention-days'];
-      const version = t.properties['siglake.schema-version'];
+      // An index carries its retention (the registry's property); logs and
+      // traces do not (theirs is the compactor's setting): null.
+      const retention = t.properties[PROP_RETENTION_DAYS];
+      const version = t.properties[PROP_SCHEMA_VERSION];
       tables.push({
         name,
         kind: name === 'logs' || name === 'traces' ? name : 'index',

@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
+import { SCHEMA_VERSION } from '../../src/iceberg/table-schema.js';
 import { duckParquet, duckQuery } from '../helpers/iceberg.js';
 import { runCli, startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
 import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile, type KeyPair } from '../helpers/jwt.js';
@@ -108,8 +109,8 @@ describe('siglake query: tenant-routed SQL over the landed tables', () => {
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({
       tables: [
-        { name: 'logs', kind: 'logs', rowCount: N, retentionDays: null, schemaVersion: null },
-        { name: 'traces', kind: 'traces', rowCount: 2, retentionDays: null, schemaVersion: null },
+        { name: 'logs', kind: 'logs', rowCount: N, retentionDays: null, schemaVersion: SCHEMA_VERSION },
+        { name: 'traces', kind: 'traces', rowCount: 2, retentionDays: null, schemaVersion: SCHEMA_VERSION },
       ],
     });
   });
