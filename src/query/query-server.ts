@@ -41,6 +41,9 @@ import { readBody, sqlOf } from './request-body.js';
 import { ShardForwarder } from './shard-forwarder.js';
 import { TableFilesReader } from './table-files.js';
 import { TenantGate } from './tenant-gate.js';
+import { TenantIndex } from '../tenants/tenant-index.js';
+import { TenantsFileError } from '../tenants/tenants-file.js';
+import { readTenantsFile } from '../tenants/tenants-reloader.js';
 
 export interface QueryServerOptions {
   readonly settings: Settings;
@@ -75,7 +78,7 @@ export class QueryServer {
     if (s.queryTenantClaim !== undefined && s.oidcIssuer === undefined) {
       throw new ConfigError('query.oidc.tenantClaim: needs OIDC (set auth.oidc.issuer)');
     }
-    this.#gate = new TenantGate({ tenantClaim: s.queryTenantClaim, allowedTenants: s.queryAllowedTenants });
+    this.#gate = new TenantGate({ tenantClaim: s.queryTenantClaim, allowedTenants: s.queryAllowedTenants, declared: loadDeclared(s) });
     const shardToken = readShardToken(s);
     if (s.queryShards.length > 0 && shardToken === undefined) {
       throw new ConfigError('query.shards: needs query.shardToken or query.shardTokenFile (the shards verify it)');
@@ -103,7 +106,7 @@ export class QueryServer {
     });
     this.#catalog = SqlCatalog.open(s.catalogUrl, s.catalogName);
     this.#slots = new TenantSlots(s.queryMaxConcurrentPerTenant);
-    this.#metrics = new QueryMetrics({ running: () => this.#slots.total, contexts: () => this.#pool?.size ?? 0, cache: () => this.#pool?.fileStats ?? NO_CACHE_STATS });
+    this.#metrics = new QueryMetrics({ running: () => this.#slots.total, contexts: () => this.#pool?.size ?? 0, cache: () => this.#pool?.fileStats ?? NO_CACHE_STATS }, { declaredTenants: s.tenantsFile !== undefined });
     this.#http = http.createServer((req, res) => void this.#handle(req, res));
     this.#http.keepAliveTimeout = 10_000;
   }
@@ -232,6 +235,7 @@ export class QueryServer {
     } catch (e) {
       const err = asQueryError(e);
       if (err.reason !== undefined) this.#metrics.denied(err.reason);
+      if (err.code === 'SIGLAKE_TENANT_AMBIGUOUS') this.#metrics.ambiguous();
       if (err.httpStatus >= 500 && err.code !== 'SIGLAKE_QUERY_TIMEOUT') this.#log.warn({ code: err.code, endpoint }, 'query failed');
       req.resume();
       if (!res.headersSent) sendError(res, err);
@@ -339,6 +343,25 @@ const NO_CACHE_STATS = { hits: 0, misses: 0, evictions: 0, bytes: 0, files: 0 };
 
 function digest(s: string): Buffer {
   return createHash('sha256').update(s, 'utf8').digest();
+}
+
+/** The declared tenants of --tenants-file (read once, at start-up), or undefined. */
+function loadDeclared(s: Settings): TenantIndex | undefined {
+  const file = s.tenantsFile;
+  if (file === undefined) return undefined;
+  try {
+    const decls = readTenantsFile(file);
+    try {
+      return new TenantIndex(decls);
+    } catch (e) {
+      // An overlap the file alone decides (declared-tenants.md §2): name the file too.
+      if (e instanceof TenantsFileError) throw new TenantsFileError(`tenants.file ${file}: ${e.message}`);
+      throw e;
+    }
+  } catch (e) {
+    if (e instanceof TenantsFileError) throw new ConfigError(e.message);
+    throw e;
+  }
 }
 
 function readShardToken(s: Settings): string | undefined {
