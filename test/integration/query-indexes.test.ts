@@ -5,6 +5,7 @@
 // said it did.
 
 import fs from 'node:fs';
+import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
 import { tempDir } from '../helpers/ingester.js';
@@ -20,6 +21,7 @@ interface Answer {
 describe('siglake query: the index API, tenant-routed', () => {
   const dataDir = tempDir('siglake-query-indexes-');
   let q: RunningQuery;
+  let oidc: string[] = [];
   const tokens: Record<string, string> = {};
 
   const call = async (method: string, p: string, o: { token?: string; body?: unknown; contentType?: string } = {}): Promise<Answer> => {
@@ -41,9 +43,10 @@ describe('siglake query: the index API, tenant-routed', () => {
     for (const t of ['acme', 'globex', 'initech']) tokens[t] = await mint(key, { tenant: t });
     tokens['noclaim'] = await mint(key, {});
     tokens['badclaim'] = await mint(key, { tenant: '../acme' });
+    oidc = ['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks];
     q = await startQuery(dataDir, [
       ...icebergFlags(dataDir),
-      ...['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks],
+      ...oidc,
       ...['--query-tenant-claim', 'tenant', '--query-allowed-tenants', 'acme,globex'],
     ]);
   }, 60_000);
@@ -161,5 +164,33 @@ describe('siglake query: the index API, tenant-routed', () => {
     const m = await q.metrics();
     expect(m.get('siglake_query_requests_total{endpoint="indexes",status="401"}')).toBe(2);
     expect(m.get('siglake_query_requests_total{endpoint="indexes",status="403"}')).toBe(3);
+  });
+
+  it('a coordinator serves the index API itself (the catalog is shared; contract §5 forwards only queries), even with its shard down', async () => {
+    const srv = net.createServer();
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    const closed = (srv.address() as net.AddressInfo).port;
+    await new Promise<void>((r) => srv.close(() => r()));
+    const c = await startQuery(dataDir, [
+      ...icebergFlags(dataDir),
+      ...oidc,
+      ...['--query-tenant-claim', 'tenant', '--query-allowed-tenants', 'acme,globex'],
+      ...['--query-shard-token', 'shard-secret', '--query-shards', `http://127.0.0.1:${closed}`],
+    ]);
+    try {
+      const at = (p: string, init: RequestInit = {}) => fetch(`${c.url}${p}`, { ...init, headers: { authorization: `Bearer ${tokens['globex']}`, 'content-type': 'application/json' } });
+      const put = await at('/api/v1/indexes/refunds', { method: 'PUT', body: JSON.stringify({ retentionDays: 7 }) });
+      expect(put.status).toBe(201);
+      const list = (await (await at('/api/v1/indexes')).json()) as { indexes: { name: string }[] };
+      expect(list.indexes.map((i) => i.name).sort()).toEqual(['payments', 'refunds']);
+      // The worker sees what the coordinator created: one catalog.
+      expect((await call('GET', '/api/v1/indexes/refunds', { token: tokens['globex'] })).json.retentionDays).toBe(7);
+      // A query, by contrast, is forwarded, and its shard is down.
+      const sql = await at('/api/v1/sql', { method: 'POST', body: JSON.stringify({ sql: 'SELECT 1' }) });
+      expect(sql.status).toBe(502);
+      expect((await c.metrics()).get('siglake_query_requests_total{endpoint="indexes",status="201"}')).toBe(1);
+    } finally {
+      await c.stop();
+    }
   });
 });
