@@ -15,7 +15,8 @@ import { icebergFlags, startQuery, type RunningQuery } from '../helpers/query.js
 interface Answer {
   status: number;
   headers: Headers;
-  json: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+  /** The parsed JSON body (undefined for an empty one); shapes vary by answer. */
+  json: any;
 }
 
 describe('siglake query: the index API, tenant-routed', () => {
