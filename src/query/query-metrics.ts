@@ -5,7 +5,7 @@ import client, { type Registry } from 'prom-client';
 import type { CacheStats } from '../iceberg/object-cache.js';
 import { QUERY_DENIED_REASONS, type QueryDeniedReason } from './query-error.js';
 
-export const QUERY_ENDPOINTS = ['sql', 'sql_shard', 'tables'] as const;
+export const QUERY_ENDPOINTS = ['sql', 'sql_shard', 'tables', 'indexes'] as const;
 export type QueryEndpoint = (typeof QUERY_ENDPOINTS)[number];
 
 export class QueryMetrics {
@@ -15,8 +15,9 @@ export class QueryMetrics {
   readonly #duration: client.Histogram<'endpoint'>;
   readonly #timeouts: client.Counter;
   readonly #shardErrors: client.Counter;
+  readonly #ambiguous: client.Counter | undefined;
 
-  constructor(gauges: { running: () => number; contexts: () => number; cache: () => CacheStats }) {
+  constructor(gauges: { running: () => number; contexts: () => number; cache: () => CacheStats }, opts: { declaredTenants?: boolean } = {}) {
     const registry = new client.Registry();
     this.registry = registry;
     this.#denied = new client.Counter({
@@ -50,6 +51,14 @@ export class QueryMetrics {
       help: 'Forwarded queries whose shard did not answer (answered 502).',
       registers: [registry],
     });
+    // Only with --tenants-file (declared-tenants.md §2): the ingester's name, on this server's registry.
+    this.#ambiguous = opts.declaredTenants === true
+      ? new client.Counter({
+          name: 'siglake_tenant_ambiguous_total',
+          help: 'Requests refused because the verified principal matches more than one declared tenant (403 SIGLAKE_TENANT_AMBIGUOUS).',
+          registers: [registry],
+        })
+      : undefined;
     new client.Gauge({
       name: 'siglake_query_running',
       help: 'Queries running on this server now.',
@@ -99,6 +108,10 @@ export class QueryMetrics {
         this.set(gauges.contexts());
       },
     });
+  }
+
+  ambiguous(): void {
+    this.#ambiguous?.inc();
   }
 
   denied(reason: QueryDeniedReason): void {

@@ -8,6 +8,9 @@
 //   the tenant's concurrency slot, else 429
 //   the tenant context at the catalog's current snapshots (engine-pool.ts)
 //   the one read-only statement (statement-guard.ts), within the timeout (504)
+// The index API (/api/v1/indexes…) goes through authentication and tenant
+// routing the same way, then src/indexes/http-handlers.ts, on the node that
+// received it (it is not forwarded: the catalog is shared).
 // Nothing tenant-specific exists before the third step passes.
 
 import { timingSafeEqual, createHash } from 'node:crypto';
@@ -19,6 +22,9 @@ import { loadTokenFile } from '../auth/static-tokens.js';
 import type { Settings } from '../config/settings.js';
 import { ConfigError } from '../errors.js';
 import { FileStorage } from '../iceberg/file-storage.js';
+import { handleIndexRequest, isIndexApiPath } from '../indexes/http-handlers.js';
+import { IndexRegistry, PROP_RETENTION_DAYS } from '../indexes/registry.js';
+import { PROP_SCHEMA_VERSION } from '../migrate/migrate.js';
 import type { ObjectStorage } from '../iceberg/storage.js';
 import { closeWarehouse, isS3Warehouse } from '../iceberg/warehouse.js';
 import { SqlCatalog } from '../iceberg/sql-catalog.js';
@@ -35,6 +41,9 @@ import { readBody, sqlOf } from './request-body.js';
 import { ShardForwarder } from './shard-forwarder.js';
 import { TableFilesReader } from './table-files.js';
 import { TenantGate } from './tenant-gate.js';
+import { TenantIndex } from '../tenants/tenant-index.js';
+import { TenantsFileError } from '../tenants/tenants-file.js';
+import { readTenantsFile } from '../tenants/tenants-reloader.js';
 
 export interface QueryServerOptions {
   readonly settings: Settings;
@@ -50,6 +59,7 @@ export class QueryServer {
   // Set by start(), before the port listens: an S3 warehouse's client is loaded on demand.
   #storage: ObjectStorage | undefined;
   #reader!: TableFilesReader;
+  #indexes!: IndexRegistry;
   #pool: EnginePool | undefined;
   readonly #slots: TenantSlots;
   readonly #metrics: QueryMetrics;
@@ -68,7 +78,7 @@ export class QueryServer {
     if (s.queryTenantClaim !== undefined && s.oidcIssuer === undefined) {
       throw new ConfigError('query.oidc.tenantClaim: needs OIDC (set auth.oidc.issuer)');
     }
-    this.#gate = new TenantGate({ tenantClaim: s.queryTenantClaim, allowedTenants: s.queryAllowedTenants });
+    this.#gate = new TenantGate({ tenantClaim: s.queryTenantClaim, allowedTenants: s.queryAllowedTenants, declared: loadDeclared(s) });
     const shardToken = readShardToken(s);
     if (s.queryShards.length > 0 && shardToken === undefined) {
       throw new ConfigError('query.shards: needs query.shardToken or query.shardTokenFile (the shards verify it)');
@@ -96,7 +106,7 @@ export class QueryServer {
     });
     this.#catalog = SqlCatalog.open(s.catalogUrl, s.catalogName);
     this.#slots = new TenantSlots(s.queryMaxConcurrentPerTenant);
-    this.#metrics = new QueryMetrics({ running: () => this.#slots.total, contexts: () => this.#pool?.size ?? 0, cache: () => this.#pool?.fileStats ?? NO_CACHE_STATS });
+    this.#metrics = new QueryMetrics({ running: () => this.#slots.total, contexts: () => this.#pool?.size ?? 0, cache: () => this.#pool?.fileStats ?? NO_CACHE_STATS }, { declaredTenants: s.tenantsFile !== undefined });
     this.#http = http.createServer((req, res) => void this.#handle(req, res));
     this.#http.keepAliveTimeout = 10_000;
   }
@@ -123,6 +133,7 @@ export class QueryServer {
       : new FileStorage(s.warehousePath);
     this.#storage = storage;
     this.#reader = new TableFilesReader(storage);
+    this.#indexes = new IndexRegistry({ catalog: this.#catalog, storage });
     const files = await openLocalFiles(storage, { dir: s.queryCacheDir, maxMib: s.queryCacheMaxMib });
     this.#pool = new EnginePool(this.#catalog, this.#reader, files, { memoryLimitMib: s.queryMemoryLimitMib });
     const { host, port } = this.#s.queryListen;
@@ -187,6 +198,9 @@ export class QueryServer {
         case '/api/v1/tables':
           return await this.#endpoint(req, res, 'tables', 'GET', () => this.#tables(req, res));
         default:
+          // Served on the node that received it, coordinator or not: an index
+          // lives in the shared catalog, and contract §5 forwards only queries.
+          if (isIndexApiPath(path)) return await this.#endpoint(req, res, 'indexes', undefined, () => this.#indexApi(req, res, path));
           req.resume();
           sendError(res, new QueryError('SIGLAKE_NOT_FOUND', `no endpoint ${path}`));
       }
@@ -211,16 +225,17 @@ export class QueryServer {
   }
 
   /** Counts the request in flight, answers refusals, records the metrics. */
-  async #endpoint(req: IncomingMessage, res: ServerResponse, endpoint: QueryEndpoint, method: string, run: () => Promise<void>): Promise<void> {
+  async #endpoint(req: IncomingMessage, res: ServerResponse, endpoint: QueryEndpoint, method: string | undefined, run: () => Promise<void>): Promise<void> {
     const started = performance.now();
     this.#inFlight++;
     try {
-      if (req.method !== method) throw new QueryError('SIGLAKE_METHOD_NOT_ALLOWED', `${req.method ?? '?'} is not allowed here; use ${method}`);
+      if (method !== undefined && req.method !== method) throw new QueryError('SIGLAKE_METHOD_NOT_ALLOWED', `${req.method ?? '?'} is not allowed here; use ${method}`);
       if (this.#draining) throw new QueryError('SIGLAKE_UNAVAILABLE', 'the query server is shutting down', { retryAfterSecs: 1 });
       await run();
     } catch (e) {
       const err = asQueryError(e);
       if (err.reason !== undefined) this.#metrics.denied(err.reason);
+      if (err.code === 'SIGLAKE_TENANT_AMBIGUOUS') this.#metrics.ambiguous();
       if (err.httpStatus >= 500 && err.code !== 'SIGLAKE_QUERY_TIMEOUT') this.#log.warn({ code: err.code, endpoint }, 'query failed');
       req.resume();
       if (!res.headersSent) sendError(res, err);
@@ -285,6 +300,20 @@ export class QueryServer {
     if (!ok) throw new QueryError('SIGLAKE_UNAUTHENTICATED', 'unauthenticated: shard token missing or wrong');
   }
 
+  /**
+   * The index API (contract §3, §6) for the caller's tenant, resolved exactly
+   * as a query's is (same 401/403 and counters) before the body is read.
+   */
+  async #indexApi(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
+    const tenant = await this.#tenantOf(req);
+    const method = req.method ?? 'GET';
+    const body = method === 'PUT' ? await readBody(req) : undefined;
+    if (body === undefined) req.resume();
+    const answer = await handleIndexRequest({ method, path, ...(body !== undefined ? { body } : {}) }, tenant, this.#indexes);
+    res.writeHead(answer.status, answer.headers);
+    res.end(answer.body);
+  }
+
   async #tables(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const tenant = await this.#tenantOf(req);
     req.resume();
@@ -294,8 +323,10 @@ export class QueryServer {
       const loc = await this.#catalog.metadataLocation(ns, name);
       if (loc === null) continue;
       const t = await this.#reader.read(ns, loc);
-      const retention = t.properties['siglake.retention-days'];
-      const version = t.properties['siglake.schema-version'];
+      // An index carries its retention (the registry's property); logs and
+      // traces do not (theirs is the compactor's setting): null.
+      const retention = t.properties[PROP_RETENTION_DAYS];
+      const version = t.properties[PROP_SCHEMA_VERSION];
       tables.push({
         name,
         kind: name === 'logs' || name === 'traces' ? name : 'index',
@@ -312,6 +343,25 @@ const NO_CACHE_STATS = { hits: 0, misses: 0, evictions: 0, bytes: 0, files: 0 };
 
 function digest(s: string): Buffer {
   return createHash('sha256').update(s, 'utf8').digest();
+}
+
+/** The declared tenants of --tenants-file (read once, at start-up), or undefined. */
+function loadDeclared(s: Settings): TenantIndex | undefined {
+  const file = s.tenantsFile;
+  if (file === undefined) return undefined;
+  try {
+    const decls = readTenantsFile(file);
+    try {
+      return new TenantIndex(decls);
+    } catch (e) {
+      // An overlap the file alone decides (declared-tenants.md §2): name the file too.
+      if (e instanceof TenantsFileError) throw new TenantsFileError(`tenants.file ${file}: ${e.message}`);
+      throw e;
+    }
+  } catch (e) {
+    if (e instanceof TenantsFileError) throw new ConfigError(e.message);
+    throw e;
+  }
 }
 
 function readShardToken(s: Settings): string | undefined {

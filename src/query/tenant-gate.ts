@@ -9,21 +9,35 @@
 //                        absent → 403 missing; not a usable identifier → 403 invalid;
 //                        outside a non-empty query.allowedTenants → 403 unlisted
 //
+// With declared tenants (--tenants-file, declared-tenants.md §2) the verified
+// principal is resolved through the tenants file first: a declared tenant is
+// the query's (then the allow-list); a principal matching two tenants is a
+// 403 SIGLAKE_TENANT_AMBIGUOUS; one matching none takes the claim routing
+// above, exactly as without a file.
+//
 // The allow-list is the query server's own: ingester.allowedTenants is never
 // read, so a tenant stopped from writing still reads within its retention.
 
 import { ConfigError } from '../errors.js';
 import { DEFAULT_TENANT, isValidIdentifier } from '../tenancy/identifier.js';
+import type { TenantIndex } from '../tenants/tenant-index.js';
 import { QueryError, type QueryDeniedReason } from './query-error.js';
 
 export interface TenantGateOptions {
   readonly tenantClaim: string | undefined;
   readonly allowedTenants: readonly string[];
+  /** The declared tenants (--tenants-file); undefined: none declared. */
+  readonly declared?: TenantIndex | undefined;
 }
 
 export class TenantGate {
   readonly #claim: string | undefined;
   readonly #allowed: ReadonlySet<string> | undefined;
+  readonly #declared: TenantIndex | undefined;
+  readonly #ambiguous = new QueryError(
+    'SIGLAKE_TENANT_AMBIGUOUS',
+    'tenant ambiguous: the verified principal matches more than one declared tenant; the operator must make the tenants file unambiguous',
+  );
   readonly #denied: Readonly<Record<QueryDeniedReason, QueryError>> = {
     missing: new QueryError('SIGLAKE_TENANT_DENIED', 'tenant denied (missing): the verified token has no tenant claim', { reason: 'missing' }),
     invalid: new QueryError('SIGLAKE_TENANT_DENIED', 'tenant denied (invalid): the tenant claim is not a valid tenant identifier', {
@@ -41,10 +55,19 @@ export class TenantGate {
     }
     this.#claim = opts.tenantClaim;
     this.#allowed = opts.allowedTenants.length === 0 ? undefined : new Set(opts.allowedTenants);
+    this.#declared = opts.declared;
   }
 
   /** The tenant of a query from its verified claims (undefined when not OIDC), or throws the 403. */
   resolve(claims: Readonly<Record<string, unknown>> | undefined): string {
+    if (this.#declared !== undefined && claims !== undefined) {
+      const r = this.#declared.resolvePrincipal(claims);
+      if (r.kind === 'ambiguous') throw this.#ambiguous;
+      if (r.kind === 'tenant') {
+        if (this.#allowed !== undefined && !this.#allowed.has(r.tenant)) throw this.#denied.unlisted;
+        return r.tenant;
+      }
+    }
     if (this.#claim === undefined) return DEFAULT_TENANT;
     if (claims === undefined || !Object.hasOwn(claims, this.#claim)) throw this.#denied.missing;
     const tenant = claims[this.#claim];

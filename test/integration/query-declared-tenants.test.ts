@@ -1,0 +1,112 @@
+// Declared tenants on `siglake query` (declared-tenants.md §2, "the query
+// server resolves declared tenants the same way"), against the real process:
+// a principal a tenants file declares reads and writes that tenant (over any
+// tenant claim it also holds), one matching two tenants is a counted 403
+// SIGLAKE_TENANT_AMBIGUOUS, one matching none takes the claim routing, and
+// the query allow-list still applies afterwards. A bad file stops start-up.
+
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli, tempDir } from '../helpers/ingester.js';
+import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile } from '../helpers/jwt.js';
+import { icebergFlags, startQuery, type RunningQuery } from '../helpers/query.js';
+
+const TENANTS = {
+  tenants: [
+    { id: 'acme', subjects: { claims: { org_id: 'acme-prod' } } },
+    // Compound: overlaps acme only for a principal holding both claims (request time).
+    { id: 'hooli', subjects: { issuers: [ISSUER], claims: { env: 'prod' } } },
+    { id: 'initech', subjects: { claims: { org_id: 'initech' } } },
+  ],
+};
+
+describe('siglake query with --tenants-file: declared tenants first, then the claim routing', () => {
+  const dataDir = tempDir('siglake-query-declared-');
+  const tenantsFile = path.join(dataDir, 'tenants.json');
+  let q: RunningQuery;
+  let oidc: string[] = [];
+  const t: Record<string, string> = {};
+
+  const call = async (method: string, p: string, token: string, body?: unknown) => {
+    const res = await fetch(`${q.url}${p}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+    const text = await res.text();
+    return { status: res.status, json: text === '' ? undefined : JSON.parse(text) };
+  };
+  const names = async (token: string) => ((await call('GET', '/api/v1/indexes', token)).json.indexes as { name: string }[]).map((i) => i.name).sort();
+
+  beforeAll(async () => {
+    fs.writeFileSync(tenantsFile, JSON.stringify(TENANTS));
+    const key = await makeKeyPair('ES256', 'k1');
+    const jwks = writeJwksFile(dataDir, [key.jwk]);
+    oidc = ['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks];
+    t['declaredAcme'] = await mint(key, { org_id: 'acme-prod' });
+    t['declaredAcmeClaimingGlobex'] = await mint(key, { org_id: 'acme-prod', tenant: 'globex' });
+    t['claimAcme'] = await mint(key, { tenant: 'acme' });
+    t['claimGlobex'] = await mint(key, { tenant: 'globex' });
+    t['both'] = await mint(key, { org_id: 'acme-prod', env: 'prod' });
+    t['initech'] = await mint(key, { org_id: 'initech' });
+    q = await startQuery(dataDir, [
+      ...icebergFlags(dataDir),
+      ...oidc,
+      ...['--query-tenant-claim', 'tenant', '--query-allowed-tenants', 'acme,globex,hooli', '--tenants-file', tenantsFile],
+    ]);
+  }, 60_000);
+
+  afterAll(async () => {
+    await q?.stop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('routes a declared principal to its tenant (over its tenant claim), an undeclared one by its claim, refuses an ambiguous one (403, counted) and an unlisted declared one', async () => {
+    const m0 = await q.metrics();
+    expect(m0.get('siglake_tenant_ambiguous_total')).toBe(0);
+
+    // Declared acme: the index lands in acme's namespace, as a tenant-claim caller of acme sees.
+    expect((await call('PUT', '/api/v1/indexes/payments', t['declaredAcme']!, { retentionDays: 3 })).status).toBe(201);
+    // Declared acme that also claims globex: still acme (declared first).
+    expect((await call('PUT', '/api/v1/indexes/audit', t['declaredAcmeClaimingGlobex']!, {})).status).toBe(201);
+    expect(await names(t['claimAcme']!)).toEqual(['audit', 'payments']);
+    // Undeclared principal: the claim routing, unchanged.
+    expect((await call('PUT', '/api/v1/indexes/orders', t['claimGlobex']!, {})).status).toBe(201);
+    expect(await names(t['claimGlobex']!)).toEqual(['orders']);
+    expect(await names(t['declaredAcme']!)).toEqual(['audit', 'payments']);
+
+    // The SQL endpoint takes the same route.
+    const sql = await fetch(`${q.url}/api/v1/tables`, { headers: { authorization: `Bearer ${t['declaredAcme']}` } });
+    expect(((await sql.json()).tables as { name: string }[]).map((x) => x.name).sort()).toEqual(['audit', 'payments']);
+
+    const amb = await call('GET', '/api/v1/indexes', t['both']!);
+    expect(amb.status).toBe(403);
+    expect(amb.json.error.code).toBe('SIGLAKE_TENANT_AMBIGUOUS');
+    const ambSql = await fetch(`${q.url}/api/v1/sql`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${t['both']}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ sql: 'SELECT 1' }),
+    });
+    expect(ambSql.status).toBe(403);
+    expect(((await ambSql.json()) as { error: { code: string } }).error.code).toBe('SIGLAKE_TENANT_AMBIGUOUS');
+
+    // Declared, but outside query.allowedTenants: the allow-list still applies.
+    const unlisted = await call('GET', '/api/v1/indexes', t['initech']!);
+    expect(unlisted.status).toBe(403);
+    expect(unlisted.json.error.message).toContain('(unlisted)');
+
+    const m1 = await q.metrics();
+    expect(m1.get('siglake_tenant_ambiguous_total')).toBe(2);
+    expect(m1.get('siglake_query_tenant_denied_total{reason="unlisted"}')).toBe(1);
+  });
+
+  it('a tenants file that does not load stops start-up with exit 2, naming the file', async () => {
+    const bad = path.join(dataDir, 'bad.yaml');
+    fs.writeFileSync(bad, 'tenants:\n  - id: a\n    subjects: { groups: [ops] }\n  - id: b\n    subjects: { groups: [dev, ops] }\n');
+    const r = runCli(['query', '--query-listen', '127.0.0.1:0', ...icebergFlags(dataDir), ...oidc, '--query-tenant-claim', 'tenant', '--tenants-file', bad]);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain(bad);
+    expect(r.stderr).toMatch(/tenants "a" and "b" overlap: both select group "ops"/);
+  });
+});

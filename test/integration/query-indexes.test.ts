@@ -1,0 +1,197 @@
+// The index API mounted on `siglake query` (contract query §3, §4, §6),
+// against the real process: the tenant comes from the caller's verified
+// token exactly as for SQL (same 401/403 and denial counters), each tenant
+// sees and changes only its own indexes, and the catalog holds what the API
+// said it did.
+
+import fs from 'node:fs';
+import net from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
+import { tempDir } from '../helpers/ingester.js';
+import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile } from '../helpers/jwt.js';
+import { icebergFlags, startQuery, type RunningQuery } from '../helpers/query.js';
+
+interface Answer {
+  status: number;
+  headers: Headers;
+  /** The parsed JSON body (undefined for an empty one); shapes vary by answer. */
+  json: any;
+}
+
+describe('siglake query: the index API, tenant-routed', () => {
+  const dataDir = tempDir('siglake-query-indexes-');
+  let q: RunningQuery;
+  let oidc: string[] = [];
+  const tokens: Record<string, string> = {};
+
+  const call = async (method: string, p: string, o: { token?: string; body?: unknown; contentType?: string } = {}): Promise<Answer> => {
+    const headers: Record<string, string> = {};
+    if (o.token !== undefined) headers['authorization'] = `Bearer ${o.token}`;
+    let body: string | undefined;
+    if (o.body !== undefined) {
+      body = typeof o.body === 'string' ? o.body : JSON.stringify(o.body);
+      headers['content-type'] = o.contentType ?? 'application/json';
+    }
+    const res = await fetch(`${q.url}${p}`, { method, headers, ...(body !== undefined ? { body } : {}) });
+    const text = await res.text();
+    return { status: res.status, headers: res.headers, json: text === '' ? undefined : JSON.parse(text) };
+  };
+
+  beforeAll(async () => {
+    const key = await makeKeyPair('ES256', 'k1');
+    const jwks = writeJwksFile(dataDir, [key.jwk]);
+    for (const t of ['acme', 'globex', 'initech']) tokens[t] = await mint(key, { tenant: t });
+    tokens['noclaim'] = await mint(key, {});
+    tokens['badclaim'] = await mint(key, { tenant: '../acme' });
+    oidc = ['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks];
+    q = await startQuery(dataDir, [
+      ...icebergFlags(dataDir),
+      ...oidc,
+      ...['--query-tenant-claim', 'tenant', '--query-allowed-tenants', 'acme,globex'],
+    ]);
+  }, 60_000);
+
+  afterAll(async () => {
+    await q?.stop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('acme creates payments; globex cannot see, update or delete it (404); both hold their own with different mappings; GET lists only one\'s own', async () => {
+    const a = await call('PUT', '/api/v1/indexes/payments', {
+      token: tokens['acme'],
+      body: { retentionDays: 30, mapping: [{ column: 'http_status', from: 'attributes.http.response.status_code', type: 'long' }] },
+    });
+    expect(a.status, JSON.stringify(a.json)).toBe(201);
+    expect(a.json).toMatchObject({ name: 'payments', retentionDays: 30, mapping: [{ column: 'http_status', type: 'long' }] });
+
+    const seen = await call('GET', '/api/v1/indexes/payments', { token: tokens['globex'] });
+    expect(seen.status).toBe(404);
+    expect(seen.json.error.code).toBe('SIGLAKE_UNKNOWN_INDEX');
+    const del = await call('DELETE', '/api/v1/indexes/payments', { token: tokens['globex'] });
+    expect(del.status).toBe(404);
+    expect(del.json.error.code).toBe('SIGLAKE_UNKNOWN_INDEX');
+    expect((await call('GET', '/api/v1/indexes', { token: tokens['globex'] })).json).toEqual({ indexes: [] });
+
+    // globex's PUT of the same name (YAML this time) creates globex's own; acme's is untouched.
+    const g = await call('PUT', '/api/v1/indexes/payments', {
+      token: tokens['globex'],
+      body: 'retentionDays: 5\nmapping:\n  - column: user\n    from: resource.user.id\n    type: string\n',
+      contentType: 'application/yaml',
+    });
+    expect(g.status, JSON.stringify(g.json)).toBe(201);
+    expect((await call('GET', '/api/v1/indexes/payments', { token: tokens['acme'] })).json).toEqual(a.json);
+    expect((await call('GET', '/api/v1/indexes/payments', { token: tokens['globex'] })).json).toMatchObject({
+      retentionDays: 5,
+      mapping: [{ column: 'user', from: 'resource.user.id', type: 'string' }],
+    });
+
+    await call('PUT', '/api/v1/indexes/audit', { token: tokens['acme'], body: {} });
+    const acmeList = await call('GET', '/api/v1/indexes', { token: tokens['acme'] });
+    expect(acmeList.status).toBe(200);
+    expect(acmeList.json.indexes.map((i: { name: string }) => i.name).sort()).toEqual(['audit', 'payments']);
+    const globexList = await call('GET', '/api/v1/indexes', { token: tokens['globex'] });
+    expect(globexList.json.indexes).toEqual([(await call('GET', '/api/v1/indexes/payments', { token: tokens['globex'] })).json]);
+
+    // The catalog holds each in its tenant's namespace; the SQL side lists them too.
+    const catalog = SqlCatalog.open(`sqlite:${dataDir}/catalog.db`, 'siglake');
+    try {
+      expect((await catalog.tables('tenant_acme')).sort()).toEqual(['audit', 'payments']);
+      expect(await catalog.tables('tenant_globex')).toEqual(['payments']);
+    } finally {
+      await catalog.close();
+    }
+
+    const tables = await fetch(`${q.url}/api/v1/tables`, { headers: { authorization: `Bearer ${tokens['globex']}` } });
+    expect((await tables.json()).tables).toEqual([{ name: 'payments', kind: 'index', rowCount: 0, retentionDays: 5, schemaVersion: expect.anything() }]);
+
+    // An update by acme adds a column to acme's index only; a DELETE by acme removes acme's only.
+    const up = await call('PUT', '/api/v1/indexes/payments', {
+      token: tokens['acme'],
+      body: { retentionDays: 30, mapping: [{ column: 'http_status', from: 'attributes.http.response.status_code', type: 'long' }, { column: 'route', from: 'attributes.http.route', type: 'string' }] },
+    });
+    expect(up.status).toBe(200);
+    expect((await call('GET', '/api/v1/indexes/payments', { token: tokens['globex'] })).json.mapping.map((c: { column: string }) => c.column)).toEqual(['user']);
+    expect((await call('DELETE', '/api/v1/indexes/audit', { token: tokens['acme'] })).status).toBe(204);
+    expect((await call('GET', '/api/v1/indexes/audit', { token: tokens['acme'] })).status).toBe(404);
+  });
+
+  it('refusals: unauthenticated 401, tenant denied 403 with its reason counted, bad body 400 SIGLAKE_BAD_INDEX, wrong method 405; nothing created', async () => {
+    const before = await q.metrics();
+    const none = await call('GET', '/api/v1/indexes');
+    expect(none.status).toBe(401);
+    expect(none.json.error.code).toBe('SIGLAKE_UNAUTHENTICATED');
+    const forged = await call('PUT', '/api/v1/indexes/x', { token: 'not-a-token', body: {} });
+    expect(forged.status).toBe(401);
+
+    const denied: Array<[string, string]> = [
+      ['noclaim', 'missing'],
+      ['badclaim', 'invalid'],
+      ['initech', 'unlisted'],
+    ];
+    for (const [who, reason] of denied) {
+      const r = await call('PUT', '/api/v1/indexes/payments', { token: tokens[who], body: {} });
+      expect(r.status, who).toBe(403);
+      expect(r.json.error.code).toBe('SIGLAKE_TENANT_DENIED');
+      expect(r.json.error.message).toContain(`(${reason})`);
+    }
+    const after = await q.metrics();
+    for (const [, reason] of denied) {
+      const k = `siglake_query_tenant_denied_total{reason="${reason}"}`;
+      expect(after.get(k), k).toBe((before.get(k) ?? 0) + 1);
+    }
+
+    const notJson = await call('PUT', '/api/v1/indexes/broken', { token: tokens['acme'], body: '{"mapping": [', contentType: 'application/json' });
+    expect(notJson.status).toBe(400);
+    expect(notJson.json.error.code).toBe('SIGLAKE_BAD_INDEX');
+    const badFrom = await call('PUT', '/api/v1/indexes/broken', { token: tokens['acme'], body: { mapping: [{ column: 'c', from: 'nowhere', type: 'long' }] } });
+    expect(badFrom.status).toBe(400);
+    expect(badFrom.json.error.code).toBe('SIGLAKE_BAD_INDEX');
+    expect(badFrom.json.error.message).toContain('mapping[0].from');
+    const reserved = await call('PUT', '/api/v1/indexes/logs', { token: tokens['acme'], body: {} });
+    expect(reserved.status).toBe(400);
+    const post = await call('POST', '/api/v1/indexes/payments', { token: tokens['acme'], body: {} });
+    expect(post.status).toBe(405);
+    expect(post.headers.get('allow')).toBe('GET, PUT, DELETE');
+
+    expect((await call('GET', '/api/v1/indexes/broken', { token: tokens['acme'] })).status).toBe(404);
+    const catalog = SqlCatalog.open(`sqlite:${dataDir}/catalog.db`, 'siglake');
+    try {
+      expect(await catalog.tables('tenant_initech')).toEqual([]);
+      expect(await catalog.tables('main')).toEqual([]);
+    } finally {
+      await catalog.close();
+    }
+    const m = await q.metrics();
+    expect(m.get('siglake_query_requests_total{endpoint="indexes",status="401"}')).toBe(2);
+    expect(m.get('siglake_query_requests_total{endpoint="indexes",status="403"}')).toBe(3);
+  });
+
+  it('a coordinator serves the index API itself (the catalog is shared; contract §5 forwards only queries), even with its shard down', async () => {
+    const srv = net.createServer();
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    const closed = (srv.address() as net.AddressInfo).port;
+    await new Promise<void>((r) => srv.close(() => r()));
+    const c = await startQuery(dataDir, [
+      ...icebergFlags(dataDir),
+      ...oidc,
+      ...['--query-tenant-claim', 'tenant', '--query-allowed-tenants', 'acme,globex'],
+      ...['--query-shard-token', 'shard-secret', '--query-shards', `http://127.0.0.1:${closed}`],
+    ]);
+    try {
+      const at = (p: string, init: RequestInit = {}) => fetch(`${c.url}${p}`, { ...init, headers: { authorization: `Bearer ${tokens['globex']}`, 'content-type': 'application/json' } });
+      const put = await at('/api/v1/indexes/refunds', { method: 'PUT', body: JSON.stringify({ retentionDays: 7 }) });
+      expect(put.status).toBe(201);
+      const list = (await (await at('/api/v1/indexes')).json()) as { indexes: { name: string }[] };
+      expect(list.indexes.map((i) => i.name).sort()).toEqual(['payments', 'refunds']);
+      // The worker sees what the coordinator created: one catalog.
+      expect((await call('GET', '/api/v1/indexes/refunds', { token: tokens['globex'] })).json.retentionDays).toBe(7);
+      // A query, by contrast, is forwarded, and its shard is down.
+      const sql = await at('/api/v1/sql', { method: 'POST', body: JSON.stringify({ sql: 'SELECT 1' }) });
+      expect(sql.status).toBe(502);
+      expect((await c.metrics()).get('siglake_query_requests_total{endpoint="indexes",status="201"}')).toBe(1);
+    } finally {
+      await c.stop();
+    }
+  });
+});
