@@ -13,7 +13,6 @@ import { duckParquet, duckQuery } from '../helpers/iceberg.js';
 import { runCli, startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
 import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile, type KeyPair } from '../helpers/jwt.js';
 import { bodiesOf, icebergFlags, landTenants, listFiles, postSql, sendTenants, startQuery, tableFiles, type RunningQuery } from '../helpers/query.js';
-import { SCHEMA_VERSION } from '../../src/iceberg/table-schema.js';
 
 const TENANTS = ['default', 'acme', 'globex'] as const;
 const N = 20;

@@ -78,7 +78,7 @@ describe('siglake query with --tenants-file: declared tenants first, then the cl
 
     // The SQL endpoint takes the same route.
     const sql = await fetch(`${q.url}/api/v1/tables`, { headers: { authorization: `Bearer ${t['declaredAcme']}` } });
-    expect(((await sql.json()).tables as { name: string }[]).map((x) => x.name).sort()).toEqual(['audit', 'payments']);
+    expect(((await sql.json()) as { tables: { name: string }[] }).tables.map((x) => x.name).sort()).toEqual(['audit', 'payments']);
 
     const amb = await call('GET', '/api/v1/indexes', t['both']!);
     expect(amb.status).toBe(403);

@@ -103,7 +103,7 @@ describe('siglake query: the index API, tenant-routed', () => {
     }
 
     const tables = await fetch(`${q.url}/api/v1/tables`, { headers: { authorization: `Bearer ${tokens['globex']}` } });
-    expect((await tables.json()).tables).toEqual([{ name: 'payments', kind: 'index', rowCount: 0, retentionDays: 5, schemaVersion: expect.anything() }]);
+    expect(((await tables.json()) as { tables: unknown[] }).tables).toEqual([{ name: 'payments', kind: 'index', rowCount: 0, retentionDays: 5, schemaVersion: expect.anything() }]);
 
     // An update by acme adds a column to acme's index only; a DELETE by acme removes acme's only.
     const up = await call('PUT', '/api/v1/indexes/payments', {
