@@ -47,6 +47,9 @@ export const LOGS_SCHEMA: ExpectedField[] = [
   ...resourceAndScope(14),
   map(21, 'attributes', 105),
   f(22, 'dropped_attributes_count', 'int', true),
+  // Schema version 2 (docs/iceberg.md "Migration"): promoted from resource attributes.
+  f(23, 'service_namespace', 'string'),
+  f(24, 'deployment_environment_name', 'string'),
 ];
 
 export const TRACES_SCHEMA: ExpectedField[] = [
@@ -72,6 +75,9 @@ export const TRACES_SCHEMA: ExpectedField[] = [
   f(26, 'dropped_events_count', 'int', true),
   f(27, 'links', 'string'),
   f(28, 'dropped_links_count', 'int', true),
+  // Schema version 2 (docs/iceberg.md "Migration"): promoted from resource attributes.
+  f(29, 'service_namespace', 'string'),
+  f(30, 'deployment_environment_name', 'string'),
 ];
 
 /** Partitioned by day(time): partition field `time_day`, id 1000. */
