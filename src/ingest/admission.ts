@@ -134,11 +134,22 @@ export class Admission {
    * admitted request must end with finish().
    */
   admit(signal: 'logs' | 'traces', h: IngestHeaders): Lane | Promise<Lane> {
-    return this.#audited(h, () => {
-      const pre = this.#admitHeaders(h);
-      if (pre instanceof Promise) return pre.then((p) => this.reserve(signal, p));
-      return this.reserve(signal, pre);
-    });
+    // [declared tenants] every refusal is audited when audit.file is set; no closure on the plain path.
+    const gate = this.#o.tenants;
+    if (gate === undefined || !gate.auditing) return this.#admit(signal, h);
+    gate.remote = h.remote;
+    try {
+      return this.#auditLater(h.remote, this.#admit(signal, h));
+    } catch (e) {
+      gate.refusedAtAdmission(e);
+      throw e;
+    }
+  }
+
+  #admit(signal: 'logs' | 'traces', h: IngestHeaders): Lane | Promise<Lane> {
+    const pre = this.#admitHeaders(h);
+    if (pre instanceof Promise) return pre.then((p) => this.reserve(signal, p));
+    return this.reserve(signal, pre);
   }
 
   /** Whether refusals are audited: the acceptors then pass the peer address in `remote`. */
@@ -153,29 +164,26 @@ export class Admission {
    * where the request goes, or throws the refusal.
    */
   admitHeaders(h: IngestHeaders): Admitted | Promise<Admitted> {
-    return this.#audited(h, () => this.#admitHeaders(h));
-  }
-
-  /** [declared tenants] every refusal is audited when audit.file is set. */
-  #audited<T>(h: IngestHeaders, run: () => T | Promise<T>): T | Promise<T> {
     const gate = this.#o.tenants;
-    if (gate === undefined || !gate.auditing) return run();
-    const remote = h.remote;
-    gate.remote = remote;
+    if (gate === undefined || !gate.auditing) return this.#admitHeaders(h);
+    gate.remote = h.remote;
     try {
-      const r = run();
-      if (r instanceof Promise) {
-        return r.catch((e: unknown) => {
-          gate.remote = remote;
-          gate.refusedAtAdmission(e);
-          throw e;
-        });
-      }
-      return r;
+      return this.#auditLater(h.remote, this.#admitHeaders(h));
     } catch (e) {
       gate.refusedAtAdmission(e);
       throw e;
     }
+  }
+
+  /** [declared tenants] audits the refusal of a check that finished asynchronously. */
+  #auditLater<T>(remote: string | undefined, r: T | Promise<T>): T | Promise<T> {
+    if (!(r instanceof Promise)) return r;
+    const gate = this.#o.tenants!;
+    return r.catch((e: unknown) => {
+      gate.remote = remote;
+      gate.refusedAtAdmission(e);
+      throw e;
+    });
   }
 
   #admitHeaders(h: IngestHeaders): Admitted | Promise<Admitted> {

@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { followLogLines, type LogLine } from './log-lines.js';
 
 export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const CLI = path.join(REPO, 'dist', 'cli.js');
@@ -28,11 +29,7 @@ export interface StartOptions {
   indexes?: Record<string, string[]>;
 }
 
-export interface LogLine {
-  level: number;
-  msg: string;
-  [k: string]: unknown;
-}
+export type { LogLine } from './log-lines.js';
 
 export class RunningIngester {
   readonly logs: LogLine[] = [];
@@ -132,41 +129,16 @@ export async function startIngester(opts: StartOptions = {}): Promise<RunningIng
   });
   const ing = new RunningIngester(child, dataDir);
   const waitFor = opts.waitFor ?? 'ready';
-  await new Promise<void>((resolve, reject) => {
-    let buf = '';
-    const timer = setTimeout(() => reject(new Error(`ingester did not log '${waitFor}' in time; stderr: ${ing.stderr}`)), opts.timeoutMs ?? 20_000);
-    child.stdout!.setEncoding('utf8');
-    child.stdout!.on('data', (chunk: string) => {
-      buf += chunk;
-      let nl: number;
-      while ((nl = buf.indexOf('\n')) !== -1) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        let parsed: LogLine;
-        try {
-          parsed = JSON.parse(line) as LogLine;
-        } catch {
-          continue;
-        }
-        ing.logs.push(parsed);
-        if (parsed.msg === 'listening') {
-          ing.httpPort = parsed['http'] as number;
-          ing.grpcPort = parsed['grpc'] as number;
-        }
-        if (parsed.msg === waitFor) {
-          clearTimeout(timer);
-          resolve();
-        }
+  await followLogLines(child, ing, {
+    what: 'ingester',
+    waitFor,
+    timeoutMs: opts.timeoutMs ?? 20_000,
+    onLine: (parsed) => {
+      if (parsed.msg === 'listening') {
+        ing.httpPort = parsed['http'] as number;
+        ing.grpcPort = parsed['grpc'] as number;
       }
-    });
-    child.stderr!.setEncoding('utf8');
-    child.stderr!.on('data', (c: string) => {
-      ing.stderr += c;
-    });
-    void ing.exited.then((code) => {
-      clearTimeout(timer);
-      reject(new Error(`ingester exited with ${code} before '${waitFor}'; stderr: ${ing.stderr}`));
-    });
+    },
   });
   return ing;
 }

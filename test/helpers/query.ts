@@ -7,7 +7,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { expect } from 'vitest';
 import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
-import { CLI, parseMetrics, runCli, startIngester, type LogLine } from './ingester.js';
+import { CLI, parseMetrics, runCli, startIngester } from './ingester.js';
+import { followLogLines, type LogLine } from './log-lines.js';
 import { jsonBytes, logsJson, tracesJson } from './otlp-bodies.js';
 
 export class RunningQuery {
@@ -47,36 +48,13 @@ export async function startQuery(dataDir: string, args: string[], env: Record<st
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const q = new RunningQuery(child);
-  await new Promise<void>((resolve, reject) => {
-    let buf = '';
-    const timer = setTimeout(() => reject(new Error(`query server did not get ready; stderr: ${q.stderr}`)), 20_000);
-    child.stdout!.setEncoding('utf8');
-    child.stdout!.on('data', (chunk: string) => {
-      buf += chunk;
-      let nl: number;
-      while ((nl = buf.indexOf('\n')) !== -1) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        let parsed: LogLine;
-        try {
-          parsed = JSON.parse(line) as LogLine;
-        } catch {
-          continue;
-        }
-        q.logs.push(parsed);
-        if (parsed.msg === 'listening') q.port = parsed['port'] as number;
-        if (parsed.msg === 'ready') {
-          clearTimeout(timer);
-          resolve();
-        }
-      }
-    });
-    child.stderr!.setEncoding('utf8');
-    child.stderr!.on('data', (c: string) => (q.stderr += c));
-    void q.exited.then((code) => {
-      clearTimeout(timer);
-      reject(new Error(`query server exited with ${code}; stderr: ${q.stderr}`));
-    });
+  await followLogLines(child, q, {
+    what: 'query server',
+    waitFor: 'ready',
+    timeoutMs: 20_000,
+    onLine: (parsed) => {
+      if (parsed.msg === 'listening') q.port = parsed['port'] as number;
+    },
   });
   return q;
 }

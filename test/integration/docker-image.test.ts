@@ -23,7 +23,8 @@ import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
 import { execForm, imageEnv, imageVolumes, parseDockerfile } from '../helpers/dockerfile.js';
 import { post } from '../helpers/http.js';
 import { icebirdRows, installFileFetch } from '../helpers/iceberg.js';
-import { CLI, REPO, RunningIngester, tempDir, type LogLine } from '../helpers/ingester.js';
+import { CLI, REPO, RunningIngester, tempDir } from '../helpers/ingester.js';
+import { followLogLines } from '../helpers/log-lines.js';
 import { jsonBytes, logsJson } from '../helpers/otlp-bodies.js';
 import { postSql, RunningQuery } from '../helpers/query.js';
 
@@ -73,38 +74,16 @@ async function startAsUser(layout: Layout, args: string[]): Promise<RunningInges
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const ing = new RunningIngester(child, layout.volume);
-  await new Promise<void>((resolve, reject) => {
-    let buf = '';
-    const timer = setTimeout(() => reject(new Error(`no 'ready' in time; stderr: ${ing.stderr}`)), 30_000);
-    child.stdout!.setEncoding('utf8');
-    child.stdout!.on('data', (chunk: string) => {
-      buf += chunk;
-      for (let nl = buf.indexOf('\n'); nl !== -1; nl = buf.indexOf('\n')) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        let parsed: LogLine;
-        try {
-          parsed = JSON.parse(line) as LogLine;
-        } catch {
-          continue;
-        }
-        ing.logs.push(parsed);
-        if (parsed.msg === 'listening') {
-          ing.httpPort = parsed['http'] as number;
-          ing.grpcPort = parsed['grpc'] as number;
-        }
-        if (parsed.msg === 'ready') {
-          clearTimeout(timer);
-          resolve();
-        }
+  await followLogLines(child, ing, {
+    what: 'ingester',
+    waitFor: 'ready',
+    timeoutMs: 30_000,
+    onLine: (parsed) => {
+      if (parsed.msg === 'listening') {
+        ing.httpPort = parsed['http'] as number;
+        ing.grpcPort = parsed['grpc'] as number;
       }
-    });
-    child.stderr!.setEncoding('utf8');
-    child.stderr!.on('data', (c: string) => (ing.stderr += c));
-    void ing.exited.then((code) => {
-      clearTimeout(timer);
-      reject(new Error(`exited with ${code} before 'ready'; stderr: ${ing.stderr}`));
-    });
+    },
   });
   return ing;
 }
@@ -117,35 +96,13 @@ async function startQueryAsUser(layout: Layout): Promise<RunningQuery> {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const q = new RunningQuery(child);
-  await new Promise<void>((resolve, reject) => {
-    let buf = '';
-    const timer = setTimeout(() => reject(new Error(`no 'ready' in time; stderr: ${q.stderr}`)), 30_000);
-    child.stdout!.setEncoding('utf8');
-    child.stdout!.on('data', (chunk: string) => {
-      buf += chunk;
-      for (let nl = buf.indexOf('\n'); nl !== -1; nl = buf.indexOf('\n')) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        let parsed: LogLine;
-        try {
-          parsed = JSON.parse(line) as LogLine;
-        } catch {
-          continue;
-        }
-        q.logs.push(parsed);
-        if (parsed.msg === 'listening') q.port = parsed['port'] as number;
-        if (parsed.msg === 'ready') {
-          clearTimeout(timer);
-          resolve();
-        }
-      }
-    });
-    child.stderr!.setEncoding('utf8');
-    child.stderr!.on('data', (c: string) => (q.stderr += c));
-    void q.exited.then((code) => {
-      clearTimeout(timer);
-      reject(new Error(`query exited with ${code} before 'ready'; stderr: ${q.stderr}`));
-    });
+  await followLogLines(child, q, {
+    what: 'query server',
+    waitFor: 'ready',
+    timeoutMs: 30_000,
+    onLine: (parsed) => {
+      if (parsed.msg === 'listening') q.port = parsed['port'] as number;
+    },
   });
   return q;
 }
