@@ -100,6 +100,22 @@ function copyHeaders(h: IngestHeaders): IngestHeaders {
   };
 }
 
+/** Fills `out` (or a fresh object) with where a request goes; one shape for both. */
+function answer(
+  out: Admitted | null,
+  tenant: string,
+  index: string | undefined,
+  declared: TenantRuntime | null,
+  claims: AuthResult['claims'],
+): Admitted {
+  if (out === null) return { tenant, index, declared, claims };
+  out.tenant = tenant;
+  out.index = index;
+  out.declared = declared;
+  out.claims = claims;
+  return out;
+}
+
 export class Admission {
   readonly #o: AdmissionOptions;
   readonly #memBreaker = new IngestError('SIGLAKE_MEM_BREAKER', 'memory breaker open: the ingester is shedding load, retry later');
@@ -108,6 +124,8 @@ export class Admission {
   readonly #laneCap: IngestError;
   readonly #atCapacity: IngestError;
   readonly #rateLimited = new Map<number, IngestError>();
+  /** The synchronous path's answer, reused request after request (see #admitHeaders). */
+  readonly #scratch: Admitted = { tenant: '', index: undefined, declared: null, claims: undefined };
   readonly #unknownIndex = new IngestError(
     'SIGLAKE_UNKNOWN_INDEX',
     'unknown index: this tenant has no index of the name in x-siglake-index (create it first: siglake index create, or PUT /api/v1/indexes/{name})',
@@ -147,7 +165,8 @@ export class Admission {
   }
 
   #admit(signal: 'logs' | 'traces', h: IngestHeaders): Lane | Promise<Lane> {
-    const pre = this.#admitHeaders(h);
+    // The synchronous path fills one reused Admitted and reserves at once: no allocation.
+    const pre = this.#admitHeaders(h, this.#scratch);
     if (pre instanceof Promise) return pre.then((p) => this.reserve(signal, p));
     return this.reserve(signal, pre);
   }
@@ -165,10 +184,10 @@ export class Admission {
    */
   admitHeaders(h: IngestHeaders): Admitted | Promise<Admitted> {
     const gate = this.#o.tenants;
-    if (gate === undefined || !gate.auditing) return this.#admitHeaders(h);
+    if (gate === undefined || !gate.auditing) return this.#admitHeaders(h, null);
     gate.remote = h.remote;
     try {
-      return this.#auditLater(h.remote, this.#admitHeaders(h));
+      return this.#auditLater(h.remote, this.#admitHeaders(h, null));
     } catch (e) {
       gate.refusedAtAdmission(e);
       throw e;
@@ -186,7 +205,13 @@ export class Admission {
     });
   }
 
-  #admitHeaders(h: IngestHeaders): Admitted | Promise<Admitted> {
+  /**
+   * `out`: where a synchronous admission writes its answer (the reused
+   * #scratch, read by reserve() at once), or null for a fresh object (a caller
+   * that keeps it, as the gRPC port does). Every path that resumes after an
+   * await answers with a fresh object: another request may use #scratch first.
+   */
+  #admitHeaders(h: IngestHeaders, out: Admitted | null): Admitted | Promise<Admitted> {
     const o = this.#o;
     if (o.breaker.isOpen()) {
       o.metrics.memBreakerRejected();
@@ -198,25 +223,25 @@ export class Admission {
       const held = copyHeaders(h); // the acceptor reuses `h` for its next request
       return wait.then((w) => {
         if (w > 0) throw this.#limited(w);
-        return this.#authenticate(held);
+        return this.#authenticate(held, null);
       });
     }
     if (wait > 0) throw this.#limited(wait);
-    return this.#authenticate(h);
+    return this.#authenticate(h, out);
   }
 
-  #authenticate(h: IngestHeaders): Admitted | Promise<Admitted> {
+  #authenticate(h: IngestHeaders, out: Admitted | null): Admitted | Promise<Admitted> {
     // Two credentials: HTTP would use one and gRPC the other, so refuse both (contract §5).
     if (h.authorizationCount > 1) throw this.#twoAuthorizations;
     const auth = this.#o.auth.authenticate(h.authorization);
     if (auth instanceof Promise) {
       const held = copyHeaders(h); // the acceptor reuses `h` for its next request
-      return auth.then((r) => this.#afterAuth(held, r));
+      return auth.then((r) => this.#afterAuth(held, r, null));
     }
-    return this.#afterAuth(h, auth);
+    return this.#afterAuth(h, auth, out);
   }
 
-  #afterAuth(h: IngestHeaders, auth: AuthResult): Admitted | Promise<Admitted> {
+  #afterAuth(h: IngestHeaders, auth: AuthResult, out: Admitted | null): Admitted | Promise<Admitted> {
     const o = this.#o;
     let tenant: string;
     let index: string | undefined;
@@ -238,36 +263,36 @@ export class Admission {
       if (typeof w !== 'number') {
         return w.then((x) => {
           if (x > 0) throw this.#limited(x);
-          return this.#afterRate(tenant, index, declared, auth);
+          return this.#afterRate(tenant, index, declared, auth, null);
         });
       }
       if (w > 0) throw this.#limited(w);
-      return this.#afterRate(tenant, index, declared, auth);
+      return this.#afterRate(tenant, index, declared, auth, out);
     }
     // Rate limits check widest first; the tenant bucket needs the resolved tenant.
     const wait = o.rateBudget.takeTenant(tenant);
     if (typeof wait !== 'number') {
       return wait.then((w) => {
         if (w > 0) throw this.#limited(w);
-        return this.#afterTenantRate(tenant, index, declared, auth);
+        return this.#afterTenantRate(tenant, index, declared, auth, null);
       });
     }
     if (wait > 0) throw this.#limited(wait);
-    return this.#afterTenantRate(tenant, index, declared, auth);
+    return this.#afterTenantRate(tenant, index, declared, auth, out);
   }
 
   /** [declared tenants] the principal's bucket after the generic tenant bucket. */
-  #afterTenantRate(tenant: string, index: string | undefined, declared: TenantRuntime | null, auth: AuthResult): Admitted {
+  #afterTenantRate(tenant: string, index: string | undefined, declared: TenantRuntime | null, auth: AuthResult, out: Admitted | null): Admitted {
     const gate = this.#o.tenants;
     if (gate !== undefined) {
       const w = gate.takePrincipal(auth.claims, declared?.id ?? null);
       if (w > 0) throw this.#limited(w);
     }
-    return this.#afterRate(tenant, index, declared, auth);
+    return this.#afterRate(tenant, index, declared, auth, out);
   }
 
   /** Step 7 (an unknown index, 400; [declared tenants] outside the tenant's subset, 403) and step 12's check (budgets, 429). */
-  #afterRate(tenant: string, index: string | undefined, declared: TenantRuntime | null, auth: AuthResult): Admitted {
+  #afterRate(tenant: string, index: string | undefined, declared: TenantRuntime | null, auth: AuthResult, out: Admitted | null): Admitted {
     const o = this.#o;
     // Step 7: a managed index must exist in the tenant's registry before any lane or WAL directory does.
     if (index !== undefined && o.indexes !== undefined) {
@@ -279,10 +304,10 @@ export class Admission {
       if (known === undefined) throw this.#indexesUnknown;
     }
     const gate = o.tenants;
-    if (gate === undefined) return { tenant, index };
+    if (gate === undefined) return answer(out, tenant, index, null, undefined);
     if (declared !== null) gate.checkIndex(declared, index, auth.claims);
     gate.checkBudgets(tenant, index, auth.claims);
-    return { tenant, index, declared, claims: auth.claims };
+    return answer(out, tenant, index, declared, auth.claims);
   }
 
   /** Steps 8-10 for a request that passed admitHeaders(): reserves one queue slot of its lane. */
