@@ -18,7 +18,7 @@
 import fs from 'node:fs';
 import { loadSettings } from '../config/load.js';
 import { ConfigError } from '../errors.js';
-import { FileStorage } from '../iceberg/file-storage.js';
+import { closeWarehouse, openWarehouse } from '../iceberg/warehouse.js';
 import { SqlCatalog } from '../iceberg/sql-catalog.js';
 import { DEFAULT_TENANT } from '../tenancy/identifier.js';
 import { indexJson } from './http-handlers.js';
@@ -80,7 +80,12 @@ export async function runIndexCommand(argv: string[]): Promise<number> {
     throw e;
   }
   const catalog = SqlCatalog.open(settings.catalogUrl, settings.catalogName);
-  const registry = new IndexRegistry({ catalog, storage: new FileStorage(settings.warehousePath), ...crashHook() });
+  // A local directory or an s3:// bucket (warehouse.path), as the compactor opens it.
+  const storage = await openWarehouse(settings).catch(async (e: unknown) => {
+    await catalog.close();
+    throw e;
+  });
+  const registry = new IndexRegistry({ catalog, storage, ...crashHook() });
   try {
     switch (sub) {
       case 'list':
@@ -115,6 +120,7 @@ export async function runIndexCommand(argv: string[]): Promise<number> {
     process.stderr.write(`siglake: ${typeof code === 'string' ? `${code}: ` : ''}${(e as Error).message}\n`);
     return 1;
   } finally {
+    closeWarehouse(storage);
     await catalog.close();
   }
 }

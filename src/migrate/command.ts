@@ -7,7 +7,7 @@
 
 import { loadSettings } from '../config/load.js';
 import { ConfigError } from '../errors.js';
-import { FileStorage } from '../iceberg/file-storage.js';
+import { closeWarehouse, openWarehouse } from '../iceberg/warehouse.js';
 import { SqlCatalog } from '../iceberg/sql-catalog.js';
 import { Migrator } from './migrate.js';
 
@@ -29,8 +29,11 @@ export async function runMigrateCommand(argv: string[]): Promise<number> {
   let migrated = 0;
   // Test-only (SIGLAKE_TEST_HOOKS=1): SIGLAKE_TEST_CRASH_MIGRATE=n kills the process with SIGKILL after its n-th table commit.
   const crashAfter = process.env['SIGLAKE_TEST_HOOKS'] === '1' ? Number(process.env['SIGLAKE_TEST_CRASH_MIGRATE'] ?? '0') : 0;
+  let storage: Awaited<ReturnType<typeof openWarehouse>> | undefined;
   try {
-    const m = new Migrator({ catalog, storage: new FileStorage(settings.warehousePath) });
+    // A local directory or an s3:// bucket (warehouse.path), as the compactor opens it.
+    storage = await openWarehouse(settings);
+    const m = new Migrator({ catalog, storage });
     await m.run({
       allNamespaces,
       dryRun,
@@ -45,6 +48,7 @@ export async function runMigrateCommand(argv: string[]): Promise<number> {
     process.stderr.write(`siglake: ${(e as Error).message}\n`);
     return 1;
   } finally {
+    if (storage !== undefined) closeWarehouse(storage);
     await catalog.close();
   }
 }

@@ -9,7 +9,7 @@
 
 import { loadSettings } from '../config/load.js';
 import { ConfigError } from '../errors.js';
-import { FileStorage } from '../iceberg/file-storage.js';
+import { closeWarehouse, openWarehouse } from '../iceberg/warehouse.js';
 import { SqlCatalog } from '../iceberg/sql-catalog.js';
 import { createLogger } from '../log.js';
 import { Retention } from './retention.js';
@@ -30,9 +30,14 @@ export async function runRetentionCommand(argv: string[]): Promise<number> {
   }
   const log = createLogger(settings.logLevel, 'siglake-retention');
   const catalog = SqlCatalog.open(settings.catalogUrl, settings.catalogName);
+  // A local directory or an s3:// bucket (warehouse.path), as the compactor opens it.
+  const storage = await openWarehouse(settings).catch(async (e: unknown) => {
+    await catalog.close();
+    throw e;
+  });
   const retention = new Retention({
     catalog,
-    storage: new FileStorage(settings.warehousePath),
+    storage,
     log,
     logsDays: settings.retentionLogsDays,
     tracesDays: settings.retentionTracesDays,
@@ -61,6 +66,7 @@ export async function runRetentionCommand(argv: string[]): Promise<number> {
       if (stop) return 0;
     }
   } finally {
+    closeWarehouse(storage);
     await catalog.close();
   }
 }
