@@ -148,8 +148,10 @@ mapping:
     ing = await startIngester({ dataDir: dir, args: ['--trust-tenant-header', '--compact-interval-secs', '1', ...flags] });
     const deadline = Date.now() + 60_000;
     let m = await ing.metrics();
-    while ((m.get('siglake_compactor_commits_total') ?? 0) < 1) {
-      if (Date.now() > deadline) throw new Error('compactor did not commit in time');
+    // The commit counter is shared memory; the per-table counters reach the main thread in a message
+    // after the round, so wait for both.
+    while ((m.get('siglake_compactor_commits_total') ?? 0) < 1 || m.get('siglake_compactor_mapping_errors_total{table="payments"}') === undefined) {
+      if (Date.now() > deadline) throw new Error('compactor did not commit and report in time');
       await new Promise((r) => setTimeout(r, 200));
       m = await ing.metrics();
     }

@@ -98,8 +98,10 @@ describe('siglake migrate', () => {
     try {
       const deadline = Date.now() + 60_000;
       let m = await ing.metrics();
-      while ((m.get('siglake_compactor_commits_total') ?? 0) < 2) {
-        if (Date.now() > deadline) throw new Error('no commit in time');
+      // The per-table counters reach the main thread in a message after the round: wait for them too.
+      const behind = (ns: string) => m.get(`siglake_compactor_schema_behind_total{namespace="${ns}",table="logs"}`) ?? 0;
+      while ((m.get('siglake_compactor_commits_total') ?? 0) < 2 || behind('main') < 1 || behind('tenant_acme') < 1) {
+        if (Date.now() > deadline) throw new Error('no commit and count in time');
         await new Promise((r) => setTimeout(r, 200));
         m = await ing.metrics();
       }
