@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { afterAll, beforeAll } from 'vitest';
 import { CreateBucketCommand, DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 
 export const SEAWEEDFS_BIN =
@@ -254,4 +255,40 @@ export function splitS3(uri: string): [string, string] {
   const m = /^s3:\/\/([^/]+)\/(.+)$/.exec(uri);
   if (m === null) throw new Error(`not an s3:// URI: ${uri}`);
   return [m[1]!, m[2]!];
+}
+
+/** What `useSeaweedBucket` hands a describe block once its beforeAll ran. */
+export interface SeaweedBucket {
+  readonly sw: SeaweedFs;
+  /** A fresh local data directory (WAL, SQLite catalog), removed in afterAll. */
+  readonly dataDir: string;
+  /** `--catalog-url sqlite:<dataDir>/catalog.db` plus the warehouse flags for `s3://<bucket>/<prefix>`. */
+  readonly lakeFlags: string[];
+  readonly catalogUrl: string;
+  readonly walDir: string;
+}
+
+/**
+ * Registers beforeAll/afterAll for a describe block that needs one SeaweedFS
+ * server with one bucket: start it, create the bucket, optionally route
+ * icebird's fetch to it; stop it and remove the data directory afterwards.
+ * Read the fields inside tests (they are set once beforeAll ran).
+ */
+export function useSeaweedBucket(bucket: string, opts: { dirPrefix: string; prefix?: string; s3Fetch?: boolean }): SeaweedBucket {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), opts.dirPrefix));
+  const catalogUrl = `sqlite:${path.join(dataDir, 'catalog.db')}`;
+  const fixture = { sw: undefined as unknown as SeaweedFs, dataDir, catalogUrl, walDir: path.join(dataDir, 'wal'), lakeFlags: [] as string[] };
+  let restoreFetch: (() => void) | undefined;
+  beforeAll(async () => {
+    fixture.sw = await SeaweedFs.start();
+    await fixture.sw.createBucket(bucket);
+    fixture.lakeFlags = ['--catalog-url', catalogUrl, ...fixture.sw.warehouseFlags(bucket, opts.prefix ?? 'warehouse')];
+    if (opts.s3Fetch === true) restoreFetch = installS3Fetch(fixture.sw);
+  });
+  afterAll(async () => {
+    restoreFetch?.();
+    await fixture.sw?.stop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+  return fixture;
 }

@@ -6,15 +6,13 @@
 // returns today's rows only, and the bucket's data objects are exactly the
 // ones the current snapshot references.
 
-import fs from 'node:fs';
-import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
 import { post } from '../helpers/http.js';
 import { icebirdDataFiles, icebirdRows } from '../helpers/iceberg.js';
-import { runCli, startIngester, tempDir } from '../helpers/ingester.js';
+import { runCli, startIngester } from '../helpers/ingester.js';
 import { jsonBytes } from '../helpers/otlp-bodies.js';
-import { installS3Fetch, SeaweedFs } from '../helpers/seaweedfs.js';
+import { useSeaweedBucket } from '../helpers/seaweedfs.js';
 
 const BUCKET = 'siglake-retention';
 const DAY_NS = 86_400_000_000_000n;
@@ -33,25 +31,10 @@ function logsAt(records: [string, number][]): Uint8Array {
 }
 
 describe('retention on an S3 warehouse (SeaweedFS)', () => {
-  let sw: SeaweedFs;
-  let restoreFetch: () => void;
-  const dataDir = tempDir('siglake-s3-retention-');
-
-  beforeAll(async () => {
-    sw = await SeaweedFs.start();
-    await sw.createBucket(BUCKET);
-    restoreFetch = installS3Fetch(sw);
-  });
-  afterAll(async () => {
-    restoreFetch?.();
-    await sw?.stop();
-    fs.rmSync(dataDir, { recursive: true, force: true });
-  });
+  const lake = useSeaweedBucket(BUCKET, { dirPrefix: 'siglake-s3-retention-', s3Fetch: true });
 
   it('drops the days past the cut-off from the table and their objects from the bucket', async () => {
-    const walDir = path.join(dataDir, 'wal');
-    const catalogUrl = `sqlite:${path.join(dataDir, 'catalog.db')}`;
-    const lakeFlags = ['--catalog-url', catalogUrl, ...sw.warehouseFlags(BUCKET, 'warehouse')];
+    const { sw, dataDir, walDir, catalogUrl, lakeFlags } = lake;
     const ing = await startIngester({ dataDir, args: ['--compactor=false', ...lakeFlags], env: sw.env });
     const old = Array.from({ length: 5 }, (_, i) => `old-${i}`);
     const fresh = Array.from({ length: 5 }, (_, i) => `new-${i}`);

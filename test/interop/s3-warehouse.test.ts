@@ -7,37 +7,21 @@
 // Parquet objects must agree, and the bucket must hold no data file the
 // metadata does not reference.
 
-import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
 import { duckQuery, icebirdDataFiles, icebirdRows } from '../helpers/iceberg.js';
-import { runCli, startIngester, tempDir } from '../helpers/ingester.js';
+import { runCli, startIngester } from '../helpers/ingester.js';
 import { exportLogs, exportSpans, makeLogRecords, makeSpans } from '../helpers/otel.js';
-import { downloadObject, installS3Fetch, SeaweedFs, splitS3 } from '../helpers/seaweedfs.js';
+import { downloadObject, splitS3, useSeaweedBucket } from '../helpers/seaweedfs.js';
 
 const BUCKET = 'siglake-lake';
 
 describe('Iceberg tables on an S3 warehouse (SeaweedFS)', () => {
-  let sw: SeaweedFs;
-  let restoreFetch: () => void;
-  const dataDir = tempDir('siglake-s3-e2e-');
-
-  beforeAll(async () => {
-    sw = await SeaweedFs.start();
-    await sw.createBucket(BUCKET);
-    restoreFetch = installS3Fetch(sw);
-  });
-  afterAll(async () => {
-    restoreFetch?.();
-    await sw?.stop();
-    fs.rmSync(dataDir, { recursive: true, force: true });
-  });
+  const lake = useSeaweedBucket(BUCKET, { dirPrefix: 'siglake-s3-e2e-', s3Fetch: true });
 
   it('lands acknowledged records as s3:// tables that independent readers read back exactly', async () => {
-    const walDir = path.join(dataDir, 'wal');
-    const catalogUrl = `sqlite:${path.join(dataDir, 'catalog.db')}`;
-    const lakeFlags = ['--catalog-url', catalogUrl, ...sw.warehouseFlags(BUCKET, 'warehouse')];
+    const { sw, dataDir, walDir, catalogUrl, lakeFlags } = lake;
     const ing = await startIngester({ dataDir, args: ['--trust-tenant-header', '--compactor=false', ...lakeFlags], env: sw.env });
     const acked = new Map<string, { logs: string[]; traces: string[] }>();
     for (const tenant of ['acme', 'globex']) {
