@@ -5,9 +5,9 @@
 
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { freePort } from './free-port.js';
 
 export interface PostgresServer {
   readonly url: string;
@@ -21,17 +21,6 @@ function binDir(): string {
   if (versions.length === 0) throw new Error('PostgreSQL is not installed (apt-get install -y postgresql): no /usr/lib/postgresql/*/bin/initdb');
   versions.sort((a, b) => Number(b) - Number(a));
   return path.join(base, versions[0]!, 'bin');
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 /** Runs a PostgreSQL binary as the postgres user (runuser when root, directly otherwise). */

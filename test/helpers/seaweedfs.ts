@@ -7,26 +7,15 @@
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll } from 'vitest';
 import { CreateBucketCommand, DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { freePort } from './free-port.js';
 
 export const SEAWEEDFS_BIN =
   process.env['SEAWEEDFS_BIN'] ??
   path.join(process.env['SIGLAKE_INTEROP_CACHE'] ?? path.join(os.homedir(), '.cache', 'siglake-interop'), 'seaweedfs', 'weed');
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 const ACCESS_KEY = 'siglake-test-access';
 const SECRET_KEY = 'siglake-test-secret-key-0123456789';

@@ -25,21 +25,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { invalidUtf8LogsProto } from '../helpers/otlp-bodies.js';
 import { CLI, parseMetrics, startIngester, tempDir, walDump, type RunningIngester } from '../helpers/ingester.js';
 import { INTEROP_CACHE, requireInstalled, runProcess } from './helpers.js';
+import { freePort } from '../helpers/free-port.js';
 
 const OTELCOL = path.join(INTEROP_CACHE, 'otelcol', 'otelcol-interop');
 /** The bytes invalidUtf8LogsProto() puts in its log body. */
 const INVALID_UTF8 = Buffer.from([0xff, 0xfe, 0xc0, 0x80]);
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
