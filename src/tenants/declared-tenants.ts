@@ -8,8 +8,9 @@
 // principal's. The tenant's bucket is only read before the principal's is
 // spent and spent after, so a request refused by either spends nothing of
 // the other: a principal over its own bucket spends nothing of its tenant's.
-// Budgets, narrowest first: index → tenant → server, checked before the body
-// is forwarded and charged once the worker wrote it.
+// Budgets, narrowest first: index → tenant → server, looked at during
+// admission, refused only once the worker found the body valid (contract §4:
+// step 11 before 12), and charged once the worker wrote it.
 
 import { IngestError, tenantDenied, type ErrorCode } from '../errors.js';
 import { RedisBudget } from '../limits/redis-budget.js';
@@ -42,6 +43,18 @@ export interface TenantRuntime {
   readonly indexes: ReadonlySet<string> | undefined;
   readonly series: TenantSeries | null;
   admitted: boolean;
+}
+
+/**
+ * A budget found exhausted at admission (checkBudgets), carried with the
+ * request to its worker and back: the 429 to send if the body is valid.
+ */
+export interface BudgetRefusal {
+  readonly error: IngestError;
+  readonly scope: string;
+  readonly rt: TenantRuntime | undefined;
+  readonly claims: Readonly<Record<string, unknown>> | undefined;
+  readonly remote: string | undefined;
 }
 
 class Snapshot {
@@ -341,13 +354,19 @@ export class DeclaredTenants {
   }
 
   /**
-   * Step 12, checked at admission: index, tenant, then server budget of the
-   * tenant the request writes to; the first exhausted one refuses with 429 +
-   * Retry-After to its period's end. Charges nothing.
+   * Step 12, looked at during admission: index, tenant, then server budget of
+   * the tenant the request writes to. Returns undefined while all have
+   * something left; else the refusal of the first exhausted one (429 +
+   * Retry-After to its period's end), which is not sent yet: step 11 (the
+   * body) comes first, so the request goes on to its worker flagged to be
+   * validated and refused (frames.ts FLAG_BUDGET_EXHAUSTED), and a bad body
+   * still gets its 400. Charges, counts and audits nothing: budgetRefused()
+   * does once the worker found the body valid. Allocates only when a budget
+   * is exhausted.
    */
-  checkBudgets(tenant: string, index: string | undefined, claims: Readonly<Record<string, unknown>> | undefined): void {
+  checkBudgets(tenant: string, index: string | undefined, claims: Readonly<Record<string, unknown>> | undefined): BudgetRefusal | undefined {
     const rt = this.#snap.byId.get(tenant);
-    if (rt === undefined && this.#server === null) return;
+    if (rt === undefined && this.#server === null) return undefined;
     const now = Date.now();
     let wait = 0;
     let scope = '';
@@ -357,10 +376,30 @@ export class DeclaredTenants {
       else if (rt.budget !== null && (wait = rt.budget.exhausted(now)) > 0) scope = 'tenant';
     }
     if (wait === 0 && this.#server !== null && (wait = this.#server.exhausted(now)) > 0) scope = 'server';
-    if (wait === 0) return;
-    rt?.series?.outcome[BUDGET_EXHAUSTED]!.inc();
-    this.#audit('refusal', rt?.id ?? null, claims, `budget_exhausted_${scope}`);
-    throw this.#budgetError(scope, wait);
+    if (wait === 0) return undefined;
+    return { error: this.#budgetError(scope, wait), scope, rt, claims, remote: this.remote };
+  }
+
+  /**
+   * A request whose budget was exhausted at admission had a valid body: count
+   * and audit its refusal; returns the 429 to send. `atAdmission`: thrown by
+   * admission itself (a caller without a BudgetSink), which audits nothing more.
+   */
+  budgetRefused(d: BudgetRefusal, atAdmission = false): IngestError {
+    d.rt?.series?.outcome[BUDGET_EXHAUSTED]!.inc();
+    const a = this.#o.audit;
+    if (a !== undefined) {
+      if (atAdmission) this.#auditedPending = true;
+      const sub = d.claims?.['sub'];
+      a.write({
+        event: 'refusal',
+        tenant: d.rt?.id ?? null,
+        subject: typeof sub === 'string' ? sub : null,
+        reason: `budget_exhausted_${d.scope}`,
+        remote: d.remote ?? null,
+      });
+    }
+    return d.error;
   }
 
   #budgetError(scope: string, seconds: number): IngestError {
@@ -377,6 +416,8 @@ export class DeclaredTenants {
 
   /** A request to `tenant` was answered: a 200 charges every budget (narrowest first) and counts. */
   completed(tenant: string, index: string | undefined, code: ErrorCode | undefined, records: number, bytes: number): void {
+    // A budget refusal is counted and audited by budgetRefused(), which knows its scope and subject.
+    if (code === 'SIGLAKE_BUDGET_EXHAUSTED') return;
     const rt = this.#snap.byId.get(tenant);
     if (code !== undefined) {
       rt?.series?.outcome[REFUSED]!.inc();
