@@ -308,11 +308,23 @@ export class Admission {
     return this.#afterTenantRate(tenant, index, declared, auth, out);
   }
 
-  /** [declared tenants] the principal's bucket after the generic tenant bucket. */
-  #afterTenantRate(tenant: string, index: string | undefined, declared: TenantRuntime | null, auth: AuthResult, out: Admitted | null): Admitted {
+  /** [declared tenants] the principal's bucket after the generic tenant bucket (a Promise while a shared lease is on its way). */
+  #afterTenantRate(
+    tenant: string,
+    index: string | undefined,
+    declared: TenantRuntime | null,
+    auth: AuthResult,
+    out: Admitted | null,
+  ): Admitted | Promise<Admitted> {
     const gate = this.#o.tenants;
     if (gate !== undefined) {
       const w = gate.takePrincipal(auth.claims, declared?.id ?? null);
+      if (typeof w !== 'number') {
+        return w.then((x) => {
+          if (x > 0) throw this.#limited(x);
+          return this.#afterRate(tenant, index, declared, auth, null);
+        });
+      }
       if (w > 0) throw this.#limited(w);
     }
     return this.#afterRate(tenant, index, declared, auth, out);

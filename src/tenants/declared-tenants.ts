@@ -17,7 +17,7 @@ import { RedisBudget } from '../limits/redis-budget.js';
 import { TokenBucketTable } from '../limits/token-bucket-table.js';
 import type { AuditEvent, AuditLog } from './audit-log.js';
 import { Budget } from './budgets.js';
-import { PrincipalBuckets } from './principal-buckets.js';
+import { PrincipalBuckets, sharedPrincipalBuckets } from './principal-buckets.js';
 import { BudgetSync, type BudgetSyncOptions } from './shared-budgets.js';
 import { AMBIGUOUS, TenantIndex, type DeclaredTenant, type ResolveResult } from './tenant-index.js';
 import type { TenantMetrics, TenantSeries } from './tenant-metrics.js';
@@ -78,7 +78,10 @@ export interface DeclaredTenantsOptions {
 export class DeclaredTenants {
   #snap: Snapshot;
   readonly #o: DeclaredTenantsOptions;
+  /** The principals' buckets in this replica (null with `redis.url`, or without perPrincipalPerSec). */
   readonly #principals: PrincipalBuckets | null;
+  /** With `redis.url`: the principals' buckets shared by every replica. */
+  readonly #sharedPrincipals: RedisBudget | null;
   readonly #server: Budget | null;
   readonly #sync: BudgetSync | undefined;
   #timer: NodeJS.Timeout | undefined;
@@ -97,7 +100,9 @@ export class DeclaredTenants {
 
   constructor(decls: readonly TenantDecl[], opts: DeclaredTenantsOptions) {
     this.#o = opts;
-    this.#principals = opts.perPrincipalPerSec > 0 ? new PrincipalBuckets(opts.perPrincipalPerSec) : null;
+    const perPrincipal = opts.perPrincipalPerSec > 0;
+    this.#sharedPrincipals = perPrincipal && opts.shared !== undefined ? sharedPrincipalBuckets(opts.perPrincipalPerSec, opts.shared) : null;
+    this.#principals = perPrincipal && this.#sharedPrincipals === null ? new PrincipalBuckets(opts.perPrincipalPerSec) : null;
     this.#server = opts.serverBudget === undefined ? null : new Budget(opts.serverBudget);
     this.#snap = this.#build(new TenantIndex(decls), undefined);
     this.#arm();
@@ -121,7 +126,8 @@ export class DeclaredTenants {
 
   /** Waits (bounded) for the shared buckets' Redis connections; not fatal: without Redis they admit and count. */
   async ready(timeoutMs = 2000): Promise<void> {
-    await Promise.all(this.#snap.redis.map((rb) => rb.ready(timeoutMs).catch(() => undefined)));
+    const all = this.#sharedPrincipals === null ? this.#snap.redis : [...this.#snap.redis, this.#sharedPrincipals];
+    await Promise.all(all.map((rb) => rb.ready(timeoutMs).catch(() => undefined)));
   }
 
   get index(): TenantIndex {
@@ -283,7 +289,11 @@ export class DeclaredTenants {
    * Step 6 for a declared tenant with its own bucket, then the principal's:
    * 0, or seconds for Retry-After (a Promise while a shared lease is on its
    * way). The principal's bucket is read before the tenant's is spent and
-   * spent after: neither is spent by the other's refusal.
+   * spent after: neither is spent by the other's refusal. With Redis-shared
+   * principal buckets the read sees what this replica knows (its lease, a
+   * refusal Redis announced): a principal whose bucket another replica
+   * emptied since may spend one token of its tenant's before its first
+   * refusal here; from then on this replica refuses it from the read.
    */
   takeRate(rt: TenantRuntime, claims: Readonly<Record<string, unknown>> | undefined): number | Promise<number> {
     const bucket = rt.bucket;
@@ -295,6 +305,12 @@ export class DeclaredTenants {
       const w = p!.peek(pslot);
       if (w > 0) return this.#principalLimited(rt, claims, w);
     }
+    const sp = this.#sharedPrincipals;
+    if (sp !== null && typeof sub === 'string') {
+      // Shared: only a refusal this replica already knows of (Redis said the bucket is empty) is seen before the tenant's take.
+      const w = sp.peekTenant(sub);
+      if (w > 0) return this.#principalLimited(rt, claims, w);
+    }
     if (rt.shared !== null) {
       const w = rt.shared.takeTenant(rt.id);
       if (typeof w !== 'number') return w.then((x) => this.#afterTenantTake(rt, claims, pslot, x));
@@ -303,13 +319,19 @@ export class DeclaredTenants {
     return this.#afterTenantTake(rt, claims, pslot, bucket === null ? 0 : bucket.take(rt.slot));
   }
 
-  #afterTenantTake(rt: TenantRuntime, claims: Readonly<Record<string, unknown>> | undefined, pslot: number, w: number): number {
+  #afterTenantTake(rt: TenantRuntime, claims: Readonly<Record<string, unknown>> | undefined, pslot: number, w: number): number | Promise<number> {
     if (w > 0) return this.#tenantLimited(rt, claims, w);
     if (pslot >= 0) {
       const pw = this.#principals!.take(pslot);
       if (pw > 0) return this.#principalLimited(rt, claims, pw);
+      return 0;
     }
-    return 0;
+    const sp = this.#sharedPrincipals;
+    const sub = claims?.['sub'];
+    if (sp === null || typeof sub !== 'string') return 0;
+    const pw = sp.takeTenant(sub);
+    if (typeof pw !== 'number') return pw.then((x) => (x > 0 ? this.#principalLimited(rt, claims, x) : 0));
+    return pw > 0 ? this.#principalLimited(rt, claims, pw) : 0;
   }
 
   #tenantLimited(rt: TenantRuntime, claims: Readonly<Record<string, unknown>> | undefined, w: number): number {
@@ -324,13 +346,27 @@ export class DeclaredTenants {
     return w;
   }
 
-  /** The principal's own bucket (`perPrincipalPerSec`, keyed by the verified `sub`), after the generic tenant bucket: 0 or seconds. */
-  takePrincipal(claims: Readonly<Record<string, unknown>> | undefined, tenant: string | null): number {
-    const p = this.#principals;
-    if (p === null || claims === undefined) return 0;
+  /**
+   * The principal's own bucket (`perPrincipalPerSec`, keyed by the verified
+   * `sub`), after the generic tenant bucket: 0 or seconds (a Promise while a
+   * shared lease is on its way).
+   */
+  takePrincipal(claims: Readonly<Record<string, unknown>> | undefined, tenant: string | null): number | Promise<number> {
+    if (claims === undefined) return 0;
     const sub = claims['sub'];
     if (typeof sub !== 'string') return 0;
-    const w = p.take(p.slotOf(sub));
+    const sp = this.#sharedPrincipals;
+    if (sp !== null) {
+      const w = sp.takeTenant(sub);
+      if (typeof w !== 'number') return w.then((x) => this.#principalTaken(claims, tenant, x));
+      return this.#principalTaken(claims, tenant, w);
+    }
+    const p = this.#principals;
+    if (p === null) return 0;
+    return this.#principalTaken(claims, tenant, p.take(p.slotOf(sub)));
+  }
+
+  #principalTaken(claims: Readonly<Record<string, unknown>>, tenant: string | null, w: number): number {
     if (w > 0) this.#audit('refusal', tenant, claims, 'principal_rate_limited');
     return w;
   }
@@ -495,6 +531,7 @@ export class DeclaredTenants {
     this.#timer = undefined;
     this.#principals?.close();
     await Promise.all(this.#snap.redis.map((rb) => rb.close()));
+    await this.#sharedPrincipals?.close();
     await this.#sync?.close();
   }
 }
