@@ -2,7 +2,12 @@
 // allocation, 10,000 tenants at the cost of 10) and a reload of 10,000 tenants
 // (≤ 100 ms: parse + validate + build the indexes).
 //
-// Run (bounded: about 15 s):
+// Every case runs twice: `memo` is resolve() as admission calls it (the
+// answer memoized per verified claims object, tenant-index.ts), `walk` the
+// same index without the memo (every call walks the claim and group indexes),
+// so one run prints the cost of both.
+//
+// Run (bounded: about 25 s):
 //   node --expose-gc perf/run-ts.mjs perf/tenants-resolve.bench.ts
 //
 // Each sample runs the operation BATCH times; figures are per operation.
@@ -41,13 +46,15 @@ function principals(n: number, shape: 'claim' | 'group'): Readonly<Record<string
 }
 
 const cases: { name: string; index: TenantIndex; claims: Readonly<Record<string, unknown>>[] }[] = [];
-for (const n of [10, 10_000]) {
-  for (const shape of ['claim', 'group'] as const) {
-    cases.push({
-      name: `${n} tenants, ${shape} selector`,
-      index: new TenantIndex(parseTenantsText(fileOf(n, shape), 'tenants.json')),
-      claims: principals(n, shape),
-    });
+for (const memo of [false, true]) {
+  for (const n of [10, 10_000]) {
+    for (const shape of ['claim', 'group'] as const) {
+      cases.push({
+        name: `${n} tenants, ${shape} selector, ${memo ? 'memo' : 'walk'}`,
+        index: new TenantIndex(parseTenantsText(fileOf(n, shape), 'tenants.json'), { memo }),
+        claims: principals(n, shape),
+      });
+    }
   }
 }
 
@@ -62,7 +69,7 @@ function runBatch(c: (typeof cases)[number], start: number): void {
 }
 
 let cursor = 0;
-const bench = new Bench({ name: 'tenants', time: 1500, warmupTime: 300 });
+const bench = new Bench({ name: 'tenants', time: 1200, warmupTime: 300 });
 for (const c of cases) {
   bench.add(`resolve, ${c.name} (x${BATCH})`, () => {
     runBatch(c, cursor);

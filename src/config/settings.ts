@@ -679,7 +679,7 @@ export const SETTINGS = {
     category: 'limits',
     default: 0,
     defaultDoc: '0 (off)',
-    doc: "Token refill rate of one bucket per verified subject (JWT `sub`), checked after the tenant's bucket (widest first); the bucket holds one second of tokens. 0 turns it off.",
+    doc: "Token refill rate of one bucket per verified subject (JWT `sub`), checked after the tenant's bucket (widest first); the bucket holds one second of tokens. Shared by every replica through Redis when `redis.url` is set (docs/tenants.md). 0 turns it off.",
     parse: number({ min: 0, max: 1_000_000 }),
   }),
   serverBudgetPeriod: def<'day' | 'month'>({

@@ -24,7 +24,14 @@
 // Declared tenants (src/tenants, --tenants-file; only when configured) hook in
 // at the call sites marked [declared tenants]: resolved first at step 4
 // (ambiguity 403), the tenant's own bucket then the principal's at step 6,
-// the index subset (403) and the budgets' check (429) before the lane steps.
+// the index subset (403) before the lane steps. The budgets are looked at
+// there too, but an exhausted one does not refuse yet: step 11 (the body)
+// comes before step 12 (budgets), so the request is reserved and sent to its
+// worker flagged to validate its body and refuse it (the refusal travels in
+// the caller's BudgetSink; see the acceptors and frames.ts
+// FLAG_BUDGET_EXHAUSTED). A bad body then gets its 400, a good one the 429;
+// either way the refusal gives back its lane and tenant slot as any worker
+// refusal does (finish(lane, false)).
 
 import type { IndexLookup } from '../indexes/ingest-index-set.js';
 import type { Authenticator, AuthResult } from '../auth/authenticator.js';
@@ -34,7 +41,7 @@ import type { RateBudget } from '../limits/rate-budget.js';
 import type { IngestMetrics } from '../metrics/ingest-metrics.js';
 import type { AllowList } from '../tenancy/allow-list.js';
 import type { TenantResolver } from '../tenancy/tenant-resolver.js';
-import type { DeclaredTenants, TenantRuntime } from '../tenants/declared-tenants.js';
+import type { BudgetRefusal, DeclaredTenants, TenantRuntime } from '../tenants/declared-tenants.js';
 
 export interface Breaker {
   isOpen(): boolean;
@@ -62,6 +69,18 @@ export interface Admitted {
   /** [declared tenants] the declared tenant it resolved to, and the principal's claims (for the first-admission audit). */
   declared?: TenantRuntime | null;
   claims?: AuthResult['claims'];
+  /** [declared tenants] a budget found exhausted (step 12): refused once the worker validated the body. */
+  budget?: BudgetRefusal | undefined;
+}
+
+/**
+ * Where admit()/reserve() leave a request's deferred budget refusal (the
+ * acceptor's per-request state): undefined, or the 429 to send when the
+ * worker finds the body valid. The request must then be dispatched with
+ * FLAG_BUDGET_EXHAUSTED.
+ */
+export interface BudgetSink {
+  budget: BudgetRefusal | undefined;
 }
 
 export interface AdmissionOptions {
@@ -107,12 +126,14 @@ function answer(
   index: string | undefined,
   declared: TenantRuntime | null,
   claims: AuthResult['claims'],
+  budget: BudgetRefusal | undefined,
 ): Admitted {
-  if (out === null) return { tenant, index, declared, claims };
+  if (out === null) return { tenant, index, declared, claims, budget };
   out.tenant = tenant;
   out.index = index;
   out.declared = declared;
   out.claims = claims;
+  out.budget = budget;
   return out;
 }
 
@@ -125,7 +146,7 @@ export class Admission {
   readonly #atCapacity: IngestError;
   readonly #rateLimited = new Map<number, IngestError>();
   /** The synchronous path's answer, reused request after request (see #admitHeaders). */
-  readonly #scratch: Admitted = { tenant: '', index: undefined, declared: null, claims: undefined };
+  readonly #scratch: Admitted = { tenant: '', index: undefined, declared: null, claims: undefined, budget: undefined };
   readonly #unknownIndex = new IngestError(
     'SIGLAKE_UNKNOWN_INDEX',
     'unknown index: this tenant has no index of the name in x-siglake-index (create it first: siglake index create, or PUT /api/v1/indexes/{name})',
@@ -149,26 +170,32 @@ export class Admission {
    * Runs checks 1-8 and returns the lane with one queue slot reserved, or
    * throws the refusal (or returns a Promise: a JWT cache miss, or a Redis
    * budget lease to fetch). Every
-   * admitted request must end with finish().
+   * admitted request must end with finish(). `sink`: where a deferred budget
+   * refusal is left ([declared tenants]; see BudgetSink).
    */
-  admit(signal: 'logs' | 'traces', h: IngestHeaders): Lane | Promise<Lane> {
+  admit(signal: 'logs' | 'traces', h: IngestHeaders, sink?: BudgetSink): Lane | Promise<Lane> {
     // [declared tenants] every refusal is audited when audit.file is set; no closure on the plain path.
     const gate = this.#o.tenants;
-    if (gate === undefined || !gate.auditing) return this.#admit(signal, h);
+    if (gate === undefined || !gate.auditing) return this.#admit(signal, h, sink);
     gate.remote = h.remote;
     try {
-      return this.#auditLater(h.remote, this.#admit(signal, h));
+      return this.#auditLater(h.remote, this.#admit(signal, h, sink));
     } catch (e) {
       gate.refusedAtAdmission(e);
       throw e;
     }
   }
 
-  #admit(signal: 'logs' | 'traces', h: IngestHeaders): Lane | Promise<Lane> {
+  #admit(signal: 'logs' | 'traces', h: IngestHeaders, sink: BudgetSink | undefined): Lane | Promise<Lane> {
     // The synchronous path fills one reused Admitted and reserves at once: no allocation.
     const pre = this.#admitHeaders(h, this.#scratch);
-    if (pre instanceof Promise) return pre.then((p) => this.reserve(signal, p));
-    return this.reserve(signal, pre);
+    if (pre instanceof Promise) return pre.then((p) => this.reserve(signal, p, sink));
+    return this.reserve(signal, pre, sink);
+  }
+
+  /** [declared tenants] the worker found the body of a request with a deferred budget refusal valid: the 429 to send (counted, audited). */
+  budgetRefused(d: BudgetRefusal): IngestError {
+    return this.#o.tenants!.budgetRefused(d);
   }
 
   /** Whether refusals are audited: the acceptors then pass the peer address in `remote`. */
@@ -281,11 +308,23 @@ export class Admission {
     return this.#afterTenantRate(tenant, index, declared, auth, out);
   }
 
-  /** [declared tenants] the principal's bucket after the generic tenant bucket. */
-  #afterTenantRate(tenant: string, index: string | undefined, declared: TenantRuntime | null, auth: AuthResult, out: Admitted | null): Admitted {
+  /** [declared tenants] the principal's bucket after the generic tenant bucket (a Promise while a shared lease is on its way). */
+  #afterTenantRate(
+    tenant: string,
+    index: string | undefined,
+    declared: TenantRuntime | null,
+    auth: AuthResult,
+    out: Admitted | null,
+  ): Admitted | Promise<Admitted> {
     const gate = this.#o.tenants;
     if (gate !== undefined) {
       const w = gate.takePrincipal(auth.claims, declared?.id ?? null);
+      if (typeof w !== 'number') {
+        return w.then((x) => {
+          if (x > 0) throw this.#limited(x);
+          return this.#afterRate(tenant, index, declared, auth, null);
+        });
+      }
       if (w > 0) throw this.#limited(w);
     }
     return this.#afterRate(tenant, index, declared, auth, out);
@@ -304,17 +343,24 @@ export class Admission {
       if (known === undefined) throw this.#indexesUnknown;
     }
     const gate = o.tenants;
-    if (gate === undefined) return answer(out, tenant, index, null, undefined);
+    if (gate === undefined) return answer(out, tenant, index, null, undefined, undefined);
     if (declared !== null) gate.checkIndex(declared, index, auth.claims);
-    gate.checkBudgets(tenant, index, auth.claims);
-    return answer(out, tenant, index, declared, auth.claims);
+    // Step 12 looked at now, refused after step 11 (the body) by the worker: see BudgetSink.
+    const budget = gate.checkBudgets(tenant, index, auth.claims);
+    return answer(out, tenant, index, declared, auth.claims, budget);
   }
 
-  /** Steps 8-10 for a request that passed admitHeaders(): reserves one queue slot of its lane. */
-  reserve(signal: 'logs' | 'traces', a: Admitted): Lane {
+  /**
+   * Steps 8-10 for a request that passed admitHeaders(): reserves one queue
+   * slot of its lane, and leaves its deferred budget refusal in `sink`.
+   */
+  reserve(signal: 'logs' | 'traces', a: Admitted, sink?: BudgetSink): Lane {
+    // A caller with nowhere to carry the refusal gets it now, before the body (the order of old).
+    if (a.budget !== undefined && sink === undefined) throw this.#o.tenants!.budgetRefused(a.budget, true);
     const lane = this.#reserveLane(signal, a.tenant, a.index);
-    // [declared tenants] first admission of the tenant (audit).
-    if (a.declared !== undefined && a.declared !== null) this.#o.tenants!.admitted(a.declared, a.claims);
+    if (sink !== undefined) sink.budget = a.budget;
+    // [declared tenants] first admission of the tenant (audit); a request its budget will refuse is not one.
+    if (a.declared !== undefined && a.declared !== null && a.budget === undefined) this.#o.tenants!.admitted(a.declared, a.claims);
     return lane;
   }
 

@@ -9,10 +9,11 @@
 import * as grpc from '@grpc/grpc-js';
 import net from 'node:net';
 import { IngestError, type ErrorCode } from '../errors.js';
-import { Signal } from '../shard/frames.js';
+import { FLAG_BUDGET_EXHAUSTED, Signal } from '../shard/frames.js';
 import type { Lane } from '../lanes/lane-table.js';
 import type { AcceptorOptions } from './acceptor-options.js';
-import type { Admitted, IngestHeaders } from './admission.js';
+import type { Admitted, BudgetSink, IngestHeaders } from './admission.js';
+import type { BudgetRefusal } from '../tenants/declared-tenants.js';
 import type { PendingRequest } from '../shard/dispatcher.js';
 import { INVALID_ROUTING_HEADER, installGrpcHeaderGuard } from './grpc-header-guard.js';
 import { tapOfCall, tapSocket } from './grpc-header-tap.js';
@@ -146,8 +147,10 @@ function statusOf(e: IngestError): grpc.StatusObject {
   return { code: e.grpcCode, details: e.message, metadata: refusalMetadata(e) };
 }
 
-class GrpcIngest implements PendingRequest {
+class GrpcIngest implements PendingRequest, BudgetSink {
   cancelled = false;
+  /** [declared tenants] a budget admission found exhausted: the worker validates the message, then this 429 is sent. */
+  budget: BudgetRefusal | undefined = undefined;
   /** Bytes of its message this call holds of the in-flight bound. */
   reserved = 0;
   constructor(
@@ -362,7 +365,10 @@ export class GrpcAcceptor {
     let admitted: Lane | Promise<Lane>;
     try {
       // The header checks ran on the metadata already (#admitOnMetadata); what is left is the lane.
-      admitted = pre !== undefined ? this.#o.admission.reserve(signal, pre) : this.#o.admission.admit(signal, headersOf(call.metadata, this.#o.admission.auditing ? call.getPeer() : undefined));
+      admitted =
+        pre !== undefined
+          ? this.#o.admission.reserve(signal, pre, state)
+          : this.#o.admission.admit(signal, headersOf(call.metadata, this.#o.admission.auditing ? call.getPeer() : undefined), state);
     } catch (e) {
       this.#refuse(state, e);
       return;
@@ -372,13 +378,14 @@ export class GrpcAcceptor {
     // In memory already (grpc-js read it whole): counted until the answer.
     state.reserved = body.length;
     this.#o.inflight.force(body.length);
+    // [declared tenants] a deferred budget refusal: the worker validates the message and refuses it.
     if (admitted instanceof Promise) {
       admitted.then(
-        (lane) => this.#o.dispatcher.dispatch(lane, flags, body, state),
+        (lane) => this.#o.dispatcher.dispatch(lane, flags | (state.budget !== undefined ? FLAG_BUDGET_EXHAUSTED : 0), body, state),
         (err: unknown) => this.#refuse(state, err),
       );
     } else {
-      this.#o.dispatcher.dispatch(admitted, flags, body, state);
+      this.#o.dispatcher.dispatch(admitted, flags | (state.budget !== undefined ? FLAG_BUDGET_EXHAUSTED : 0), body, state);
     }
   }
 
@@ -401,6 +408,11 @@ export class GrpcAcceptor {
       this.#o.metrics.request(state.endpoint, 499);
       this.#o.metrics.records(state.endpoint, records);
       state.callback(null, EMPTY);
+      return;
+    }
+    if (code === 'SIGLAKE_BUDGET_EXHAUSTED' && state.budget !== undefined) {
+      // [declared tenants] the message was valid and the budget exhausted (contract §4 step 12).
+      this.#answers.refuse(state, this.#o.admission.budgetRefused(state.budget));
       return;
     }
     this.#answers.completed(state, code, records, message);

@@ -8,10 +8,11 @@
 
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { IngestError, type ErrorCode } from '../errors.js';
-import { FLAG_GZIP, FLAG_JSON, Signal } from '../shard/frames.js';
+import { FLAG_BUDGET_EXHAUSTED, FLAG_GZIP, FLAG_JSON, Signal } from '../shard/frames.js';
 import type { Lane } from '../lanes/lane-table.js';
 import type { AcceptorOptions } from './acceptor-options.js';
-import type { IngestHeaders } from './admission.js';
+import type { BudgetSink, IngestHeaders } from './admission.js';
+import type { BudgetRefusal } from '../tenants/declared-tenants.js';
 import type { PendingRequest } from '../shard/dispatcher.js';
 import { Answers } from './answers.js';
 import { CONTENT_TYPES, DRAINING, EMPTY_RESPONSE, Encoding, logRefusal, refusalBody, statusLine, type EncodingCode } from './responses.js';
@@ -72,8 +73,10 @@ function encodingOf(contentType: string): number {
 }
 
 /** One ingest request in flight on a connection. */
-class HttpIngest implements PendingRequest {
+class HttpIngest implements PendingRequest, BudgetSink {
   aborted = false;
+  /** [declared tenants] a budget admission found exhausted: the worker validates the body, then this 429 is sent. */
+  budget: BudgetRefusal | undefined = undefined;
   done = false;
   lane: Lane | undefined = undefined;
   /** Chunks that arrive while a JWT is verified, or a multi-chunk body. */
@@ -309,7 +312,7 @@ export class HttpAcceptor {
     }
     let admitted: Lane | Promise<Lane>;
     try {
-      admitted = this.#o.admission.admit(endpoint === ENDPOINT_LOGS ? 'logs' : 'traces', h);
+      admitted = this.#o.admission.admit(endpoint === ENDPOINT_LOGS ? 'logs' : 'traces', h, state);
     } catch (e) {
       this.#refuse(state, e, state.closeOnRefusal);
       return;
@@ -364,7 +367,8 @@ export class HttpAcceptor {
     state.flags =
       (state.endpoint === ENDPOINT_LOGS ? Signal.LOGS : Signal.TRACES) |
       (enc === Encoding.JSON ? FLAG_JSON : 0) |
-      (gzip ? FLAG_GZIP : 0);
+      (gzip ? FLAG_GZIP : 0) |
+      (state.budget !== undefined ? FLAG_BUDGET_EXHAUSTED : 0);
     if (enc < 0) return badContentType;
     if (!gzip && cenc !== '' && cenc !== 'identity') return badEncoding;
     if (state.contentLength > this.#o.maxRequestBytes) return tooLarge;
@@ -374,6 +378,7 @@ export class HttpAcceptor {
   /** Admission finished after a wait (a JWT verification, a Redis lease) while the body streamed in. */
   #admittedLater(state: HttpIngest, lane: Lane, headerProblem: IngestError | undefined): void {
     state.lane = lane;
+    if (state.budget !== undefined) state.flags |= FLAG_BUDGET_EXHAUSTED;
     if (state.aborted || state.refused) {
       // The client left, or the body was refused (too large, too slow) meanwhile.
       this.#releaseLane(state);
@@ -560,6 +565,11 @@ export class HttpAcceptor {
       return;
     }
     state.closeAfterAnswer = false;
+    if (code === 'SIGLAKE_BUDGET_EXHAUSTED' && state.budget !== undefined) {
+      // [declared tenants] the body was valid and the budget exhausted (contract §4 step 12).
+      this.#answers.refuse(state, this.#o.admission.budgetRefused(state.budget));
+      return;
+    }
     this.#answers.completed(state, code, records, message);
   }
 

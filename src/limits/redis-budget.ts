@@ -88,6 +88,14 @@ export interface RedisBudgetOptions {
   keyPrefix?: string;
   /** Called once per failed command: the caller counts siglake_rate_budget_backend_errors_total. */
   onBackendError?: (err: Error) => void;
+  /**
+   * Whether a budget without a lease admits up to leaseSize requests on credit
+   * while its lease request is in flight (default true). False: such a request
+   * waits for the lease's answer (one round trip, at most commandTimeoutMs,
+   * failing open), and the bound loses its credit term: burst + rate·Δ + N·L.
+   * For small buckets (the per-principal ones) where 2·N·L would dwarf the burst.
+   */
+  credit?: boolean;
 }
 
 const GLOBAL_SLOT = 0;
@@ -148,6 +156,8 @@ export class RedisBudget implements RateBudget {
   #closed = false;
   /** Whether a global budget exists (globalRatePerSec > 0). */
   readonly #globalOn: boolean;
+  /** Whether requests without a lease are admitted on credit (RedisBudgetOptions.credit). */
+  readonly #credit: boolean;
 
   constructor(options: RedisBudgetOptions) {
     const tenant = resolveRateOptions(options.ratePerSec, options.burst);
@@ -167,6 +177,7 @@ export class RedisBudget implements RateBudget {
     this.#keys[GLOBAL_SLOT] = `${this.#keyPrefix}global`;
     this.#keys[OVERFLOW_SLOT] = `${this.#keyPrefix}overflow`;
     this.#onBackendError = options.onBackendError;
+    this.#credit = options.credit ?? true;
     this.#isIdle = (slot) => this.#idle(FIRST_TENANT_SLOT + slot);
     const on = ratePerSec > 0;
     const globalOn = on && global.ratePerSec > 0;
@@ -267,6 +278,23 @@ export class RedisBudget implements RateBudget {
   }
 
   /**
+   * Without spending: the seconds of a refusal this replica already knows of
+   * for `tenant`'s budget (Redis answered that it is empty and no leased token
+   * is left), else 0 (a take may admit). Never asks Redis, never allocates;
+   * lets a caller read a narrower bucket before it spends a wider one.
+   */
+  peekTenant(tenant: string): number {
+    if (this.#client === null) return 0;
+    const slot = this.#tenants.lookup(tenant);
+    if (slot < 0) return 0;
+    const i = FIRST_TENANT_SLOT + slot;
+    if (this.#avail[i] > 0) return 0;
+    const now = this.#nowUs();
+    const until = this.#deniedUntil[i];
+    return now < until ? Math.ceil((until - now) / 1e6) : 0;
+  }
+
+  /**
    * Settle with Redis (return unspent leases, charge outstanding debt), then
    * disconnect. Takes after close admit.
    */
@@ -309,7 +337,7 @@ export class RedisBudget implements RateBudget {
     if (now < until) return Math.ceil((until - now) / 1e6);
     if (now < this.#downUntil || this.#closed) return 0; // fail open
     if (this.#inflight[i] === 0) this.#refill(i);
-    if (this.#debt[i] < this.#leaseOf(i)) {
+    if (this.#credit && this.#debt[i] < this.#leaseOf(i)) {
       this.#debt[i]++;
       return 0;
     }

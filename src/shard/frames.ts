@@ -3,7 +3,8 @@
 // body stays 8-byte aligned:
 //
 //   byte 0     kind (FrameKind)
-//   byte 1     flags (DATA only): bit 0-1 signal (1 logs, 2 traces), bit 2 JSON, bit 3 gzip
+//   byte 1     flags (DATA only): bit 0-1 signal (1 logs, 2 traces), bit 2 JSON, bit 3 gzip,
+//              bit 4 budget exhausted (validate the body, then refuse it: write nothing)
 //   bytes 2-3  reserved, 0
 //   bytes 4-7  lane id (u32 LE)
 //   bytes 8-   body (DATA), or a UTF-8 JSON LaneSpec (LANE_OPEN), or nothing
@@ -31,6 +32,14 @@ export type SignalCode = (typeof Signal)[keyof typeof Signal];
 export const FLAG_SIGNAL_MASK = 0b11;
 export const FLAG_JSON = 0b100;
 export const FLAG_GZIP = 0b1000;
+/**
+ * Admission found a budget exhausted (ingest-contract.md §4 step 12), which
+ * only refuses a valid body (step 11 comes first): the worker decodes the
+ * body as always and answers its decode refusal, or else
+ * SIGLAKE_BUDGET_EXHAUSTED without staging a byte; the acceptor sends the
+ * 429 with the Retry-After admission computed.
+ */
+export const FLAG_BUDGET_EXHAUSTED = 0b10000;
 
 /** The signal a DATA frame's flags name. */
 export function signalOfFlags(flags: number): 'logs' | 'traces' {

@@ -5,9 +5,10 @@
 // burns on its way to the refusal). In-process: each replica holds its own
 // counters, so N replicas together grant up to N times a budget.
 //
-// The check happens at admission and the charge when the body was written,
-// so requests in flight when a budget runs out may overrun it by what they
-// carry (at most the in-flight requests of that scope).
+// The check happens at admission (an exhausted budget refuses once the worker
+// found the body valid: contract §4 step 11, then 12) and the charge when the
+// body was written, so requests in flight when a budget runs out may overrun
+// it by what they carry (at most the in-flight requests of that scope).
 
 import type { BudgetDecl, BudgetPeriod } from './tenants-file.js';
 

@@ -8,15 +8,16 @@
 // principal's. The tenant's bucket is only read before the principal's is
 // spent and spent after, so a request refused by either spends nothing of
 // the other: a principal over its own bucket spends nothing of its tenant's.
-// Budgets, narrowest first: index → tenant → server, checked before the body
-// is forwarded and charged once the worker wrote it.
+// Budgets, narrowest first: index → tenant → server, looked at during
+// admission, refused only once the worker found the body valid (contract §4:
+// step 11 before 12), and charged once the worker wrote it.
 
 import { IngestError, tenantDenied, type ErrorCode } from '../errors.js';
 import { RedisBudget } from '../limits/redis-budget.js';
 import { TokenBucketTable } from '../limits/token-bucket-table.js';
 import type { AuditEvent, AuditLog } from './audit-log.js';
 import { Budget } from './budgets.js';
-import { PrincipalBuckets } from './principal-buckets.js';
+import { PrincipalBuckets, sharedPrincipalBuckets } from './principal-buckets.js';
 import { BudgetSync, type BudgetSyncOptions } from './shared-budgets.js';
 import { AMBIGUOUS, TenantIndex, type DeclaredTenant, type ResolveResult } from './tenant-index.js';
 import type { TenantMetrics, TenantSeries } from './tenant-metrics.js';
@@ -44,6 +45,18 @@ export interface TenantRuntime {
   admitted: boolean;
 }
 
+/**
+ * A budget found exhausted at admission (checkBudgets), carried with the
+ * request to its worker and back: the 429 to send if the body is valid.
+ */
+export interface BudgetRefusal {
+  readonly error: IngestError;
+  readonly scope: string;
+  readonly rt: TenantRuntime | undefined;
+  readonly claims: Readonly<Record<string, unknown>> | undefined;
+  readonly remote: string | undefined;
+}
+
 class Snapshot {
   readonly byOrd: TenantRuntime[] = [];
   readonly byId = new Map<string, TenantRuntime>();
@@ -65,7 +78,10 @@ export interface DeclaredTenantsOptions {
 export class DeclaredTenants {
   #snap: Snapshot;
   readonly #o: DeclaredTenantsOptions;
+  /** The principals' buckets in this replica (null with `redis.url`, or without perPrincipalPerSec). */
   readonly #principals: PrincipalBuckets | null;
+  /** With `redis.url`: the principals' buckets shared by every replica. */
+  readonly #sharedPrincipals: RedisBudget | null;
   readonly #server: Budget | null;
   readonly #sync: BudgetSync | undefined;
   #timer: NodeJS.Timeout | undefined;
@@ -84,7 +100,9 @@ export class DeclaredTenants {
 
   constructor(decls: readonly TenantDecl[], opts: DeclaredTenantsOptions) {
     this.#o = opts;
-    this.#principals = opts.perPrincipalPerSec > 0 ? new PrincipalBuckets(opts.perPrincipalPerSec) : null;
+    const perPrincipal = opts.perPrincipalPerSec > 0;
+    this.#sharedPrincipals = perPrincipal && opts.shared !== undefined ? sharedPrincipalBuckets(opts.perPrincipalPerSec, opts.shared) : null;
+    this.#principals = perPrincipal && this.#sharedPrincipals === null ? new PrincipalBuckets(opts.perPrincipalPerSec) : null;
     this.#server = opts.serverBudget === undefined ? null : new Budget(opts.serverBudget);
     this.#snap = this.#build(new TenantIndex(decls), undefined);
     this.#arm();
@@ -108,7 +126,8 @@ export class DeclaredTenants {
 
   /** Waits (bounded) for the shared buckets' Redis connections; not fatal: without Redis they admit and count. */
   async ready(timeoutMs = 2000): Promise<void> {
-    await Promise.all(this.#snap.redis.map((rb) => rb.ready(timeoutMs).catch(() => undefined)));
+    const all = this.#sharedPrincipals === null ? this.#snap.redis : [...this.#snap.redis, this.#sharedPrincipals];
+    await Promise.all(all.map((rb) => rb.ready(timeoutMs).catch(() => undefined)));
   }
 
   get index(): TenantIndex {
@@ -270,7 +289,11 @@ export class DeclaredTenants {
    * Step 6 for a declared tenant with its own bucket, then the principal's:
    * 0, or seconds for Retry-After (a Promise while a shared lease is on its
    * way). The principal's bucket is read before the tenant's is spent and
-   * spent after: neither is spent by the other's refusal.
+   * spent after: neither is spent by the other's refusal. With Redis-shared
+   * principal buckets the read sees what this replica knows (its lease, a
+   * refusal Redis announced): a principal whose bucket another replica
+   * emptied since may spend one token of its tenant's before its first
+   * refusal here; from then on this replica refuses it from the read.
    */
   takeRate(rt: TenantRuntime, claims: Readonly<Record<string, unknown>> | undefined): number | Promise<number> {
     const bucket = rt.bucket;
@@ -282,6 +305,12 @@ export class DeclaredTenants {
       const w = p!.peek(pslot);
       if (w > 0) return this.#principalLimited(rt, claims, w);
     }
+    const sp = this.#sharedPrincipals;
+    if (sp !== null && typeof sub === 'string') {
+      // Shared: only a refusal this replica already knows of (Redis said the bucket is empty) is seen before the tenant's take.
+      const w = sp.peekTenant(sub);
+      if (w > 0) return this.#principalLimited(rt, claims, w);
+    }
     if (rt.shared !== null) {
       const w = rt.shared.takeTenant(rt.id);
       if (typeof w !== 'number') return w.then((x) => this.#afterTenantTake(rt, claims, pslot, x));
@@ -290,13 +319,19 @@ export class DeclaredTenants {
     return this.#afterTenantTake(rt, claims, pslot, bucket === null ? 0 : bucket.take(rt.slot));
   }
 
-  #afterTenantTake(rt: TenantRuntime, claims: Readonly<Record<string, unknown>> | undefined, pslot: number, w: number): number {
+  #afterTenantTake(rt: TenantRuntime, claims: Readonly<Record<string, unknown>> | undefined, pslot: number, w: number): number | Promise<number> {
     if (w > 0) return this.#tenantLimited(rt, claims, w);
     if (pslot >= 0) {
       const pw = this.#principals!.take(pslot);
       if (pw > 0) return this.#principalLimited(rt, claims, pw);
+      return 0;
     }
-    return 0;
+    const sp = this.#sharedPrincipals;
+    const sub = claims?.['sub'];
+    if (sp === null || typeof sub !== 'string') return 0;
+    const pw = sp.takeTenant(sub);
+    if (typeof pw !== 'number') return pw.then((x) => (x > 0 ? this.#principalLimited(rt, claims, x) : 0));
+    return pw > 0 ? this.#principalLimited(rt, claims, pw) : 0;
   }
 
   #tenantLimited(rt: TenantRuntime, claims: Readonly<Record<string, unknown>> | undefined, w: number): number {
@@ -311,13 +346,27 @@ export class DeclaredTenants {
     return w;
   }
 
-  /** The principal's own bucket (`perPrincipalPerSec`, keyed by the verified `sub`), after the generic tenant bucket: 0 or seconds. */
-  takePrincipal(claims: Readonly<Record<string, unknown>> | undefined, tenant: string | null): number {
-    const p = this.#principals;
-    if (p === null || claims === undefined) return 0;
+  /**
+   * The principal's own bucket (`perPrincipalPerSec`, keyed by the verified
+   * `sub`), after the generic tenant bucket: 0 or seconds (a Promise while a
+   * shared lease is on its way).
+   */
+  takePrincipal(claims: Readonly<Record<string, unknown>> | undefined, tenant: string | null): number | Promise<number> {
+    if (claims === undefined) return 0;
     const sub = claims['sub'];
     if (typeof sub !== 'string') return 0;
-    const w = p.take(p.slotOf(sub));
+    const sp = this.#sharedPrincipals;
+    if (sp !== null) {
+      const w = sp.takeTenant(sub);
+      if (typeof w !== 'number') return w.then((x) => this.#principalTaken(claims, tenant, x));
+      return this.#principalTaken(claims, tenant, w);
+    }
+    const p = this.#principals;
+    if (p === null) return 0;
+    return this.#principalTaken(claims, tenant, p.take(p.slotOf(sub)));
+  }
+
+  #principalTaken(claims: Readonly<Record<string, unknown>>, tenant: string | null, w: number): number {
     if (w > 0) this.#audit('refusal', tenant, claims, 'principal_rate_limited');
     return w;
   }
@@ -341,13 +390,19 @@ export class DeclaredTenants {
   }
 
   /**
-   * Step 12, checked at admission: index, tenant, then server budget of the
-   * tenant the request writes to; the first exhausted one refuses with 429 +
-   * Retry-After to its period's end. Charges nothing.
+   * Step 12, looked at during admission: index, tenant, then server budget of
+   * the tenant the request writes to. Returns undefined while all have
+   * something left; else the refusal of the first exhausted one (429 +
+   * Retry-After to its period's end), which is not sent yet: step 11 (the
+   * body) comes first, so the request goes on to its worker flagged to be
+   * validated and refused (frames.ts FLAG_BUDGET_EXHAUSTED), and a bad body
+   * still gets its 400. Charges, counts and audits nothing: budgetRefused()
+   * does once the worker found the body valid. Allocates only when a budget
+   * is exhausted.
    */
-  checkBudgets(tenant: string, index: string | undefined, claims: Readonly<Record<string, unknown>> | undefined): void {
+  checkBudgets(tenant: string, index: string | undefined, claims: Readonly<Record<string, unknown>> | undefined): BudgetRefusal | undefined {
     const rt = this.#snap.byId.get(tenant);
-    if (rt === undefined && this.#server === null) return;
+    if (rt === undefined && this.#server === null) return undefined;
     const now = Date.now();
     let wait = 0;
     let scope = '';
@@ -357,10 +412,30 @@ export class DeclaredTenants {
       else if (rt.budget !== null && (wait = rt.budget.exhausted(now)) > 0) scope = 'tenant';
     }
     if (wait === 0 && this.#server !== null && (wait = this.#server.exhausted(now)) > 0) scope = 'server';
-    if (wait === 0) return;
-    rt?.series?.outcome[BUDGET_EXHAUSTED]!.inc();
-    this.#audit('refusal', rt?.id ?? null, claims, `budget_exhausted_${scope}`);
-    throw this.#budgetError(scope, wait);
+    if (wait === 0) return undefined;
+    return { error: this.#budgetError(scope, wait), scope, rt, claims, remote: this.remote };
+  }
+
+  /**
+   * A request whose budget was exhausted at admission had a valid body: count
+   * and audit its refusal; returns the 429 to send. `atAdmission`: thrown by
+   * admission itself (a caller without a BudgetSink), which audits nothing more.
+   */
+  budgetRefused(d: BudgetRefusal, atAdmission = false): IngestError {
+    d.rt?.series?.outcome[BUDGET_EXHAUSTED]!.inc();
+    const a = this.#o.audit;
+    if (a !== undefined) {
+      if (atAdmission) this.#auditedPending = true;
+      const sub = d.claims?.['sub'];
+      a.write({
+        event: 'refusal',
+        tenant: d.rt?.id ?? null,
+        subject: typeof sub === 'string' ? sub : null,
+        reason: `budget_exhausted_${d.scope}`,
+        remote: d.remote ?? null,
+      });
+    }
+    return d.error;
   }
 
   #budgetError(scope: string, seconds: number): IngestError {
@@ -377,6 +452,8 @@ export class DeclaredTenants {
 
   /** A request to `tenant` was answered: a 200 charges every budget (narrowest first) and counts. */
   completed(tenant: string, index: string | undefined, code: ErrorCode | undefined, records: number, bytes: number): void {
+    // A budget refusal is counted and audited by budgetRefused(), which knows its scope and subject.
+    if (code === 'SIGLAKE_BUDGET_EXHAUSTED') return;
     const rt = this.#snap.byId.get(tenant);
     if (code !== undefined) {
       rt?.series?.outcome[REFUSED]!.inc();
@@ -454,6 +531,7 @@ export class DeclaredTenants {
     this.#timer = undefined;
     this.#principals?.close();
     await Promise.all(this.#snap.redis.map((rb) => rb.close()));
+    await this.#sharedPrincipals?.close();
     await this.#sync?.close();
   }
 }

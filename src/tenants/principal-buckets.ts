@@ -1,14 +1,45 @@
 // One token bucket per verified subject (`ingester.rateLimit.perPrincipalPerSec`),
-// on the SharedArrayBuffer bucket table, with the bounded LRU of tenant-slots.ts
+// per replica on the SharedArrayBuffer bucket table (shared by every replica
+// through Redis with `redis.url`: sharedPrincipalBuckets below), with the bounded LRU of tenant-slots.ts
 // (an evicted bucket is idle, i.e. full, so eviction changes nothing). Split
 // into slotOf / tokens / take so that admission can read the principal's
 // bucket before it spends the tenant's and spend it after: a refusal by
 // either spends nothing of the other.
 
+import { RedisBudget } from '../limits/redis-budget.js';
 import { TenantSlots } from '../limits/tenant-slots.js';
 import { TokenBucketTable } from '../limits/token-bucket-table.js';
 
 const OVERFLOW_SLOT = 0;
+/** Principals whose bucket (or, shared, whose lease state) a replica holds at once. */
+export const PRINCIPAL_BUCKETS = 65_536;
+
+/**
+ * With `redis.url`: the principals' buckets shared by every replica, on the
+ * lease machinery of the tenant buckets (src/limits/redis-budget.ts, keys
+ * `siglake:principal-rate:t:<sub>`, the same rate and burst as in-process),
+ * with its fail-open rule: a Redis failure admits and calls onBackendError.
+ * Without credit: over any Δ s the N replicas together admit at most
+ * burst + rate·Δ + N·L of one principal (L = ceil(rate / 100), at most burst).
+ */
+export function sharedPrincipalBuckets(
+  ratePerSec: number,
+  o: { url: string; commandTimeoutMs: number; onBackendError: (err: Error) => void },
+): RedisBudget {
+  return new RedisBudget({
+    url: o.url,
+    ratePerSec,
+    burst: Math.max(1, Math.ceil(ratePerSec)),
+    maxTenantBuckets: PRINCIPAL_BUCKETS,
+    commandTimeoutMs: o.commandTimeoutMs,
+    keyPrefix: 'siglake:principal-rate:',
+    onBackendError: o.onBackendError,
+    // A principal's bucket is small (burst = its rate, often a handful): no
+    // credit, so the request past the burst is refused on every replica, and
+    // a replica's first request of a principal waits one Redis round trip.
+    credit: false,
+  });
+}
 
 export class PrincipalBuckets {
   readonly #slots: TenantSlots;
@@ -16,7 +47,7 @@ export class PrincipalBuckets {
   readonly #isIdle: (slot: number) => boolean;
   readonly #timer: NodeJS.Timeout;
 
-  constructor(ratePerSec: number, capacity = 65_536) {
+  constructor(ratePerSec: number, capacity = PRINCIPAL_BUCKETS) {
     this.#slots = new TenantSlots(capacity);
     this.#table = new TokenBucketTable({ ratePerSec, burst: Math.max(1, Math.ceil(ratePerSec)), slots: 1 + capacity });
     this.#isIdle = (slot) => this.#table.isFull(1 + slot);

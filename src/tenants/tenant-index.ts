@@ -19,7 +19,18 @@
 // two identical compound selectors, a compound selector that requires an
 // indexed claim value or its only group) refuses the load and names both
 // tenants. Overlap only a real principal reveals is reported per request as
-// AMBIGUOUS, never settled by declaration order. Resolving allocates nothing.
+// AMBIGUOUS, never settled by declaration order. Resolving allocates nothing
+// but one memo entry on the first request of a token.
+//
+// Memo: verified claims are deep-frozen and the token cache hands the same
+// object back for every request of a token, so the answer for one claims
+// object never changes within one index. resolve() keeps it in a WeakMap keyed
+// by the claims object (identity hash: no string hashing, one small table
+// that stays in cache however many tenants are declared) and walks the
+// indexes only on the first request of a token. A reload builds a new index,
+// so a new memo; an entry goes when its claims object is collected (the token
+// left the cache). Only frozen claims (and a frozen `groups` list) are
+// memoized: a caller passing a mutable object gets a fresh resolution each time.
 
 import { GROUPS_CLAIM, TenantsFileError, type SubjectsDecl, type TenantDecl } from './tenants-file.js';
 
@@ -74,8 +85,11 @@ export class TenantIndex {
   readonly #claimMaps: Map<string, DeclaredTenant>[] = [];
   readonly #groups = new Map<string, DeclaredTenant>();
   readonly #compound: Compound[] = [];
+  readonly #memo: WeakMap<object, Resolution> | null;
 
-  constructor(decls: readonly TenantDecl[]) {
+  /** `opts.memo` false: no per-claims memo (perf/tenants-resolve.bench.ts compares both). */
+  constructor(decls: readonly TenantDecl[], opts?: { memo?: boolean }) {
+    this.#memo = opts?.memo === false ? null : new WeakMap();
     const tenants: DeclaredTenant[] = decls.map((decl, ord) => ({ id: decl.id, ord, decl }));
     this.tenants = tenants;
     const claimIdx = new Map<string, Map<string, DeclaredTenant>>();
@@ -159,10 +173,21 @@ export class TenantIndex {
   /**
    * The declared tenant of a verified principal: the tenant, null when it
    * matches none (routed as before tenants existed), or AMBIGUOUS. Allocates
-   * nothing.
+   * nothing once the claims object was seen (see Memo above).
    */
   resolve(claims: Readonly<Record<string, unknown>> | undefined): Resolution {
     if (claims === undefined) return null;
+    const memo = this.#memo;
+    if (memo === null) return this.#walk(claims);
+    const known = memo.get(claims);
+    if (known !== undefined) return known;
+    const r = this.#walk(claims);
+    if (immutable(claims)) memo.set(claims, r);
+    return r;
+  }
+
+  /** Resolution through the indexes and the compound scan. */
+  #walk(claims: Readonly<Record<string, unknown>>): Resolution {
     let found: DeclaredTenant | null = null;
     const names = this.#claimNames;
     for (let i = 0; i < names.length; i++) {
@@ -203,6 +228,13 @@ export class TenantIndex {
     if (r === null) return { kind: 'none' };
     return { kind: 'tenant', tenant: r.id };
   }
+}
+
+/** Whether the answer for `claims` can never change: the object and its `groups` list are frozen. */
+function immutable(claims: Readonly<Record<string, unknown>>): boolean {
+  if (!Object.isFrozen(claims)) return false;
+  const g = claims[GROUPS_CLAIM];
+  return g === null || typeof g !== 'object' || Object.isFrozen(g);
 }
 
 function includes(list: readonly string[], v: unknown): boolean {

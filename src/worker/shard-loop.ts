@@ -17,6 +17,7 @@ import { ByteRing, type Frame } from '../lanes/byte-ring.js';
 import { ACCEPTED, completionCode, CompletionRing, Doorbell } from '../shard/completion-ring.js';
 import {
   decodeLaneSpec,
+  FLAG_BUDGET_EXHAUSTED,
   frameFlags,
   frameKind,
   frameLaneId,
@@ -49,6 +50,7 @@ interface LaneFailure {
 
 const UNKNOWN_LANE = completionCode('SIGLAKE_UNKNOWN_LANE');
 const DECODER_CRASH = completionCode('SIGLAKE_DECODER_CRASH');
+const BUDGET_EXHAUSTED = completionCode('SIGLAKE_BUDGET_EXHAUSTED');
 
 class LaneState {
   /** Requests of the current round on this lane failed with this. */
@@ -233,6 +235,11 @@ export class ShardLoop {
       this.#codes[i] = DECODER_CRASH;
       this.#messages[i] = 'write failed: internal error while decoding; the request was not stored';
       this.#log.error({ err: (e as Error).message }, 'unexpected error decoding a body');
+      return;
+    }
+    if ((flags & FLAG_BUDGET_EXHAUSTED) !== 0) {
+      // A valid body against an exhausted budget (contract §4: step 11, then 12): refused, nothing staged.
+      this.#codes[i] = BUDGET_EXHAUSTED;
       return;
     }
     this.#codes[i] = ACCEPTED;

@@ -67,6 +67,44 @@ describe('RedisBudget with a shared redis-server', () => {
     await Promise.all(replicas.map((r) => r.close()));
   });
 
+  it('without credit, two replicas together admit at most burst + rate·Δ + N·leaseSize, and a replica refuses its first take of an empty bucket', async () => {
+    const rate = 200;
+    const burst = 40;
+    const leaseSize = 5;
+    const keyPrefix = freshPrefix();
+    const replicas = [0, 1].map(
+      () => new RedisBudget({ url: server.url, ratePerSec: rate, burst, maxTenantBuckets: 16, leaseSize, keyPrefix, credit: false }),
+    );
+    await Promise.all(replicas.map((r) => r.ready()));
+    const admitted = [0, 0];
+    const start = performance.now();
+    const end = start + 1000;
+    let last = start;
+    while (last < end) {
+      for (let k = 0; k < 10; k++) {
+        for (let i = 0; i < replicas.length; i++) if ((await replicas[i].takeTenant('acme')) === 0) admitted[i]++;
+      }
+      last = performance.now();
+      await tick();
+    }
+    const total = admitted[0] + admitted[1];
+    const budget = burst + rate * ((last - start) / 1000);
+    expect(total).toBeLessThanOrEqual(budget + replicas.length * leaseSize);
+    expect(total).toBeGreaterThanOrEqual(0.8 * budget);
+    await Promise.all(replicas.map((r) => r.close()));
+
+    // A bucket of burst 1 emptied by one replica: a fresh replica refuses its very first take (no credit).
+    const small = freshPrefix();
+    const [x, y] = [0, 1].map(() => new RedisBudget({ url: server.url, ratePerSec: 0.01, burst: 1, maxTenantBuckets: 4, keyPrefix: small, credit: false }));
+    await Promise.all([x!.ready(), y!.ready()]);
+    expect(await x!.takeTenant('p')).toBe(0);
+    expect(await x!.takeTenant('p')).toBeGreaterThan(50);
+    expect(await y!.takeTenant('p')).toBeGreaterThan(50);
+    expect(y!.peekTenant('p')).toBeGreaterThan(50);
+    expect(x!.backendErrors + y!.backendErrors).toBe(0);
+    await Promise.all([x!.close(), y!.close()]);
+  });
+
   it('keeps the global budget and each tenant budget apart', async () => {
     const keyPrefix = freshPrefix();
     const b = new RedisBudget({ url: server.url, ratePerSec: 1, burst: 3, globalRatePerSec: 1, globalBurst: 3, maxTenantBuckets: 4, leaseSize: 1, keyPrefix });

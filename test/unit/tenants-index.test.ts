@@ -166,6 +166,33 @@ describe('resolution', () => {
     expect(idx.resolve({ sub: 'u', groups: ['globex-writers', 'globex-ops'] })).toBe(idx.byId('globex'));
   });
 
+  it('memoizes the answer per frozen claims object, and only for frozen ones', () => {
+    // Verified claims are deep-frozen by the verifier; the memo returns what the walk returned.
+    const frozen = Object.freeze({ sub: 'u', groups: Object.freeze(['globex-ops']) });
+    expect(idx.resolve(frozen)).toBe(idx.byId('globex'));
+    expect(idx.resolve(frozen)).toBe(idx.byId('globex'));
+    const ambiguous = Object.freeze({ sub: 'svc-a', org_id: 'acme-prod' });
+    expect(idx.resolve(ambiguous)).toBe(AMBIGUOUS);
+    expect(idx.resolve(ambiguous)).toBe(AMBIGUOUS);
+    const none = Object.freeze({ sub: 'nobody' });
+    expect(idx.resolve(none)).toBeNull();
+    expect(idx.resolve(none)).toBeNull();
+    // A mutable object (or a mutable groups list) is walked every time: a change is seen.
+    const claims: Record<string, unknown> = { sub: 'u', org_id: 'acme-prod' };
+    expect(idx.resolve(claims)).toBe(idx.byId('acme'));
+    claims['org_id'] = 'other';
+    expect(idx.resolve(claims)).toBeNull();
+    const groups = ['globex-ops'];
+    const shallow = Object.freeze({ sub: 'u', groups });
+    expect(idx.resolve(shallow)).toBe(idx.byId('globex'));
+    groups[0] = 'nothing';
+    expect(idx.resolve(shallow)).toBeNull();
+    // A reload builds a new index: its own memo, its own answer for the same object.
+    const next = load({ tenants: [{ id: 'other', subjects: { groups: ['globex-ops'] } }] });
+    expect(next.resolve(frozen)).toBe(next.byId('other'));
+    expect(idx.resolve(frozen)).toBe(idx.byId('globex'));
+  });
+
   it('resolves 10,000 tenants of both indexed shapes', () => {
     const tenants = [];
     for (let i = 0; i < 5000; i++) tenants.push({ id: `c${i}`, subjects: { claims: { org: `org-${i}` } } });
