@@ -8,6 +8,7 @@
 // the oracle refuses; the entry point's refusal is the exact walk's, word for
 // word. Then the cases the fast walk's UTF-8 runs and its give-ups exist for.
 
+import { isUtf8 } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
 import { BodyError } from '../../src/errors.js';
 import { FixtureGenerator } from '../../src/otlp/fixtures.js';
@@ -128,6 +129,24 @@ describe('the fast walk checks UTF-8 per run of strings, exactly', () => {
     const bad = many.slice();
     bad[bad.length - 3] = 0xfe;
     expectSame(logs(bad), /invalid UTF-8 in AnyValue\.string_value/, false);
+  });
+  it('gives the same answer at every alignment of the body in its buffer (the ASCII scan reads aligned words)', () => {
+    for (let at = 0; at < 12; at++) {
+      for (const bad of [[0xc3, 0xa9], [0xc3], [0xff], [0xe6, 0x9d, 0xb1], [0xed, 0xa0, 0x80], [0xf4, 0x90, 0x80, 0x80]]) {
+        const value = [...str('x'.repeat(at)), ...bad, ...str('y'.repeat(40))];
+        const body = logs([...attr(str('key'), str('v'.repeat(30))), ...attr(str('k'), value), ...attr(str('z'), str('w'.repeat(70)))]);
+        const valid = isUtf8(Uint8Array.from(bad));
+        for (let shift = 0; shift < 4; shift++) {
+          const holder = new Uint8Array(new ArrayBuffer(body.length + 8), shift, body.length);
+          holder.set(body);
+          const exact = outcome(validateExportRequestExact, 'logs', holder);
+          expect(exact).toBe(valid ? 1 : exact);
+          if (!valid) expect(exact).toMatch(/invalid UTF-8 in AnyValue\.string_value/);
+          expect(outcome(validateExportRequest, 'logs', holder)).toBe(exact);
+          expect(fastWalk(ROOT_MSG.logs, holder)).toBe(valid ? 1 : -1);
+        }
+      }
+    }
   });
 });
 
