@@ -91,8 +91,8 @@ const ACT_MSG_SHIFT = 16;
 /** What an unknown field of each wire type does: skipped, or given up on (groups, 6, 7). */
 const UNKNOWN_ACTION: Int32Array = Int32Array.from([OP_VARINT, OP_I64, OP_SKIP, OP_GIVE_UP, OP_GIVE_UP, OP_I32, OP_GIVE_UP, OP_GIVE_UP]);
 
-/** ACTIONS[msg << 8 | tag] for each message and each tag value below 256 (field numbers 0-31). */
-const ACTIONS: Int32Array = (() => {
+/** ACTIONS[msg << 8 | tag] for each message and each tag value below 256 (field numbers 0-31); exported for perf/native-walk. */
+export const ACTIONS: Int32Array = (() => {
   const maxField = MSG_MAX_FIELD.reduce((a, b) => Math.max(a, b), 0);
   if (maxField > 31) throw new Error(`wire-validator: field ${maxField} does not fit the 256-tag action table`);
   const table = new Int32Array(MESSAGES.length << 8);
