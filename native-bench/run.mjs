@@ -23,7 +23,8 @@
 //                             [--compare DIR]
 //   --compare DIR: also measure DIR's built `dist/cli.js` (another checkout, e.g. a
 //        `git worktree` of an older commit, built) as the row siglake-http-batch-1k-compare,
-//        interleaved with this tree's P1 row in the same run: a before/after of P1.
+//        interleaved with this tree's P1 row in the same run: a before/after of P1
+//        (and siglake-http-batch-256k-compare beside P2's row, for P2).
 //   env: BENCH_SECS (5) seconds per measured run, BENCH_RUNS (3) runs per row
 //        (medians are reported), BENCH_WARMUP_SECS (1), BENCH_CONNECTIONS (64),
 //        BENCH_DIR (os.tmpdir()) where WALs, the baseline's file and the disk
@@ -91,11 +92,16 @@ if (COMPARE_CLI !== undefined) {
   const at = ROWS.findIndex((r) => r.id === 'siglake-http-batch-1k') + 1;
   ROWS.splice(at, 0, { id: 'siglake-http-batch-1k-compare', kind: 'siglake', proto: 'http', size: '1k', mode: 'batch', label: `siglake HTTP batch (--compare ${args.compare})`, cli: COMPARE_CLI });
 }
+if (COMPARE_CLI !== undefined) {
+  // The same for P2's row: right after this tree's 256 KiB batch row.
+  const at = ROWS.findIndex((r) => r.id === 'siglake-http-batch-256k') + 1;
+  ROWS.splice(at, 0, { id: 'siglake-http-batch-256k-compare', kind: 'siglake', proto: 'http', size: '256k', mode: 'batch', label: `siglake HTTP batch (--compare ${args.compare})`, cli: COMPARE_CLI });
+}
 
 /** Rows each goal needs (P4 rides on the P1 siglake row's server). */
 const GOAL_ROWS = {
   p1: ['ceiling-1k', 'baseline-1k', 'siglake-http-batch-1k', ...(COMPARE_CLI !== undefined ? ['siglake-http-batch-1k-compare'] : [])],
-  p2: ['disk-256k', 'siglake-http-batch-256k', 'ceiling-256k', 'baseline-256k'],
+  p2: ['disk-256k', 'siglake-http-batch-256k', 'ceiling-256k', 'baseline-256k', ...(COMPARE_CLI !== undefined ? ['siglake-http-batch-256k-compare'] : [])],
   p3: ['grpc-discard-1k', 'h2-discard-1k', 'siglake-grpc-batch-1k'],
   p4: ['siglake-http-batch-1k'],
   p5: ['siglake-http-batch-1k', 'siglake-http-batch-1k-10k'],

@@ -1,25 +1,41 @@
-// A hand-written protobuf wire walker for ExportLogsServiceRequest and
-// ExportTraceServiceRequest: it checks that a body is well-formed against the
-// schema in schema.ts and counts the log records or spans, without decoding
-// anything into objects. It runs in the writer workers on every request.
+// The protobuf wire validator the writer workers run on every request body:
+// validateExportRequest(signal, bytes) returns the number of log records or
+// spans of a well-formed ExportLogsServiceRequest / ExportTraceServiceRequest
+// and throws BodyError SIGLAKE_BAD_BODY for anything else.
 //
-// Rules (a body that breaks one is a 400):
-// - every varint ends within 10 bytes (a tag within 5) and fits 64 bits (32 for a tag);
-// - every length-delimited value and fixed-size value ends inside its enclosing message;
-// - field number 0, group wire types (3, 4) and wire types 6, 7 are refused, known or not;
-// - a known field has exactly the wire type the schema gives it (no repeated scalar
-//   field is reachable from these roots, so packed encoding never applies);
-// - unknown fields with a valid wire type are skipped (proto3), after the checks above;
-// - every string field is valid UTF-8;
-// - trace ids are 0 or 16 bytes, span ids and parent span ids 0 or 8;
-// - AnyValue nests at most MAX_ANY_VALUE_DEPTH levels.
+// It is two walks. The fast walk below accepts a well-formed body outright and
+// gives up (returns -1) at the first thing it does not handle or does not
+// like; the exact walk (wire-validator-exact.ts, the rules are listed there)
+// then walks the body again from the start and either accepts it or throws
+// the refusal naming the field and offset. So what is accepted, what is
+// refused and every refusal's message are the exact walk's; the fast walk
+// only has to be sound: it never accepts a body the exact walk refuses, and
+// when it accepts, its count is the exact walk's (test/unit/
+// otlp-wire-validator.test.ts and otlp-wire-walks.test.ts check both walks
+// against each other and against the fuzz suite's independent oracle).
 //
-// The walk is a loop over an explicit stack (one small array per call), so no body
-// can drive it into deep recursion. Per field it allocates nothing, except the
-// view handed to isUtf8 for a string that is long or not plain ASCII.
+// What makes the fast walk faster (perf/otlp-validate.bench.ts, "walks"):
+// - one table lookup per field: ACTIONS[msg << 8 | tag] for every tag below
+//   256 says what to do (skip a varint / fixed64 / fixed32 / length-delimited
+//   value, check a string, check an id length, enter a message), with the
+//   wire-type check and field number 0 folded in (those give up);
+// - no error text on the path: every failure is `return -1`;
+// - UTF-8 is checked per run of strings, not per string: consecutive string
+//   fields whose bytes in between (tags, lengths, message headers) are all
+//   ASCII are checked by one isUtf8 call over the whole run. That is exact:
+//   an ASCII byte is a whole character in UTF-8 and never part of another, so
+//   a run with ASCII between its strings is valid UTF-8 exactly when each
+//   string is. A run is then scanned for plain ASCII in JS, four bytes at a
+//   time over the body's aligned words (a run with other bytes, or a long
+//   one, goes to isUtf8, whose fixed cost is ~120 ns a call), so a body of
+//   many short attribute strings costs neither a call per string nor a byte
+//   loop;
+// - the stack of enclosing messages is one preallocated Int32Array (the walk
+//   is synchronous, so one is enough for all calls of a thread).
+// Rare encodings it gives up on, leaving them to the exact walk: tags of 3 or
+// more bytes (field numbers from 2048), lengths of 5 or more bytes.
 
 import { isUtf8 } from 'node:buffer';
-import { BodyError } from '../errors.js';
 import {
   CODE_COUNTS,
   CODE_ID_MASK,
@@ -36,19 +52,12 @@ import {
   MSG_MAX_FIELD,
   Msg,
   ROOT_MSG,
-  WIRE_TYPE_NAMES,
-  fieldOf,
-  type MsgId,
+  WireType,
   type Signal,
 } from './schema.js';
+import { unknownSignal, validateExportRequestExact } from './wire-validator-exact.js';
 
-/** Strings up to this length are checked for plain ASCII in JS before calling isUtf8. */
-const ASCII_SCAN_MAX = 48;
-
-const ANY_VALUE: number = Msg.AnyValue;
-const KIND_STRING: number = Kind.STRING;
-const KIND_BYTES: number = Kind.BYTES;
-const KIND_MESSAGE: number = Kind.MESSAGE;
+export { unknownSignal, validateExportRequestExact } from './wire-validator-exact.js';
 
 /**
  * Check that `bytes` is a well-formed export request of `signal` and return how
@@ -56,150 +65,240 @@ const KIND_MESSAGE: number = Kind.MESSAGE;
  * empty request. Throws BodyError SIGLAKE_BAD_BODY naming the field and offset.
  */
 export function validateExportRequest(signal: Signal, bytes: Uint8Array): number {
-  const codes = FIELD_CODES;
-  const base = MSG_BASE;
-  const maxField = MSG_MAX_FIELD;
-  // Frames of the enclosing messages: [end, msg] pairs.
-  const stack: number[] = [];
-  let sp = 0;
-  let msg: number = ROOT_MSG[signal];
+  const msg = ROOT_MSG[signal];
   if (msg === undefined) throw unknownSignal(signal);
+  const n = fastWalk(msg, bytes);
+  return n >= 0 ? n : validateExportRequestExact(signal, bytes);
+}
+
+// ---- the action table ----------------------------------------------------------
+
+// An action: bits 0-3 the op; OP_ID: bits 4-8 the id length; OP_MSG: bit 9
+// counts a record, bit 10 the child is an AnyValue, bits 16+ the child message.
+const OP_GIVE_UP = 0;
+const OP_VARINT = 1;
+const OP_I64 = 2;
+const OP_I32 = 3;
+const OP_SKIP = 4;
+const OP_STRING = 5;
+const OP_ID = 6;
+const OP_MSG = 7;
+const ACT_ID_SHIFT = 4;
+const ACT_COUNTS = 1 << 9;
+const ACT_ANY = 1 << 10;
+const ACT_MSG_SHIFT = 16;
+
+/** What an unknown field of each wire type does: skipped, or given up on (groups, 6, 7). */
+const UNKNOWN_ACTION: Int32Array = Int32Array.from([OP_VARINT, OP_I64, OP_SKIP, OP_GIVE_UP, OP_GIVE_UP, OP_I32, OP_GIVE_UP, OP_GIVE_UP]);
+
+/** ACTIONS[msg << 8 | tag] for each message and each tag value below 256 (field numbers 0-31); exported for perf/native-walk. */
+export const ACTIONS: Int32Array = (() => {
+  const maxField = MSG_MAX_FIELD.reduce((a, b) => Math.max(a, b), 0);
+  if (maxField > 31) throw new Error(`wire-validator: field ${maxField} does not fit the 256-tag action table`);
+  const table = new Int32Array(MESSAGES.length << 8);
+  for (let m = 0; m < MESSAGES.length; m++) {
+    for (let tag = 0; tag < 256; tag++) {
+      const fieldNo = tag >>> 3;
+      const wt = tag & 7;
+      const code = fieldNo === 0 ? -1 : fieldNo <= MSG_MAX_FIELD[m] ? FIELD_CODES[MSG_BASE[m] + fieldNo] : 0;
+      let act: number;
+      if (code === -1) act = OP_GIVE_UP;
+      else if (code === 0) act = UNKNOWN_ACTION[wt];
+      else if ((code & CODE_WIRE_MASK) !== wt) act = OP_GIVE_UP;
+      else if (wt !== WireType.LEN) act = UNKNOWN_ACTION[wt];
+      else {
+        const kind = (code >>> CODE_KIND_SHIFT) & CODE_KIND_MASK;
+        if (kind === Kind.MESSAGE) {
+          const child = code >>> CODE_MSG_SHIFT;
+          act = OP_MSG | (child << ACT_MSG_SHIFT) | ((code & CODE_COUNTS) !== 0 ? ACT_COUNTS : 0) | (child === Msg.AnyValue ? ACT_ANY : 0);
+        } else if (kind === Kind.STRING) {
+          act = OP_STRING;
+        } else {
+          const idLen = (code >>> CODE_ID_SHIFT) & CODE_ID_MASK;
+          act = idLen === 0 ? OP_SKIP : OP_ID | (idLen << ACT_ID_SHIFT);
+        }
+      }
+      table[(m << 8) | tag] = act;
+    }
+  }
+  return table;
+})();
+
+// Module-local copies of imported constants used in the loop (a module runner
+// such as vite's, which perf/run-ts.mjs uses, turns imports into property loads).
+const ANY_VALUE: number = Msg.AnyValue;
+const MAX_ANY_DEPTH: number = MAX_ANY_VALUE_DEPTH;
+
+/** [end, msg] pairs of the enclosing messages; deep enough for any body the exact walk accepts. */
+const STACK = new Int32Array(2 * (16 + 3 * (MAX_ANY_VALUE_DEPTH + 1)));
+
+const utf8 = isUtf8;
+
+/** Runs longer than this are scanned for plain ASCII a word at a time (shorter ones byte by byte). */
+const WORD_SCAN_MIN = 16;
+const NO_WORDS: Int32Array = new Int32Array(0);
+/** Runs longer than this go to isUtf8 directly: its ~120 ns a call costs less than scanning them in JS. */
+const NATIVE_SCAN_MIN = 384;
+const HIGH_BITS = 0x80808080 | 0;
+/** Two strings join one UTF-8 run when at most this many (ASCII) bytes lie between them. */
+const RUN_GAP_MAX = 24;
+
+// ---- the fast walk ---------------------------------------------------------------
+
+/** The record count of a body the walk accepts, or -1 when it gives up (the exact walk decides). */
+export function fastWalk(rootMsg: number, bytes: Uint8Array): number {
+  const actions = ACTIONS;
+  const stack = STACK;
+  const stackCap = stack.length;
+  let sp = 0;
+  let msg = rootMsg;
   let end = bytes.length;
   let pos = 0;
   let count = 0;
   let anyDepth = 0;
+  // The pending UTF-8 run [runStart, runEnd); runStart < 0: none.
+  let runStart = -1;
+  let runEnd = 0;
+  // The body's aligned 4-byte words, for the ASCII scan of runs (made at the first long run).
+  let words: Int32Array = NO_WORDS;
 
   for (;;) {
     if (pos >= end) {
-      if (sp === 0) return count;
+      if (sp === 0) break;
       if (msg === ANY_VALUE) anyDepth--;
       msg = stack[--sp];
       end = stack[--sp];
       continue;
     }
 
-    // Tag: a varint of at most 5 bytes below 2^32.
-    const tagPos = pos;
+    // Tag: one or two bytes.
     let tag = bytes[pos++];
     if (tag > 0x7f) {
-      tag &= 0x7f;
-      for (let shift = 7; ; shift += 7) {
-        if (pos >= end) fail(`truncated tag at offset ${tagPos} in ${nameOf(msg)}`);
-        const b = bytes[pos++];
-        if (shift === 28) {
-          if (b > 0x0f) fail(`tag varint too long at offset ${tagPos} in ${nameOf(msg)}`);
-          tag += b * 0x10000000;
-          break;
-        }
-        tag |= (b & 0x7f) << shift;
-        if (b < 0x80) break;
-      }
+      if (pos >= end) return -1;
+      const b = bytes[pos++];
+      if (b > 0x7f) return -1;
+      tag = (tag & 0x7f) | (b << 7);
     }
-    const fieldNo = tag >>> 3;
-    const wt = tag & 7;
-    if (fieldNo === 0) fail(`field number 0 at offset ${tagPos} in ${nameOf(msg)}`);
-    const code = fieldNo <= maxField[msg] ? codes[base[msg] + fieldNo] : 0;
-    if (code !== 0 && (code & CODE_WIRE_MASK) !== wt) {
-      fail(
-        `${label(msg, fieldNo)} has wire type ${wt} (${WIRE_TYPE_NAMES[wt]}) at offset ${tagPos}, ` +
-          `expected ${code & CODE_WIRE_MASK} (${WIRE_TYPE_NAMES[code & CODE_WIRE_MASK]})`,
-      );
-    }
+    const act = tag < 256 ? actions[(msg << 8) | tag] : UNKNOWN_ACTION[tag & 7];
+    const op = act & 15;
 
-    if (wt === 0) {
+    if (op === OP_VARINT) {
+      // At most 10 bytes, the 10th at most 1 (the value fits 64 bits).
       for (let n = 1; ; n++) {
-        if (pos >= end) fail(`truncated varint in ${label(msg, fieldNo)} at offset ${tagPos}`);
+        if (pos >= end) return -1;
         const b = bytes[pos++];
         if (b < 0x80) {
-          if (n === 10 && b > 1) fail(`varint overflows 64 bits in ${label(msg, fieldNo)} at offset ${tagPos}`);
+          if (n === 10 && b > 1) return -1;
           break;
         }
-        if (n === 10) fail(`varint longer than 10 bytes in ${label(msg, fieldNo)} at offset ${tagPos}`);
+        if (n === 10) return -1;
       }
-    } else if (wt === 2) {
-      if (pos >= end) fail(`truncated length in ${label(msg, fieldNo)} at offset ${tagPos}`);
-      let len = bytes[pos++];
-      if (len > 0x7f) {
-        len &= 0x7f;
-        let mul = 0x80;
-        for (let n = 2; ; n++) {
-          if (pos >= end) fail(`truncated length in ${label(msg, fieldNo)} at offset ${tagPos}`);
-          const b = bytes[pos++];
-          len += (b & 0x7f) * mul;
-          if (b < 0x80) {
-            if (n === 10 && b > 1) fail(`length varint overflows 64 bits in ${label(msg, fieldNo)} at offset ${tagPos}`);
-            break;
-          }
-          if (n === 10) fail(`length varint longer than 10 bytes in ${label(msg, fieldNo)} at offset ${tagPos}`);
-          mul *= 0x80;
-        }
-      }
-      if (len > end - pos) {
-        fail(
-          `${label(msg, fieldNo)} at offset ${tagPos} declares ${len} bytes, ` +
-            `past the end of the enclosing ${nameOf(msg)} (${end - pos} bytes left)`,
-        );
-      }
-      if (code !== 0) {
-        const kind = (code >>> CODE_KIND_SHIFT) & CODE_KIND_MASK;
-        if (kind === KIND_MESSAGE) {
-          const child = code >>> CODE_MSG_SHIFT;
-          if (child === ANY_VALUE && ++anyDepth > MAX_ANY_VALUE_DEPTH) {
-            fail(`AnyValue nested deeper than ${MAX_ANY_VALUE_DEPTH} levels at offset ${tagPos}`);
-          }
-          if ((code & CODE_COUNTS) !== 0) count++;
-          stack[sp++] = end;
-          stack[sp++] = msg;
-          msg = child;
-          end = pos + len;
-          continue;
-        }
-        if (kind === KIND_STRING) {
-          if (!utf8Ok(bytes, pos, pos + len)) fail(`invalid UTF-8 in ${label(msg, fieldNo)} at offset ${tagPos}`);
-        } else if (kind === KIND_BYTES) {
-          const idLen = (code >>> CODE_ID_SHIFT) & CODE_ID_MASK;
-          if (idLen !== 0 && len !== 0 && len !== idLen) {
-            fail(`${label(msg, fieldNo)} at offset ${tagPos} is ${len} bytes, must be 0 or ${idLen}`);
-          }
-        }
-      }
-      pos += len;
-    } else if (wt === 1) {
-      if (end - pos < 8) fail(`truncated fixed64 in ${label(msg, fieldNo)} at offset ${tagPos}`);
+      continue;
+    }
+    if (op === OP_I64) {
+      if (end - pos < 8) return -1;
       pos += 8;
-    } else if (wt === 5) {
-      if (end - pos < 4) fail(`truncated fixed32 in ${label(msg, fieldNo)} at offset ${tagPos}`);
+      continue;
+    }
+    if (op === OP_I32) {
+      if (end - pos < 4) return -1;
       pos += 4;
-    } else {
-      fail(`${label(msg, fieldNo)} has ${wt === 3 || wt === 4 ? 'group' : 'invalid'} wire type ${wt} at offset ${tagPos}`);
+      continue;
+    }
+    if (op === OP_GIVE_UP) return -1;
+
+    // Length-delimited: a length of up to 4 bytes (below 2^28).
+    if (pos >= end) return -1;
+    let len = bytes[pos++];
+    if (len > 0x7f) {
+      if (pos >= end) return -1;
+      let b = bytes[pos++];
+      len = (len & 0x7f) | ((b & 0x7f) << 7);
+      if (b > 0x7f) {
+        if (pos >= end) return -1;
+        b = bytes[pos++];
+        len |= (b & 0x7f) << 14;
+        if (b > 0x7f) {
+          if (pos >= end) return -1;
+          b = bytes[pos++];
+          if (b > 0x7f) return -1;
+          len |= b << 21;
+        }
+      }
+    }
+    if (len > end - pos) return -1;
+
+    if (op === OP_MSG) {
+      if ((act & ACT_ANY) !== 0 && ++anyDepth > MAX_ANY_DEPTH) return -1;
+      if (sp >= stackCap) return -1;
+      if ((act & ACT_COUNTS) !== 0) count++;
+      stack[sp++] = end;
+      stack[sp++] = msg;
+      msg = act >>> ACT_MSG_SHIFT;
+      end = pos + len;
+      continue;
+    }
+    if (op === OP_STRING) {
+      if (len !== 0) {
+        if (runStart < 0) {
+          runStart = pos;
+        } else {
+          // Join the run when everything since its end is ASCII (never empty: a tag and a length lie between).
+          let g = runEnd;
+          if (pos - g <= RUN_GAP_MAX && g < pos) while (g < pos && bytes[g] < 0x80) g++;
+          if (g !== pos) {
+            if (runEnd - runStart > WORD_SCAN_MIN && words === NO_WORDS) words = wordsOf(bytes);
+            if (!utf8Run(bytes, words, runStart, runEnd)) return -1;
+            runStart = pos;
+          }
+        }
+        runEnd = pos + len;
+      }
+    } else if (op === OP_ID) {
+      if (len !== 0 && len !== ((act >>> ACT_ID_SHIFT) & 31)) return -1;
+    }
+    pos += len;
+  }
+  if (runStart >= 0) {
+    if (runEnd - runStart > WORD_SCAN_MIN && words === NO_WORDS) words = wordsOf(bytes);
+    if (!utf8Run(bytes, words, runStart, runEnd)) return -1;
+  }
+  return count;
+}
+
+/** The whole aligned 4-byte words of `bytes`' memory: word k is bytes (4k - byteOffset % 4 ...) of the buffer's word grid. */
+function wordsOf(bytes: Uint8Array): Int32Array {
+  const first = (bytes.byteOffset + 3) >>> 2;
+  const last = (bytes.byteOffset + bytes.length) >>> 2;
+  return last > first ? new Int32Array(bytes.buffer, first << 2, last - first) : NO_WORDS;
+}
+
+/**
+ * Is bytes[start, end) valid UTF-8? Plain ASCII is settled in JS, four bytes at
+ * a time over the aligned words where `words` covers them; anything else, and
+ * what JS cannot settle cheaply, by isUtf8.
+ */
+function utf8Run(bytes: Uint8Array, words: Int32Array, start: number, end: number): boolean {
+  let i = start;
+  if (end - start > NATIVE_SCAN_MIN) return utf8(new Uint8Array(bytes.buffer, bytes.byteOffset + start, end - start));
+  if (words !== NO_WORDS) {
+    // Byte by byte up to a word boundary of the buffer, then word by word.
+    const off = bytes.byteOffset;
+    const base = ((off + 3) >>> 2) << 2;
+    while (i < end && ((off + i) & 3) !== 0) {
+      if (bytes[i] > 0x7f) return utf8(new Uint8Array(bytes.buffer, off + start, end - start));
+      i++;
+    }
+    let w = (off + i - base) >>> 2;
+    const wEnd = w + ((end - i) >>> 2);
+    if (wEnd <= words.length) {
+      for (; w < wEnd; w++) {
+        if ((words[w] & HIGH_BITS) !== 0) return utf8(new Uint8Array(bytes.buffer, off + start, end - start));
+      }
+      i = base + (w << 2) - off;
     }
   }
-}
-
-function utf8Ok(bytes: Uint8Array, start: number, end: number): boolean {
-  if (end - start <= ASCII_SCAN_MAX) {
-    while (start < end && bytes[start] < 0x80) start++;
-    if (start === end) return true;
-  }
-  return isUtf8(new Uint8Array(bytes.buffer, bytes.byteOffset + start, end - start));
-}
-
-function nameOf(msg: number): string {
-  return MESSAGES[msg].name;
-}
-
-/** `LogRecord.trace_id (field 9)`, or `field 99 of LogRecord` for an unknown field. */
-function label(msg: number, fieldNo: number): string {
-  const f = fieldOf(msg as MsgId, fieldNo);
-  return f ? `${MESSAGES[msg].name}.${f.name} (field ${fieldNo})` : `field ${fieldNo} of ${MESSAGES[msg].name}`;
-}
-
-export function unknownSignal(signal: unknown): TypeError {
-  return Object.assign(new TypeError(`unknown OTLP signal ${JSON.stringify(signal)}: expected 'logs' or 'traces'`), {
-    code: 'ERR_INVALID_ARG_VALUE',
-  });
-}
-
-function fail(message: string): never {
-  throw new BodyError('SIGLAKE_BAD_BODY', `invalid protobuf: ${message}`);
+  while (i < end && bytes[i] < 0x80) i++;
+  if (i === end) return true;
+  return utf8(new Uint8Array(bytes.buffer, bytes.byteOffset + start, end - start));
 }

@@ -11,9 +11,46 @@ import {
   type MsgId,
   type Signal,
 } from '../../src/otlp/schema.js';
-import { validateExportRequest } from '../../src/otlp/wire-validator.js';
+import {
+  fastWalk,
+  validateExportRequestExact,
+  validateExportRequest as validateEntry,
+} from '../../src/otlp/wire-validator.js';
 
 const root = ProtoRoot.load();
+
+/**
+ * Every check of this file runs both walks (wire-validator.ts): the entry point
+ * (the fast walk, and the exact walk where the fast one gives up) and the exact
+ * walk alone. They must give the same count, or throw the same error with the
+ * same message; and the fast walk alone, where it accepts, the same count.
+ */
+function validateExportRequest(signal: Signal, body: Uint8Array): number {
+  const outcome = (f: (s: Signal, b: Uint8Array) => number): number | Error => {
+    try {
+      return f(signal, body);
+    } catch (err) {
+      return err as Error;
+    }
+  };
+  const entry = outcome(validateEntry);
+  const exact = outcome(validateExportRequestExact);
+  if (exact instanceof Error || entry instanceof Error) {
+    expect(entry).toBeInstanceOf(Error);
+    expect(exact).toBeInstanceOf(Error);
+    const [a, b] = [entry as Error & { code?: string }, exact as Error & { code?: string }];
+    expect(a.constructor).toBe(b.constructor);
+    expect(a.code).toBe(b.code);
+    expect(a.message).toBe(b.message);
+    if (ROOT_MSG[signal] !== undefined) expect(fastWalk(ROOT_MSG[signal], body)).toBe(-1);
+    throw a;
+  }
+  expect(entry).toBe(exact);
+  const fast = fastWalk(ROOT_MSG[signal], body);
+  if (fast !== -1) expect(fast).toBe(exact);
+  return entry;
+}
+
 const SIGNALS: readonly Signal[] = ['logs', 'traces'];
 
 // ---- a tiny protobuf encoder for hand-built bodies -----------------------------
@@ -161,6 +198,8 @@ describe('validateExportRequest accepts valid requests', () => {
     for (let i = 0; i < 5; i++) {
       const f = gen.request(signal, { targetBytes, allValueKinds, resources: 1 + (i % 3) });
       expect(validateExportRequest(signal, f.protobuf)).toBe(f.records);
+      // The fast walk accepts these by itself: the exact walk is not needed for them.
+      expect(fastWalk(ROOT_MSG[signal], f.protobuf)).toBe(f.records);
       expect(protobufjsCount(signal, f.protobuf)).toBe(f.records);
     }
   });
