@@ -40,7 +40,7 @@ export async function runQuery(engine: TenantEngine, sql: string, opts: RunOptio
   let prepared: DuckDBPreparedStatement | undefined;
   let finished = false;
   try {
-    prepared = await prepareReadOnly(conn, sql);
+    prepared = await prepareReadOnly(engine, conn, sql);
     const result = await prepared.stream();
     const names = result.columnNames();
     const types = result.columnTypes();

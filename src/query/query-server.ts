@@ -319,10 +319,8 @@ export class QueryServer {
     req.resume();
     const ns = namespaceOf(tenant);
     const tables = [];
-    for (const name of await this.#catalog.tables(ns)) {
-      const loc = await this.#catalog.metadataLocation(ns, name);
-      if (loc === null) continue;
-      const t = await this.#reader.read(ns, loc);
+    for (const { name, metadataLocation } of await this.#catalog.tableLocations(ns)) {
+      const t = await this.#reader.read(ns, metadataLocation);
       // An index carries its retention (the registry's property); logs and
       // traces do not (theirs is the compactor's setting): null.
       const retention = t.properties[PROP_RETENTION_DAYS];

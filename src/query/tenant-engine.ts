@@ -23,6 +23,8 @@ export interface ContextTable {
 
 export interface TenantEngineOptions {
   readonly memoryLimitMib: number;
+  /** The statement texts the tenant's previous context had checked (carried over: the check depends on the text only). */
+  readonly checked?: Set<string> | undefined;
 }
 
 /** A SQL string literal. */
@@ -40,11 +42,14 @@ export class TenantEngine {
   readonly tables: readonly string[];
   /** Connections whose last query ended normally, ready for the next one. */
   readonly #idle: DuckDBConnection[] = [];
+  /** Statement texts of this tenant that passed the parse-tree check (statement-guard.ts); this tenant's only. */
+  readonly checked: Set<string>;
   #closed = false;
 
-  private constructor(db: DuckDBInstance, tables: readonly string[]) {
+  private constructor(db: DuckDBInstance, tables: readonly string[], checked: Set<string>) {
     this.#db = db;
     this.tables = tables;
+    this.checked = checked;
   }
 
   static async open(tables: readonly ContextTable[], opts: TenantEngineOptions): Promise<TenantEngine> {
@@ -72,7 +77,7 @@ export class TenantEngine {
       await setup.run('SET enable_external_access = false');
       await setup.run('SET lock_configuration = true');
       setup.closeSync();
-      return new TenantEngine(db, named);
+      return new TenantEngine(db, named, opts.checked ?? new Set());
     } catch (e) {
       setup.closeSync();
       db.closeSync();
