@@ -305,19 +305,24 @@ export class QueryServer {
     const sql = sqlOf(body, req.headers['content-type']);
     const release = this.#slots.acquire(tenant);
     const started = performance.now();
-    // A caller that hangs up stops its query: nobody would read the answer.
-    const gone = new AbortController();
+    // A caller that hangs up stops its query (nobody would read the answer), as
+    // does the server's stop. One controller per request, unhooked at the end
+    // (AbortSignal.any would tie each request's signal to the long-lived one).
+    const cancel = new AbortController();
     const onClose = () => {
-      if (!res.writableEnded) gone.abort();
+      if (!res.writableEnded) cancel.abort();
     };
+    const onStop = () => cancel.abort();
     res.once('close', onClose);
+    this.#stopping.signal.addEventListener('abort', onStop, { once: true });
+    if (this.#stopping.signal.aborted) cancel.abort();
     try {
       const lease = await this.#pool!.acquire(tenant);
       try {
         const result = await runQuery(lease.engine, sql, {
           maxRows: this.#s.queryMaxRows,
           timeoutMs: this.#s.queryTimeoutSecs * 1000,
-          signal: AbortSignal.any([this.#stopping.signal, gone.signal]),
+          signal: cancel.signal,
         });
         if (wantsNdjson(req.headers.accept)) sendNdjson(res, result);
         else sendResult(res, result, Math.round(performance.now() - started));
@@ -326,6 +331,7 @@ export class QueryServer {
       }
     } finally {
       res.off('close', onClose);
+      this.#stopping.signal.removeEventListener('abort', onStop);
       release();
     }
   }

@@ -35,7 +35,7 @@
 import { StatementType, type DuckDBConnection, type DuckDBPreparedStatement } from '@duckdb/node-api';
 import { engineError } from './engine-errors.js';
 import { QueryError } from './query-error.js';
-import type { TenantEngine } from './tenant-engine.js';
+import type { EngineConnection, TenantEngine } from './tenant-engine.js';
 
 /**
  * Table functions a query may call. The file readers are here on purpose:
@@ -96,15 +96,24 @@ export function explainedStatement(sql: string): string | undefined {
   return m === null ? undefined : sql.slice(m[0].length);
 }
 
-/** The one statement of `sql`, prepared on `conn` of `engine`, or throws the 400. */
-export async function prepareReadOnly(engine: TenantEngine, conn: DuckDBConnection, sql: string): Promise<DuckDBPreparedStatement> {
+/** A statement ready to execute; `kept`: the connection keeps it (do not destroy it). */
+export interface ReadOnlyStatement {
+  readonly prepared: DuckDBPreparedStatement;
+  readonly kept: boolean;
+}
+
+/** The one statement of `sql`, prepared on `conn` of `engine` (or kept from an earlier request), or throws the 400. */
+export async function prepareReadOnly(engine: TenantEngine, conn: EngineConnection, sql: string): Promise<ReadOnlyStatement> {
+  // Prepared, vetted and typed by an earlier request on this connection of this context.
+  const kept = conn.prepared(sql);
+  if (kept !== undefined) return { prepared: kept, kept: true };
   const inner = explainedStatement(sql);
   if (inner !== undefined && ANALYZE_KEYWORD.test(inner)) {
     throw new QueryError('SIGLAKE_SQL_REFUSED', `EXPLAIN ANALYZE runs the statement and is not allowed (send EXPLAIN without ANALYZE): ${ONE_READ_ONLY}`);
   }
   const checked = engine.checked;
   if (!checked.has(sql)) {
-    await checkParseTree(conn, inner ?? sql);
+    await checkParseTree(conn.conn, inner ?? sql);
     if (sql.length <= CHECKED_MAX_CHARS) {
       checked.add(sql);
       if (checked.size > CHECKED_ENTRIES) checked.delete(checked.values().next().value as string);
@@ -112,7 +121,7 @@ export async function prepareReadOnly(engine: TenantEngine, conn: DuckDBConnecti
   }
   let prepared: DuckDBPreparedStatement;
   try {
-    prepared = await conn.prepare(sql);
+    prepared = await conn.conn.prepare(sql);
   } catch (e) {
     throw engineError(e);
   }
@@ -126,7 +135,7 @@ export async function prepareReadOnly(engine: TenantEngine, conn: DuckDBConnecti
     prepared.destroySync();
     throw new QueryError('SIGLAKE_BAD_SQL', 'the statement has parameters; send it with literal values');
   }
-  return prepared;
+  return { prepared, kept: conn.keep(sql, prepared) };
 }
 
 interface SerializedSql {
