@@ -39,8 +39,10 @@ export async function runQuery(engine: TenantEngine, sql: string, opts: RunOptio
   opts.signal?.addEventListener('abort', onAbort);
   let statement: ReadOnlyStatement | undefined;
   let finished = false;
+  let executed = false;
   try {
     statement = await prepareReadOnly(engine, conn, sql);
+    executed = true;
     const result = await statement.prepared.stream();
     const names = result.columnNames();
     const types = result.columnTypes();
@@ -70,8 +72,11 @@ export async function runQuery(engine: TenantEngine, sql: string, opts: RunOptio
     opts.signal?.removeEventListener('abort', onAbort);
     // A truncated or failed query may still have work queued: stop it, and do not reuse its connection.
     // A kept statement stays with its connection (closed with it when the connection is not reused).
-    if (!finished) conn.conn.interrupt();
+    // A statement refused or failing to prepare ran nothing: its connection is
+    // as clean as before, unless an interrupt was sent to it meanwhile.
+    if (executed && !finished) conn.conn.interrupt();
     if (statement !== undefined && !statement.kept) statement.prepared.destroySync();
-    engine.giveBack(conn, finished && !timedOut);
+    const clean = finished || (!executed && opts.signal?.aborted !== true);
+    engine.giveBack(conn, clean && !timedOut);
   }
 }
