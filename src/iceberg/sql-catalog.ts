@@ -120,6 +120,26 @@ export class SqlCatalog {
     return rows.map((r) => String(r['table_name']));
   }
 
+  /**
+   * Every table of the namespace with its current metadata file, in one
+   * statement (by name): what a query server compares on each request.
+   */
+  async tableLocations(namespace: string): Promise<{ name: string; metadataLocation: string }[]> {
+    await this.ready();
+    const rows = await this.driver.all(
+      `SELECT table_name, metadata_location FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2${this.#typeFilter()} ORDER BY table_name`,
+      [this.catalogName, namespace],
+    );
+    return rows.map((r) => {
+      const name = String(r['table_name']);
+      const loc = r['metadata_location'];
+      if (typeof loc !== 'string' || loc === '') {
+        throw new IcebergError('SIGLAKE_ICEBERG_CATALOG', `${namespace}.${name} has no metadata_location`);
+      }
+      return { name, metadataLocation: loc };
+    });
+  }
+
   /** The table's current metadata file, or null when the table does not exist. */
   async metadataLocation(namespace: string, table: string): Promise<string | null> {
     await this.ready();

@@ -16,8 +16,13 @@ export class QueryMetrics {
   readonly #timeouts: client.Counter;
   readonly #shardErrors: client.Counter;
   readonly #ambiguous: client.Counter | undefined;
+  /** Only with --tenants-file: reloads of the file refused (the previous set stays in force). */
+  readonly reloadFailures: client.Counter | undefined;
 
-  constructor(gauges: { running: () => number; contexts: () => number; cache: () => CacheStats }, opts: { declaredTenants?: boolean } = {}) {
+  constructor(
+    gauges: { running: () => number; contexts: () => number; cache: () => CacheStats },
+    opts: { declaredTenants?: boolean; declared?: () => number } = {},
+  ) {
     const registry = new client.Registry();
     this.registry = registry;
     this.#denied = new client.Counter({
@@ -59,6 +64,25 @@ export class QueryMetrics {
           registers: [registry],
         })
       : undefined;
+    // The ingester's names for the tenants file's reloads, on this server's registry.
+    this.reloadFailures = opts.declaredTenants === true
+      ? new client.Counter({
+          name: 'siglake_tenants_reload_failures_total',
+          help: 'Reloads of the tenants file refused (the previous set stays in force).',
+          registers: [registry],
+        })
+      : undefined;
+    if (opts.declaredTenants === true) {
+      const declared = opts.declared ?? (() => 0);
+      new client.Gauge({
+        name: 'siglake_tenants_declared',
+        help: 'Tenants declared by the tenants file now loaded.',
+        registers: [registry],
+        collect() {
+          this.set(declared());
+        },
+      });
+    }
     new client.Gauge({
       name: 'siglake_query_running',
       help: 'Queries running on this server now.',

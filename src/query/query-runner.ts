@@ -4,10 +4,10 @@
 // on it) and the answer is 504. Values are DuckDB's JSON forms: BIGINT,
 // DECIMAL, HUGEINT and timestamps as strings, MAPs as [{key, value}] arrays.
 
-import { JsonDuckDBValueConverter, type DuckDBConnection, type DuckDBPreparedStatement, type Json } from '@duckdb/node-api';
+import { JsonDuckDBValueConverter, type Json } from '@duckdb/node-api';
 import { engineError } from './engine-errors.js';
 import { QueryError } from './query-error.js';
-import { prepareReadOnly } from './statement-guard.js';
+import { prepareReadOnly, type ReadOnlyStatement } from './statement-guard.js';
 import type { TenantEngine } from './tenant-engine.js';
 
 export interface QueryColumn {
@@ -29,19 +29,21 @@ export interface RunOptions {
 }
 
 export async function runQuery(engine: TenantEngine, sql: string, opts: RunOptions): Promise<QueryResult> {
-  const conn: DuckDBConnection = await engine.borrow();
+  const conn = await engine.borrow();
   let timedOut = false;
   const timer = setTimeout(() => {
     timedOut = true;
-    conn.interrupt();
+    conn.conn.interrupt();
   }, opts.timeoutMs);
-  const onAbort = () => conn.interrupt();
+  const onAbort = () => conn.conn.interrupt();
   opts.signal?.addEventListener('abort', onAbort);
-  let prepared: DuckDBPreparedStatement | undefined;
+  let statement: ReadOnlyStatement | undefined;
   let finished = false;
+  let executed = false;
   try {
-    prepared = await prepareReadOnly(conn, sql);
-    const result = await prepared.stream();
+    statement = await prepareReadOnly(engine, conn, sql);
+    executed = true;
+    const result = await statement.prepared.stream();
     const names = result.columnNames();
     const types = result.columnTypes();
     const columns = names.map((name, i) => ({ name, type: types[i]!.toString() }));
@@ -69,8 +71,12 @@ export async function runQuery(engine: TenantEngine, sql: string, opts: RunOptio
     clearTimeout(timer);
     opts.signal?.removeEventListener('abort', onAbort);
     // A truncated or failed query may still have work queued: stop it, and do not reuse its connection.
-    if (!finished) conn.interrupt();
-    prepared?.destroySync();
-    engine.giveBack(conn, finished && !timedOut);
+    // A kept statement stays with its connection (closed with it when the connection is not reused).
+    // A statement refused or failing to prepare ran nothing: its connection is
+    // as clean as before, unless an interrupt was sent to it meanwhile.
+    if (executed && !finished) conn.conn.interrupt();
+    if (statement !== undefined && !statement.kept) statement.prepared.destroySync();
+    const clean = finished || (!executed && opts.signal?.aborted !== true);
+    engine.giveBack(conn, clean && !timedOut);
   }
 }

@@ -43,7 +43,8 @@ import { TableFilesReader } from './table-files.js';
 import { TenantGate } from './tenant-gate.js';
 import { TenantIndex } from '../tenants/tenant-index.js';
 import { TenantsFileError } from '../tenants/tenants-file.js';
-import { readTenantsFile } from '../tenants/tenants-reloader.js';
+import { AuditLog } from '../tenants/audit-log.js';
+import { readTenantsFile, TenantsReloader } from '../tenants/tenants-reloader.js';
 
 export interface QueryServerOptions {
   readonly settings: Settings;
@@ -67,6 +68,8 @@ export class QueryServer {
   readonly #shardTokenDigest: Buffer | undefined;
   readonly #stopping = new AbortController();
   readonly #http: http.Server;
+  readonly #audit: AuditLog | undefined;
+  readonly #tenantsReloader: TenantsReloader | undefined;
   #draining = false;
   #inFlight = 0;
   #idle: (() => void) | undefined;
@@ -106,7 +109,37 @@ export class QueryServer {
     });
     this.#catalog = SqlCatalog.open(s.catalogUrl, s.catalogName);
     this.#slots = new TenantSlots(s.queryMaxConcurrentPerTenant);
-    this.#metrics = new QueryMetrics({ running: () => this.#slots.total, contexts: () => this.#pool?.size ?? 0, cache: () => this.#pool?.fileStats ?? NO_CACHE_STATS }, { declaredTenants: s.tenantsFile !== undefined });
+    this.#metrics = new QueryMetrics(
+      { running: () => this.#slots.total, contexts: () => this.#pool?.size ?? 0, cache: () => this.#pool?.fileStats ?? NO_CACHE_STATS },
+      { declaredTenants: s.tenantsFile !== undefined, declared: () => this.#gate.declaredCount },
+    );
+    // The tenants file is reloaded as on ingest: SIGHUP and file change; a bad
+    // file keeps the old set, logs one line, counts, and writes an audit event.
+    this.#audit = s.tenantsFile !== undefined && s.auditFile !== undefined ? openAudit(s.auditFile) : undefined;
+    if (s.tenantsFile !== undefined) {
+      const gate = this.#gate;
+      const file = s.tenantsFile;
+      this.#tenantsReloader = new TenantsReloader({
+        file,
+        tenants: {
+          replace: (decls) => {
+            try {
+              return gate.replaceDeclared(decls);
+            } catch (e) {
+              // An overlap the file alone decides (declared-tenants.md §2): name the file, as at start-up.
+              if (e instanceof TenantsFileError) throw new TenantsFileError(`tenants.file ${file}: ${e.message}`);
+              throw e;
+            }
+          },
+          get size() {
+            return gate.declaredCount;
+          },
+        },
+        log: opts.log,
+        ...(this.#metrics.reloadFailures !== undefined ? { metrics: { reloadFailures: this.#metrics.reloadFailures } } : {}),
+        ...(this.#audit !== undefined ? { audit: this.#audit } : {}),
+      });
+    }
     this.#http = http.createServer((req, res) => void this.#handle(req, res));
     this.#http.keepAliveTimeout = 10_000;
   }
@@ -144,6 +177,7 @@ export class QueryServer {
         resolve();
       });
     });
+    this.#tenantsReloader?.start();
     try {
       await this.#catalog.ready();
     } catch (e) {
@@ -157,6 +191,7 @@ export class QueryServer {
    */
   async stop(): Promise<number> {
     this.#draining = true;
+    this.#tenantsReloader?.close();
     this.#http.close();
     const deadline = this.#s.shutdownTimeoutSecs * 1000;
     if (this.#inFlight > 0) {
@@ -175,6 +210,7 @@ export class QueryServer {
     this.#pool?.close();
     if (this.#storage !== undefined) closeWarehouse(this.#storage);
     await this.#catalog.close();
+    this.#audit?.close();
     return interrupted;
   }
 
@@ -269,19 +305,24 @@ export class QueryServer {
     const sql = sqlOf(body, req.headers['content-type']);
     const release = this.#slots.acquire(tenant);
     const started = performance.now();
-    // A caller that hangs up stops its query: nobody would read the answer.
-    const gone = new AbortController();
+    // A caller that hangs up stops its query (nobody would read the answer), as
+    // does the server's stop. One controller per request, unhooked at the end
+    // (AbortSignal.any would tie each request's signal to the long-lived one).
+    const cancel = new AbortController();
     const onClose = () => {
-      if (!res.writableEnded) gone.abort();
+      if (!res.writableEnded) cancel.abort();
     };
+    const onStop = () => cancel.abort();
     res.once('close', onClose);
+    this.#stopping.signal.addEventListener('abort', onStop, { once: true });
+    if (this.#stopping.signal.aborted) cancel.abort();
     try {
       const lease = await this.#pool!.acquire(tenant);
       try {
         const result = await runQuery(lease.engine, sql, {
           maxRows: this.#s.queryMaxRows,
           timeoutMs: this.#s.queryTimeoutSecs * 1000,
-          signal: AbortSignal.any([this.#stopping.signal, gone.signal]),
+          signal: cancel.signal,
         });
         if (wantsNdjson(req.headers.accept)) sendNdjson(res, result);
         else sendResult(res, result, Math.round(performance.now() - started));
@@ -290,6 +331,7 @@ export class QueryServer {
       }
     } finally {
       res.off('close', onClose);
+      this.#stopping.signal.removeEventListener('abort', onStop);
       release();
     }
   }
@@ -319,10 +361,8 @@ export class QueryServer {
     req.resume();
     const ns = namespaceOf(tenant);
     const tables = [];
-    for (const name of await this.#catalog.tables(ns)) {
-      const loc = await this.#catalog.metadataLocation(ns, name);
-      if (loc === null) continue;
-      const t = await this.#reader.read(ns, loc);
+    for (const { name, metadataLocation } of await this.#catalog.tableLocations(ns)) {
+      const t = await this.#reader.read(ns, metadataLocation);
       // An index carries its retention (the registry's property); logs and
       // traces do not (theirs is the compactor's setting): null.
       const retention = t.properties[PROP_RETENTION_DAYS];
@@ -345,7 +385,7 @@ function digest(s: string): Buffer {
   return createHash('sha256').update(s, 'utf8').digest();
 }
 
-/** The declared tenants of --tenants-file (read once, at start-up), or undefined. */
+/** The declared tenants of --tenants-file at start-up (a bad file stops it), or undefined. */
 function loadDeclared(s: Settings): TenantIndex | undefined {
   const file = s.tenantsFile;
   if (file === undefined) return undefined;
@@ -361,6 +401,14 @@ function loadDeclared(s: Settings): TenantIndex | undefined {
   } catch (e) {
     if (e instanceof TenantsFileError) throw new ConfigError(e.message);
     throw e;
+  }
+}
+
+function openAudit(file: string): AuditLog {
+  try {
+    return new AuditLog(file);
+  } catch (e) {
+    throw ConfigError.ofSetting('audit.file', `cannot open ${file} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
   }
 }
 

@@ -6,8 +6,7 @@
 //   2. Exactly one statement, and one that serialises: only SELECT-shaped
 //      statements do: SELECT, WITH,
 //      VALUES, DESCRIBE, SHOW TABLES, SUMMARIZE. COPY, ATTACH, INSTALL, LOAD,
-//      SET, RESET, PRAGMA, CALL, CREATE, INSERT, DROP, EXPORT, BEGIN, … and
-//      EXPLAIN (whose inner statement the serialiser cannot show) are refused.
+//      SET, RESET, PRAGMA, CALL, CREATE, INSERT, DROP, EXPORT, BEGIN, … are refused.
 //   3. Every table function in the parse tree must be on READ_ONLY_TABLE_FUNCTIONS:
 //      some built-in ones change the engine's state from inside a SELECT
 //      (enable_logging, checkpoint, …), run a SQL string that step 2 never
@@ -15,11 +14,28 @@
 //   4. The statement is prepared (bound inside the locked tenant context,
 //      which refuses any file outside the tenant's tables) and its type must
 //      be SELECT.
+//
+// EXPLAIN: the serialiser cannot show an EXPLAIN's inner statement, so a
+// request `EXPLAIN <statement>` has its inner statement (the text after the
+// keyword) put through steps 1 to 3 exactly as a query of its own; the whole
+// request is then prepared and its type must be EXPLAIN. The engine parses
+// the same tokens after the keyword, so what it plans is what was checked;
+// anything that makes the text after EXPLAIN something else (ANALYZE,
+// VERBOSE, an option list, a comment before the keyword) fails step 1 or 2
+// and is refused. EXPLAIN ANALYZE is refused: it runs the statement (and
+// returns the engine's profile); a plain EXPLAIN plans it and runs nothing.
 // Each refusal is a 400 before anything runs.
+//
+// A statement that passed steps 1 to 3 is remembered by its text in its
+// tenant context (TenantEngine.checked): the check is a pure function of the
+// text, and a repeated query then skips a round trip to the engine. Kept per
+// tenant context, never shared between tenants (no tenant can time whether
+// another sent the same text).
 
 import { StatementType, type DuckDBConnection, type DuckDBPreparedStatement } from '@duckdb/node-api';
 import { engineError } from './engine-errors.js';
 import { QueryError } from './query-error.js';
+import type { EngineConnection, TenantEngine } from './tenant-engine.js';
 
 /**
  * Table functions a query may call. The file readers are here on purpose:
@@ -63,18 +79,54 @@ const READ_ONLY_TABLE_FUNCTIONS: ReadonlySet<string> = new Set([
   'summary',
 ]);
 
-const ONE_READ_ONLY = 'only one read-only statement is allowed (SELECT, WITH, VALUES, DESCRIBE, SHOW TABLES, SUMMARIZE)';
+const ONE_READ_ONLY = 'only one read-only statement is allowed (SELECT, WITH, VALUES, DESCRIBE, SHOW TABLES, SUMMARIZE, or EXPLAIN of one of them)';
 
-/** The one statement of `sql`, prepared on `conn`, or throws the 400. */
-export async function prepareReadOnly(conn: DuckDBConnection, sql: string): Promise<DuckDBPreparedStatement> {
-  await checkParseTree(conn, sql);
+/** SQL whitespace (the engine's scanner's set, not JavaScript's wider \s). */
+const EXPLAIN_KEYWORD = /^[ \t\n\r\f\v]*explain[ \t\n\r\f\v]+/i;
+const ANALYZE_KEYWORD = /^analy[sz]e([ \t\n\r\f\v(]|$)/i;
+
+/** Statement texts kept per tenant context as having passed steps 1 to 3. */
+const CHECKED_ENTRIES = 512;
+/** Longer texts are checked every time (a bound on what the memo holds). */
+const CHECKED_MAX_CHARS = 16 * 1024;
+
+/** The statement an `EXPLAIN <statement>` request explains, or undefined when `sql` is no EXPLAIN. */
+export function explainedStatement(sql: string): string | undefined {
+  const m = EXPLAIN_KEYWORD.exec(sql);
+  return m === null ? undefined : sql.slice(m[0].length);
+}
+
+/** A statement ready to execute; `kept`: the connection keeps it (do not destroy it). */
+export interface ReadOnlyStatement {
+  readonly prepared: DuckDBPreparedStatement;
+  readonly kept: boolean;
+}
+
+/** The one statement of `sql`, prepared on `conn` of `engine` (or kept from an earlier request), or throws the 400. */
+export async function prepareReadOnly(engine: TenantEngine, conn: EngineConnection, sql: string): Promise<ReadOnlyStatement> {
+  // Prepared, vetted and typed by an earlier request on this connection of this context.
+  const kept = conn.prepared(sql);
+  if (kept !== undefined) return { prepared: kept, kept: true };
+  const inner = explainedStatement(sql);
+  if (inner !== undefined && ANALYZE_KEYWORD.test(inner)) {
+    throw new QueryError('SIGLAKE_SQL_REFUSED', `EXPLAIN ANALYZE runs the statement and is not allowed (send EXPLAIN without ANALYZE): ${ONE_READ_ONLY}`);
+  }
+  const checked = engine.checked;
+  if (!checked.has(sql)) {
+    await checkParseTree(conn.conn, inner ?? sql);
+    if (sql.length <= CHECKED_MAX_CHARS) {
+      checked.add(sql);
+      if (checked.size > CHECKED_ENTRIES) checked.delete(checked.values().next().value as string);
+    }
+  }
   let prepared: DuckDBPreparedStatement;
   try {
-    prepared = await conn.prepare(sql);
+    prepared = await conn.conn.prepare(sql);
   } catch (e) {
     throw engineError(e);
   }
-  if (prepared.statementType !== StatementType.SELECT) {
+  const expected = inner === undefined ? StatementType.SELECT : StatementType.EXPLAIN;
+  if (prepared.statementType !== expected) {
     const name = (StatementType as unknown as Record<number, string>)[prepared.statementType] ?? String(prepared.statementType);
     prepared.destroySync();
     throw new QueryError('SIGLAKE_SQL_REFUSED', `statement type ${name} is not allowed: ${ONE_READ_ONLY}`);
@@ -83,7 +135,7 @@ export async function prepareReadOnly(conn: DuckDBConnection, sql: string): Prom
     prepared.destroySync();
     throw new QueryError('SIGLAKE_BAD_SQL', 'the statement has parameters; send it with literal values');
   }
-  return prepared;
+  return { prepared, kept: conn.keep(sql, prepared) };
 }
 
 interface SerializedSql {

@@ -11,10 +11,59 @@
 // Extensions are never auto-installed or auto-loaded. Statement types are
 // checked separately (statement-guard.ts). A commit makes a new context; the
 // old one is closed when its last query ends (engine-pool.ts).
+//
+// A connection serves one query at a time (borrowed, given back). It keeps
+// the statements it prepared, by their text: the context never changes (same
+// views over the same files, configuration locked), so a statement prepared
+// and vetted once is executed again as it is, without parsing, binding and
+// planning it again. A connection whose query failed, was interrupted or cut
+// at maxRows is closed with its statements.
 
-import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
+import { DuckDBInstance, type DuckDBConnection, type DuckDBPreparedStatement } from '@duckdb/node-api';
 
 const MAX_IDLE_CONNECTIONS = 4;
+/** Prepared statements one connection keeps, least recently used dropped first. */
+const PREPARED_PER_CONNECTION = 32;
+/** Longer statement texts are prepared for one execution only (a bound on what is kept). */
+export const KEPT_STATEMENT_MAX_CHARS = 16 * 1024;
+
+/** One engine connection and the statements it prepared. */
+export class EngineConnection {
+  readonly conn: DuckDBConnection;
+  readonly #prepared = new Map<string, DuckDBPreparedStatement>();
+
+  constructor(conn: DuckDBConnection) {
+    this.conn = conn;
+  }
+
+  /** The statement prepared earlier from exactly this text, if kept. */
+  prepared(sql: string): DuckDBPreparedStatement | undefined {
+    const p = this.#prepared.get(sql);
+    if (p !== undefined) {
+      this.#prepared.delete(sql);
+      this.#prepared.set(sql, p);
+    }
+    return p;
+  }
+
+  /** Keeps `p` for the next execution of `sql`; false when the text is too long to keep (the caller destroys it after use). */
+  keep(sql: string, p: DuckDBPreparedStatement): boolean {
+    if (sql.length > KEPT_STATEMENT_MAX_CHARS) return false;
+    this.#prepared.set(sql, p);
+    for (const [k, old] of this.#prepared) {
+      if (this.#prepared.size <= PREPARED_PER_CONNECTION) break;
+      this.#prepared.delete(k);
+      old.destroySync();
+    }
+    return true;
+  }
+
+  close(): void {
+    for (const p of this.#prepared.values()) p.destroySync();
+    this.#prepared.clear();
+    this.conn.closeSync();
+  }
+}
 
 export interface ContextTable {
   readonly name: string;
@@ -23,6 +72,8 @@ export interface ContextTable {
 
 export interface TenantEngineOptions {
   readonly memoryLimitMib: number;
+  /** The statement texts the tenant's previous context had checked (carried over: the check depends on the text only). */
+  readonly checked?: Set<string> | undefined;
 }
 
 /** A SQL string literal. */
@@ -39,12 +90,15 @@ export class TenantEngine {
   readonly #db: DuckDBInstance;
   readonly tables: readonly string[];
   /** Connections whose last query ended normally, ready for the next one. */
-  readonly #idle: DuckDBConnection[] = [];
+  readonly #idle: EngineConnection[] = [];
+  /** Statement texts of this tenant that passed the parse-tree check (statement-guard.ts); this tenant's only. */
+  readonly checked: Set<string>;
   #closed = false;
 
-  private constructor(db: DuckDBInstance, tables: readonly string[]) {
+  private constructor(db: DuckDBInstance, tables: readonly string[], checked: Set<string>) {
     this.#db = db;
     this.tables = tables;
+    this.checked = checked;
   }
 
   static async open(tables: readonly ContextTable[], opts: TenantEngineOptions): Promise<TenantEngine> {
@@ -72,7 +126,7 @@ export class TenantEngine {
       await setup.run('SET enable_external_access = false');
       await setup.run('SET lock_configuration = true');
       setup.closeSync();
-      return new TenantEngine(db, named);
+      return new TenantEngine(db, named, opts.checked ?? new Set());
     } catch (e) {
       setup.closeSync();
       db.closeSync();
@@ -81,17 +135,17 @@ export class TenantEngine {
   }
 
   /** A connection for one query (interruptible on its own): an idle one, or a new one. */
-  async borrow(): Promise<DuckDBConnection> {
-    return this.#idle.pop() ?? (await this.#db.connect());
+  async borrow(): Promise<EngineConnection> {
+    return this.#idle.pop() ?? new EngineConnection(await this.#db.connect());
   }
 
   /**
    * Ends a query's use of `conn`: kept for the next query when `reusable`
    * (the query ended normally), else closed (it was interrupted or failed).
    */
-  giveBack(conn: DuckDBConnection, reusable: boolean): void {
+  giveBack(conn: EngineConnection, reusable: boolean): void {
     if (reusable && !this.#closed && this.#idle.length < MAX_IDLE_CONNECTIONS) this.#idle.push(conn);
-    else conn.closeSync();
+    else conn.close();
   }
 
   get closed(): boolean {
@@ -101,7 +155,7 @@ export class TenantEngine {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    for (const c of this.#idle.splice(0)) c.closeSync();
+    for (const c of this.#idle.splice(0)) c.close();
     this.#db.closeSync();
   }
 }

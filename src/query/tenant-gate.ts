@@ -15,12 +15,18 @@
 // 403 SIGLAKE_TENANT_AMBIGUOUS; one matching none takes the claim routing
 // above, exactly as without a file.
 //
+// The tenants file is reloaded on SIGHUP and when it changes, as on ingest
+// (tenants-reloader.ts): replaceDeclared swaps the index in one reference; a
+// request resolved before the swap keeps the tenant it got, the next one
+// resolves against the new set. A file that does not load leaves the old set.
+//
 // The allow-list is the query server's own: ingester.allowedTenants is never
 // read, so a tenant stopped from writing still reads within its retention.
 
 import { ConfigError } from '../errors.js';
 import { DEFAULT_TENANT, isValidIdentifier } from '../tenancy/identifier.js';
-import type { TenantIndex } from '../tenants/tenant-index.js';
+import { TenantIndex } from '../tenants/tenant-index.js';
+import type { TenantDecl } from '../tenants/tenants-file.js';
 import { QueryError, type QueryDeniedReason } from './query-error.js';
 
 export interface TenantGateOptions {
@@ -33,7 +39,7 @@ export interface TenantGateOptions {
 export class TenantGate {
   readonly #claim: string | undefined;
   readonly #allowed: ReadonlySet<string> | undefined;
-  readonly #declared: TenantIndex | undefined;
+  #declared: TenantIndex | undefined;
   readonly #ambiguous = new QueryError(
     'SIGLAKE_TENANT_AMBIGUOUS',
     'tenant ambiguous: the verified principal matches more than one declared tenant; the operator must make the tenants file unambiguous',
@@ -56,6 +62,24 @@ export class TenantGate {
     this.#claim = opts.tenantClaim;
     this.#allowed = opts.allowedTenants.length === 0 ? undefined : new Set(opts.allowedTenants);
     this.#declared = opts.declared;
+  }
+
+  /** Tenants declared now (0 without a tenants file). */
+  get declaredCount(): number {
+    return this.#declared?.size ?? 0;
+  }
+
+  /**
+   * A reloaded tenants file (already validated by readTenantsFile) in force
+   * from the next request on. The index is built first: an overlap throws and
+   * leaves the old set in force.
+   */
+  replaceDeclared(decls: readonly TenantDecl[]): { added: string[]; removed: string[] } {
+    const next = new TenantIndex(decls);
+    const before = new Set((this.#declared?.tenants ?? []).map((t) => t.id));
+    const after = new Set(next.tenants.map((t) => t.id));
+    this.#declared = next;
+    return { added: [...after].filter((id) => !before.has(id)), removed: [...before].filter((id) => !after.has(id)) };
   }
 
   /** The tenant of a query from its verified claims (undefined when not OIDC), or throws the 403. */

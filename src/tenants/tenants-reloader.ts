@@ -31,9 +31,10 @@ export function readTenantsFile(file: string): TenantDecl[] {
 
 export interface ReloaderOptions {
   file: string;
-  tenants: DeclaredTenants;
+  /** The ingester's DeclaredTenants, or the query server's tenant gate. */
+  tenants: Pick<DeclaredTenants, 'replace' | 'size'>;
   log: Logger;
-  metrics?: TenantMetrics;
+  metrics?: Pick<TenantMetrics, 'reloadFailures'>;
   audit?: AuditLog;
   /** Quiet time after the last change event before reloading. */
   debounceMs?: number;

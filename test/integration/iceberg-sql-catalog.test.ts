@@ -117,6 +117,13 @@ describe.each(['sqlite', 'postgres'] as const)('SQL catalog on %s', (kind) => {
     ]);
     expect(await cat.tables('main')).toEqual(['logs']);
     expect(await cat.metadataLocation('main', 'traces')).toBeNull();
+    // What the query server compares on each request: every table and its current metadata file, in one statement.
+    expect(await cat.createTable('main', 'traces', 'file:///w/main/traces/metadata/00000-t.metadata.json')).toBe(true);
+    expect(await cat.tableLocations('main')).toEqual([
+      { name: 'logs', metadataLocation: 'file:///w/main/logs/metadata/00001-c.metadata.json' },
+      { name: 'traces', metadataLocation: 'file:///w/main/traces/metadata/00000-t.metadata.json' },
+    ]);
+    expect(await cat.tableLocations('tenant_nobody')).toEqual([]);
   });
 
   it('honours the V1 schema of Iceberg Java (iceberg_type) when the column is there', async () => {
@@ -129,6 +136,7 @@ describe.each(['sqlite', 'postgres'] as const)('SQL catalog on %s', (kind) => {
     expect(await cat.driver.all('SELECT iceberg_type FROM iceberg_tables')).toEqual([{ iceberg_type: 'TABLE' }]);
     await cat.driver.run("INSERT INTO iceberg_tables VALUES ('siglake', 'main', 'v', 'file:///view', NULL, 'VIEW')");
     expect(await cat.tables('main')).toEqual(['logs']);
+    expect(await cat.tableLocations('main')).toEqual([{ name: 'logs', metadataLocation: 'file:///a' }]);
     expect(await cat.swapMetadataLocation('main', 'v', 'file:///view', 'file:///x')).toBe(false);
   });
 

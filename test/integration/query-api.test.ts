@@ -241,6 +241,11 @@ describe('siglake query: tenant-routed SQL over the landed tables', () => {
       dataDir,
       args: ['--trust-tenant-header', '--compact-interval-secs', '1', '--wal-segment-max-age-secs', '1', ...icebergFlags(dataDir)],
     });
+    // The same statement text before and after the commit: a connection keeps
+    // the statements it prepared, but only within the context (the snapshots)
+    // it was prepared in.
+    const count = 'SELECT count(*) AS n FROM logs';
+    for (let i = 0; i < 3; i++) expect((await postSql(q.url, count, { token: tokens['acme'] })).body['rows']).toEqual([[String(N)]]);
     try {
       await sendTenants(ing.url, ['acme'], 'r2', 3);
       const deadline = Date.now() + 60_000;
@@ -254,6 +259,7 @@ describe('siglake query: tenant-routed SQL over the landed tables', () => {
         if (Date.now() > deadline) throw new Error('r2 did not become visible');
         await new Promise((r) => setTimeout(r, 250));
       }
+      expect((await postSql(q.url, count, { token: tokens['acme'] })).body['rows']).toEqual([[String(N + 3)]]);
       // Another tenant's view did not move.
       const g = await postSql(q.url, 'SELECT count(*) AS n FROM logs', { token: tokens['globex'] });
       expect(g.body['rows']).toEqual([[String(N)]]);

@@ -4,6 +4,9 @@
 // tenant claim it also holds), one matching two tenants is a counted 403
 // SIGLAKE_TENANT_AMBIGUOUS, one matching none takes the claim routing, and
 // the query allow-list still applies afterwards. A bad file stops start-up.
+// The file is reloaded as on ingest (file change and SIGHUP): a newly declared
+// tenant's principal reaches its namespace; a bad reload keeps the old set,
+// logs one line, is counted and audited.
 
 import fs from 'node:fs';
 import path from 'node:path';
@@ -11,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli, tempDir } from '../helpers/ingester.js';
 import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile } from '../helpers/jwt.js';
 import { icebergFlags, startQuery, type RunningQuery } from '../helpers/query.js';
+import { until } from '../helpers/wait.js';
 
 const TENANTS = {
   tenants: [
@@ -108,5 +112,111 @@ describe('siglake query with --tenants-file: declared tenants first, then the cl
     expect(r.status).toBe(2);
     expect(r.stderr).toContain(bad);
     expect(r.stderr).toMatch(/tenants "a" and "b" overlap: both select group "ops"/);
+  });
+});
+
+describe('siglake query reloads --tenants-file on change and on SIGHUP, as ingest does', () => {
+  const dataDir = tempDir('siglake-query-reload-');
+  // The server watches the directory of tenants.json, a symbolic link: replacing
+  // the link is a file change it sees; editing its target (in real/) is not,
+  // so only a SIGHUP applies that.
+  const tenantsFile = path.join(dataDir, 'tenants.json');
+  const realDir = path.join(dataDir, 'real');
+  const auditFile = path.join(dataDir, 'audit.jsonl');
+  let q: RunningQuery;
+  const t: Record<string, string> = {};
+  const decl = (id: string, orgId: string) => ({ id, subjects: { claims: { org_id: orgId } } });
+
+  /** Points tenants.json at a new file with `content`, renamed into place as an editor does. */
+  const replaceLink = (name: string, content: string) => {
+    const target = path.join(realDir, name);
+    fs.writeFileSync(target, content);
+    const tmp = path.join(dataDir, `.tenants.json.${name}`);
+    fs.symlinkSync(target, tmp);
+    fs.renameSync(tmp, tenantsFile);
+  };
+  const call = async (method: string, p: string, token: string) => {
+    const res = await fetch(`${q.url}${p}`, { method, headers: { authorization: `Bearer ${token}`, ...(method === 'PUT' ? { 'content-type': 'application/json' } : {}) }, ...(method === 'PUT' ? { body: '{}' } : {}) });
+    const text = await res.text();
+    return { status: res.status, json: text === '' ? undefined : JSON.parse(text) };
+  };
+  const indexes = async (token: string) => ((await call('GET', '/api/v1/indexes', token)).json.indexes as { name: string }[]).map((i) => i.name).sort();
+  const metric = async (name: string) => (await q.metrics()).get(name);
+  const audit = () => (fs.existsSync(auditFile) ? fs.readFileSync(auditFile, 'utf8').trim().split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Record<string, unknown>) : []);
+  const refusedLines = () => q.logs.filter((l) => l.msg === 'tenants file reload refused: the previous set stays in force');
+
+  beforeAll(async () => {
+    fs.mkdirSync(realDir, { recursive: true });
+    replaceLink('t1.json', JSON.stringify({ tenants: [decl('acme', 'acme-prod')] }));
+    const key = await makeKeyPair('ES256', 'k1');
+    const jwks = writeJwksFile(dataDir, [key.jwk]);
+    // umbrella's principal also claims globex: until umbrella is declared, the claim routes it there.
+    t['umbrella'] = await mint(key, { org_id: 'umbrella', tenant: 'globex' });
+    t['initech'] = await mint(key, { org_id: 'initech', tenant: 'globex' });
+    for (const id of ['acme', 'globex', 'umbrella', 'initech']) t[`claim-${id}`] = await mint(key, { tenant: id });
+    q = await startQuery(dataDir, [
+      ...icebergFlags(dataDir),
+      ...['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks],
+      ...['--query-tenant-claim', 'tenant', '--tenants-file', tenantsFile, '--audit-file', auditFile],
+    ]);
+  }, 60_000);
+
+  afterAll(async () => {
+    await q?.stop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('a file change declaring a new tenant routes its principal to that namespace from the next request on', async () => {
+    expect(await metric('siglake_tenants_declared')).toBe(1);
+    expect(await metric('siglake_tenants_reload_failures_total')).toBe(0);
+    // Not declared yet: the tenant claim routes umbrella's principal to globex.
+    expect((await call('PUT', '/api/v1/indexes/before_reload', t['umbrella']!)).status).toBe(201);
+    expect(await indexes(t['claim-globex']!)).toEqual(['before_reload']);
+
+    replaceLink('t2.json', JSON.stringify({ tenants: [decl('acme', 'acme-prod'), decl('umbrella', 'umbrella')] }));
+    await until(async () => (await metric('siglake_tenants_declared')) === 2, 20_000, 'the changed tenants file to be in force');
+
+    // The same token now reaches umbrella's own namespace, and nothing of globex's.
+    expect(await indexes(t['umbrella']!)).toEqual([]);
+    expect((await call('PUT', '/api/v1/indexes/after_reload', t['umbrella']!)).status).toBe(201);
+    expect(await indexes(t['claim-umbrella']!)).toEqual(['after_reload']);
+    expect(await indexes(t['claim-globex']!)).toEqual(['before_reload']);
+    const tables = await fetch(`${q.url}/api/v1/tables`, { headers: { authorization: `Bearer ${t['umbrella']}` } });
+    expect(((await tables.json()) as { tables: { name: string }[] }).tables.map((x) => x.name)).toEqual(['after_reload']);
+    await until(() => audit().some((e) => e['event'] === 'tenants_reload'), 10_000, 'the reload audit event');
+    const ev = audit().find((e) => e['event'] === 'tenants_reload')!;
+    expect(ev).toMatchObject({ reason: 'file change', tenants: 2, added: ['umbrella'], removed: [] });
+  });
+
+  it('a bad file change keeps the previous set: one log line, counted, audited', async () => {
+    // Two tenants selecting the same claim value: the file does not load.
+    replaceLink('bad.json', JSON.stringify({ tenants: [decl('acme', 'acme-prod'), decl('umbrella', 'umbrella'), decl('hooli', 'umbrella')] }));
+    await until(async () => (await metric('siglake_tenants_reload_failures_total')) === 1, 20_000, 'the bad reload to be counted');
+    expect(refusedLines()).toHaveLength(1);
+    expect(refusedLines()[0]!['cause']).toBe('file change');
+    expect(await metric('siglake_tenants_declared')).toBe(2);
+    // Still umbrella's namespace.
+    expect(await indexes(t['umbrella']!)).toEqual(['after_reload']);
+    await until(() => audit().some((e) => e['event'] === 'tenants_reload_failed'), 10_000, 'the failed reload audit event');
+    expect(String(audit().find((e) => e['event'] === 'tenants_reload_failed')!['reason'])).toContain(tenantsFile);
+  });
+
+  it('SIGHUP reloads a change the watch cannot see; a bad one is refused the same way', async () => {
+    // Edit the link's target in place (another directory: no change event), then SIGHUP.
+    fs.writeFileSync(path.join(realDir, 'bad.json'), JSON.stringify({ tenants: [decl('acme', 'acme-prod'), decl('umbrella', 'umbrella'), decl('initech', 'initech')] }));
+    q.child.kill('SIGHUP');
+    await until(async () => (await metric('siglake_tenants_declared')) === 3, 20_000, 'the SIGHUP reload to be in force');
+    expect((await call('PUT', '/api/v1/indexes/via_sighup', t['initech']!)).status).toBe(201);
+    expect(await indexes(t['claim-initech']!)).toEqual(['via_sighup']);
+    expect(await indexes(t['claim-globex']!)).toEqual(['before_reload']);
+
+    fs.writeFileSync(path.join(realDir, 'bad.json'), 'tenants: [ {');
+    q.child.kill('SIGHUP');
+    await until(async () => (await metric('siglake_tenants_reload_failures_total')) === 2, 20_000, 'the bad SIGHUP reload to be counted');
+    expect(refusedLines()).toHaveLength(2);
+    expect(refusedLines()[1]!['cause']).toBe('SIGHUP');
+    expect(await metric('siglake_tenants_declared')).toBe(3);
+    expect(await indexes(t['initech']!)).toEqual(['via_sighup']);
+    expect(q.exitCode).toBeNull();
   });
 });

@@ -83,6 +83,11 @@ const ESCAPES: Escape[] = [
   { name: 'a system-qualified table function', sql: () => 'SELECT * FROM system.main.enable_logging()', code: 'SIGLAKE_SQL_REFUSED', message: /table function main\.enable_logging is not allowed/ },
 ];
 
+// EXPLAIN of each way out is refused just as the way out itself (statement-guard.ts:
+// the inner statement goes through the same checks, and binding it inside the
+// locked context fails the same way), and EXPLAIN of EXPLAIN too.
+const EXPLAINED_ESCAPES: Escape[] = ESCAPES.map((e) => ({ ...e, name: `EXPLAIN of ${e.name}`, sql: () => `EXPLAIN ${e.sql()}` }));
+
 describe('query isolation: tenant acme against globex and the host', () => {
   let q: RunningQuery;
   let acme = '';
@@ -113,6 +118,54 @@ describe('query isolation: tenant acme against globex and the host', () => {
     expect(err.message).toMatch(message);
     // Nothing of globex's in the answer, whatever it says.
     expect(a.text).not.toContain('r1-globex');
+  });
+
+  it.each(EXPLAINED_ESCAPES)('$name → 400 $code $message', async ({ sql, code, message }) => {
+    const a = await postSql(q.url, sql(), { token: acme });
+    expect(a.status, a.text).toBe(400);
+    const err = a.body['error'] as { code: string; message: string };
+    expect(err.code).toBe(code);
+    expect(err.message).toMatch(message);
+    expect(a.text).not.toContain('r1-globex');
+  });
+
+  it.each([
+    ['EXPLAIN ANALYZE of a plain query (it runs the statement)', 'EXPLAIN ANALYZE SELECT count(*) FROM logs'],
+    ['explain analyse, lower case, British spelling', 'explain analyse SELECT 1'],
+    ['EXPLAIN with a comment before ANALYZE', 'EXPLAIN /* x */ ANALYZE SELECT 1'],
+    ['EXPLAIN with an option list', 'EXPLAIN (FORMAT json) SELECT 1'],
+    ['EXPLAIN VERBOSE', 'EXPLAIN VERBOSE SELECT 1'],
+    ['a comment before EXPLAIN', '/* x */ EXPLAIN SELECT 1'],
+  ])('%s → 400, nothing run', async (_name, sql) => {
+    const a = await postSql(q.url, sql, { token: acme });
+    expect(a.status, a.text).toBe(400);
+    expect(['SIGLAKE_SQL_REFUSED', 'SIGLAKE_BAD_SQL']).toContain((a.body['error'] as { code: string }).code);
+  });
+
+  it('EXPLAIN ANALYZE is refused with the reason', async () => {
+    const a = await postSql(q.url, 'EXPLAIN ANALYZE SELECT count(*) FROM logs', { token: acme });
+    expect(a.status).toBe(400);
+    expect(a.body['error']).toEqual({ code: 'SIGLAKE_SQL_REFUSED', message: expect.stringMatching(/^EXPLAIN ANALYZE runs the statement and is not allowed/) as unknown });
+  });
+
+  it("EXPLAIN of acme's own query returns the engine's plan over acme's files, in JSON and NDJSON", async () => {
+    const a = await postSql(q.url, "EXPLAIN SELECT service_name, count(*) AS n FROM logs WHERE body LIKE 'r1%' GROUP BY service_name", { token: acme });
+    expect(a.status, a.text).toBe(200);
+    expect(a.body['columns']).toEqual([
+      { name: 'explain_key', type: 'VARCHAR' },
+      { name: 'explain_value', type: 'VARCHAR' },
+    ]);
+    const rows = a.body['rows'] as string[][];
+    expect(rows.map((r) => r[0])).toEqual(['physical_plan']);
+    expect(rows[0]![1]).toMatch(/HASH_GROUP_BY/);
+    expect(rows[0]![1]).toMatch(/READ_PARQUET|PARQUET_SCAN|TABLE_SCAN/);
+    expect(a.text).not.toContain('tenant_globex');
+    const nd = await postSql(q.url, 'explain\nSELECT count(*) FROM traces', { token: acme, accept: 'application/x-ndjson' });
+    expect(nd.status, nd.text).toBe(200);
+    const lines = nd.text.trim().split('\n').map((l) => JSON.parse(l) as Record<string, string>);
+    expect(lines.map((l) => l['explain_key'])).toEqual(['physical_plan']);
+    // A DESCRIBE can be explained too; EXPLAIN plans, it runs nothing: still 200.
+    expect((await postSql(q.url, 'EXPLAIN DESCRIBE logs', { token: acme })).status).toBe(200);
   });
 
   it('after every attempt: nothing written anywhere, acme reads its own rows and only those, the server is alive', async () => {

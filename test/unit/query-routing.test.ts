@@ -6,6 +6,8 @@ import { ConfigError } from '../../src/errors.js';
 import { QueryError } from '../../src/query/query-error.js';
 import { pickShard } from '../../src/query/rendezvous.js';
 import { TenantGate } from '../../src/query/tenant-gate.js';
+import { TenantIndex } from '../../src/tenants/tenant-index.js';
+import { parseTenantsText, TenantsFileError } from '../../src/tenants/tenants-file.js';
 
 function denial(f: () => unknown): { status: number; reason: string | undefined } {
   try {
@@ -34,6 +36,21 @@ describe('TenantGate', () => {
       expect(denial(() => g.resolve({ tenant: bad }))).toEqual({ status: 403, reason: 'invalid' });
     }
     expect(denial(() => g.resolve({ tenant: 'globex' }))).toEqual({ status: 403, reason: 'unlisted' });
+  });
+
+  it('a reloaded tenants file applies from the next resolution; one that does not index keeps the old set', () => {
+    const decls = (ids: [string, string][]) => parseTenantsText(JSON.stringify({ tenants: ids.map(([id, org]) => ({ id, subjects: { claims: { org_id: org } } })) }), 't.json');
+    const g = new TenantGate({ tenantClaim: 'tenant', allowedTenants: [], declared: new TenantIndex(decls([['acme', 'a']])) });
+    expect(g.declaredCount).toBe(1);
+    expect(g.resolve({ org_id: 'u', tenant: 'globex' })).toBe('globex');
+    expect(g.replaceDeclared(decls([['acme', 'a'], ['umbrella', 'u']]))).toEqual({ added: ['umbrella'], removed: [] });
+    expect(g.resolve({ org_id: 'u', tenant: 'globex' })).toBe('umbrella');
+    // Two tenants selecting the same claim value: refused, the previous set stays.
+    expect(() => g.replaceDeclared(decls([['umbrella', 'u'], ['hooli', 'u']]))).toThrow(TenantsFileError);
+    expect(g.declaredCount).toBe(2);
+    expect(g.resolve({ org_id: 'u' })).toBe('umbrella');
+    expect(g.replaceDeclared(decls([['umbrella', 'u']]))).toEqual({ added: [], removed: ['acme'] });
+    expect(g.resolve({ org_id: 'a', tenant: 'globex' })).toBe('globex');
   });
 
   it('an allow-list without a claim, or with a bad identifier, is a configuration error', () => {
