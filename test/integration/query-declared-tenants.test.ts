@@ -192,6 +192,8 @@ describe('siglake query reloads --tenants-file on change and on SIGHUP, as inges
     // Two tenants selecting the same claim value: the file does not load.
     replaceLink('bad.json', JSON.stringify({ tenants: [decl('acme', 'acme-prod'), decl('umbrella', 'umbrella'), decl('hooli', 'umbrella')] }));
     await until(async () => (await metric('siglake_tenants_reload_failures_total')) === 1, 20_000, 'the bad reload to be counted');
+    // The counter is read over HTTP, the log line through the child's stdout pipe: wait for both.
+    await until(() => refusedLines().length >= 1, 10_000, 'the refusal log line');
     expect(refusedLines()).toHaveLength(1);
     expect(refusedLines()[0]!['cause']).toBe('file change');
     expect(await metric('siglake_tenants_declared')).toBe(2);
@@ -213,6 +215,7 @@ describe('siglake query reloads --tenants-file on change and on SIGHUP, as inges
     fs.writeFileSync(path.join(realDir, 'bad.json'), 'tenants: [ {');
     q.child.kill('SIGHUP');
     await until(async () => (await metric('siglake_tenants_reload_failures_total')) === 2, 20_000, 'the bad SIGHUP reload to be counted');
+    await until(() => refusedLines().length >= 2, 10_000, 'the refusal log line');
     expect(refusedLines()).toHaveLength(2);
     expect(refusedLines()[1]!['cause']).toBe('SIGHUP');
     expect(await metric('siglake_tenants_declared')).toBe(3);
