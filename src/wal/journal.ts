@@ -313,7 +313,8 @@ interface LaneInfo {
  * missing or differs is written there; entries for segments that are not a
  * lane's live tail (sealed, followed by a higher one, emptied by the
  * compactor, or gone) are skipped, those segments being durable on their own.
- * Every segment written is fdatasynced before any journal file is deleted.
+ * Every segment an entry was checked against (present or written back) is
+ * fdatasynced before any journal file is deleted.
  * `lanes` limits replay to lane tags it accepts (a worker's own lanes).
  */
 export function replayJournalDir(walDir: string, dir: string, opts: { removeDir?: boolean; lanes?: (tag: string) => boolean } = {}): JournalReplay {
@@ -350,12 +351,17 @@ export function replayJournalDir(walDir: string, dir: string, opts: { removeDir?
       }
       const seg = join(lane.dir, formatSegmentName(e.segment));
       const r = replayEntry(seg, e.offset, e.body);
-      if (r === 'skipped') skipped++;
-      else if (r === 'present') present++;
+      if (r === 'skipped') {
+        skipped++;
+        continue;
+      }
+      // Present or not, its bytes may sit only in the page cache (a worker
+      // that died, a process killed): the journal goes only once they are synced.
+      written.add(seg);
+      if (r === 'present') present++;
       else {
         rewritten++;
         rewrittenRecords += e.records;
-        written.add(seg);
       }
     }
   }
