@@ -239,13 +239,15 @@ describe('journal replay', () => {
     expect(payloads(dir)).toEqual(['kept']);
   });
 
-  it('the journal directory is never a lane, and verify does not mind it', async () => {
+  it('the journal directory is never a lane, and verify reads it as the journal, not as an unexpected entry', async () => {
     const s = shard();
     s.round({ a: ['a1'], b: ['b1'] });
     expect(listLaneDirs(wal).map((l) => l.tenant)).toEqual(['default', 'acme']);
     const v = await verify();
     expect(v.code).toBe(0);
-    expect(v.out).not.toContain('.journal');
+    expect(v.out).not.toContain('unexpected');
+    expect(v.out).not.toMatch(/lane \S+ \S+ \S*\.journal/);
+    expect(v.out).toContain('verify: 2 lanes, 2 segments, 2 records, 0 torn tails, 0 problems: OK');
   });
 });
 
@@ -307,5 +309,29 @@ describe('FdCache lazyEviction', () => {
     await s.a.sync(); // clean now
     expect(ops.syncs).toBe(3);
     expect(cache.openCount).toBe(1);
+  });
+});
+
+describe('siglake wal verify and the journal', () => {
+  it('lists each journal file; a torn tail is fine, a corrupt entry fails verify', async () => {
+    const s = shard();
+    s.round({ a: ['a1'], b: ['b1'] });
+    s.round({ a: ['a2'] });
+    let v = await verify();
+    expect(v.code).toBe(0);
+    expect(v.out).toContain(`journal .journal/shard-0-of-1/00000001.jnl: 3 entries, 3 records, ends cleanly`);
+    const file = join(jdir(), formatJournalName(1));
+    const whole = readFileSync(file);
+    const last = decodeJournal(whole).entries[2]!.at;
+    writeFileSync(file, whole.subarray(0, last + 7));
+    v = await verify();
+    expect(v.code).toBe(0);
+    expect(v.out).toContain(`2 entries, 2 records, ends torn at offset ${last}`);
+    const bad = Buffer.from(whole);
+    bad[decodeJournal(whole).entries[1]!.at + 24] ^= 0xff; // the offset field of entry 2
+    writeFileSync(file, bad);
+    v = await verify();
+    expect(v.code).toBe(1);
+    expect(v.out).toContain('DAMAGED: journal .journal/shard-0-of-1/00000001.jnl: 1 entries, 1 records, corrupt at offset');
   });
 });
