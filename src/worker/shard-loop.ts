@@ -55,7 +55,7 @@ const HOUSEKEEPING_MS = 1000;
 const CHECKPOINT_BYTES = 128 * 1024 * 1024;
 /** …or this long after the last one began, if anything was journaled since. */
 const CHECKPOINT_MS = 5000;
-/** Lane fdatasyncs a checkpoint keeps in flight at once (each may hold a descriptor). */
+/** Lane fdatasyncs a checkpoint keeps in flight at once (each may hold a descriptor), with 64 or more descriptors per worker; else 1. */
 const CHECKPOINT_PARALLEL = 16;
 
 /** Why a lane's requests of a round failed: the code and the message the client gets. */
@@ -119,6 +119,8 @@ export class ShardLoop {
   #checkpoint: Promise<void> | null = null;
   /** A checkpoint's lane sync failed: keep every journal file of this life. */
   #journalPinned = false;
+  /** Lane fdatasyncs a checkpoint keeps in flight (bounded by the descriptor budget). */
+  readonly #checkpointParallel: number;
 
   constructor(args: ShardTaskArgs, threadId: number) {
     this.#a = args;
@@ -129,7 +131,14 @@ export class ShardLoop {
     this.#stats = new WorkerStats(args.statsSab);
     this.#log = createLogger(args.settings.logLevel, 'siglake-worker').child({ shard: args.shard });
     const journaled = args.settings.walFsync === 'batch';
-    this.#fds = new FdCache(Math.max(1, args.settings.maxOpenFiles), undefined, { lazyEviction: journaled });
+    const budget = Math.max(1, args.settings.maxOpenFiles);
+    // --wal-max-open-files covers the journal too: in batch mode one descriptor
+    // is the journal's, one is for a sync of an evicted segment on the request
+    // path (rotation, seal), and the checkpoint's syncs in flight hold at most
+    // #checkpointParallel more (a fresh one or a cached one kept open).
+    this.#checkpointParallel = budget >= 64 ? CHECKPOINT_PARALLEL : 1;
+    const cached = journaled ? Math.max(1, budget - 2 - this.#checkpointParallel) : budget;
+    this.#fds = new FdCache(cached, undefined, { lazyEviction: journaled });
     this.#journal = journaled ? new ShardJournal({ dir: this.#journalDir() }) : null;
     this.#decoder = new BodyDecoder(args.settings.maxRequestBytes);
     Atomics.store(this.#control, ControlWord.THREAD_ID, threadId);
@@ -437,7 +446,7 @@ export class ShardLoop {
         }
       }
     };
-    await Promise.all(Array.from({ length: Math.min(CHECKPOINT_PARALLEL, lanes.length) }, one));
+    await Promise.all(Array.from({ length: Math.min(this.#checkpointParallel, lanes.length) }, one));
     if (failed > 0) this.#journalPinned = true;
     if (this.#journalPinned || upTo === 0) return;
     try {
