@@ -197,17 +197,11 @@ export class ShardLoop {
     const { shard, workers } = this.#a;
     // First the journal's tail (a crash of this worker or of the machine):
     // back into the lane segments, which the repair below then checks.
+    // (Logged after the lane repairs: a worker's log lines after its first
+    // one reach stdout only when its event loop turns, and the repair lines
+    // are the ones an operator looks for first.)
     const j = replayJournalDir(walDir, this.#journalDir());
     if (j.rewrittenRecords > 0) this.#stats.addJournalReplayedRecords(j.rewrittenRecords);
-    for (const stop of j.stops) {
-      this.#log.warn({ file: stop.file, stop: stop.kind, offset: stop.offset, why: stop.why }, 'WAL journal tail cut: replayed up to the last whole entry');
-    }
-    if (j.files > 0) {
-      this.#log.info(
-        { files: j.files, entries: j.entries, present: j.present, rewritten: j.rewritten, rewrittenRecords: j.rewrittenRecords, skipped: j.skipped },
-        'WAL journal replayed',
-      );
-    }
     // The same key the acceptor's lane table gives the lane, so the same shard.
     const r = recoverWal(walDir, (l) => LaneKey.at(l).shard(workers) === shard);
     for (const [dir, next] of r.nextSegment) this.#nextSegment.set(dir, next);
@@ -223,7 +217,14 @@ export class ShardLoop {
         this.#log.error({ dir: lane.dir, damage: String(d) }, 'WAL segment damaged before the tail: not repaired (run siglake wal verify)');
       }
     }
-    this.#log.info({ lanes: r.lanes.length, truncatedBytes: r.truncatedBytes }, 'WAL recovery done');
+    for (const stop of j.stops) {
+      this.#log.warn({ file: stop.file, stop: stop.kind, offset: stop.offset, why: stop.why }, 'WAL journal tail cut: replayed up to the last whole entry');
+    }
+    const journal =
+      j.files > 0
+        ? { journalFiles: j.files, journalEntries: j.entries, journalPresent: j.present, journalRewritten: j.rewritten, journalRewrittenRecords: j.rewrittenRecords, journalSkipped: j.skipped }
+        : {};
+    this.#log.info({ lanes: r.lanes.length, truncatedBytes: r.truncatedBytes, ...journal }, 'WAL recovery done');
   }
 
   #open(spec: LaneSpec): LaneState {
