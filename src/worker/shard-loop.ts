@@ -52,9 +52,9 @@ const MAX_ROUND_REQUESTS = 4096;
 const MAX_ROUND_BYTES = 64 * 1024 * 1024;
 const HOUSEKEEPING_MS = 1000;
 /** A checkpoint starts when the journal's open file reaches this size… */
-const CHECKPOINT_BYTES = 128 * 1024 * 1024;
+const CHECKPOINT_BYTES = 256 * 1024 * 1024;
 /** …or this long after the last one began, if anything was journaled since. */
-const CHECKPOINT_MS = 5000;
+const CHECKPOINT_MS = 10_000;
 /** Lane fdatasyncs a checkpoint keeps in flight at once (each may hold a descriptor), with 64 or more descriptors per worker; else 1. */
 const CHECKPOINT_PARALLEL = 16;
 

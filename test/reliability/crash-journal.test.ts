@@ -2,7 +2,7 @@
 // exists for. Many clients send unique markers to several tenants, indexes
 // and signals; the real `siglake ingest --wal-fsync batch` is killed with
 // SIGKILL at a random moment, almost always between a round's journal sync
-// and the next checkpoint (every 5 s). A SIGKILL leaves the page cache, so
+// and the next checkpoint (every 10 s). A SIGKILL leaves the page cache, so
 // the lane segments would hold everything written; this suite then takes
 // away what a power loss could take: in every lane's live segment (the
 // highest, not sealed), every byte from the first offset any journal entry
