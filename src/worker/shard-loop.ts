@@ -55,6 +55,15 @@ const HOUSEKEEPING_MS = 1000;
 const CHECKPOINT_BYTES = 256 * 1024 * 1024;
 /** …or this long after the last one began, if anything was journaled since. */
 const CHECKPOINT_MS = 10_000;
+/**
+ * Test-only (SIGLAKE_TEST_HOOKS=1): SIGLAKE_TEST_CHECKPOINT_MS=<ms> checkpoints
+ * that often, so a crash suite's short lives see checkpoints start, finish and
+ * get killed midway.
+ */
+function checkpointMs(): number {
+  const v = Number(process.env['SIGLAKE_TEST_CHECKPOINT_MS']);
+  return process.env['SIGLAKE_TEST_HOOKS'] === '1' && Number.isInteger(v) && v > 0 ? v : CHECKPOINT_MS;
+}
 /** Lane fdatasyncs a checkpoint keeps in flight at once (each may hold a descriptor), with 64 or more descriptors per worker; else 1. */
 const CHECKPOINT_PARALLEL = 16;
 
@@ -116,6 +125,7 @@ export class ShardLoop {
   /** Lanes written by a journaled round since the last checkpoint began (forgotten lanes stay until synced). */
   #sinceCheckpoint = new Set<LaneState>();
   #lastCheckpoint = Date.now();
+  readonly #checkpointMs = checkpointMs();
   #checkpoint: Promise<void> | null = null;
   /** A checkpoint's lane sync failed: keep every journal file of this life. */
   #journalPinned = false;
@@ -506,7 +516,7 @@ export class ShardLoop {
     if (
       journal !== null &&
       this.#checkpoint === null &&
-      (journal.fileSize >= CHECKPOINT_BYTES || (now - this.#lastCheckpoint >= CHECKPOINT_MS && (this.#sinceCheckpoint.size > 0 || journal.fileCount > 0)))
+      (journal.fileSize >= CHECKPOINT_BYTES || (now - this.#lastCheckpoint >= this.#checkpointMs && (this.#sinceCheckpoint.size > 0 || journal.fileCount > 0)))
     ) {
       this.#startCheckpoint();
     }
