@@ -422,6 +422,8 @@ function replayEntry(seg: string, offset: number, body: Uint8Array): 'skipped' |
  * Replays and removes the journal directories of another worker count (the
  * ingester restarted with a different `--workers`): their lanes may belong to
  * any shard now, so this runs in the main thread before any worker starts.
+ * With `workers` 0, every journal directory (`siglake compact
+ * --ingester-stopped`, which lands the lanes' highest segments too).
  * Returns the replays, by directory name.
  */
 export function replayForeignJournals(walDir: string, workers: number): Map<string, JournalReplay> {

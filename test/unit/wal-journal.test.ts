@@ -239,6 +239,19 @@ describe('journal replay', () => {
     expect(payloads(dir)).toEqual(['kept']);
   });
 
+  it('with no worker count (compact --ingester-stopped) every journal directory is replayed and removed', () => {
+    const s = shard();
+    s.round({ a: ['a1'], b: ['b1'] });
+    s.journal.close();
+    const acme = laneDir(wal, 'acme', LOGS_TABLE);
+    truncateSync(join(acme, formatSegmentName(1)), SEGMENT_HEADER_SIZE);
+    const done = replayForeignJournals(wal, 0);
+    expect([...done.keys()]).toEqual(['shard-0-of-1']);
+    expect(done.get('shard-0-of-1')).toMatchObject({ rewritten: 1, present: 1 });
+    expect(existsSync(jdir())).toBe(false);
+    expect(payloads(acme)).toEqual(['a1']);
+  });
+
   it('the journal directory is never a lane, and verify reads it as the journal, not as an unexpected entry', async () => {
     const s = shard();
     s.round({ a: ['a1'], b: ['b1'] });
