@@ -11,6 +11,7 @@ import { listLaneFiles } from '../wal/segment-files.js';
 import { Compactor } from './compactor.js';
 import type { CompactorStats } from './compactor-stats.js';
 import { SealRule, type SealMode } from './seal-rule.js';
+import { replayForeignJournals } from '../wal/journal.js';
 
 /** The settings the compactor reads (a plain object: it crosses to a worker thread). */
 export interface CompactorSettings extends WarehouseSettings {
@@ -50,6 +51,14 @@ export class CompactorSetup {
       boundary?: ReadonlyMap<string, number>;
     } = {},
   ): Promise<CompactorSetup> {
+    if (mode === 'stopped') {
+      // [commit journal] No ingester runs, so every lane's highest segment is
+      // taken as sealed: first write back what a machine crash may have left
+      // only in the batch-mode journals (docs/wal-format.md "Commit journal").
+      for (const [dir, r] of replayForeignJournals(s.walDir, 0)) {
+        log.info({ dir, files: r.files, entries: r.entries, rewritten: r.rewritten, rewrittenRecords: r.rewrittenRecords }, 'WAL journal replayed before compacting a stopped ingester');
+      }
+    }
     const catalog = SqlCatalog.open(s.catalogUrl, s.catalogName);
     let storage: ObjectStorage;
     try {

@@ -206,7 +206,7 @@ export const SETTINGS = {
     flag: '--wal-max-open-files',
     category: 'wal',
     default: 1024,
-    doc: 'Open WAL segment files across all workers (an LRU). Bounds file descriptors however many lanes exist.',
+    doc: "Open WAL segment files across all workers (an LRU). Bounds file descriptors however many lanes exist. In batch mode it includes each worker's commit journal and checkpoint syncs.",
     parse: integer({ min: 1, max: 1_000_000 }),
   }),
   catalogUrl: def<string>({

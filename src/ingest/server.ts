@@ -30,6 +30,7 @@ import { SHARD_TASK_URL, type WorkerSettings } from '../shard/protocol.js';
 import { GrpcAcceptor } from './grpc-acceptor.js';
 import { HttpAcceptor } from './http-acceptor.js';
 import { loadUws } from './uws-loader.js';
+import { replayForeignJournals } from '../wal/journal.js';
 
 export interface IngesterOptions {
   settings: Settings;
@@ -270,6 +271,10 @@ export class Ingester {
       await this.#rateBudget.ready(2000).catch((e: unknown) => {
         this.#o.log.warn({ err: (e as Error).message }, 'Redis not ready at start: rate budgets unenforced until it is');
       });
+    }
+    // [commit journal] journals of another worker count: replayed before any worker owns their lanes.
+    for (const [dir, r] of replayForeignJournals(this.#o.settings.walDir, this.#o.settings.workers)) {
+      this.#o.log.info({ dir, files: r.files, entries: r.entries, rewritten: r.rewritten, rewrittenRecords: r.rewrittenRecords }, 'WAL journal of another worker count replayed');
     }
     // Before any writer starts: what is on disk now belongs to earlier lives.
     this.#compactor?.markEarlierLife();

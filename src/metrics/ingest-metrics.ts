@@ -208,6 +208,18 @@ export class IngestMetrics {
       sum((s) => s.truncatedBytes),
     );
     computed(
+      'siglake_wal_journal_replayed_records_total',
+      'WAL records written back into lane segments from the shard commit journals at start-up (batch mode).',
+      'counter',
+      sum((s) => s.journalReplayedRecords),
+    );
+    computed(
+      'siglake_wal_checkpoints_total',
+      'Commit journal checkpoints done: lane segments made durable and the journal retired up to that point (batch mode).',
+      'counter',
+      sum((s) => s.checkpoints),
+    );
+    computed(
       'siglake_wal_write_errors_total',
       'WAL writes or fdatasyncs that failed; their requests were answered 500.',
       'counter',

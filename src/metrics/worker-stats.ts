@@ -13,6 +13,8 @@ const TRUNCATED_BYTES = 1;
 const FSYNC_COUNT = 2;
 const FSYNC_SUM = 3;
 const WRITE_ERRORS = 5;
+const JOURNAL_REPLAYED_RECORDS = 6;
+const CHECKPOINTS = 7;
 const FSYNC_BUCKET0 = 8;
 const SLOTS = FSYNC_BUCKET0 + FSYNC_BUCKETS.length + 1;
 
@@ -41,6 +43,14 @@ export class WorkerStats {
     this.#f[WRITE_ERRORS]! += 1;
   }
 
+  addJournalReplayedRecords(n: number): void {
+    this.#f[JOURNAL_REPLAYED_RECORDS]! += n;
+  }
+
+  addCheckpoint(): void {
+    this.#f[CHECKPOINTS]! += 1;
+  }
+
   observeFsync(seconds: number): void {
     const f = this.#f;
     f[FSYNC_COUNT]! += 1;
@@ -58,6 +68,12 @@ export class WorkerStats {
   }
   get writeErrors(): number {
     return this.#f[WRITE_ERRORS]!;
+  }
+  get journalReplayedRecords(): number {
+    return this.#f[JOURNAL_REPLAYED_RECORDS]!;
+  }
+  get checkpoints(): number {
+    return this.#f[CHECKPOINTS]!;
   }
   get fsyncCount(): number {
     return this.#f[FSYNC_COUNT]!;

@@ -4,7 +4,10 @@
 // segment is allowed, and reported), 1 damage recovery would not repair, 2 DIR
 // cannot be read.
 
-import { statSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { listJournalDirs, listJournalFiles } from './journal.js';
+import { decodeJournal, formatJournalName, JOURNAL_ROOT } from './journal-format.js';
 import { listLaneDirs, locateLaneDir, tableLabel, type WalTable } from './layout.js';
 import { recordTypeName, type RecordType } from './format.js';
 import { listLaneFiles, type LaneFiles, type SegmentFile } from './segment-files.js';
@@ -61,9 +64,50 @@ export async function walVerify(dir: string, out: (line: string) => void): Promi
     out(`lane ${laneLabel(t)} ${t.dir}: ${files.segments.length} segments, ${laneRecords} records, ${laneBytes} bytes`);
     for (const l of lines) out(l);
   }
+  problems += verifyJournals(dir, out);
   const verdict = problems === 0 ? 'OK' : 'FAILED';
   out(`verify: ${targets.length} lanes, ${segments} segments, ${records} records, ${torn} torn tails, ${problems} problems: ${verdict}`);
   return problems === 0 ? EXIT_OK : EXIT_DAMAGED;
+}
+
+/**
+ * The `batch` mode's commit journals under a WAL root (docs/wal-format.md
+ * "Commit journal"): one line per file. A torn tail is what a crash leaves
+ * (start-up replays the entries before it); a corrupt entry is damage.
+ * Returns the problems found.
+ */
+function verifyJournals(dir: string, out: (line: string) => void): number {
+  let problems = 0;
+  for (const shard of listJournalDirs(dir)) {
+    const shardDir = join(dir, JOURNAL_ROOT, shard);
+    for (const n of listJournalFiles(shardDir)) {
+      const name = `${JOURNAL_ROOT}/${shard}/${formatJournalName(n)}`;
+      let bytes: Buffer;
+      try {
+        bytes = readFileSync(join(shardDir, formatJournalName(n)));
+      } catch (err) {
+        problems++;
+        out(`  DAMAGED: journal ${name}: ${(err as Error).message}`);
+        continue;
+      }
+      const j = decodeJournal(bytes, n);
+      const records = j.entries.reduce((sum, e) => sum + e.records, 0);
+      const stop = j.stop;
+      const end =
+        stop.kind === 'end'
+          ? 'ends cleanly'
+          : stop.kind === 'torn'
+            ? `ends torn at offset ${stop.offset} (${stop.why}); start-up replays the entries before it`
+            : `corrupt at offset ${stop.offset}: ${stop.why}`;
+      if (stop.kind === 'corrupt') {
+        problems++;
+        out(`  DAMAGED: journal ${name}: ${j.entries.length} entries, ${records} records, ${end}`);
+      } else {
+        out(`journal ${name}: ${j.entries.length} entries, ${records} records, ${end}`);
+      }
+    }
+  }
+  return problems;
 }
 
 /**

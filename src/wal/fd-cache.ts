@@ -9,6 +9,13 @@
 // eviction is kept on the handle and thrown by the lane's next sync().
 // A descriptor with an async fdatasync in flight is never closed under it: it
 // lingers, counted, until the sync returns.
+//
+// With `lazyEviction` (the `batch` mode's commit journal holds what a segment
+// lacks until a checkpoint) eviction only closes: a dirty handle stays dirty,
+// and its next sync (a checkpoint's, a rotation's, a seal's) opens the file
+// again just to fdatasync it. Linux reports a writeback error to a descriptor
+// opened after it as long as nobody has seen it yet (errseq), so the
+// checkpoint's sync still learns of it.
 
 import { NODE_FILE_OPS, type FileOps } from './file-ops.js';
 import { WalArgumentError } from './wal-argument-error.js';
@@ -47,11 +54,13 @@ export class FdCache {
   readonly #lru = new Map<Entry, true>();
   /** Entries out of the LRU whose descriptor waits for an fdatasync in flight before it is closed. */
   #lingering = 0;
+  readonly #lazy: boolean;
 
-  constructor(capacity: number, ops: FileOps = NODE_FILE_OPS) {
+  constructor(capacity: number, ops: FileOps = NODE_FILE_OPS, opts: { lazyEviction?: boolean } = {}) {
     if (!Number.isInteger(capacity) || capacity < 1) throw new WalArgumentError(`fd cache capacity ${capacity} must be a positive integer`);
     this.#capacity = capacity;
     this.#ops = ops;
+    this.#lazy = opts.lazyEviction === true;
   }
 
   get capacity(): number {
@@ -109,6 +118,7 @@ export class FdCache {
     const e = handle as Entry;
     const err = this.takeError(e);
     if (err !== null) return Promise.reject(err);
+    if (this.#lazy && e.dirty && e.fd < 0) return this.#syncClosed(e);
     if (!e.dirty || e.fd < 0) return e.inflight ?? Promise.resolve();
     e.dirty = false;
     e.busy++;
@@ -129,6 +139,7 @@ export class FdCache {
     const e = handle as Entry;
     const err = this.takeError(e);
     if (err !== null) throw err;
+    if (this.#lazy && e.dirty && e.fd < 0) return this.#syncClosedNow(e);
     if (!e.dirty || e.fd < 0) return;
     e.dirty = false;
     try {
@@ -150,7 +161,13 @@ export class FdCache {
     e.retired = true;
     this.#detach(e);
     let failure: unknown = null;
-    if (durable && e.fd >= 0 && e.dirty) {
+    if (durable && this.#lazy && e.fd < 0 && e.dirty) {
+      try {
+        this.#syncClosedNow(e);
+      } catch (err) {
+        failure = err;
+      }
+    } else if (durable && e.fd >= 0 && e.dirty) {
       try {
         this.#ops.fdatasyncSync(e.fd);
         e.dirty = false;
@@ -194,9 +211,44 @@ export class FdCache {
     }
   }
 
+  /** A dirty handle whose descriptor was closed lazily: open the file again only to fdatasync it (thread pool). */
+  #syncClosed(e: Entry): Promise<void> {
+    e.dirty = false;
+    let fd: number;
+    try {
+      fd = this.#ops.open(e.path, 'r+');
+    } catch (err) {
+      e.dirty = true;
+      return Promise.reject(err);
+    }
+    const p = this.#ops
+      .fdatasync(fd)
+      .catch((err: unknown) => {
+        e.dirty = true;
+        throw err;
+      })
+      .finally(() => {
+        if (e.inflight === p) e.inflight = null;
+        this.#ops.close(fd);
+      });
+    e.inflight = p;
+    return p;
+  }
+
+  /** As #syncClosed, blocking this thread. */
+  #syncClosedNow(e: Entry): void {
+    const fd = this.#ops.open(e.path, 'r+');
+    try {
+      this.#ops.fdatasyncSync(fd);
+      e.dirty = false;
+    } finally {
+      this.#ops.close(fd);
+    }
+  }
+
   #evict(e: Entry): void {
     this.#detach(e);
-    if (e.dirty && e.fd >= 0) {
+    if (e.dirty && e.fd >= 0 && !this.#lazy) {
       try {
         this.#ops.fdatasyncSync(e.fd);
         e.dirty = false;

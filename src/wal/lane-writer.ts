@@ -52,6 +52,13 @@ export interface LaneWriterOptions {
   readonly now?: () => number;
   /** Record slots in the header slab at start; it doubles when a batch needs more. Default 64. */
   readonly slabRecords?: number;
+  /**
+   * Told of every run of records written: `iov[0, n)` (record headers and
+   * non-empty payloads, valid until the next flush) went to `segment` at
+   * `offset`, `bytes` long, `records` records. The shard's commit journal
+   * copies them (src/wal/journal.ts).
+   */
+  readonly onWritten?: (segment: number, offset: number, iov: readonly Uint8Array[], n: number, bytes: number, records: number) => void;
 }
 
 export class LaneWriter {
@@ -60,6 +67,7 @@ export class LaneWriter {
   readonly #cache: FdCache;
   readonly #ops: FileOps;
   readonly #now: () => number;
+  readonly #onWritten: LaneWriterOptions['onWritten'];
   readonly #segHeader = Buffer.alloc(SEGMENT_HEADER_SIZE);
   readonly #segHeaderIov: Uint8Array[] = [this.#segHeader];
 
@@ -103,6 +111,7 @@ export class LaneWriter {
     this.#ops = opts.fdCache?.ops ?? opts.fileOps ?? NODE_FILE_OPS;
     this.#cache = opts.fdCache ?? new FdCache(1, this.#ops);
     this.#now = opts.now ?? Date.now;
+    this.#onWritten = opts.onWritten;
     this.#next = next;
     this.#slab = Buffer.alloc(0);
     this.#growSlab(Math.max(1, opts.slabRecords ?? 64));
@@ -308,6 +317,7 @@ export class LaneWriter {
       const done = writevAll(this.#ops, fd, iov, start);
       this.#cache.markDirty(h);
       this.#size = start + done;
+      this.#onWritten?.(this.#segment, start, iov, iov.length, done, to - from);
     } catch (err) {
       this.#cache.markDirty(h);
       this.#cutBack(fd, start);

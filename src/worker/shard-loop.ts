@@ -11,6 +11,14 @@
 // sync failure refuses that lane's requests of the round (SIGLAKE_WAL_DISK when
 // the disk refused, SIGLAKE_WAL_WRITE otherwise) and leaves the segment cut
 // back to its last whole record.
+//
+// Commit journal (`batch` mode, docs/wal-format.md "Commit journal"): a round
+// also appends its records, tagged by lane, to the shard's journal and
+// fdatasyncs that one file instead of every touched lane's segment. A
+// checkpoint, in the background every CHECKPOINT_MS or CHECKPOINT_BYTES of
+// journal, fdatasyncs the lanes written since the last one and then deletes
+// the journal files before it. So every acknowledged byte a checkpoint has not
+// made durable in its segment is in the journal.
 
 import { BodyError, walFailureCode, type ErrorCode } from '../errors.js';
 import { ByteRing, type Frame } from '../lanes/byte-ring.js';
@@ -32,6 +40,9 @@ import { ControlWord, type ShardExit, type ShardTaskArgs } from '../shard/protoc
 import { createLogger, LogThrottle, type Logger } from '../log.js';
 import { WorkerStats } from '../metrics/worker-stats.js';
 import { FdCache } from '../wal/fd-cache.js';
+import { laneTag, replayJournalDir, ShardJournal } from '../wal/journal.js';
+import { JOURNAL_ROOT, journalDirName } from '../wal/journal-format.js';
+import { join } from 'node:path';
 import { RecordType } from '../wal/format.js';
 import { LaneWriter } from '../wal/lane-writer.js';
 import { recoverWal } from '../wal/recovery.js';
@@ -41,6 +52,21 @@ import { BodyDecoder } from './body-decoder.js';
 const MAX_ROUND_REQUESTS = 4096;
 const MAX_ROUND_BYTES = 64 * 1024 * 1024;
 const HOUSEKEEPING_MS = 1000;
+/** A checkpoint starts when the journal's open file reaches this size… */
+const CHECKPOINT_BYTES = 256 * 1024 * 1024;
+/** …or this long after the last one began, if anything was journaled since. */
+const CHECKPOINT_MS = 10_000;
+/**
+ * Test-only (SIGLAKE_TEST_HOOKS=1): SIGLAKE_TEST_CHECKPOINT_MS=<ms> checkpoints
+ * that often, so a crash suite's short lives see checkpoints start, finish and
+ * get killed midway.
+ */
+function checkpointMs(): number {
+  const v = Number(process.env['SIGLAKE_TEST_CHECKPOINT_MS']);
+  return process.env['SIGLAKE_TEST_HOOKS'] === '1' && Number.isInteger(v) && v > 0 ? v : CHECKPOINT_MS;
+}
+/** Lane fdatasyncs a checkpoint keeps in flight at once (each may hold a descriptor), with 64 or more descriptors per worker; else 1. */
+const CHECKPOINT_PARALLEL = 16;
 
 /** Why a lane's requests of a round failed: the code and the message the client gets. */
 interface LaneFailure {
@@ -57,9 +83,11 @@ class LaneState {
   failure: LaneFailure | undefined = undefined;
   touched = false;
   dirty = false;
+  writer!: LaneWriter;
   constructor(
     readonly key: LaneKey,
-    readonly writer: LaneWriter,
+    /** The lane's tag in the commit journal. */
+    readonly tag: Uint8Array,
   ) {}
 }
 
@@ -92,6 +120,19 @@ export class ShardLoop {
   #stopping = false;
   #lastHousekeeping = Date.now();
   #lastIntervalSync = Date.now();
+  /** `batch` mode's commit journal; null in the other modes. */
+  readonly #journal: ShardJournal | null;
+  /** The lanes flushed during a journaled round (their runs go to the journal). */
+  #journaling = false;
+  /** Lanes written by a journaled round since the last checkpoint began (forgotten lanes stay until synced). */
+  #sinceCheckpoint = new Set<LaneState>();
+  #lastCheckpoint = Date.now();
+  readonly #checkpointMs = checkpointMs();
+  #checkpoint: Promise<void> | null = null;
+  /** A checkpoint's lane sync failed: keep every journal file of this life. */
+  #journalPinned = false;
+  /** Lane fdatasyncs a checkpoint keeps in flight (bounded by the descriptor budget). */
+  readonly #checkpointParallel: number;
 
   constructor(args: ShardTaskArgs, threadId: number) {
     this.#a = args;
@@ -101,9 +142,22 @@ export class ShardLoop {
     this.#control = new Int32Array(args.controlSab);
     this.#stats = new WorkerStats(args.statsSab);
     this.#log = createLogger(args.settings.logLevel, 'siglake-worker').child({ shard: args.shard });
-    this.#fds = new FdCache(Math.max(1, args.settings.maxOpenFiles));
+    const journaled = args.settings.walFsync === 'batch';
+    const budget = Math.max(1, args.settings.maxOpenFiles);
+    // --wal-max-open-files covers the journal too: in batch mode one descriptor
+    // is the journal's, one is for a sync of an evicted segment on the request
+    // path (rotation, seal), and the checkpoint's syncs in flight hold at most
+    // #checkpointParallel more (a fresh one or a cached one kept open).
+    this.#checkpointParallel = budget >= 64 ? CHECKPOINT_PARALLEL : 1;
+    const cached = journaled ? Math.max(1, budget - 2 - this.#checkpointParallel) : budget;
+    this.#fds = new FdCache(cached, undefined, { lazyEviction: journaled });
+    this.#journal = journaled ? new ShardJournal({ dir: this.#journalDir() }) : null;
     this.#decoder = new BodyDecoder(args.settings.maxRequestBytes);
     Atomics.store(this.#control, ControlWord.THREAD_ID, threadId);
+  }
+
+  #journalDir(): string {
+    return join(this.#a.settings.walDir, JOURNAL_ROOT, journalDirName(this.#a.shard, this.#a.workers));
   }
 
   async run(): Promise<ShardExit> {
@@ -116,7 +170,8 @@ export class ShardLoop {
     while (!this.#stopping) {
       if (this.#ring.isEmpty()) {
         // Nothing of this thread's is pending while it waits (every fdatasync
-        // and seal was awaited), so it blocks: the acceptor's notify wakes it.
+        // and seal was awaited, a checkpoint aside: then it waits briefly), so
+        // it blocks: the acceptor's notify wakes it.
         this.#ring.waitForDataSync(this.#idleWaitMs());
         // Still idle after the wait: give the event loop a turn (messages from
         // Piscina, timers) before blocking again.
@@ -126,6 +181,8 @@ export class ShardLoop {
       }
       this.#readRound();
       await this.#commitRound();
+      // A checkpoint's fdatasyncs complete on the event loop: give it a turn.
+      if (this.#checkpoint !== null) await new Promise<void>((r) => setImmediate(r));
       await this.#housekeeping();
     }
     // Everything before the SHUTDOWN frame was served; seal and close every lane.
@@ -136,6 +193,13 @@ export class ShardLoop {
         this.#log.error({ lane: lane.key.label, err: (e as Error).message }, 'closing a WAL segment failed');
       }
     }
+    if (this.#journal !== null) {
+      // Every lane is sealed (durable); lanes forgotten while live are synced by this last checkpoint.
+      if (this.#checkpoint !== null) await this.#checkpoint;
+      this.#startCheckpoint();
+      if (this.#checkpoint !== null) await this.#checkpoint;
+      this.#journal.close();
+    }
     return { shard: this.#a.shard, requests: this.#served };
   }
 
@@ -143,6 +207,13 @@ export class ShardLoop {
   #recover(): void {
     const { walDir } = this.#a.settings;
     const { shard, workers } = this.#a;
+    // First the journal's tail (a crash of this worker or of the machine):
+    // back into the lane segments, which the repair below then checks.
+    // (Logged after the lane repairs: a worker's log lines after its first
+    // one reach stdout only when its event loop turns, and the repair lines
+    // are the ones an operator looks for first.)
+    const j = replayJournalDir(walDir, this.#journalDir());
+    if (j.rewrittenRecords > 0) this.#stats.addJournalReplayedRecords(j.rewrittenRecords);
     // The same key the acceptor's lane table gives the lane, so the same shard.
     const r = recoverWal(walDir, (l) => LaneKey.at(l).shard(workers) === shard);
     for (const [dir, next] of r.nextSegment) this.#nextSegment.set(dir, next);
@@ -158,28 +229,44 @@ export class ShardLoop {
         this.#log.error({ dir: lane.dir, damage: String(d) }, 'WAL segment damaged before the tail: not repaired (run siglake wal verify)');
       }
     }
-    this.#log.info({ lanes: r.lanes.length, truncatedBytes: r.truncatedBytes }, 'WAL recovery done');
+    for (const stop of j.stops) {
+      this.#log.warn({ file: stop.file, stop: stop.kind, offset: stop.offset, why: stop.why }, 'WAL journal tail cut: replayed up to the last whole entry');
+    }
+    const journal =
+      j.files > 0
+        ? { journalFiles: j.files, journalEntries: j.entries, journalPresent: j.present, journalRewritten: j.rewritten, journalRewrittenRecords: j.rewrittenRecords, journalSkipped: j.skipped }
+        : {};
+    this.#log.info({ lanes: r.lanes.length, truncatedBytes: r.truncatedBytes, ...journal }, 'WAL recovery done');
   }
 
   #open(spec: LaneSpec): LaneState {
     const key = keyOfSpec(spec);
     const dir = key.walDir(this.#a.settings.walDir);
     const next = this.#nextSegment.get(dir);
-    const writer = new LaneWriter({
+    const state = new LaneState(key, laneTag(this.#a.settings.walDir, dir));
+    const journal = this.#journal;
+    state.writer = new LaneWriter({
       dir,
       segmentBytes: this.#a.settings.walSegmentBytes,
       fdCache: this.#fds,
       // Most lanes see a handful of records per round; the slab doubles when one needs more.
       slabRecords: 4,
       ...(next !== undefined ? { nextSegment: next } : {}),
+      ...(journal !== null
+        ? {
+            onWritten: (segment: number, offset: number, iov: readonly Uint8Array[], n: number, bytes: number, records: number) => {
+              if (this.#journaling) journal.stage(state.tag, segment, offset, iov, 0, n, bytes, records);
+            },
+          }
+        : {}),
     });
-    const state = new LaneState(key, writer);
     this.#lanes.set(spec.id, state);
     return state;
   }
 
   #idleWaitMs(): number {
     const s = this.#a.settings;
+    if (this.#checkpoint !== null) return 1;
     return s.walFsync === 'interval' && this.#dirty.size > 0 ? s.walFsyncIntervalMs : HOUSEKEEPING_MS;
   }
 
@@ -258,6 +345,10 @@ export class ShardLoop {
   /** Writes, releases the ring, syncs (batch mode) and answers the round. */
   async #commitRound(): Promise<void> {
     const touched = this.#touched;
+    const mode = this.#a.settings.walFsync;
+    const journal = this.#journal;
+    const journaled = journal !== null && touched.length > 0;
+    this.#journaling = journaled;
     for (const lane of touched) {
       try {
         this.#stats.addWalBytes(lane.writer.flush());
@@ -269,11 +360,35 @@ export class ShardLoop {
         if (left >= 0) this.#log.error({ lane: lane.key.label, err: (e as Error).message, suppressed: left }, 'WAL write failed');
       }
     }
+    this.#journaling = false;
+    let journalFailure: LaneFailure | undefined;
+    if (journaled) {
+      try {
+        journal.write();
+      } catch (e) {
+        journalFailure = this.#journalFailed(e, 'write');
+      }
+    }
     // The payload views are in the kernel now (or dropped): give the ring space back.
     this.#ring.release();
 
-    const mode = this.#a.settings.walFsync;
-    if (mode === 'batch') {
+    if (journaled) {
+      // One fdatasync for the round, whatever the number of lanes it touched.
+      if (journalFailure === undefined) {
+        const t0 = performance.now();
+        try {
+          journal.syncNow();
+          this.#stats.observeFsync((performance.now() - t0) / 1000);
+        } catch (e) {
+          journalFailure = this.#journalFailed(e, 'fdatasync');
+        }
+      }
+      for (const lane of touched) {
+        if (lane.failure !== undefined) continue;
+        if (journalFailure !== undefined) lane.failure = journalFailure;
+        else this.#sinceCheckpoint.add(lane);
+      }
+    } else if (mode === 'batch') {
       if (touched.length === 1) {
         // One file: fdatasync right here. A thread-pool hop would only add two
         // thread wake-ups to every round (this thread has nothing else to do).
@@ -307,6 +422,57 @@ export class ShardLoop {
     for (const lane of touched) lane.touched = false;
     touched.length = 0;
     if (n > 0) this.#bell.ring();
+  }
+
+  #journalFailed(e: unknown, op: string): LaneFailure {
+    this.#stats.addWriteError();
+    const left = this.#throttle.take(`journal-${op}:${(e as { errno?: string }).errno ?? (e as Error).message}`);
+    if (left >= 0) this.#log.error({ err: (e as Error).message, suppressed: left }, `WAL journal ${op} failed`);
+    return writeFailure(e);
+  }
+
+  /**
+   * Starts a checkpoint unless one runs: the journal rotates to a new file,
+   * every lane written by a journaled round before that is fdatasynced, and
+   * then the journal files up to the rotation are deleted.
+   */
+  #startCheckpoint(): void {
+    const journal = this.#journal;
+    if (journal === null || this.#checkpoint !== null) return;
+    this.#lastCheckpoint = Date.now();
+    const upTo = journal.rotate();
+    const lanes = [...this.#sinceCheckpoint];
+    this.#sinceCheckpoint = new Set();
+    if (upTo === 0 && lanes.length === 0) return;
+    this.#checkpoint = this.#runCheckpoint(journal, upTo, lanes).finally(() => {
+      this.#checkpoint = null;
+    });
+  }
+
+  async #runCheckpoint(journal: ShardJournal, upTo: number, lanes: LaneState[]): Promise<void> {
+    let failed = 0;
+    let next = 0;
+    const one = async (): Promise<void> => {
+      while (next < lanes.length) {
+        const lane = lanes[next++]!;
+        try {
+          await lane.writer.sync();
+        } catch (e) {
+          failed++;
+          this.#stats.addWriteError();
+          this.#log.error({ lane: lane.key.label, err: (e as Error).message }, 'WAL checkpoint: fdatasync of a lane segment failed; the journal is kept');
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(this.#checkpointParallel, lanes.length) }, one));
+    if (failed > 0) this.#journalPinned = true;
+    if (this.#journalPinned || upTo === 0) return;
+    try {
+      journal.retireUpTo(upTo);
+      this.#stats.addCheckpoint();
+    } catch (e) {
+      this.#log.error({ err: (e as Error).message }, 'WAL checkpoint: deleting journal files failed');
+    }
   }
 
   #syncNow(lane: LaneState): void {
@@ -353,6 +519,14 @@ export class ShardLoop {
   async #housekeeping(): Promise<void> {
     const s = this.#a.settings;
     const now = Date.now();
+    const journal = this.#journal;
+    if (
+      journal !== null &&
+      this.#checkpoint === null &&
+      (journal.fileSize >= CHECKPOINT_BYTES || (now - this.#lastCheckpoint >= this.#checkpointMs && (this.#sinceCheckpoint.size > 0 || journal.fileCount > 0)))
+    ) {
+      this.#startCheckpoint();
+    }
     if (s.walFsync === 'interval' && this.#dirty.size > 0 && now - this.#lastIntervalSync >= s.walFsyncIntervalMs) {
       this.#lastIntervalSync = now;
       const lanes = [...this.#dirty];

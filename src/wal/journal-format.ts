@@ -1,0 +1,227 @@
+// The bytes of a shard's commit journal (docs/wal-format.md "Commit journal").
+//
+// In `batch` mode a writer shard appends every round's records, each run of
+// them tagged with its lane and the place (segment number, offset) where the
+// same bytes go in the lane's segment, to one journal file, and makes the
+// round durable with one fdatasync of that file, however many lanes the round
+// touched. The lane segments are written too, without a sync, and made
+// durable later by a checkpoint; recovery replays the journal's tail into them.
+//
+// A journal file is a 32-byte header followed by entries. An entry is a
+// 32-byte header, the lane tag (the lane directory relative to the WAL root,
+// UTF-8, `/`-separated), then the body: whole WAL records, byte for byte as
+// they are in the segment. The entry CRC covers the entry header (but the CRC
+// field) and the tag; the body is covered by its records' own
+// CRCs, which a reader checks, so the payload is not summed twice.
+
+import { crc32c } from '@node-rs/crc32';
+import {
+  RECORD_HEADER_SIZE,
+  decodeRecordHeader,
+  readU16,
+  readU32,
+  readU64,
+  recordCrc,
+  writeU16,
+  writeU32,
+  writeU64,
+} from './format.js';
+import { WalArgumentError } from './wal-argument-error.js';
+
+/** Under the WAL root; a dot-directory is never a tenant (contract §7). */
+export const JOURNAL_ROOT = '.journal';
+/** "SLJN" */
+export const JOURNAL_MAGIC: readonly number[] = Object.freeze([0x53, 0x4c, 0x4a, 0x4e]);
+export const JOURNAL_VERSION = 1;
+export const JOURNAL_HEADER_SIZE = 32;
+export const ENTRY_HEADER_SIZE = 32;
+/** Longest lane tag (bytes). */
+export const MAX_TAG_LENGTH = 1024;
+export const JOURNAL_SUFFIX = '.jnl';
+
+/** The directory of shard `shard` of `workers`: `shard-<k>-of-<W>`. */
+export function journalDirName(shard: number, workers: number): string {
+  return `shard-${shard}-of-${workers}`;
+}
+
+export function formatJournalName(n: number): string {
+  return String(n).padStart(8, '0') + JOURNAL_SUFFIX;
+}
+
+const JOURNAL_NAME_RE = /^(\d{8,})\.jnl$/;
+
+/** The number of a journal file name, or 0 when it is not one. */
+export function parseJournalName(name: string): number {
+  const m = JOURNAL_NAME_RE.exec(name);
+  if (m === null) return 0;
+  const n = Number(m[1]);
+  return Number.isSafeInteger(n) && n >= 1 && m[1] === String(n).padStart(8, '0') ? n : 0;
+}
+
+function crcOf(b: Uint8Array, from: number, to: number, crc = 0): number {
+  return to > from ? crc32c(b.subarray(from, to), crc) : crc;
+}
+
+// ---------------------------------------------------------------- file header
+
+/**
+ * ```
+ *  0 magic "SLJN" | 4 u16 version 1 | 6 u16 header size 32 | 8 u64 file number
+ * 16 u64 created ms | 24 u32 reserved 0 | 28 u32 CRC-32C of [0, 28)
+ * ```
+ */
+export function encodeJournalHeader(target: Uint8Array, offset: number, number: number, createdMs: number): void {
+  if (!Number.isSafeInteger(number) || number < 1) throw new WalArgumentError(`journal number ${number} out of range`);
+  for (let i = 0; i < 4; i++) target[offset + i] = JOURNAL_MAGIC[i];
+  writeU16(target, offset + 4, JOURNAL_VERSION);
+  writeU16(target, offset + 6, JOURNAL_HEADER_SIZE);
+  writeU64(target, offset + 8, number);
+  writeU64(target, offset + 16, createdMs);
+  writeU32(target, offset + 24, 0);
+  writeU32(target, offset + 28, crcOf(target, offset, offset + 28));
+}
+
+/** The file number, or a reason the header is bad. */
+export function decodeJournalHeader(b: Uint8Array, expected: number): number | string {
+  if (b.length < JOURNAL_HEADER_SIZE) return 'journal header cut short';
+  for (let i = 0; i < 4; i++) if (b[i] !== JOURNAL_MAGIC[i]) return 'bad journal magic';
+  if (readU16(b, 4) !== JOURNAL_VERSION) return `unsupported journal version ${readU16(b, 4)}`;
+  if (readU16(b, 6) !== JOURNAL_HEADER_SIZE) return 'bad journal header size';
+  if (readU32(b, 28) !== crcOf(b, 0, 28)) return 'journal header CRC mismatch';
+  if (readU32(b, 24) !== 0) return 'non-zero reserved field in journal header';
+  const n = readU64(b, 8);
+  if (n < 1 || readU64(b, 16) < 0) return 'journal header value out of range';
+  if (expected !== 0 && n !== expected) return `journal number ${n} does not match file name (${expected})`;
+  return n;
+}
+
+// ---------------------------------------------------------------- entries
+
+/** The CRC of the entry header at `b[at]` and its tag: bytes [0, 4) and [8, 32), then the tag. */
+function entryCrc(b: Uint8Array, at: number, tag: Uint8Array): number {
+  return crc32c(tag, crcOf(b, at + 8, at + ENTRY_HEADER_SIZE, crcOf(b, at, at + 4)));
+}
+
+/**
+ * Writes the 32-byte header of an entry at `target[offset]`:
+ * ```
+ *  0 u32 body length B | 4 u32 CRC-32C of [0, 4) ++ [8, 32) ++ tag | 8 u16 tag length T
+ * 10 u16 reserved 0    | 12 u32 records in the body | 16 u64 segment | 24 u64 offset
+ * ```
+ */
+export function encodeEntryHeader(
+  target: Uint8Array,
+  offset: number,
+  tag: Uint8Array,
+  segment: number,
+  segmentOffset: number,
+  bodyLength: number,
+  records: number,
+): void {
+  if (tag.length < 1 || tag.length > MAX_TAG_LENGTH) throw new WalArgumentError(`lane tag of ${tag.length} bytes`);
+  writeU32(target, offset, bodyLength);
+  writeU16(target, offset + 8, tag.length);
+  writeU16(target, offset + 10, 0);
+  writeU32(target, offset + 12, records);
+  writeU64(target, offset + 16, segment);
+  writeU64(target, offset + 24, segmentOffset);
+  writeU32(target, offset + 4, entryCrc(target, offset, tag));
+}
+
+/** One whole, checked entry of a journal file. */
+export interface JournalEntry {
+  /** Offset of the entry header in the journal file. */
+  readonly at: number;
+  /** The lane directory relative to the WAL root (`logs`, `acme/traces`, `acme/indexes/audit`). */
+  readonly tag: string;
+  readonly segment: number;
+  /** Where the body starts in the segment file. */
+  readonly offset: number;
+  readonly records: number;
+  /** The records, a view into the decoded buffer. */
+  readonly body: Uint8Array;
+}
+
+export type JournalStop =
+  | { readonly kind: 'end'; readonly offset: number }
+  | { readonly kind: 'torn' | 'corrupt'; readonly offset: number; readonly why: string };
+
+export interface DecodedJournal {
+  /** 0 when the header is bad or torn (then there are no entries). */
+  readonly number: number;
+  readonly entries: JournalEntry[];
+  readonly stop: JournalStop;
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+function allZero(b: Uint8Array, from: number): boolean {
+  for (let i = from; i < b.length; i++) if (b[i] !== 0) return false;
+  return true;
+}
+
+/**
+ * Decodes a whole journal file. Stops at the first entry that is not whole
+ * and valid: `torn` when the file ends inside it (or only zero bytes remain),
+ * `corrupt` otherwise. Nothing after a stop is trusted.
+ */
+export function decodeJournal(b: Uint8Array, expectedNumber = 0): DecodedJournal {
+  if (b.length === 0) return { number: 0, entries: [], stop: { kind: 'torn', offset: 0, why: 'empty journal file' } };
+  const head = decodeJournalHeader(b, expectedNumber);
+  if (typeof head === 'string') {
+    const kind = b.length < JOURNAL_HEADER_SIZE || allZero(b, 0) ? 'torn' : 'corrupt';
+    return { number: 0, entries: [], stop: { kind, offset: 0, why: head } };
+  }
+  const entries: JournalEntry[] = [];
+  let at = JOURNAL_HEADER_SIZE;
+  const stop = (kind: 'torn' | 'corrupt', why: string): DecodedJournal => ({
+    number: head,
+    entries,
+    stop: { kind: kind === 'corrupt' && allZero(b, at) ? 'torn' : kind, offset: at, why },
+  });
+  while (at < b.length) {
+    if (b.length - at < ENTRY_HEADER_SIZE) return stop('torn', 'entry header cut short');
+    const bodyLength = readU32(b, at);
+    const tagLength = readU16(b, at + 8);
+    if (tagLength < 1 || tagLength > MAX_TAG_LENGTH) return stop('corrupt', `bad tag length ${tagLength}`);
+    if (readU16(b, at + 10) !== 0) return stop('corrupt', 'non-zero reserved field in entry header');
+    const tagEnd = at + ENTRY_HEADER_SIZE + tagLength;
+    if (tagEnd > b.length) return stop('torn', 'entry tag cut short');
+    const crc = entryCrc(b, at, b.subarray(at + ENTRY_HEADER_SIZE, tagEnd));
+    if (crc !== readU32(b, at + 4)) return stop('corrupt', 'entry CRC mismatch');
+    const segment = readU64(b, at + 16);
+    const offset = readU64(b, at + 24);
+    if (segment < 1 || offset < 0) return stop('corrupt', 'entry value out of range');
+    const end = tagEnd + bodyLength;
+    if (end > b.length) return stop('torn', 'entry body cut short');
+    const body = b.subarray(tagEnd, end);
+    const bad = checkRecords(body, readU32(b, at + 12));
+    if (bad !== null) return stop('corrupt', bad);
+    let tag: string;
+    try {
+      tag = utf8.decode(b.subarray(at + ENTRY_HEADER_SIZE, tagEnd));
+    } catch {
+      return stop('corrupt', 'lane tag is not UTF-8');
+    }
+    entries.push({ at, tag, segment, offset, records: readU32(b, at + 12), body });
+    at = end;
+  }
+  return { number: head, entries, stop: { kind: 'end', offset: at } };
+}
+
+/** Null when `body` is exactly `count` whole records with good CRCs, else why not. */
+function checkRecords(body: Uint8Array, count: number): string | null {
+  let off = 0;
+  let n = 0;
+  while (off < body.length) {
+    if (body.length - off < RECORD_HEADER_SIZE) return 'record header cut short in entry body';
+    const h = decodeRecordHeader(body, off);
+    if (typeof h === 'string') return h;
+    const end = off + RECORD_HEADER_SIZE + h.length;
+    if (end > body.length) return 'record payload runs past the entry body';
+    if (recordCrc(body, off, body.subarray(off + RECORD_HEADER_SIZE, end)) !== h.crc) return 'record CRC mismatch in entry body';
+    off = end;
+    n++;
+  }
+  return n === count ? null : `entry says ${count} records, body holds ${n}`;
+}

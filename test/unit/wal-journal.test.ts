@@ -1,0 +1,350 @@
+// The shard commit journal (src/wal/journal*.ts) against the real file
+// system: LaneWriters wired to a ShardJournal as the writer shard wires them,
+// the bytes decoded back, and the start-up replay on what a machine crash can
+// leave (lane bytes lost after the journal's sync, a torn or corrupt journal
+// tail, entries for segments sealed, retired or gone).
+
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { walVerify } from '../../src/wal/commands.js';
+import { FdCache } from '../../src/wal/fd-cache.js';
+import { NODE_FILE_OPS, type FileOps } from '../../src/wal/file-ops.js';
+import { formatSegmentName, RecordType, SEGMENT_HEADER_SIZE } from '../../src/wal/format.js';
+import { laneTag, listJournalFiles, replayForeignJournals, replayJournalDir, ShardJournal } from '../../src/wal/journal.js';
+import {
+  decodeJournal,
+  ENTRY_HEADER_SIZE,
+  formatJournalName,
+  JOURNAL_HEADER_SIZE,
+  JOURNAL_ROOT,
+  journalDirName,
+  parseJournalName,
+} from '../../src/wal/journal-format.js';
+import { LaneWriter } from '../../src/wal/lane-writer.js';
+import { LOGS_TABLE, TRACES_TABLE, laneDir, listLaneDirs } from '../../src/wal/layout.js';
+import { SegmentReader } from '../../src/wal/segment-reader.js';
+
+let wal: string;
+beforeEach(() => {
+  wal = mkdtempSync(join(tmpdir(), 'siglake-journal-'));
+});
+afterEach(() => {
+  rmSync(wal, { recursive: true, force: true });
+});
+
+const jdir = () => join(wal, JOURNAL_ROOT, journalDirName(0, 1));
+
+/** Two lanes (tenant acme's logs, the default tenant's traces) feeding one journal, as a shard wires them. */
+function shard(opts: { segmentBytes?: number; cache?: FdCache } = {}) {
+  const journal = new ShardJournal({ dir: jdir() });
+  const cache = opts.cache ?? new FdCache(8);
+  const mk = (dir: string) =>
+    new LaneWriter({
+      dir,
+      segmentBytes: opts.segmentBytes ?? 1 << 20,
+      fdCache: cache,
+      onWritten: (segment, offset, iov, n, bytes, records) => journal.stage(laneTag(wal, dir), segment, offset, iov, 0, n, bytes, records),
+    });
+  const a = mk(laneDir(wal, 'acme', LOGS_TABLE));
+  const b = mk(laneDir(wal, 'default', TRACES_TABLE));
+  /** One round: stage, flush both lanes, append to the journal, one fdatasync. */
+  const round = (texts: { a?: string[]; b?: string[] }) => {
+    for (const t of texts.a ?? []) a.stage(RecordType.LOGS, 1, 1_700_000_000_000, Buffer.from(t));
+    for (const t of texts.b ?? []) b.stage(RecordType.TRACES, 2, 1_700_000_000_000, Buffer.from(t));
+    a.flush();
+    b.flush();
+    journal.write();
+    journal.syncNow();
+  };
+  return { journal, a, b, round, cache };
+}
+
+function payloads(dir: string, segment = 1): string[] {
+  const out: string[] = [];
+  for (const r of new SegmentReader(join(dir, formatSegmentName(segment)))) out.push(Buffer.from(r.payload).toString());
+  return out;
+}
+
+async function verify(): Promise<{ code: number; out: string }> {
+  const lines: string[] = [];
+  const code = await walVerify(wal, (l) => lines.push(l));
+  return { code, out: lines.join('\n') };
+}
+
+function journalBytes(): Buffer {
+  const files = listJournalFiles(jdir());
+  expect(files.length).toBe(1);
+  return readFileSync(join(jdir(), formatJournalName(files[0]!)));
+}
+
+describe('journal format', () => {
+  it('names files %08d.jnl and shard directories shard-<k>-of-<W>', () => {
+    expect(formatJournalName(7)).toBe('00000007.jnl');
+    expect(parseJournalName('00000007.jnl')).toBe(7);
+    expect(parseJournalName('7.jnl')).toBe(0);
+    expect(parseJournalName('00000007.jnl.tmp')).toBe(0);
+    expect(journalDirName(2, 4)).toBe('shard-2-of-4');
+  });
+
+  it('one round of two lanes is two entries, tagged by lane, whose bodies are the segment bytes at their offsets', () => {
+    const s = shard();
+    s.round({ a: ['a1', 'a2'], b: ['b1'] });
+    s.round({ a: ['a3'] });
+    const j = decodeJournal(journalBytes());
+    expect(j.stop.kind).toBe('end');
+    expect(j.entries.map((e) => [e.tag, e.segment, e.offset, e.records])).toEqual([
+      ['acme/logs', 1, SEGMENT_HEADER_SIZE, 2],
+      ['traces', 1, SEGMENT_HEADER_SIZE, 1],
+      ['acme/logs', 1, SEGMENT_HEADER_SIZE + 2 * (24 + 2), 1],
+    ]);
+    for (const e of j.entries) {
+      const seg = readFileSync(join(wal, e.tag, formatSegmentName(e.segment)));
+      expect(Buffer.from(e.body).equals(seg.subarray(e.offset, e.offset + e.body.length))).toBe(true);
+    }
+  });
+
+  it('a journal with a bad header has no entries', () => {
+    const s = shard();
+    s.round({ a: ['x'] });
+    const b = journalBytes();
+    b[0] = 0x00;
+    const j = decodeJournal(b);
+    expect(j.entries).toEqual([]);
+    expect(j.stop).toMatchObject({ kind: 'corrupt', offset: 0 });
+  });
+});
+
+describe('journal replay', () => {
+  it('writes back lane bytes a machine crash lost after the journal sync, once, and verify is clean', async () => {
+    const s = shard();
+    s.round({ a: ['a1', 'a2'], b: ['b1'] });
+    s.round({ a: ['a3'], b: ['b2', 'b3'] });
+    const acme = laneDir(wal, 'acme', LOGS_TABLE);
+    const traces = laneDir(wal, 'default', TRACES_TABLE);
+    // The page cache never reached the disk: only the synced headers are there.
+    truncateSync(join(acme, formatSegmentName(1)), SEGMENT_HEADER_SIZE);
+    truncateSync(join(traces, formatSegmentName(1)), SEGMENT_HEADER_SIZE + 5); // and a torn start of b1
+    const r = replayJournalDir(wal, jdir());
+    expect(r).toMatchObject({ files: 1, entries: 4, present: 0, rewritten: 4, rewrittenRecords: 6, skipped: 0, stops: [] });
+    expect(payloads(acme)).toEqual(['a1', 'a2', 'a3']);
+    expect(payloads(traces)).toEqual(['b1', 'b2', 'b3']);
+    expect(listJournalFiles(jdir())).toEqual([]);
+    expect((await verify()).code).toBe(0);
+  });
+
+  it('leaves records already present alone (a process crash: the page cache kept them)', () => {
+    const s = shard();
+    s.round({ a: ['a1'], b: ['b1'] });
+    s.round({ a: ['a2'] });
+    const acmeSeg = join(laneDir(wal, 'acme', LOGS_TABLE), formatSegmentName(1));
+    const before = readFileSync(acmeSeg);
+    const r = replayJournalDir(wal, jdir());
+    expect(r).toMatchObject({ entries: 3, present: 3, rewritten: 0, rewrittenRecords: 0 });
+    expect(readFileSync(acmeSeg).equals(before)).toBe(true);
+    // Replaying again (a crash during recovery) finds nothing: the files were deleted after the sync.
+    expect(replayJournalDir(wal, jdir())).toMatchObject({ files: 0, entries: 0 });
+  });
+
+  it('cuts a torn journal tail at the last whole entry: earlier entries replay, the torn one does not', () => {
+    const s = shard();
+    s.round({ a: ['a1'] });
+    s.round({ a: ['a2'] });
+    const file = join(jdir(), formatJournalName(listJournalFiles(jdir())[0]!));
+    const whole = readFileSync(file);
+    const j = decodeJournal(whole);
+    const second = j.entries[1]!.at;
+    writeFileSync(file, whole.subarray(0, second + ENTRY_HEADER_SIZE + 3)); // the second append torn
+    const acme = laneDir(wal, 'acme', LOGS_TABLE);
+    truncateSync(join(acme, formatSegmentName(1)), SEGMENT_HEADER_SIZE);
+    const r = replayJournalDir(wal, jdir());
+    expect(r.stops).toEqual([expect.objectContaining({ kind: 'torn', offset: second })]);
+    expect(r).toMatchObject({ entries: 1, rewritten: 1 });
+    expect(payloads(acme)).toEqual(['a1']);
+  });
+
+  it('stops at an entry whose CRC does not match (and at a body record whose CRC does not)', () => {
+    const s = shard();
+    s.round({ a: ['a1'] });
+    s.round({ a: ['a2'] });
+    s.round({ a: ['a3'] });
+    const bytes = journalBytes();
+    const j = decodeJournal(bytes);
+    const flippedHeader = Buffer.from(bytes);
+    flippedHeader[j.entries[1]!.at + 16] ^= 0x01; // the segment number of entry 2
+    expect(decodeJournal(flippedHeader).stop).toMatchObject({ kind: 'corrupt', offset: j.entries[1]!.at, why: 'entry CRC mismatch' });
+    expect(decodeJournal(flippedHeader).entries).toHaveLength(1);
+    const flippedBody = Buffer.from(bytes);
+    const e3 = j.entries[2]!;
+    flippedBody[e3.at + ENTRY_HEADER_SIZE + e3.tag.length + 24] ^= 0x01; // a payload byte of entry 3
+    expect(decodeJournal(flippedBody).stop).toMatchObject({ kind: 'corrupt', offset: e3.at, why: 'record CRC mismatch in entry body' });
+    expect(decodeJournal(flippedBody).entries).toHaveLength(2);
+    expect(JOURNAL_HEADER_SIZE).toBe(j.entries[0]!.at);
+  });
+
+  it('skips entries for a sealed segment, one followed by a higher one, one the compactor emptied, and one gone', async () => {
+    const s = shard({ segmentBytes: 64 + SEGMENT_HEADER_SIZE });
+    const acme = laneDir(wal, 'acme', LOGS_TABLE);
+    const traces = laneDir(wal, 'default', TRACES_TABLE);
+    // acme: 'x'.repeat(30) records rotate after each one (24 + 30 > 32): segments 1, 2, 3.
+    s.round({ a: ['1'.repeat(30)], b: ['t1'] });
+    s.round({ a: ['2'.repeat(30)] });
+    s.round({ a: ['3'.repeat(30)] });
+    expect(readdirSync(acme).filter((n) => n.endsWith('.seg'))).toHaveLength(3);
+    await s.b.seal(); // traces segment 1: sealed (durable on its own)
+    // Damage the journal could "repair" if it did not know better:
+    truncateSync(join(traces, formatSegmentName(1)), SEGMENT_HEADER_SIZE); // sealed: must not be rewritten
+    truncateSync(join(acme, formatSegmentName(2)), 0); // emptied as by the compactor... but not the highest: skipped anyway
+    rmSync(join(acme, formatSegmentName(1))); // retired
+    truncateSync(join(acme, formatSegmentName(3)), 0); // the highest, emptied by the compactor (landed)
+    const r = replayJournalDir(wal, jdir());
+    expect(r).toMatchObject({ entries: 4, rewritten: 0, present: 0, skipped: 4 });
+    expect(statSync(join(traces, formatSegmentName(1))).size).toBe(SEGMENT_HEADER_SIZE);
+    expect(statSync(join(acme, formatSegmentName(3))).size).toBe(0);
+  });
+
+  it('replays only the lanes a filter accepts', () => {
+    const s = shard();
+    s.round({ a: ['a1'], b: ['b1'] });
+    const acme = laneDir(wal, 'acme', LOGS_TABLE);
+    const traces = laneDir(wal, 'default', TRACES_TABLE);
+    truncateSync(join(acme, formatSegmentName(1)), SEGMENT_HEADER_SIZE);
+    truncateSync(join(traces, formatSegmentName(1)), SEGMENT_HEADER_SIZE);
+    const r = replayJournalDir(wal, jdir(), { lanes: (tag) => tag === 'traces' });
+    expect(r).toMatchObject({ entries: 2, rewritten: 1 });
+    expect(payloads(traces)).toEqual(['b1']);
+    expect(payloads(acme)).toEqual([]);
+  });
+
+  it('journals of another worker count are replayed and removed; the current ones are left to their workers', () => {
+    const foreign = new ShardJournal({ dir: join(wal, JOURNAL_ROOT, journalDirName(1, 2)) });
+    const dir = laneDir(wal, 'acme', LOGS_TABLE);
+    const w = new LaneWriter({ dir, segmentBytes: 1 << 20, onWritten: (seg, off, iov, n, bytes, recs) => foreign.stage(laneTag(wal, dir), seg, off, iov, 0, n, bytes, recs) });
+    w.stage(RecordType.LOGS, 1, 1, Buffer.from('kept'));
+    w.flush();
+    foreign.write();
+    foreign.syncNow();
+    foreign.close();
+    const own = new ShardJournal({ dir: jdir() });
+    own.stage(laneTag(wal, dir), 1, 10_000, [], 0, 0, 0, 0);
+    own.write();
+    own.close();
+    truncateSync(join(dir, formatSegmentName(1)), SEGMENT_HEADER_SIZE);
+    const done = replayForeignJournals(wal, 1);
+    expect([...done.keys()]).toEqual(['shard-1-of-2']);
+    expect(done.get('shard-1-of-2')).toMatchObject({ rewritten: 1 });
+    expect(existsSync(join(wal, JOURNAL_ROOT, 'shard-1-of-2'))).toBe(false);
+    expect(existsSync(jdir())).toBe(true);
+    expect(payloads(dir)).toEqual(['kept']);
+  });
+
+  it('with no worker count (compact --ingester-stopped) every journal directory is replayed and removed', () => {
+    const s = shard();
+    s.round({ a: ['a1'], b: ['b1'] });
+    s.journal.close();
+    const acme = laneDir(wal, 'acme', LOGS_TABLE);
+    truncateSync(join(acme, formatSegmentName(1)), SEGMENT_HEADER_SIZE);
+    const done = replayForeignJournals(wal, 0);
+    expect([...done.keys()]).toEqual(['shard-0-of-1']);
+    expect(done.get('shard-0-of-1')).toMatchObject({ rewritten: 1, present: 1 });
+    expect(existsSync(jdir())).toBe(false);
+    expect(payloads(acme)).toEqual(['a1']);
+  });
+
+  it('the journal directory is never a lane, and verify reads it as the journal, not as an unexpected entry', async () => {
+    const s = shard();
+    s.round({ a: ['a1'], b: ['b1'] });
+    expect(listLaneDirs(wal).map((l) => l.tenant)).toEqual(['default', 'acme']);
+    const v = await verify();
+    expect(v.code).toBe(0);
+    expect(v.out).not.toContain('unexpected');
+    expect(v.out).not.toMatch(/lane \S+ \S+ \S*\.journal/);
+    expect(v.out).toContain('verify: 2 lanes, 2 segments, 2 records, 0 torn tails, 0 problems: OK');
+  });
+});
+
+describe('ShardJournal files', () => {
+  it('rotate() starts a new file on the next write; retireUpTo deletes the old ones only', () => {
+    const s = shard();
+    s.round({ a: ['a1'] });
+    const upTo = s.journal.rotate();
+    expect(upTo).toBe(1);
+    s.round({ a: ['a2'] });
+    expect(listJournalFiles(jdir())).toEqual([1, 2]);
+    expect(s.journal.retireUpTo(upTo)).toBe(1);
+    expect(listJournalFiles(jdir())).toEqual([2]);
+    expect(decodeJournal(journalBytes()).entries.map((e) => e.offset)).toEqual([SEGMENT_HEADER_SIZE + 26]);
+  });
+
+  it('a new journal never reuses the number of a file left on disk', () => {
+    const s = shard();
+    s.round({ a: ['a1'] });
+    s.journal.close();
+    const again = new ShardJournal({ dir: jdir() });
+    again.stage(Buffer.from('acme/logs'), 1, 32, [], 0, 0, 0, 0);
+    again.write();
+    expect(listJournalFiles(jdir())).toEqual([1, 2]);
+  });
+});
+
+describe('FdCache lazyEviction', () => {
+  /** node:fs, counting fdatasyncs. */
+  function counting(): FileOps & { syncs: number } {
+    const ops = {
+      ...NODE_FILE_OPS,
+      syncs: 0,
+      fdatasyncSync(fd: number) {
+        ops.syncs++;
+        NODE_FILE_OPS.fdatasyncSync(fd);
+      },
+      fdatasync(fd: number) {
+        ops.syncs++;
+        return NODE_FILE_OPS.fdatasync(fd);
+      },
+    };
+    return ops;
+  }
+
+  it('evicts a dirty descriptor without a sync, and syncs its file when asked (reopening it)', async () => {
+    const ops = counting();
+    const cache = new FdCache(1, ops, { lazyEviction: true });
+    const s = shard({ cache });
+    ops.syncs = 0;
+    s.a.stage(RecordType.LOGS, 1, 1, Buffer.from('a1'));
+    s.a.flush();
+    s.b.stage(RecordType.TRACES, 1, 1, Buffer.from('b1')); // opens traces: evicts acme's dirty descriptor
+    s.b.flush();
+    expect(ops.syncs).toBe(2); // the two new segments' headers, nothing at eviction
+    expect(cache.openCount).toBe(1);
+    await s.a.sync();
+    expect(ops.syncs).toBe(3);
+    await s.a.sync(); // clean now
+    expect(ops.syncs).toBe(3);
+    expect(cache.openCount).toBe(1);
+  });
+});
+
+describe('siglake wal verify and the journal', () => {
+  it('lists each journal file; a torn tail is fine, a corrupt entry fails verify', async () => {
+    const s = shard();
+    s.round({ a: ['a1'], b: ['b1'] });
+    s.round({ a: ['a2'] });
+    let v = await verify();
+    expect(v.code).toBe(0);
+    expect(v.out).toContain(`journal .journal/shard-0-of-1/00000001.jnl: 3 entries, 3 records, ends cleanly`);
+    const file = join(jdir(), formatJournalName(1));
+    const whole = readFileSync(file);
+    const last = decodeJournal(whole).entries[2]!.at;
+    writeFileSync(file, whole.subarray(0, last + 7));
+    v = await verify();
+    expect(v.code).toBe(0);
+    expect(v.out).toContain(`2 entries, 2 records, ends torn at offset ${last}`);
+    const bad = Buffer.from(whole);
+    bad[decodeJournal(whole).entries[1]!.at + 24] ^= 0xff; // the offset field of entry 2
+    writeFileSync(file, bad);
+    v = await verify();
+    expect(v.code).toBe(1);
+    expect(v.out).toContain('DAMAGED: journal .journal/shard-0-of-1/00000001.jnl: 1 entries, 1 records, corrupt at offset');
+  });
+});
