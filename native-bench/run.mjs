@@ -25,7 +25,8 @@
 //                             [--compare DIR]
 //   --compare DIR: also measure DIR's built `dist/cli.js` (another checkout, e.g. a
 //        `git worktree` of an older commit, built) as the row siglake-http-batch-1k-compare,
-//        interleaved with this tree's P1 row in the same run: a before/after of P1.
+//        interleaved with this tree's P1 row in the same run: a before/after of P1; and as
+//        siglake-http-never-1k-compare (selected by id) beside siglake-http-never-1k.
 //   env: BENCH_SECS (5) seconds per measured run, BENCH_RUNS (3) runs per row
 //        (medians are reported), BENCH_WARMUP_SECS (1), BENCH_CONNECTIONS (64),
 //        BENCH_DIR (os.tmpdir()) where WALs, the baseline's file and the disk
@@ -97,6 +98,9 @@ if (COMPARE_CLI !== undefined) {
   // Right after this tree's P1 row, so both share the machine's state of the moment.
   const at = ROWS.findIndex((r) => r.id === 'siglake-http-batch-1k') + 1;
   ROWS.splice(at, 0, { id: 'siglake-http-batch-1k-compare', kind: 'siglake', proto: 'http', size: '1k', mode: 'batch', label: `siglake HTTP batch (--compare ${args.compare})`, cli: COMPARE_CLI });
+  // The acceptor alone (no sync on the path), for changes to the answer path: by id only.
+  const atNever = ROWS.findIndex((r) => r.id === 'siglake-http-never-1k') + 1;
+  ROWS.splice(atNever, 0, { id: 'siglake-http-never-1k-compare', kind: 'siglake', proto: 'http', size: '1k', mode: 'never', label: `siglake HTTP never (--compare ${args.compare})`, cli: COMPARE_CLI });
 }
 
 /** Rows each goal needs (P4 rides on the P1 siglake row's server). */
@@ -309,14 +313,17 @@ async function siglakeCounts(port) {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
   let ok = 0;
   let all = 0;
+  let syncs = 0;
   for (const line of text.split('\n')) {
+    const f = /^siglake_wal_fsync_seconds_count(?:\{[^}]*\})? (\d+)/.exec(line);
+    if (f) syncs += Number(f[1]);
     const m = /^siglake_ingest_requests_total\{endpoint="[^"]+",status="(\d+)"\} (\d+)/.exec(line);
     if (m) {
       all += Number(m[2]);
       if (m[1] === '200') ok += Number(m[2]);
     }
   }
-  return { ok, all };
+  return { ok, all, syncs };
 }
 
 // ---- measuring a row ---------------------------------------------------------
@@ -363,9 +370,11 @@ async function measureServer(row, srv, extra) {
       // gRPC refusals are HTTP 200 to h2load: count by what siglake answered.
       const after = await siglakeCounts(srv.http);
       r.errors = Math.max(r.errors, after.all - before.all - (after.ok - before.ok));
+      // Group commit at work: requests answered per fdatasync (batch mode).
+      r.reqPerSync = after.syncs > before.syncs ? (after.all - before.all) / (after.syncs - before.syncs) : NaN;
     }
     runs.push(r);
-    log(`    run ${i + 1}/${RUNS}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, errors ${r.errors}; CPU µs/request: main thread ${r.cpuMainUs.toFixed(1)}, process ${r.cpuAllUs.toFixed(1)}`);
+    log(`    run ${i + 1}/${RUNS}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, errors ${r.errors}; CPU µs/request: main thread ${r.cpuMainUs.toFixed(1)}, process ${r.cpuAllUs.toFixed(1)}${Number.isFinite(r.reqPerSync) ? `; ${r.reqPerSync.toFixed(1)} requests per fdatasync` : ''}`);
   }
   const ps = procStatus(srv.child.pid);
   const rps = median(runs.map((r) => r.rps));
@@ -384,6 +393,7 @@ async function measureServer(row, srv, extra) {
     // counts what the server spent, not what it was given.
     cpuMainUs: median(runs.map((r) => r.cpuMainUs)),
     cpuAllUs: median(runs.map((r) => r.cpuAllUs)),
+    reqPerSync: median(runs.map((r) => r.reqPerSync ?? NaN)),
   };
   if (extra) Object.assign(out, await extra(srv, out));
   return out;
