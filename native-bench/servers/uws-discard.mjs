@@ -54,8 +54,17 @@ if (isMainThread) {
     if (waiting === 0) console.log(JSON.stringify({ port, threads }));
     for (let t = 1; t < threads; t++) {
       const w = new Worker(new URL(import.meta.url), { workerData: { port } });
+      let listening = false;
       w.once('message', () => {
+        listening = true;
         if (--waiting === 0) console.log(JSON.stringify({ port, threads }));
+      });
+      // process.exit() in a worker ends only that thread: a thread that could not listen ends the server.
+      w.once('exit', (code) => {
+        if (!listening) {
+          console.error(`acceptor thread ${t} exited (${code}) before listening on ${port}`);
+          process.exit(1);
+        }
       });
       w.once('error', (e) => {
         console.error(`acceptor thread failed: ${e.message}`);
