@@ -26,7 +26,8 @@
 //   --compare DIR: also measure DIR's built `dist/cli.js` (another checkout, e.g. a
 //        `git worktree` of an older commit, built) as the row siglake-http-batch-1k-compare,
 //        interleaved with this tree's P1 row in the same run: a before/after of P1; and as
-//        siglake-http-never-1k-compare (selected by id) beside siglake-http-never-1k.
+//        siglake-http-never-1k-compare and siglake-http-batch-256k-compare (selected by id)
+//        beside this tree's rows of the same names.
 //   env: BENCH_SECS (5) seconds per measured run, BENCH_RUNS (3) runs per row
 //        (medians are reported), BENCH_WARMUP_SECS (1), BENCH_CONNECTIONS (64),
 //        BENCH_DIR (os.tmpdir()) where WALs, the baseline's file and the disk
@@ -101,6 +102,8 @@ if (COMPARE_CLI !== undefined) {
   // The acceptor alone (no sync on the path), for changes to the answer path: by id only.
   const atNever = ROWS.findIndex((r) => r.id === 'siglake-http-never-1k') + 1;
   ROWS.splice(atNever, 0, { id: 'siglake-http-never-1k-compare', kind: 'siglake', proto: 'http', size: '1k', mode: 'never', label: `siglake HTTP never (--compare ${args.compare})`, cli: COMPARE_CLI });
+  const at256 = ROWS.findIndex((r) => r.id === 'siglake-http-batch-256k') + 1;
+  ROWS.splice(at256, 0, { id: 'siglake-http-batch-256k-compare', kind: 'siglake', proto: 'http', size: '256k', mode: 'batch', label: `siglake HTTP batch (--compare ${args.compare})`, cli: COMPARE_CLI });
 }
 
 /** Rows each goal needs (P4 rides on the P1 siglake row's server). */
