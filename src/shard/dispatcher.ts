@@ -49,8 +49,6 @@ class ShardHandle {
   announced = new Set<number>();
   task: Promise<unknown> | undefined;
   incarnation = 0;
-  /** In the dispatcher's wake list for this turn. */
-  wakePending = false;
 
   constructor(
     readonly shard: number,
@@ -107,19 +105,6 @@ export class Dispatcher {
   #closed = false;
   #stopping = false;
   #backlogTimer: NodeJS.Timeout | undefined;
-  /** Shards with frames published since their worker was last woken (#wakeLater). */
-  readonly #toWake: ShardHandle[] = [];
-  #wakeScheduled = false;
-  readonly #wakeAll = (): void => {
-    this.#wakeScheduled = false;
-    const q = this.#toWake;
-    for (let i = 0; i < q.length; i++) {
-      const s = q[i]!;
-      s.wakePending = false;
-      s.ring.wake();
-    }
-    q.length = 0;
-  };
   #readyWaiters: (() => void)[] = [];
 
   constructor(opts: DispatcherOptions) {
@@ -206,7 +191,7 @@ export class Dispatcher {
     const s = this.#shards[lane.shard]!;
     if (!s.announced.has(lane.id)) this.#announce(s, lane);
     if (s.backlog.length === 0 && this.#tryPush(s.ring, FrameKind.DATA, flags, lane.id, body, reqId, foreign)) {
-      this.#wakeLater(s);
+      s.ring.wake();
       return;
     }
     s.backlog.push({ frame: encodeFrame(FrameKind.DATA, flags, lane.id, body), tag: reqId });
@@ -223,26 +208,6 @@ export class Dispatcher {
   #announce(s: ShardHandle, lane: Lane): void {
     s.announced.add(lane.id);
     this.#control(s, FrameKind.LANE_OPEN, lane.id, encodeLaneSpec(lane));
-  }
-
-  /**
-   * Wakes the shard's worker once the event loop has run every callback of
-   * this turn (setImmediate), not once per request: the requests uWS read in
-   * one poll are all in the ring when the worker wakes, so an idle worker
-   * starts a round with all of them (one fdatasync in `batch` mode) rather
-   * than with the first alone, and the acceptor makes one futex wake per
-   * turn instead of one per request. Safe against a worker falling asleep
-   * meanwhile: it raises its sleep flag before it checks the ring, and
-   * wake() looks at that flag when it runs.
-   */
-  #wakeLater(s: ShardHandle): void {
-    if (s.wakePending) return;
-    s.wakePending = true;
-    this.#toWake.push(s);
-    if (!this.#wakeScheduled) {
-      this.#wakeScheduled = true;
-      setImmediate(this.#wakeAll);
-    }
   }
 
   #control(s: ShardHandle, kind: number, laneId: number, payload: Uint8Array): void {
