@@ -138,7 +138,7 @@ export function goalRows(entries, goals, meta = {}) {
   return rows;
 }
 
-const HEAD = ['row', 'req/s', 'MB/s', 'records/s', 'p50 ms', 'p99 ms', 'RSS MiB', 'errors', 'vs ceiling', 'vs baseline'];
+const HEAD = ['row', 'req/s', 'MB/s', 'records/s', 'p50 ms', 'p99 ms', 'RSS MiB', 'errors', 'vs ceiling', 'vs baseline', 'CPU µs/req main/all'];
 
 function tableRows(entries) {
   return entries
@@ -154,6 +154,7 @@ function tableRows(entries) {
       fmt(r.errors),
       Number.isFinite(r.vsCeiling) ? `${fmt(r.vsCeiling * 100, 1)} %` : Number.isFinite(r.vsDisk) && r.size === '256k' ? `${fmt(r.vsDisk * 100, 1)} % disk` : '',
       Number.isFinite(r.vsBaseline) ? `${fmt(r.vsBaseline, 2)}x` : '',
+      Number.isFinite(r.cpuMainUs) ? `${fmt(r.cpuMainUs, 1)} / ${fmt(r.cpuAllUs, 1)}` : '',
     ]);
 }
 

@@ -14,6 +14,8 @@
 //   P4          `siglake loadgen --rate` at half and a quarter of P1's best rate, and the
 //               same generator against the uWS discard server (its own latency floor)
 //   P6, P7      the micro-benchmark probes of perf/check.ts
+//   acceptors   (not a goal) uWS discard with 1 and 2 threads on one port, wrk -t1 and -t2:
+//               the ceiling of a second acceptor thread (`--only acceptors`)
 //
 // and prints one table (requests/s, MB/s, records/s, p50/p99, peak RSS, each
 // siglake row's ratio to its ceiling and to the baseline) and the P1-P7 rows
@@ -23,9 +25,10 @@
 //                             [--compare DIR]
 //   --compare DIR: also measure DIR's built `dist/cli.js` (another checkout, e.g. a
 //        `git worktree` of an older commit, built) as the row siglake-http-batch-1k-compare,
-//        interleaved with this tree's P1 row in the same run: a before/after of P1
-//        (siglake-http-batch-256k-compare beside P2's row, for P2; and, with p5 selected,
-//        siglake-http-batch-1k-10k-compare right after the 10,000-tenant row).
+//        interleaved with this tree's P1 row in the same run: a before/after of P1; and as
+//        siglake-http-batch-256k-compare beside P2's row, siglake-http-batch-1k-10k-compare
+//        right after the 10,000-tenant row (with p5 selected) and siglake-http-never-1k-compare
+//        (selected by id) beside this tree's rows of the same names.
 //   env: BENCH_SECS (5) seconds per measured run, BENCH_RUNS (3) runs per row
 //        (medians are reported), BENCH_WARMUP_SECS (1), BENCH_CONNECTIONS (64),
 //        BENCH_DIR (os.tmpdir()) where WALs, the baseline's file and the disk
@@ -87,6 +90,11 @@ const ROWS = [
   { id: 'grpc-discard-256k', kind: 'grpc-ceiling', proto: 'grpc', size: '256k', label: 'grpc-js discard (gRPC ceiling)' },
   { id: 'siglake-grpc-batch-256k', kind: 'siglake', proto: 'grpc', size: '256k', mode: 'batch', label: 'siglake gRPC batch' },
   { id: 'micro', kind: 'micro', proto: 'micro', size: '1k', label: 'perf/check.ts probes (P6, P7)' },
+  // The second-acceptor experiment (issue 18 part 3): what a second uWS thread on the same
+  // port could buy at best on this machine, with one and two wrk threads.
+  { id: 'ceiling-1k-wrk2', kind: 'ceiling-threads', proto: 'http', size: '1k', threads: 1, wrkThreads: 2, label: 'uWS discard, 1 thread; wrk -t2' },
+  { id: 'ceiling-1k-2t', kind: 'ceiling-threads', proto: 'http', size: '1k', threads: 2, label: 'uWS discard, 2 threads on one port (SO_REUSEPORT)' },
+  { id: 'ceiling-1k-2t-wrk2', kind: 'ceiling-threads', proto: 'http', size: '1k', threads: 2, wrkThreads: 2, label: 'uWS discard, 2 threads on one port; wrk -t2' },
 ];
 if (COMPARE_CLI !== undefined) {
   // Right after this tree's P1 row, so both share the machine's state of the moment.
@@ -95,11 +103,12 @@ if (COMPARE_CLI !== undefined) {
   // And right after P5's 10,000-tenant row: a before/after of P5 in one run.
   const at10k = ROWS.findIndex((r) => r.id === 'siglake-http-batch-1k-10k') + 1;
   ROWS.splice(at10k, 0, { id: 'siglake-http-batch-1k-10k-compare', kind: 'siglake', proto: 'http', size: '1k', mode: 'batch', tenants: TENANTS_MANY, label: `siglake HTTP batch, 10,000 tenants (--compare ${args.compare})`, cli: COMPARE_CLI });
-}
-if (COMPARE_CLI !== undefined) {
+  // The acceptor alone (no sync on the path), for changes to the answer path: by id only.
+  const atNever = ROWS.findIndex((r) => r.id === 'siglake-http-never-1k') + 1;
+  ROWS.splice(atNever, 0, { id: 'siglake-http-never-1k-compare', kind: 'siglake', proto: 'http', size: '1k', mode: 'never', label: `siglake HTTP never (--compare ${args.compare})`, cli: COMPARE_CLI });
   // The same for P2's row: right after this tree's 256 KiB batch row.
-  const at = ROWS.findIndex((r) => r.id === 'siglake-http-batch-256k') + 1;
-  ROWS.splice(at, 0, { id: 'siglake-http-batch-256k-compare', kind: 'siglake', proto: 'http', size: '256k', mode: 'batch', label: `siglake HTTP batch (--compare ${args.compare})`, cli: COMPARE_CLI });
+  const at256 = ROWS.findIndex((r) => r.id === 'siglake-http-batch-256k') + 1;
+  ROWS.splice(at256, 0, { id: 'siglake-http-batch-256k-compare', kind: 'siglake', proto: 'http', size: '256k', mode: 'batch', label: `siglake HTTP batch (--compare ${args.compare})`, cli: COMPARE_CLI });
 }
 
 /** Rows each goal needs (P4 rides on the P1 siglake row's server). */
@@ -111,6 +120,8 @@ const GOAL_ROWS = {
   p5: ['siglake-http-batch-1k', 'siglake-http-batch-1k-10k', ...(COMPARE_CLI !== undefined ? ['siglake-http-batch-1k-compare', 'siglake-http-batch-1k-10k-compare'] : [])],
   p6: ['micro'],
   p7: ['micro'],
+  // Not a goal of the bar: the ceiling of a second acceptor thread (docs/performance.md).
+  acceptors: ['ceiling-1k', 'ceiling-1k-wrk2', 'ceiling-1k-2t', 'ceiling-1k-2t-wrk2'],
 };
 
 function selected() {
@@ -222,6 +233,36 @@ function fdCount(pid) {
   }
 }
 
+const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+
+/** utime + stime of every thread of `pid`, in clock ticks, by thread id. */
+function threadCpu(pid) {
+  const out = new Map();
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+        const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+        out.set(Number(tid), Number(f[11]) + Number(f[12]));
+      } catch {
+        // the thread ended meanwhile
+      }
+    }
+  } catch {
+    // the process is gone
+  }
+  return out;
+}
+
+/** µs of CPU per request over a run: the main thread's, and the whole process's. */
+function cpuPerRequest(before, after, pid, requests) {
+  let all = 0;
+  for (const [tid, t] of after) all += t - (before.get(tid) ?? 0);
+  const main = (after.get(pid) ?? 0) - (before.get(pid) ?? 0);
+  const us = (ticks) => (requests > 0 ? (ticks * 1e6) / CLK_TCK / requests : NaN);
+  return { mainUs: us(main), allUs: us(all) };
+}
+
 function run(cmd, argv, timeoutMs) {
   const r = spawnSync(cmd, argv, { cwd: REPO, encoding: 'utf8', timeout: timeoutMs, maxBuffer: 256 << 20 });
   if (r.error) throw r.error;
@@ -235,9 +276,9 @@ function parseDuration(v, unit) {
   return unit === 'us' ? n / 1000 : unit === 's' ? n * 1000 : unit === 'm' ? n * 60_000 : n;
 }
 
-function wrk(url, bodyFile, secs, tenants = 0) {
+function wrk(url, bodyFile, secs, tenants = 0, threads = 1) {
   const lua = path.join(HERE, 'wrk-post.lua');
-  const r = run('wrk', ['-t1', `-c${CONNS}`, `-d${secs}s`, '--latency', '--timeout', '10s', '-s', lua, url, '--', bodyFile, String(tenants)], (secs + 30) * 1000);
+  const r = run('wrk', [`-t${threads}`, `-c${CONNS}`, `-d${secs}s`, '--latency', '--timeout', '10s', '-s', lua, url, '--', bodyFile, String(tenants)], (secs + 30) * 1000);
   const out = r.stdout;
   const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? NaN);
   const lat = (p) => {
@@ -280,14 +321,17 @@ async function siglakeCounts(port) {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
   let ok = 0;
   let all = 0;
+  let syncs = 0;
   for (const line of text.split('\n')) {
+    const f = /^siglake_wal_fsync_seconds_count(?:\{[^}]*\})? (\d+)/.exec(line);
+    if (f) syncs += Number(f[1]);
     const m = /^siglake_ingest_requests_total\{endpoint="[^"]+",status="(\d+)"\} (\d+)/.exec(line);
     if (m) {
       all += Number(m[2]);
       if (m[1] === '200') ok += Number(m[2]);
     }
   }
-  return { ok, all };
+  return { ok, all, syncs };
 }
 
 // ---- measuring a row ---------------------------------------------------------
@@ -312,7 +356,7 @@ async function measureServer(row, srv, extra) {
   const port = isGrpc ? srv.grpc ?? srv.port : srv.http ?? srv.port;
   const target = isGrpc ? `http://127.0.0.1:${port}/opentelemetry.proto.collector.logs.v1.LogsService/Export` : `http://127.0.0.1:${port}/v1/logs`;
   const body = fixture(row.size, isGrpc ? 'grpc' : 'pb');
-  const load = (secs) => (isGrpc ? h2load(target, body, secs) : wrk(target, body, secs, row.tenants ?? 0));
+  const load = (secs) => (isGrpc ? h2load(target, body, secs) : wrk(target, body, secs, row.tenants ?? 0, row.wrkThreads ?? 1));
   if (row.tenants !== undefined) {
     // Steady state for P5: every tenant's lane exists (directory, segment, open file) before
     // anything is measured. wrk's script names tenants t0..t<N-1>, and so does this pass.
@@ -325,14 +369,20 @@ async function measureServer(row, srv, extra) {
   const runs = [];
   for (let i = 0; i < RUNS; i++) {
     const before = row.kind === 'siglake' ? await siglakeCounts(srv.http) : undefined;
+    const cpu0 = threadCpu(srv.child.pid);
     const r = load(SECS);
+    const cpu = cpuPerRequest(cpu0, threadCpu(srv.child.pid), srv.child.pid, r.requests);
+    r.cpuMainUs = cpu.mainUs;
+    r.cpuAllUs = cpu.allUs;
     if (before !== undefined) {
       // gRPC refusals are HTTP 200 to h2load: count by what siglake answered.
       const after = await siglakeCounts(srv.http);
       r.errors = Math.max(r.errors, after.all - before.all - (after.ok - before.ok));
+      // Group commit at work: requests answered per fdatasync (batch mode).
+      r.reqPerSync = after.syncs > before.syncs ? (after.all - before.all) / (after.syncs - before.syncs) : NaN;
     }
     runs.push(r);
-    log(`    run ${i + 1}/${RUNS}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, errors ${r.errors}`);
+    log(`    run ${i + 1}/${RUNS}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, errors ${r.errors}; CPU µs/request: main thread ${r.cpuMainUs.toFixed(1)}, process ${r.cpuAllUs.toFixed(1)}${Number.isFinite(r.reqPerSync) ? `; ${r.reqPerSync.toFixed(1)} requests per fdatasync` : ''}`);
   }
   const ps = procStatus(srv.child.pid);
   const rps = median(runs.map((r) => r.rps));
@@ -346,6 +396,12 @@ async function measureServer(row, srv, extra) {
     errors: runs.reduce((n, r) => n + r.errors, 0),
     runs: runs.map((r) => Math.round(r.rps)),
     fds: fdCount(srv.child.pid),
+    // CPU time per request (/proc/<pid>/task/*/stat over each run): the main thread is the
+    // acceptor of siglake rows. Steadier than req/s on a shared machine, since it
+    // counts what the server spent, not what it was given.
+    cpuMainUs: median(runs.map((r) => r.cpuMainUs)),
+    cpuAllUs: median(runs.map((r) => r.cpuAllUs)),
+    reqPerSync: median(runs.map((r) => r.reqPerSync ?? NaN)),
   };
   if (extra) Object.assign(out, await extra(srv, out));
   return out;
@@ -376,6 +432,7 @@ async function runRow(row, goals) {
   let srv;
   try {
     if (row.kind === 'ceiling') srv = await startServer(process.execPath, [path.join(HERE, 'servers', 'uws-discard.mjs'), '0'], portLine);
+    else if (row.kind === 'ceiling-threads') srv = await startServer(process.execPath, [path.join(HERE, 'servers', 'uws-discard.mjs'), '0', String(row.threads)], portLine);
     else if (row.kind === 'baseline') srv = await startServer(process.execPath, [path.join(HERE, 'servers', 'node-http-baseline.mjs'), '0', path.join(dir, 'baseline.log')], portLine);
     else if (row.kind === 'grpc-ceiling') srv = await startServer(process.execPath, [path.join(HERE, 'servers', 'grpc-discard.mjs'), '0'], portLine);
     else if (row.kind === 'h2-reference') srv = await startServer(process.execPath, [path.join(HERE, 'servers', 'http2-discard.mjs'), '0'], portLine);

@@ -457,9 +457,10 @@ export class HttpAcceptor {
         // Admission is still waiting: #admittedLater sends it.
         state.append(view);
       } else if (state.buf === undefined) {
-        // The whole body in one chunk: one copy, into the ring.
+        // The whole body in one chunk: one copy, into the ring (`foreign`: uWS's
+        // memory, at whatever alignment the headers left it).
         state.sent = true;
-        this.#o.dispatcher.dispatch(state.lane, state.flags, view, state);
+        this.#o.dispatcher.dispatch(state.lane, state.flags, view, state, true);
       } else {
         state.append(view);
         this.#send(state);

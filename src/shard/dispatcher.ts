@@ -10,6 +10,7 @@ import type { Piscina } from 'piscina';
 import type { ErrorCode } from '../errors.js';
 import type { Logger } from '../log.js';
 import { ByteRing } from '../lanes/byte-ring.js';
+import { copyIntoShared } from '../lanes/shared-copy.js';
 import type { Lane, LaneTable } from '../lanes/lane-table.js';
 import { WorkerStats } from '../metrics/worker-stats.js';
 import { CompletionRing, Doorbell, outcomeOfCompletion } from './completion-ring.js';
@@ -179,15 +180,17 @@ export class Dispatcher {
   /**
    * Sends an admitted request's body to its lane's worker. `body` is copied
    * (into the ring, or into the backlog when the ring is full), so the caller
-   * may pass a view that dies when it returns.
+   * may pass a view that dies when it returns. `foreign`: `body` views memory
+   * V8 did not allocate (a uWS chunk), whose alignment JavaScript cannot see
+   * (src/lanes/shared-copy.ts).
    */
-  dispatch(lane: Lane, flags: number, body: Uint8Array, req: PendingRequest): void {
+  dispatch(lane: Lane, flags: number, body: Uint8Array, req: PendingRequest, foreign = false): void {
     const reqId = this.#nextReqId;
     this.#nextReqId = reqId >= 0x7ffffffe ? 1 : reqId + 1;
     this.#inflight.set(reqId, { req, lane, shard: lane.shard, bytes: body.length });
     const s = this.#shards[lane.shard]!;
     if (!s.announced.has(lane.id)) this.#announce(s, lane);
-    if (s.backlog.length === 0 && this.#tryPush(s.ring, FrameKind.DATA, flags, lane.id, body, reqId)) {
+    if (s.backlog.length === 0 && this.#tryPush(s.ring, FrameKind.DATA, flags, lane.id, body, reqId, foreign)) {
       s.ring.wake();
       return;
     }
@@ -216,12 +219,12 @@ export class Dispatcher {
     this.#scheduleBacklog();
   }
 
-  #tryPush(ring: ByteRing, kind: number, flags: number, laneId: number, body: Uint8Array, tag: number): boolean {
+  #tryPush(ring: ByteRing, kind: number, flags: number, laneId: number, body: Uint8Array, tag: number, foreign = false): boolean {
     const off = ring.reserve(FRAME_PREFIX_BYTES + body.length);
     if (off < 0) return false;
     const b = ring.bytes;
     writeFramePrefix(b, off, kind, flags, laneId);
-    b.set(body, off + FRAME_PREFIX_BYTES);
+    copyIntoShared(b, off + FRAME_PREFIX_BYTES, body, foreign);
     ring.publish(off, FRAME_PREFIX_BYTES + body.length, tag);
     return true;
   }
