@@ -22,8 +22,6 @@ import {
   parseJournalName,
 } from './journal-format.js';
 import { listLaneDirs } from './layout.js';
-import { readSealedMarker } from './sealed-marker.js';
-import { listLaneFiles } from './segment-files.js';
 import { WalWriteError } from './wal-write-error.js';
 
 /** The tag of a lane directory: its path relative to the WAL root, `/`-separated. */
@@ -293,26 +291,23 @@ export interface JournalReplay {
   readonly rewritten: number;
   /** Records in the rewritten entries. */
   readonly rewrittenRecords: number;
-  /** Entries for a segment that is sealed, followed by another, retired, or gone: durable on its own or landed. */
+  /** Entries for a segment the compactor retired (deleted or emptied), or of a lane that is gone: landed. */
   readonly skipped: number;
   /** Journal files whose tail was torn or corrupt, with where and why (the rest of that file is ignored). */
   readonly stops: readonly { file: string; kind: 'torn' | 'corrupt'; offset: number; why: string }[];
-}
-
-interface LaneInfo {
-  readonly dir: string;
-  /** Highest segment number in the lane. */
-  readonly highest: number;
-  readonly sealed: number;
 }
 
 /**
  * Replays the journal files of `dir` into the lane segments under `walDir`,
  * then deletes them (the directory too when `removeDir`). Idempotent: an
  * entry whose bytes are already at their place is left alone, one that is
- * missing or differs is written there; entries for segments that are not a
- * lane's live tail (sealed, followed by a higher one, emptied by the
- * compactor, or gone) are skipped, those segments being durable on their own.
+ * missing or differs is written there, in any segment that still holds
+ * records: the live tail, and also a segment given up after a failed
+ * fdatasync (followed by a higher one, or even by a sealed one), whose
+ * records only the journal holds durably. Entries for segments the compactor
+ * retired (deleted, or cut to zero bytes) or of lanes that are gone are
+ * skipped. A segment that is durable on its own (sealed, rotated) compares
+ * equal and is left alone.
  * Every segment an entry was checked against (present or written back) is
  * fdatasynced before any journal file is deleted.
  * `lanes` limits replay to lane tags it accepts (a worker's own lanes).
@@ -321,15 +316,6 @@ export function replayJournalDir(walDir: string, dir: string, opts: { removeDir?
   const files = listJournalFiles(dir);
   const known = new Map<string, string>();
   for (const l of listLaneDirs(walDir)) known.set(new TextDecoder().decode(laneTag(walDir, l.dir)), l.dir);
-  const infos = new Map<string, LaneInfo | null>();
-  const info = (tag: string): LaneInfo | null => {
-    let i = infos.get(tag);
-    if (i !== undefined) return i;
-    const laneDir = known.get(tag);
-    i = laneDir === undefined ? null : { dir: laneDir, highest: listLaneFiles(laneDir).maxNumber, sealed: readSealedMarker(laneDir) };
-    infos.set(tag, i);
-    return i;
-  };
   const written = new Set<string>();
   let entries = 0;
   let present = 0;
@@ -344,12 +330,12 @@ export function replayJournalDir(walDir: string, dir: string, opts: { removeDir?
     for (const e of decoded.entries) {
       entries++;
       if (opts.lanes !== undefined && !opts.lanes(e.tag)) continue;
-      const lane = info(e.tag);
-      if (lane === null || e.segment !== lane.highest || e.segment <= lane.sealed) {
+      const laneDir = known.get(e.tag);
+      if (laneDir === undefined) {
         skipped++;
         continue;
       }
-      const seg = join(lane.dir, formatSegmentName(e.segment));
+      const seg = join(laneDir, formatSegmentName(e.segment));
       const r = replayEntry(seg, e.offset, e.body);
       if (r === 'skipped') {
         skipped++;

@@ -88,6 +88,9 @@ export class LaneWriter {
   #deferred: Error | null = null;
   /** A segment seal() is making durable: the next segment may not exist before it is. */
   #sealing: FdHandle | null = null;
+  /** Where the last flush began: its segment (0: none was live) and that segment's size then. */
+  #flushSegment = 0;
+  #flushStart = 0;
 
   // Staging: header slab, one 24-byte view per slot, payload views.
   #slab: Buffer;
@@ -252,6 +255,33 @@ export class LaneWriter {
     }
   }
 
+  /**
+   * The last flush's records were refused after it returned (the commit
+   * journal could not make them durable): cut the live segment back to where
+   * that flush began, make what is left durable (earlier rounds' acknowledged
+   * records, which the journal may no longer be trusted to hold), and start
+   * the next flush in a new segment, so that no offset a refused record had is
+   * ever given to another record (a refused record's journal entry may still
+   * surface at replay). Records of the flush that a rotation already made
+   * durable stay: at-least-once, as for a failed write. Throws when the cut or
+   * the sync fails; the segment is given up then too.
+   */
+  refuseLastFlush(): void {
+    const h = this.#handle;
+    if (h === null) return;
+    const start = this.#segment === this.#flushSegment ? this.#flushStart : SEGMENT_HEADER_SIZE;
+    const path = this.#path;
+    try {
+      this.#ops.ftruncate(this.#cache.fd(h), start);
+      this.#size = start;
+      this.#cache.syncNow(h);
+    } catch (err) {
+      this.#abandon();
+      throw new WalWriteError('fdatasync', path, err);
+    }
+    this.#abandon();
+  }
+
   /** Seals the live segment and refuses further use. Staged records are dropped. */
   async close(): Promise<void> {
     if (this.#closed) return;
@@ -271,6 +301,8 @@ export class LaneWriter {
         this.#deferred = new WalWriteError('fdatasync', this.#path, evictionError);
       }
     }
+    this.#flushSegment = this.#segment;
+    this.#flushStart = this.#size;
     const n = this.#staged;
     const payloads = this.#payloads;
     const limit = this.#segmentBytes;

@@ -191,6 +191,7 @@ export class ShardLoop {
         await lane.writer.close();
       } catch (e) {
         this.#log.error({ lane: lane.key.label, err: (e as Error).message }, 'closing a WAL segment failed');
+        this.#pinJournal(lane, e, 'closing a segment');
       }
     }
     if (this.#journal !== null) {
@@ -358,6 +359,8 @@ export class ShardLoop {
         this.#stats.addWriteError();
         const left = this.#throttle.take(`write:${(e as { errno?: string }).errno ?? (e as Error).message}`);
         if (left >= 0) this.#log.error({ lane: lane.key.label, err: (e as Error).message, suppressed: left }, 'WAL write failed');
+        // A rotation whose fdatasync failed gave up a segment holding journaled records.
+        if (e instanceof WalWriteError && e.op === 'fdatasync') this.#pinJournal(lane, e, 'rotating a segment');
       }
     }
     this.#journaling = false;
@@ -385,8 +388,19 @@ export class ShardLoop {
       }
       for (const lane of touched) {
         if (lane.failure !== undefined) continue;
-        if (journalFailure !== undefined) lane.failure = journalFailure;
-        else this.#sinceCheckpoint.add(lane);
+        if (journalFailure === undefined) {
+          this.#sinceCheckpoint.add(lane);
+          continue;
+        }
+        lane.failure = journalFailure;
+        // The round's lane bytes have no durable journal entry: take them out
+        // of the segment, so that no later acknowledged record sits behind
+        // bytes a crash may lose (replay would leave a hole the tail repair cuts).
+        try {
+          lane.writer.refuseLastFlush();
+        } catch (e) {
+          this.#pinJournal(lane, e, 'cutting back a refused round');
+        }
       }
     } else if (mode === 'batch') {
       if (touched.length === 1) {
@@ -422,6 +436,22 @@ export class ShardLoop {
     for (const lane of touched) lane.touched = false;
     touched.length = 0;
     if (n > 0) this.#bell.ring();
+  }
+
+  /**
+   * A segment holding journaled records was given up without a good
+   * fdatasync: only the journal holds them durably now, so no checkpoint of
+   * this life deletes a journal file; the next start replays them (every
+   * existing segment not sealed) and releases the journal. Until then the
+   * journal grows: restart the process once the disk is healthy (runbook
+   * SIGLAKE_WAL_DISK).
+   */
+  #pinJournal(lane: LaneState, e: unknown, what: string): void {
+    if (this.#journal === null) return;
+    if (!this.#journalPinned) {
+      this.#log.error({ lane: lane.key.label, err: (e as Error).message }, `WAL ${what} failed: the commit journal is kept until the next start`);
+    }
+    this.#journalPinned = true;
   }
 
   #journalFailed(e: unknown, op: string): LaneFailure {
@@ -545,6 +575,7 @@ export class ShardLoop {
         this.#dirty.delete(lane);
       } catch (e) {
         this.#log.error({ lane: lane.key.label, err: (e as Error).message }, 'sealing a WAL segment failed');
+        this.#pinJournal(lane, e, 'sealing a segment');
       }
     }
   }

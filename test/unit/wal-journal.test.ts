@@ -183,7 +183,7 @@ describe('journal replay', () => {
     expect(JOURNAL_HEADER_SIZE).toBe(j.entries[0]!.at);
   });
 
-  it('skips entries for a sealed segment, one followed by a higher one, one the compactor emptied, and one gone', async () => {
+  it('skips entries for segments the compactor retired (deleted or emptied); restores any segment that still has a header', async () => {
     const s = shard({ segmentBytes: 64 + SEGMENT_HEADER_SIZE });
     const acme = laneDir(wal, 'acme', LOGS_TABLE);
     const traces = laneDir(wal, 'default', TRACES_TABLE);
@@ -192,15 +192,17 @@ describe('journal replay', () => {
     s.round({ a: ['2'.repeat(30)] });
     s.round({ a: ['3'.repeat(30)] });
     expect(readdirSync(acme).filter((n) => n.endsWith('.seg'))).toHaveLength(3);
-    await s.b.seal(); // traces segment 1: sealed (durable on its own)
-    // Damage the journal could "repair" if it did not know better:
-    truncateSync(join(traces, formatSegmentName(1)), SEGMENT_HEADER_SIZE); // sealed: must not be rewritten
-    truncateSync(join(acme, formatSegmentName(2)), 0); // emptied as by the compactor... but not the highest: skipped anyway
+    await s.b.seal(); // traces segment 1: sealed
+    // A segment below the tail that lost its records (one given up after a failed fdatasync, say):
+    // compare-or-rewrite puts them back wherever the segment still has its header.
+    truncateSync(join(traces, formatSegmentName(1)), SEGMENT_HEADER_SIZE);
+    truncateSync(join(acme, formatSegmentName(2)), 0); // emptied as by the compactor
     rmSync(join(acme, formatSegmentName(1))); // retired
     truncateSync(join(acme, formatSegmentName(3)), 0); // the highest, emptied by the compactor (landed)
     const r = replayJournalDir(wal, jdir());
-    expect(r).toMatchObject({ entries: 4, rewritten: 0, present: 0, skipped: 4 });
-    expect(statSync(join(traces, formatSegmentName(1))).size).toBe(SEGMENT_HEADER_SIZE);
+    expect(r).toMatchObject({ entries: 4, rewritten: 1, present: 0, skipped: 3 });
+    expect(payloads(traces)).toEqual(['t1']);
+    expect(statSync(join(acme, formatSegmentName(2))).size).toBe(0);
     expect(statSync(join(acme, formatSegmentName(3))).size).toBe(0);
   });
 

@@ -1,0 +1,169 @@
+// The commit journal when the disk fails under it (found in review): a round
+// the journal could not make durable must not leave its lane bytes in front
+// of later acknowledged records, and a segment given up after a failed
+// fdatasync must be restored from the journal at the next start, even when a
+// higher or a sealed segment follows it. Each case runs the shard loop's
+// steps on a real ShardJournal, LaneWriter and lazy FdCache on the real file
+// system, injects the fault through FileOps, then simulates a power loss by
+// cutting every segment the test knows was not synced back to its header, and
+// replays and repairs as a restart does.
+
+import { mkdtempSync, rmSync, truncateSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { FdCache } from '../../src/wal/fd-cache.js';
+import { NODE_FILE_OPS, type FileOps } from '../../src/wal/file-ops.js';
+import { formatSegmentName, RecordType, SEGMENT_HEADER_SIZE } from '../../src/wal/format.js';
+import { JOURNAL_ROOT, journalDirName } from '../../src/wal/journal-format.js';
+import { laneTag, replayJournalDir, ShardJournal } from '../../src/wal/journal.js';
+import { LaneWriter } from '../../src/wal/lane-writer.js';
+import { laneDir, LOGS_TABLE } from '../../src/wal/layout.js';
+import { repairLane } from '../../src/wal/repair.js';
+import { listLaneFiles } from '../../src/wal/segment-files.js';
+import { SegmentReader } from '../../src/wal/segment-reader.js';
+
+const eio = () => Object.assign(new Error('EIO: i/o error'), { code: 'EIO' });
+
+let wal: string;
+beforeEach(() => {
+  wal = mkdtempSync(join(tmpdir(), 'siglake-journal-fail-'));
+});
+afterEach(() => rmSync(wal, { recursive: true, force: true }));
+
+/** Every record of the lane, in segment order, as text. */
+function records(dir: string): string[] {
+  const out: string[] = [];
+  for (const s of listLaneFiles(dir).segments) {
+    for (const r of new SegmentReader(join(dir, formatSegmentName(s.number)))) out.push(Buffer.from(r.payload).toString());
+  }
+  return out;
+}
+
+/** A lane and its shard's journal wired as the shard loop wires them; faults through the flags. */
+function rig() {
+  const fault = { journalWrite: false, journalSync: false, laneSync: false };
+  const jops: FileOps = {
+    ...NODE_FILE_OPS,
+    writev: (fd, b, p) => {
+      if (fault.journalWrite) throw eio();
+      return NODE_FILE_OPS.writev(fd, b, p);
+    },
+    fdatasyncSync: (fd) => {
+      if (fault.journalSync) throw eio();
+      NODE_FILE_OPS.fdatasyncSync(fd);
+    },
+  };
+  const lops: FileOps = {
+    ...NODE_FILE_OPS,
+    fdatasync: (fd) => (fault.laneSync ? Promise.reject(eio()) : NODE_FILE_OPS.fdatasync(fd)),
+  };
+  const journalDir = join(wal, JOURNAL_ROOT, journalDirName(0, 1));
+  const journal = new ShardJournal({ dir: journalDir, ops: jops });
+  const dir = laneDir(wal, 'acme', LOGS_TABLE);
+  const tag = laneTag(wal, dir);
+  const lane = new LaneWriter({
+    dir,
+    segmentBytes: 1 << 20,
+    fdCache: new FdCache(8, lops, { lazyEviction: true }),
+    onWritten: (seg, off, iov, n, bytes, recs) => journal.stage(tag, seg, off, iov, 0, n, bytes, recs),
+  });
+  /** One round as #commitRound runs it: true when acknowledged. */
+  const round = (text: string): boolean => {
+    lane.stage(RecordType.LOGS, 1, 1, Buffer.from(text));
+    lane.flush();
+    try {
+      journal.write();
+      journal.syncNow();
+      return true;
+    } catch {
+      lane.refuseLastFlush();
+      return false;
+    }
+  };
+  const powerLoss = (...segments: number[]) => {
+    journal.close();
+    for (const n of segments) truncateSync(join(dir, formatSegmentName(n)), SEGMENT_HEADER_SIZE);
+  };
+  const restart = () => {
+    const replay = replayJournalDir(wal, journalDir);
+    const repair = repairLane(dir);
+    return { replay, repair, records: records(dir) };
+  };
+  return { fault, journal, lane, dir, round, powerLoss, restart };
+}
+
+describe('commit journal under disk faults', () => {
+  it('a round the journal could not write leaves no bytes in front of the next acknowledged one', () => {
+    const r = rig();
+    expect(r.round('r1-acked')).toBe(true);
+    r.fault.journalWrite = true;
+    expect(r.round('r2-refused')).toBe(false);
+    r.fault.journalWrite = false;
+    expect(r.round('r3-acked')).toBe(true);
+    // Before any crash the refused record is gone already: no duplicate if the client retries.
+    expect(records(r.dir)).toEqual(['r1-acked', 'r3-acked']);
+    // r1's segment was made durable when r2 was refused; r3 went to a new one, lost unsynced.
+    expect(listLaneFiles(r.dir).segments.map((s) => s.number)).toEqual([1, 2]);
+    r.powerLoss(2);
+    const after = r.restart();
+    expect(after.records).toEqual(['r1-acked', 'r3-acked']);
+    expect(after.repair.damaged).toEqual([]);
+  });
+
+  it('a round whose journal fdatasync failed: every acknowledged record survives, the refused one at most once', () => {
+    const r = rig();
+    expect(r.round('r1-acked')).toBe(true);
+    r.fault.journalSync = true;
+    expect(r.round('r2-refused')).toBe(false);
+    r.fault.journalSync = false;
+    expect(r.round('r3-acked')).toBe(true);
+    r.powerLoss(2);
+    const after = r.restart();
+    // r2's entry may still be in the given-up journal file (its write succeeded): replay may bring it
+    // back, in its own place, never over another record.
+    expect(after.records.filter((x) => x !== 'r2-refused')).toEqual(['r1-acked', 'r3-acked']);
+    expect(after.records.filter((x) => x === 'r2-refused').length).toBeLessThanOrEqual(1);
+    expect(after.repair.damaged).toEqual([]);
+  });
+
+  it('a segment given up after a failed checkpoint fdatasync is restored from the journal though a higher one follows', async () => {
+    const r = rig();
+    expect(r.round('r1-acked')).toBe(true);
+    // The checkpoint: rotate the journal, sync the lane; the sync fails and the segment is given up.
+    r.journal.rotate();
+    r.fault.laneSync = true;
+    await expect(r.lane.sync()).rejects.toThrow(/fdatasync/);
+    r.fault.laneSync = false;
+    expect(r.round('r2-acked')).toBe(true); // in segment 2
+    r.powerLoss(1, 2);
+    const after = r.restart();
+    expect(after.records).toEqual(['r1-acked', 'r2-acked']);
+    expect(after.replay.skipped).toBe(0);
+  });
+
+  it('... and though a sealed one follows', async () => {
+    const r = rig();
+    expect(r.round('r1-acked')).toBe(true);
+    r.journal.rotate();
+    r.fault.laneSync = true;
+    await expect(r.lane.sync()).rejects.toThrow(/fdatasync/);
+    r.fault.laneSync = false;
+    expect(r.round('r2-acked')).toBe(true);
+    await r.lane.seal(); // segment 2 durable and marked sealed
+    r.powerLoss(1);
+    const after = r.restart();
+    expect(after.records).toEqual(['r1-acked', 'r2-acked']);
+  });
+
+  it('entries of segments the compactor retired are skipped, not recreated', () => {
+    const r = rig();
+    expect(r.round('r1-acked')).toBe(true);
+    r.journal.close();
+    // The compactor landed segment 1 and, it being the lane's highest, cut it to zero bytes.
+    truncateSync(join(r.dir, formatSegmentName(1)), 0);
+    const after = r.restart();
+    expect(after.replay.skipped).toBe(1);
+    expect(after.records).toEqual([]);
+  });
+});
