@@ -3,20 +3,12 @@
 // carries a tenant.
 
 import client from 'prom-client';
+import { scrapedCounter, scrapedGauge } from '../metrics/scraped.js';
 import { COMMIT_BUCKETS, type CompactorStats } from './compactor-stats.js';
 
 export class CompactorMetrics {
   constructor(registry: client.Registry, stats: CompactorStats) {
-    const counter = (name: string, help: string, read: () => number) =>
-      new client.Counter({
-        name,
-        help,
-        registers: [registry],
-        collect() {
-          this.reset();
-          this.inc(read());
-        },
-      });
+    const counter = (name: string, help: string, read: () => number) => scrapedCounter(registry, name, help, read);
     counter('siglake_compactor_rounds_total', 'Compaction rounds run.', () => stats.rounds);
     counter('siglake_compactor_round_errors_total', 'Compaction rounds that stopped on an error (retried next round).', () => stats.roundErrors);
     counter('siglake_compactor_commits_total', 'Append snapshots committed to Iceberg tables.', () => stats.commits);
@@ -28,14 +20,7 @@ export class CompactorMetrics {
     counter('siglake_compactor_wal_bytes_read_total', 'Bytes of sealed WAL segments read.', () => stats.walBytes);
     counter('siglake_compactor_segments_retired_total', 'WAL segments retired after their commit was visible.', () => stats.segmentsRetired);
     counter('siglake_compactor_corrupt_segments_total', 'Sealed WAL segments found corrupt (their good prefix is landed; the file is kept).', () => stats.corruptSegments);
-    new client.Gauge({
-      name: 'siglake_compactor_lag_seconds',
-      help: 'Age of the oldest WAL segment of this process not yet landed in Iceberg (0 when none).',
-      registers: [registry],
-      collect() {
-        this.set(stats.lagSeconds);
-      },
-    });
+    scrapedGauge(registry, 'siglake_compactor_lag_seconds', 'Age of the oldest WAL segment of this process not yet landed in Iceberg (0 when none).', () => stats.lagSeconds);
     new CommitHistogram(registry, stats);
   }
 }
