@@ -27,6 +27,7 @@ import { CLI, REPO, RunningIngester, tempDir } from '../helpers/ingester.js';
 import { followLogLines } from '../helpers/log-lines.js';
 import { jsonBytes, logsJson } from '../helpers/otlp-bodies.js';
 import { postSql, RunningQuery } from '../helpers/query.js';
+import { untilValue } from '../helpers/wait.js';
 
 /** `nobody`: an unprivileged user with no other rights here. */
 const UID = 65534;
@@ -125,16 +126,6 @@ async function landedBodies(layout: Layout): Promise<string[]> {
   }
 }
 
-async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
-
 describe('the image runtime (Dockerfile ENV, non-root user, root-owned WORKDIR), without Docker', () => {
   let restoreFetch: () => void;
   const running: RunningIngester[] = [];
@@ -170,7 +161,7 @@ describe('the image runtime (Dockerfile ENV, non-root user, root-owned WORKDIR),
     running.push(ing);
     const r = await post(ing.url, '/v1/logs', jsonBytes(logsJson(['landed-from-the-image-layout'])), { contentType: 'application/json' });
     expect(r.status).toBe(200);
-    const bodies = await until('the record in main.logs', async () => {
+    const bodies = await untilValue('the record in main.logs', async () => {
       const b = await landedBodies(layout);
       return b.length > 0 ? b : undefined;
     });
