@@ -3,7 +3,7 @@
 // carries a tenant.
 
 import client from 'prom-client';
-import { scrapedCounter, scrapedGauge } from '../metrics/scraped.js';
+import { ComputedMetric, histogramValues, scrapedCounter, scrapedGauge } from '../metrics/scraped.js';
 import { COMMIT_BUCKETS, type CompactorStats } from './compactor-stats.js';
 
 export class CompactorMetrics {
@@ -21,42 +21,15 @@ export class CompactorMetrics {
     counter('siglake_compactor_segments_retired_total', 'WAL segments retired after their commit was visible.', () => stats.segmentsRetired);
     counter('siglake_compactor_corrupt_segments_total', 'Sealed WAL segments found corrupt (their good prefix is landed; the file is kept).', () => stats.corruptSegments);
     scrapedGauge(registry, 'siglake_compactor_lag_seconds', 'Age of the oldest WAL segment of this process not yet landed in Iceberg (0 when none).', () => stats.lagSeconds);
-    new CommitHistogram(registry, stats);
+    // _count is the +Inf bucket, as for every histogram read at scrape time.
+    const commitSeconds = 'siglake_compactor_commit_seconds';
+    registry.registerMetric(
+      new ComputedMetric(
+        commitSeconds,
+        'Latency of one table commit (manifest, manifest list, metadata file, catalog swap, retries included).',
+        'histogram',
+        () => histogramValues(commitSeconds, COMMIT_BUCKETS, (i) => stats.commitBucket(i), stats.commitSum),
+      ) as never,
+    );
   }
-}
-
-interface MetricValue {
-  value: number;
-  labels?: Record<string, string>;
-  metricName: string;
-}
-
-/** siglake_compactor_commit_seconds, copied from the stats block at scrape time. */
-class CommitHistogram {
-  readonly name = 'siglake_compactor_commit_seconds';
-  readonly help = 'Latency of one table commit (manifest, manifest list, metadata file, catalog swap, retries included).';
-  readonly type = 'histogram';
-  readonly aggregator = 'sum';
-  readonly #stats: CompactorStats;
-
-  constructor(registry: client.Registry, stats: CompactorStats) {
-    this.#stats = stats;
-    registry.registerMetric(this as never);
-  }
-
-  get(): { name: string; help: string; type: string; aggregator: string; values: MetricValue[] } {
-    const s = this.#stats;
-    const values: MetricValue[] = [];
-    let cum = 0;
-    for (let i = 0; i <= COMMIT_BUCKETS.length; i++) {
-      cum += s.commitBucket(i);
-      const le = i < COMMIT_BUCKETS.length ? String(COMMIT_BUCKETS[i]) : '+Inf';
-      values.push({ value: cum, labels: { le }, metricName: `${this.name}_bucket` });
-    }
-    values.push({ value: s.commitSum, metricName: `${this.name}_sum` });
-    values.push({ value: s.commitCount, metricName: `${this.name}_count` });
-    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
-  }
-
-  reset(): void {}
 }

@@ -28,3 +28,41 @@ export function scrapedCounter(registry: client.Registry, name: string, help: st
     },
   });
 }
+
+export interface MetricValue {
+  value: number;
+  labels?: Record<string, string | number>;
+  metricName?: string;
+}
+
+/** A metric whose values are computed at scrape time. */
+export class ComputedMetric {
+  readonly aggregator = 'sum';
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    readonly type: 'counter' | 'gauge' | 'histogram',
+    readonly collect: () => MetricValue[],
+  ) {}
+  get(): { name: string; help: string; type: string; aggregator: string; values: MetricValue[] } {
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values: this.collect() };
+  }
+  reset(): void {}
+}
+
+/** Histogram series (cumulative buckets, sum, count) from non-cumulative bucket counts. */
+export function histogramValues(name: string, bounds: readonly number[], bucket: (i: number) => number, sum: number): MetricValue[] {
+  const values: MetricValue[] = [];
+  let cumulative = 0;
+  for (let i = 0; i <= bounds.length; i++) {
+    cumulative += bucket(i);
+    values.push({
+      value: cumulative,
+      labels: { le: i < bounds.length ? String(bounds[i]) : '+Inf' },
+      metricName: `${name}_bucket`,
+    });
+  }
+  values.push({ value: sum, metricName: `${name}_sum` });
+  values.push({ value: cumulative, metricName: `${name}_count` });
+  return values;
+}
