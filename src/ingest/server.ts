@@ -70,28 +70,26 @@ export class Ingester {
     const lanes = new LaneTable(s.maxLanes, s.workers);
     this.#breaker = new MemBreaker({ limitMib: s.memBreakerLimitMib, sampleSecs: s.memBreakerSampleSecs });
     let metrics: IngestMetrics | undefined;
+    // The same buckets in process or shared through Redis.
+    const buckets = {
+      ratePerSec: s.rateLimitPerSec,
+      burst: s.rateLimitBurst,
+      globalRatePerSec: s.rateLimitGlobalPerSec,
+      globalBurst: s.rateLimitGlobalBurst,
+      maxTenantBuckets: s.rateLimitMaxTenantBuckets,
+    };
     this.#rateBudget =
       s.redisUrl !== undefined && s.rateLimitPerSec > 0
         ? new RedisBudget({
             url: s.redisUrl,
-            ratePerSec: s.rateLimitPerSec,
-            burst: s.rateLimitBurst,
-            globalRatePerSec: s.rateLimitGlobalPerSec,
-            globalBurst: s.rateLimitGlobalBurst,
-            maxTenantBuckets: s.rateLimitMaxTenantBuckets,
+            ...buckets,
             commandTimeoutMs: s.redisTimeoutMs,
             onBackendError: (err) => {
               metrics?.backendError();
               log.warn({ err: err.message }, 'rate budget backend (Redis) failed: admitting unenforced');
             },
           })
-        : new RateLimiter({
-            ratePerSec: s.rateLimitPerSec,
-            burst: s.rateLimitBurst,
-            globalRatePerSec: s.rateLimitGlobalPerSec,
-            globalBurst: s.rateLimitGlobalBurst,
-            maxTenantBuckets: s.rateLimitMaxTenantBuckets,
-          });
+        : new RateLimiter(buckets);
 
     const workerSettings: WorkerSettings = {
       walDir: s.walDir,
