@@ -23,11 +23,11 @@
 
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { freePort, stopChild } from './proc.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO = path.resolve(HERE, '..');
@@ -48,17 +48,6 @@ if (!existsSync(OTELCOL)) throw new Error(`${OTELCOL} is missing: bash test/inte
 const log = (s) => process.stderr.write(`${s}\n`);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
 /** Resolves once POST /v1/logs with an empty request answers 200. */
 async function waitReady(port, child) {
   const deadline = Date.now() + 60_000;
@@ -74,15 +63,6 @@ async function waitReady(port, child) {
     if (Date.now() > deadline) throw new Error('server did not answer in time');
     await sleep(200);
   }
-}
-
-async function stop(child) {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((r) => child.once('exit', r));
-  child.kill('SIGTERM');
-  const t = setTimeout(() => child.kill('SIGKILL'), 15_000);
-  await exited;
-  clearTimeout(t);
 }
 
 function collectorConfig(kind, port, dir, closedPort) {
@@ -162,7 +142,7 @@ for (const size of sizes) {
       results.push(row);
       log(`    ${row.rps.toFixed(0)} req/s, p50 ${row.p50} ms, p99 ${row.p99} ms, statuses ${JSON.stringify(j.statusCounts)}`);
     } finally {
-      await stop(t.child);
+      await stopChild(t.child);
       rmSync(dir, { recursive: true, force: true });
     }
   }

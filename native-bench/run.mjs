@@ -40,6 +40,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { stopChild } from './proc.mjs';
 import { FD_SETTING, chart, goalRows, goalTable, ratios, resultFiles, table } from './report.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -183,15 +184,6 @@ function startServer(cmd, argv, ready, env = {}) {
     });
     child.on('exit', (code) => fail(new Error(`${path.basename(argv[0] ?? cmd)} exited with ${code} before it was ready: ${err}`)));
   });
-}
-
-async function stopServer(child) {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((r) => child.once('exit', r));
-  child.kill('SIGTERM');
-  const t = setTimeout(() => child.kill('SIGKILL'), 15_000);
-  await exited;
-  clearTimeout(t);
 }
 
 const portLine = (line) => {
@@ -445,7 +437,7 @@ async function runRow(row, goals) {
     const p4 = row.id === 'siglake-http-batch-1k' && goals.includes('p4');
     return await measureServer(row, srv, p4 ? fixedRateP4 : undefined);
   } finally {
-    if (srv) await stopServer(srv.child);
+    if (srv) await stopChild(srv.child);
     rmSync(dir, { recursive: true, force: true });
   }
 }
@@ -472,7 +464,7 @@ async function fixedRateP4(srv, measured) {
       curve.push({ fraction, target: 'uws-discard', ...fixedRate(floor.port, rate) });
     }
   } finally {
-    await stopServer(floor.child);
+    await stopChild(floor.child);
   }
   const half = curve[0];
   return { p4: { ...half, curve } };

@@ -15,8 +15,8 @@
 
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import net from 'node:net';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
+import { freePort } from '../proc.mjs';
 
 const require = createRequire(import.meta.url);
 const pkgDir = path.dirname(require.resolve('uWebSockets.js/package.json'));
@@ -77,13 +77,3 @@ if (isMainThread) {
   serve(workerData.port, () => parentPort.postMessage('listening'));
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}

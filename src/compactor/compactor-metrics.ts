@@ -3,20 +3,12 @@
 // carries a tenant.
 
 import client from 'prom-client';
+import { ComputedMetric, histogramValues, scrapedCounter, scrapedGauge } from '../metrics/scraped.js';
 import { COMMIT_BUCKETS, type CompactorStats } from './compactor-stats.js';
 
 export class CompactorMetrics {
   constructor(registry: client.Registry, stats: CompactorStats) {
-    const counter = (name: string, help: string, read: () => number) =>
-      new client.Counter({
-        name,
-        help,
-        registers: [registry],
-        collect() {
-          this.reset();
-          this.inc(read());
-        },
-      });
+    const counter = (name: string, help: string, read: () => number) => scrapedCounter(registry, name, help, read);
     counter('siglake_compactor_rounds_total', 'Compaction rounds run.', () => stats.rounds);
     counter('siglake_compactor_round_errors_total', 'Compaction rounds that stopped on an error (retried next round).', () => stats.roundErrors);
     counter('siglake_compactor_commits_total', 'Append snapshots committed to Iceberg tables.', () => stats.commits);
@@ -28,50 +20,16 @@ export class CompactorMetrics {
     counter('siglake_compactor_wal_bytes_read_total', 'Bytes of sealed WAL segments read.', () => stats.walBytes);
     counter('siglake_compactor_segments_retired_total', 'WAL segments retired after their commit was visible.', () => stats.segmentsRetired);
     counter('siglake_compactor_corrupt_segments_total', 'Sealed WAL segments found corrupt (their good prefix is landed; the file is kept).', () => stats.corruptSegments);
-    new client.Gauge({
-      name: 'siglake_compactor_lag_seconds',
-      help: 'Age of the oldest WAL segment of this process not yet landed in Iceberg (0 when none).',
-      registers: [registry],
-      collect() {
-        this.set(stats.lagSeconds);
-      },
-    });
-    new CommitHistogram(registry, stats);
+    scrapedGauge(registry, 'siglake_compactor_lag_seconds', 'Age of the oldest WAL segment of this process not yet landed in Iceberg (0 when none).', () => stats.lagSeconds);
+    // _count is the +Inf bucket, as for every histogram read at scrape time.
+    const commitSeconds = 'siglake_compactor_commit_seconds';
+    registry.registerMetric(
+      new ComputedMetric(
+        commitSeconds,
+        'Latency of one table commit (manifest, manifest list, metadata file, catalog swap, retries included).',
+        'histogram',
+        () => histogramValues(commitSeconds, COMMIT_BUCKETS, (i) => stats.commitBucket(i), stats.commitSum),
+      ) as never,
+    );
   }
-}
-
-interface MetricValue {
-  value: number;
-  labels?: Record<string, string>;
-  metricName: string;
-}
-
-/** siglake_compactor_commit_seconds, copied from the stats block at scrape time. */
-class CommitHistogram {
-  readonly name = 'siglake_compactor_commit_seconds';
-  readonly help = 'Latency of one table commit (manifest, manifest list, metadata file, catalog swap, retries included).';
-  readonly type = 'histogram';
-  readonly aggregator = 'sum';
-  readonly #stats: CompactorStats;
-
-  constructor(registry: client.Registry, stats: CompactorStats) {
-    this.#stats = stats;
-    registry.registerMetric(this as never);
-  }
-
-  get(): { name: string; help: string; type: string; aggregator: string; values: MetricValue[] } {
-    const s = this.#stats;
-    const values: MetricValue[] = [];
-    let cum = 0;
-    for (let i = 0; i <= COMMIT_BUCKETS.length; i++) {
-      cum += s.commitBucket(i);
-      const le = i < COMMIT_BUCKETS.length ? String(COMMIT_BUCKETS[i]) : '+Inf';
-      values.push({ value: cum, labels: { le }, metricName: `${this.name}_bucket` });
-    }
-    values.push({ value: s.commitSum, metricName: `${this.name}_sum` });
-    values.push({ value: s.commitCount, metricName: `${this.name}_count` });
-    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
-  }
-
-  reset(): void {}
 }

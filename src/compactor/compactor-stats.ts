@@ -18,9 +18,8 @@ const WAL_BYTES = 8;
 const RETIRED = 9;
 const CORRUPT = 10;
 const LAG = 11;
-const COMMIT_COUNT = 12;
-const COMMIT_SUM = 13;
-const COMMIT_BUCKET0 = 14;
+const COMMIT_SUM = 12;
+const COMMIT_BUCKET0 = 13;
 const SLOTS = COMMIT_BUCKET0 + COMMIT_BUCKETS.length + 1;
 
 export class CompactorStats {
@@ -43,7 +42,6 @@ export class CompactorStats {
   commit(seconds: number): void {
     const f = this.#f;
     f[COMMITS]! += 1;
-    f[COMMIT_COUNT]! += 1;
     f[COMMIT_SUM]! += seconds;
     let i = 0;
     while (i < COMMIT_BUCKETS.length && seconds > COMMIT_BUCKETS[i]!) i++;
@@ -108,9 +106,6 @@ export class CompactorStats {
   }
   get lagSeconds(): number {
     return this.#f[LAG]!;
-  }
-  get commitCount(): number {
-    return this.#f[COMMIT_COUNT]!;
   }
   get commitSum(): number {
     return this.#f[COMMIT_SUM]!;

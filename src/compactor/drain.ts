@@ -17,8 +17,7 @@
 
 import { statSync } from 'node:fs';
 import type { Logger } from 'pino';
-import { ConfigError } from '../errors.js';
-import { loadSettings } from '../config/load.js';
+import { loadCommandSettings } from '../config/load.js';
 import { createLogger } from '../log.js';
 import { listLaneDirs } from '../wal/layout.js';
 import { listLaneFiles } from '../wal/segment-files.js';
@@ -74,16 +73,9 @@ export function unlandedSegments(walDir: string): string[] {
 }
 
 export async function runDrainCommand(argv: string[]): Promise<number> {
-  let settings;
-  try {
-    settings = loadSettings({ argv, env: process.env }).settings;
-  } catch (e) {
-    if (e instanceof ConfigError) {
-      process.stderr.write(`siglake: ${e.message}\n`);
-      return 2;
-    }
-    throw e;
-  }
+  const loaded = loadCommandSettings(argv);
+  if (loaded === undefined) return 2;
+  const settings = loaded.settings;
   const log = createLogger(settings.logLevel, 'siglake-drain');
   let result: DrainResult;
   try {

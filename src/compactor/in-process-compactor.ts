@@ -4,12 +4,13 @@
 
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
-import client from 'prom-client';
+import type client from 'prom-client';
 import { CompactorMetrics } from './compactor-metrics.js';
 import { earlierLifeBoundary, type CompactorSettings } from './compactor-setup.js';
 import { CompactorStats } from './compactor-stats.js';
 import type { CompactorThreadData, RoundMessage } from './compactor-thread.js';
 import { LabelledCompactorMetrics } from '../indexes/labelled-counts.js';
+import { scrapedGauge } from '../metrics/scraped.js';
 
 /** Old-generation heap of the compactor thread. */
 const COMPACTOR_HEAP_MIB = 512;
@@ -55,23 +56,18 @@ export class InProcessCompactor {
     this.#now = opts.now ?? Date.now;
     new CompactorMetrics(opts.registry, this.#stats);
     this.#labelled = new LabelledCompactorMetrics(opts.registry);
-    const self = this;
-    new client.Gauge({
-      name: 'siglake_compactor_failing_seconds',
-      help: 'Seconds since the first of the compaction rounds that have all failed in a row (0 while the last round did not fail).',
-      registers: [opts.registry],
-      collect() {
-        this.set(self.#failingSince === null ? 0 : Math.max(0, (self.#now() - self.#failingSince) / 1000));
-      },
-    });
-    new client.Gauge({
-      name: 'siglake_compactor_not_ready',
-      help: '1 while failing compaction rounds hold /readyz at 503 (failing for longer than compactor.maxFailingSecs), else 0.',
-      registers: [opts.registry],
-      collect() {
-        this.set(self.notReadyReason() === undefined ? 0 : 1);
-      },
-    });
+    scrapedGauge(
+      opts.registry,
+      'siglake_compactor_failing_seconds',
+      'Seconds since the first of the compaction rounds that have all failed in a row (0 while the last round did not fail).',
+      () => (this.#failingSince === null ? 0 : Math.max(0, (this.#now() - this.#failingSince) / 1000)),
+    );
+    scrapedGauge(
+      opts.registry,
+      'siglake_compactor_not_ready',
+      '1 while failing compaction rounds hold /readyz at 503 (failing for longer than compactor.maxFailingSecs), else 0.',
+      () => (this.notReadyReason() === undefined ? 0 : 1),
+    );
   }
 
   /**

@@ -180,6 +180,23 @@ export function loadSettings(input: LoadInput): LoadedSettings {
 }
 
 /**
+ * For a `siglake` command: the settings from `argv` and the environment; when
+ * they are invalid, the one `siglake: …` line on stderr and undefined (the
+ * command then exits 2). Any other error is thrown.
+ */
+export function loadCommandSettings(argv: string[]): LoadedSettings | undefined {
+  try {
+    return loadSettings({ argv, env: process.env });
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      process.stderr.write(`siglake: ${e.message}\n`);
+      return undefined;
+    }
+    throw e;
+  }
+}
+
+/**
  * A ConfigError raised after loading by a component that checks a setting's
  * value further (a JWKS file's keys, a tenant list) names the setting's key
  * (ConfigError.ofSetting); this adds where the value came from, in the same

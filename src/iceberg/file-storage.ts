@@ -10,9 +10,7 @@ import { mkdir, open, link, readFile, unlink, type FileHandle } from 'node:fs/pr
 import { dirname, isAbsolute, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { IcebergError } from './iceberg-error.js';
-import type { ObjectSink, ObjectStorage } from './storage.js';
-
-const NAME_RE = /^[A-Za-z0-9_.=-]+$/;
+import { locationUnder, type ObjectSink, type ObjectStorage } from './storage.js';
 
 export class FileStorage implements ObjectStorage {
   readonly rootUri: string;
@@ -29,12 +27,7 @@ export class FileStorage implements ObjectStorage {
   }
 
   locationOf(...segments: string[]): string {
-    for (const s of segments) {
-      if (!NAME_RE.test(s) || s === '.' || s === '..') {
-        throw new IcebergError('SIGLAKE_ICEBERG_ARGUMENT', `bad warehouse path segment ${JSON.stringify(s)}`);
-      }
-    }
-    return `${this.rootUri}/${segments.join('/')}`;
+    return locationUnder(this.rootUri, segments);
   }
 
   /** The file behind a location; refuses anything outside the root. */

@@ -38,11 +38,10 @@ import {
 } from '@aws-sdk/client-s3';
 import { IcebergError } from './iceberg-error.js';
 import { parseS3Uri, type S3Location } from './s3-uri.js';
-import type { ObjectSink, ObjectStorage } from './storage.js';
+import { isPlainSegment, locationUnder, type ObjectSink, type ObjectStorage } from './storage.js';
 
 export { parseS3Uri };
 
-const NAME_RE = /^[A-Za-z0-9_.=-]+$/;
 /** S3's smallest part (every part but the last). */
 export const MIN_PART_BYTES = 5 * 1024 * 1024;
 const DEFAULT_PART_BYTES = 8 * 1024 * 1024;
@@ -152,12 +151,7 @@ export class S3Storage implements ObjectStorage {
   }
 
   locationOf(...segments: string[]): string {
-    for (const s of segments) {
-      if (!NAME_RE.test(s) || s === '.' || s === '..') {
-        throw new IcebergError('SIGLAKE_ICEBERG_ARGUMENT', `bad warehouse path segment ${JSON.stringify(s)}`);
-      }
-    }
-    return `${this.rootUri}/${segments.join('/')}`;
+    return locationUnder(this.rootUri, segments);
   }
 
   /** The object key behind a location; refuses anything outside the root. */
@@ -167,7 +161,7 @@ export class S3Storage implements ObjectStorage {
     }
     const rel = location.slice(this.rootUri.length + 1);
     for (const seg of rel.split('/')) {
-      if (!NAME_RE.test(seg) || seg === '.' || seg === '..') {
+      if (!isPlainSegment(seg)) {
         throw new IcebergError('SIGLAKE_ICEBERG_ARGUMENT', `bad warehouse location ${location}`);
       }
     }

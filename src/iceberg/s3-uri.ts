@@ -1,6 +1,7 @@
 // `s3://bucket/prefix` URIs, without the SDK (the settings parser uses it).
 
-const NAME_RE = /^[A-Za-z0-9_.=-]+$/;
+import { isPlainSegment } from './storage.js';
+
 const BUCKET_RE = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
 
 export interface S3Location {
@@ -17,7 +18,7 @@ export function parseS3Uri(uri: string): S3Location {
   if (!BUCKET_RE.test(bucket) || bucket.includes('..')) throw new Error(`${JSON.stringify(bucket)} is not a valid S3 bucket name`);
   const prefix = (m[2] ?? '').replace(/^\/+|\/+$/g, '');
   for (const seg of prefix === '' ? [] : prefix.split('/')) {
-    if (!NAME_RE.test(seg) || seg === '.' || seg === '..') throw new Error(`bad prefix segment ${JSON.stringify(seg)} (letters, digits, _ . = -)`);
+    if (!isPlainSegment(seg)) throw new Error(`bad prefix segment ${JSON.stringify(seg)} (letters, digits, _ . = -)`);
   }
   return { bucket, prefix };
 }

@@ -3,6 +3,23 @@
 // URIs (`file:///…` here; `s3://bucket/…` for an S3-compatible store later),
 // because Iceberg metadata stores every path as a URI that other engines open.
 
+import { IcebergError } from './iceberg-error.js';
+
+const NAME_RE = /^[A-Za-z0-9_.=-]+$/;
+
+/** Whether `s` may be one segment of a warehouse location: letters, digits, _ . = -, and neither `.` nor `..`. */
+export function isPlainSegment(s: string): boolean {
+  return NAME_RE.test(s) && s !== '.' && s !== '..';
+}
+
+/** `rootUri/seg/…` for {@link ObjectStorage.locationOf}; a segment that is not plain is SIGLAKE_ICEBERG_ARGUMENT. */
+export function locationUnder(rootUri: string, segments: readonly string[]): string {
+  for (const s of segments) {
+    if (!isPlainSegment(s)) throw new IcebergError('SIGLAKE_ICEBERG_ARGUMENT', `bad warehouse path segment ${JSON.stringify(s)}`);
+  }
+  return `${rootUri}/${segments.join('/')}`;
+}
+
 export interface ObjectSink {
   /** Appends bytes; they may be buffered until close(). */
   write(bytes: Uint8Array): Promise<void>;

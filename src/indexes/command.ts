@@ -16,8 +16,7 @@
 // the catalog/warehouse failed; 2 bad usage or a bad setting.
 
 import fs from 'node:fs';
-import { loadSettings } from '../config/load.js';
-import { ConfigError } from '../errors.js';
+import { loadCommandSettings } from '../config/load.js';
 import { closeWarehouse, openWarehouse } from '../iceberg/warehouse.js';
 import { SqlCatalog } from '../iceberg/sql-catalog.js';
 import { DEFAULT_TENANT } from '../tenancy/identifier.js';
@@ -69,16 +68,9 @@ export async function runIndexCommand(argv: string[]): Promise<number> {
     process.stderr.write(`${USAGE}\n`);
     return 2;
   }
-  let settings;
-  try {
-    settings = loadSettings({ argv: rest, env: process.env }).settings;
-  } catch (e) {
-    if (e instanceof ConfigError) {
-      process.stderr.write(`siglake: ${e.message}\n`);
-      return 2;
-    }
-    throw e;
-  }
+  const loaded = loadCommandSettings(rest);
+  if (loaded === undefined) return 2;
+  const settings = loaded.settings;
   const catalog = SqlCatalog.open(settings.catalogUrl, settings.catalogName);
   // A local directory or an s3:// bucket (warehouse.path), as the compactor opens it.
   const storage = await openWarehouse(settings).catch(async (e: unknown) => {

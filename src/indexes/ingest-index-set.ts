@@ -10,8 +10,7 @@
 import type { Logger } from 'pino';
 import { SqlCatalog } from '../iceberg/sql-catalog.js';
 import { DEFAULT_TENANT } from '../tenancy/identifier.js';
-
-const BASE_TABLES = new Set(['logs', 'traces']);
+import { indexNamesByNamespace } from './index-names.js';
 
 export interface IndexLookup {
   /** true/false once the registry was read; undefined before the first successful read. */
@@ -59,20 +58,13 @@ export class IngestIndexSet implements IndexLookup {
 
   async #read(): Promise<void> {
     try {
-      await this.#catalog.ready();
-      const rows = await this.#catalog.driver.all('SELECT table_namespace AS ns, table_name AS t FROM iceberg_tables WHERE catalog_name = $1', [
-        this.#catalog.catalogName,
-      ]);
       const next = new Map<string, Set<string>>();
-      for (const r of rows) {
-        const t = String(r['t']);
-        if (BASE_TABLES.has(t)) continue;
-        const ns = String(r['ns']);
+      for (const [ns, names] of await indexNamesByNamespace(this.#catalog)) {
         const tenant = ns === 'main' ? DEFAULT_TENANT : ns.startsWith('tenant_') ? ns.slice('tenant_'.length) : null;
         if (tenant === null) continue;
-        let s = next.get(tenant);
-        if (s === undefined) next.set(tenant, (s = new Set()));
-        s.add(t);
+        const s = next.get(tenant);
+        if (s === undefined) next.set(tenant, names);
+        else for (const t of names) s.add(t);
       }
       this.#byTenant = next;
       if (this.#failing) this.#log.info('index registry readable again');

@@ -5,6 +5,7 @@
 // LabelledCompactorMetrics adds them to prom-client counters.
 
 import client from 'prom-client';
+import { scrapedGauge } from '../metrics/scraped.js';
 
 export const LABELLED_COUNTERS = {
   siglake_compactor_mapping_errors_total: { help: 'Mapped-column values that did not convert to the column type (written as null), per table.', labels: ['table'] },
@@ -56,15 +57,12 @@ export class LabelledCompactorMetrics {
   #retentionLastRun = 0;
 
   constructor(registry: client.Registry) {
-    const self = this;
-    new client.Gauge({
-      name: 'siglake_retention_last_run_timestamp_seconds',
-      help: 'When the last retention round inside the compactor finished (Unix seconds; 0: none yet).',
-      registers: [registry],
-      collect() {
-        this.set(self.#retentionLastRun);
-      },
-    });
+    scrapedGauge(
+      registry,
+      'siglake_retention_last_run_timestamp_seconds',
+      'When the last retention round inside the compactor finished (Unix seconds; 0: none yet).',
+      () => this.#retentionLastRun,
+    );
     for (const [name, d] of Object.entries(LABELLED_COUNTERS)) {
       this.#counters.set(name as LabelledCounterName, new client.Counter({ name, help: d.help, labelNames: [...d.labels], registers: [registry] }));
     }

@@ -26,6 +26,7 @@ import { TableMetadata } from '../iceberg/table-metadata.js';
 import { TableSchema } from '../iceberg/table-schema.js';
 import { isValidIdentifier, namespaceOf } from '../tenancy/identifier.js';
 import { IndexError } from './index-error.js';
+import { BASE_TABLES, indexNamesByNamespace } from './index-names.js';
 import { icebergTypeOf, isValidIndexName, MAPPED_TYPES, type IndexSpec, type MappedType, type MappingEntry } from './index-spec.js';
 
 type JsonObject = { [key: string]: JsonValue };
@@ -60,7 +61,6 @@ export interface IndexRegistryOptions {
   readonly afterCreateMetadata?: () => void;
 }
 
-const BASE_TABLES = new Set(['logs', 'traces']);
 const METADATA_LOG_MAX = 100;
 
 export class IndexRegistry {
@@ -85,22 +85,8 @@ export class IndexRegistry {
   }
 
   /** Every index of every namespace: `namespace` → index names (one catalog query). */
-  async allNames(): Promise<Map<string, Set<string>>> {
-    await this.#catalog.ready();
-    const rows = await this.#catalog.driver.all(
-      'SELECT table_namespace AS ns, table_name AS t FROM iceberg_tables WHERE catalog_name = $1',
-      [this.#catalog.catalogName],
-    );
-    const out = new Map<string, Set<string>>();
-    for (const r of rows) {
-      const t = String(r['t']);
-      if (BASE_TABLES.has(t)) continue;
-      const ns = String(r['ns']);
-      let s = out.get(ns);
-      if (s === undefined) out.set(ns, (s = new Set()));
-      s.add(t);
-    }
-    return out;
+  allNames(): Promise<Map<string, Set<string>>> {
+    return indexNamesByNamespace(this.#catalog);
   }
 
   async list(tenant: string): Promise<IndexInfo[]> {

@@ -5,8 +5,7 @@
 import { Piscina } from 'piscina';
 import client from 'prom-client';
 import type { TemplatedApp } from 'uWebSockets.js';
-import { Authenticator } from '../auth/authenticator.js';
-import { loadTokenFile } from '../auth/static-tokens.js';
+import { authenticatorFromSettings } from '../auth/from-settings.js';
 import type { Settings } from '../config/settings.js';
 import { InProcessCompactor } from '../compactor/in-process-compactor.js';
 import { IngestIndexSet } from '../indexes/ingest-index-set.js';
@@ -71,28 +70,26 @@ export class Ingester {
     const lanes = new LaneTable(s.maxLanes, s.workers);
     this.#breaker = new MemBreaker({ limitMib: s.memBreakerLimitMib, sampleSecs: s.memBreakerSampleSecs });
     let metrics: IngestMetrics | undefined;
+    // The same buckets in process or shared through Redis.
+    const buckets = {
+      ratePerSec: s.rateLimitPerSec,
+      burst: s.rateLimitBurst,
+      globalRatePerSec: s.rateLimitGlobalPerSec,
+      globalBurst: s.rateLimitGlobalBurst,
+      maxTenantBuckets: s.rateLimitMaxTenantBuckets,
+    };
     this.#rateBudget =
       s.redisUrl !== undefined && s.rateLimitPerSec > 0
         ? new RedisBudget({
             url: s.redisUrl,
-            ratePerSec: s.rateLimitPerSec,
-            burst: s.rateLimitBurst,
-            globalRatePerSec: s.rateLimitGlobalPerSec,
-            globalBurst: s.rateLimitGlobalBurst,
-            maxTenantBuckets: s.rateLimitMaxTenantBuckets,
+            ...buckets,
             commandTimeoutMs: s.redisTimeoutMs,
             onBackendError: (err) => {
               metrics?.backendError();
               log.warn({ err: err.message }, 'rate budget backend (Redis) failed: admitting unenforced');
             },
           })
-        : new RateLimiter({
-            ratePerSec: s.rateLimitPerSec,
-            burst: s.rateLimitBurst,
-            globalRatePerSec: s.rateLimitGlobalPerSec,
-            globalBurst: s.rateLimitGlobalBurst,
-            maxTenantBuckets: s.rateLimitMaxTenantBuckets,
-          });
+        : new RateLimiter(buckets);
 
     const workerSettings: WorkerSettings = {
       walDir: s.walDir,
@@ -138,25 +135,7 @@ export class Ingester {
     const refusalLogMs = opts.testHooks ? Number(process.env['SIGLAKE_TEST_REFUSAL_LOG_MS'] ?? NaN) : NaN;
     metrics.logRefusals(log, Number.isFinite(refusalLogMs) ? refusalLogMs : undefined);
 
-    const bearerTokens = [...s.authBearerTokens];
-    if (s.authBearerTokensFile !== undefined) bearerTokens.push(...loadTokenFile(s.authBearerTokensFile));
-    const auth = new Authenticator({
-      bearerTokens,
-      ...(s.oidcIssuer !== undefined
-        ? {
-            oidc: {
-              issuer: s.oidcIssuer,
-              ...(s.oidcAudience !== undefined ? { audience: s.oidcAudience } : {}),
-              ...(s.oidcJwksFile !== undefined ? { jwksFile: s.oidcJwksFile } : { jwksUrl: s.oidcJwksUrl! }),
-              algorithms: s.oidcAlgorithms,
-              clockSkewSecs: s.oidcClockSkewSecs,
-              cacheSize: s.oidcTokenCacheSize,
-              jwksCooldownMs: s.oidcJwksCooldownSecs * 1000,
-              jwksTimeoutMs: s.oidcJwksTimeoutMs,
-            },
-          }
-        : {}),
-    });
+    const auth = authenticatorFromSettings(s);
     // [declared tenants] only when configured: declaring nothing changes nothing.
     const declaring = s.tenantsFile !== undefined || s.rateLimitPerPrincipalPerSec > 0 || s.serverBudgetRecords > 0 || s.serverBudgetBytes > 0;
     this.#audit = s.auditFile !== undefined ? new AuditLog(s.auditFile) : undefined;

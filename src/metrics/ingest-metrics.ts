@@ -8,6 +8,7 @@ import client, { type Gauge, type Registry } from 'prom-client';
 import { TENANT_DENIED_REASONS, type TenantDeniedReason } from '../errors.js';
 import type { Logger } from '../log.js';
 import { RefusalLog } from './refusal-log.js';
+import { ComputedMetric, histogramValues, type MetricValue } from './scraped.js';
 import { FSYNC_BUCKETS, type WorkerStats } from './worker-stats.js';
 
 export const ENDPOINTS = ['otlp', 'otlp_traces'] as const;
@@ -24,44 +25,6 @@ const STATUS_SLOT = new Int8Array(600).fill(-1);
 STATUSES.forEach((s, i) => {
   STATUS_SLOT[s] = i;
 });
-
-interface MetricValue {
-  value: number;
-  labels?: Record<string, string | number>;
-  metricName?: string;
-}
-
-/** A metric whose values are computed at scrape time. */
-class ComputedMetric {
-  readonly aggregator = 'sum';
-  constructor(
-    readonly name: string,
-    readonly help: string,
-    readonly type: 'counter' | 'gauge' | 'histogram',
-    readonly collect: () => MetricValue[],
-  ) {}
-  get(): { name: string; help: string; type: string; aggregator: string; values: MetricValue[] } {
-    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values: this.collect() };
-  }
-  reset(): void {}
-}
-
-/** Histogram series (cumulative buckets, sum, count) from non-cumulative bucket counts. */
-function histogramValues(name: string, bounds: readonly number[], bucket: (i: number) => number, sum: number): MetricValue[] {
-  const values: MetricValue[] = [];
-  let cumulative = 0;
-  for (let i = 0; i <= bounds.length; i++) {
-    cumulative += bucket(i);
-    values.push({
-      value: cumulative,
-      labels: { le: i < bounds.length ? String(bounds[i]) : '+Inf' },
-      metricName: `${name}_bucket`,
-    });
-  }
-  values.push({ value: sum, metricName: `${name}_sum` });
-  values.push({ value: cumulative, metricName: `${name}_count` });
-  return values;
-}
 
 export interface MetricsSources {
   /** Worker stats blocks, one per shard. */

@@ -5,8 +5,7 @@
 // that would be). Idempotent; safe while ingest and compaction run.
 // Exit codes: 0 done; 1 a table refused or failed; 2 a bad flag or setting.
 
-import { loadSettings } from '../config/load.js';
-import { ConfigError } from '../errors.js';
+import { loadCommandSettings } from '../config/load.js';
 import { closeWarehouse, openWarehouse } from '../iceberg/warehouse.js';
 import { SqlCatalog } from '../iceberg/sql-catalog.js';
 import { Migrator } from './migrate.js';
@@ -14,16 +13,9 @@ import { Migrator } from './migrate.js';
 export async function runMigrateCommand(argv: string[]): Promise<number> {
   const allNamespaces = argv.includes('--all-namespaces');
   const dryRun = argv.includes('--dry-run');
-  let settings;
-  try {
-    settings = loadSettings({ argv: argv.filter((a) => a !== '--all-namespaces' && a !== '--dry-run'), env: process.env }).settings;
-  } catch (e) {
-    if (e instanceof ConfigError) {
-      process.stderr.write(`siglake: ${e.message}\n`);
-      return 2;
-    }
-    throw e;
-  }
+  const loaded = loadCommandSettings(argv.filter((a) => a !== '--all-namespaces' && a !== '--dry-run'));
+  if (loaded === undefined) return 2;
+  const settings = loaded.settings;
   const catalog = SqlCatalog.open(settings.catalogUrl, settings.catalogName);
   let failed = 0;
   let migrated = 0;

@@ -2,22 +2,14 @@
 // Exit codes: 0 stopped cleanly; 1 could not start; 2 a bad flag or setting
 // (query.allowedTenants without query.oidc.tenantClaim among them).
 
-import { loadSettings, withSource, type LoadedSettings } from '../config/load.js';
+import { loadCommandSettings, withSource } from '../config/load.js';
 import { ConfigError } from '../errors.js';
 import { createLogger } from '../log.js';
 import { QueryServer } from './query-server.js';
 
 export async function runQueryCommand(argv: string[]): Promise<number> {
-  let loaded: LoadedSettings;
-  try {
-    loaded = loadSettings({ argv, env: process.env });
-  } catch (e) {
-    if (e instanceof ConfigError) {
-      process.stderr.write(`siglake: ${e.message}\n`);
-      return 2;
-    }
-    throw e;
-  }
+  const loaded = loadCommandSettings(argv);
+  if (loaded === undefined) return 2;
   const s = loaded.settings;
   const log = createLogger(s.logLevel, 'siglake-query');
   let server: QueryServer;

@@ -3,6 +3,7 @@
 
 import client, { type Registry } from 'prom-client';
 import type { CacheStats } from '../iceberg/object-cache.js';
+import { scrapedCounter, scrapedGauge } from '../metrics/scraped.js';
 import { QUERY_DENIED_REASONS, type QueryDeniedReason } from './query-error.js';
 
 export const QUERY_ENDPOINTS = ['sql', 'sql_shard', 'tables', 'indexes'] as const;
@@ -74,64 +75,21 @@ export class QueryMetrics {
       : undefined;
     if (opts.declaredTenants === true) {
       const declared = opts.declared ?? (() => 0);
-      new client.Gauge({
-        name: 'siglake_tenants_declared',
-        help: 'Tenants declared by the tenants file now loaded.',
-        registers: [registry],
-        collect() {
-          this.set(declared());
-        },
-      });
+      scrapedGauge(registry, 'siglake_tenants_declared', 'Tenants declared by the tenants file now loaded.', () => declared());
     }
-    new client.Gauge({
-      name: 'siglake_query_running',
-      help: 'Queries running on this server now.',
-      registers: [registry],
-      collect() {
-        this.set(gauges.running());
-      },
-    });
+    scrapedGauge(registry, 'siglake_query_running', 'Queries running on this server now.', () => gauges.running());
     // The file cache of an s3:// warehouse (docs/query.md); all zero for a local one.
-    new client.Gauge({
-      name: 'siglake_query_cache_bytes',
-      help: 'Bytes of data-file copies in query.cacheDir now (above query.cacheMaxMib only while running queries pin them).',
-      registers: [registry],
-      collect() {
-        this.set(gauges.cache().bytes);
-      },
-    });
-    new client.Gauge({
-      name: 'siglake_query_cache_files',
-      help: 'Data-file copies in query.cacheDir now.',
-      registers: [registry],
-      collect() {
-        this.set(gauges.cache().files);
-      },
-    });
+    scrapedGauge(registry, 'siglake_query_cache_bytes', 'Bytes of data-file copies in query.cacheDir now (above query.cacheMaxMib only while running queries pin them).', () => gauges.cache().bytes);
+    scrapedGauge(registry, 'siglake_query_cache_files', 'Data-file copies in query.cacheDir now.', () => gauges.cache().files);
     for (const [name, help, of] of [
       ['siglake_query_cache_hits_total', 'Data files a query found in the cache (or already being downloaded).', (c: CacheStats) => c.hits],
       ['siglake_query_cache_misses_total', 'Data files downloaded from the warehouse into the cache.', (c: CacheStats) => c.misses],
       ['siglake_query_cache_evictions_total', 'Copies removed from the cache to keep it within query.cacheMaxMib.', (c: CacheStats) => c.evictions],
     ] as const) {
-      new client.Counter({
-        name,
-        help,
-        registers: [registry],
-        collect() {
-          // The cache keeps the running total; mirror it.
-          this.reset();
-          this.inc(of(gauges.cache()));
-        },
-      });
+      // The cache keeps the running total; mirror it.
+      scrapedCounter(registry, name, help, () => of(gauges.cache()));
     }
-    new client.Gauge({
-      name: 'siglake_query_tenant_contexts',
-      help: 'Tenant contexts (embedded engine instances) held now.',
-      registers: [registry],
-      collect() {
-        this.set(gauges.contexts());
-      },
-    });
+    scrapedGauge(registry, 'siglake_query_tenant_contexts', 'Tenant contexts (embedded engine instances) held now.', () => gauges.contexts());
   }
 
   ambiguous(): void {

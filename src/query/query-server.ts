@@ -17,8 +17,8 @@ import { timingSafeEqual, createHash } from 'node:crypto';
 import fs from 'node:fs';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Authenticator } from '../auth/authenticator.js';
-import { loadTokenFile } from '../auth/static-tokens.js';
+import type { Authenticator } from '../auth/authenticator.js';
+import { authenticatorFromSettings } from '../auth/from-settings.js';
 import type { Settings } from '../config/settings.js';
 import { ConfigError } from '../errors.js';
 import { FileStorage } from '../iceberg/file-storage.js';
@@ -88,25 +88,7 @@ export class QueryServer {
     }
     this.#shardTokenDigest = shardToken === undefined ? undefined : digest(shardToken);
     this.#forwarder = s.queryShards.length > 0 ? new ShardForwarder(s.queryShards, shardToken!, s.queryTimeoutSecs) : undefined;
-    const bearerTokens = [...s.authBearerTokens];
-    if (s.authBearerTokensFile !== undefined) bearerTokens.push(...loadTokenFile(s.authBearerTokensFile));
-    this.#auth = new Authenticator({
-      bearerTokens,
-      ...(s.oidcIssuer !== undefined
-        ? {
-            oidc: {
-              issuer: s.oidcIssuer,
-              ...(s.oidcAudience !== undefined ? { audience: s.oidcAudience } : {}),
-              ...(s.oidcJwksFile !== undefined ? { jwksFile: s.oidcJwksFile } : { jwksUrl: s.oidcJwksUrl! }),
-              algorithms: s.oidcAlgorithms,
-              clockSkewSecs: s.oidcClockSkewSecs,
-              cacheSize: s.oidcTokenCacheSize,
-              jwksCooldownMs: s.oidcJwksCooldownSecs * 1000,
-              jwksTimeoutMs: s.oidcJwksTimeoutMs,
-            },
-          }
-        : {}),
-    });
+    this.#auth = authenticatorFromSettings(s);
     this.#catalog = SqlCatalog.open(s.catalogUrl, s.catalogName);
     this.#slots = new TenantSlots(s.queryMaxConcurrentPerTenant);
     this.#metrics = new QueryMetrics(

@@ -7,8 +7,7 @@
 // dropped, snapshots expired, files deleted). Exit codes: 0 done; 1 a table
 // failed (the next round retries it); 2 a bad flag or setting.
 
-import { loadSettings } from '../config/load.js';
-import { ConfigError } from '../errors.js';
+import { loadCommandSettings } from '../config/load.js';
 import { closeWarehouse, openWarehouse } from '../iceberg/warehouse.js';
 import { SqlCatalog } from '../iceberg/sql-catalog.js';
 import { createLogger } from '../log.js';
@@ -18,16 +17,9 @@ const ROUND_MS = 3_600_000;
 
 export async function runRetentionCommand(argv: string[]): Promise<number> {
   const once = argv.includes('--once');
-  let settings;
-  try {
-    settings = loadSettings({ argv: argv.filter((a) => a !== '--once'), env: process.env }).settings;
-  } catch (e) {
-    if (e instanceof ConfigError) {
-      process.stderr.write(`siglake: ${e.message}\n`);
-      return 2;
-    }
-    throw e;
-  }
+  const loaded = loadCommandSettings(argv.filter((a) => a !== '--once'));
+  if (loaded === undefined) return 2;
+  const settings = loaded.settings;
   const log = createLogger(settings.logLevel, 'siglake-retention');
   const catalog = SqlCatalog.open(settings.catalogUrl, settings.catalogName);
   // A local directory or an s3:// bucket (warehouse.path), as the compactor opens it.

@@ -4,6 +4,7 @@
 // reload takes its series with it.
 
 import client, { type Registry } from 'prom-client';
+import { scrapedCounter, scrapedGauge } from '../metrics/scraped.js';
 
 export const OUTCOMES = ['accepted', 'rate_limited', 'budget_exhausted', 'index_not_in_tenant', 'refused'] as const;
 export type Outcome = (typeof OUTCOMES)[number];
@@ -60,14 +61,7 @@ export class TenantMetrics {
         for (const r of sources.remaining()) this.set({ tenant: r.tenant, unit: r.unit }, r.value);
       },
     });
-    new client.Gauge({
-      name: 'siglake_tenants_declared',
-      help: 'Tenants declared by the tenants file now loaded.',
-      registers,
-      collect() {
-        this.set(sources.declared());
-      },
-    });
+    scrapedGauge(registry, 'siglake_tenants_declared', 'Tenants declared by the tenants file now loaded.', () => sources.declared());
     this.ambiguous = new client.Counter({
       name: 'siglake_tenant_ambiguous_total',
       help: 'Requests refused because the verified principal matched two or more declared tenants.',
@@ -78,15 +72,7 @@ export class TenantMetrics {
       help: 'Reloads of the tenants file refused (the previous set stays in force).',
       registers,
     });
-    this.auditDropped = new client.Counter({
-      name: 'siglake_audit_events_dropped_total',
-      help: 'Audit events dropped because the audit sink could not keep up.',
-      registers,
-      collect() {
-        this.reset();
-        this.inc(sources.auditDropped());
-      },
-    });
+    this.auditDropped = scrapedCounter(registry, 'siglake_audit_events_dropped_total', 'Audit events dropped because the audit sink could not keep up.', () => sources.auditDropped());
   }
 
   series(tenant: string): TenantSeries {

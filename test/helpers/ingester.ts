@@ -127,12 +127,16 @@ export async function startIngester(opts: StartOptions = {}): Promise<RunningIng
     env: { ...process.env, SIGLAKE_TEST_HOOKS: '1', ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  return followIngester(child, dataDir, opts.waitFor ?? 'ready', opts.timeoutMs ?? 20_000);
+}
+
+/** A spawned `siglake ingest`, followed until it logs `waitFor`; its ports come from its `listening` line. */
+export async function followIngester(child: ChildProcess, dataDir: string, waitFor: string, timeoutMs: number): Promise<RunningIngester> {
   const ing = new RunningIngester(child, dataDir);
-  const waitFor = opts.waitFor ?? 'ready';
   await followLogLines(child, ing, {
     what: 'ingester',
     waitFor,
-    timeoutMs: opts.timeoutMs ?? 20_000,
+    timeoutMs,
     onLine: (parsed) => {
       if (parsed.msg === 'listening') {
         ing.httpPort = parsed['http'] as number;

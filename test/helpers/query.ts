@@ -47,11 +47,16 @@ export async function startQuery(dataDir: string, args: string[], env: Record<st
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  return followQuery(child, 20_000);
+}
+
+/** A spawned `siglake query`, followed until it logs `ready`; its port comes from its `listening` line. */
+export async function followQuery(child: ChildProcess, timeoutMs: number): Promise<RunningQuery> {
   const q = new RunningQuery(child);
   await followLogLines(child, q, {
     what: 'query server',
     waitFor: 'ready',
-    timeoutMs: 20_000,
+    timeoutMs,
     onLine: (parsed) => {
       if (parsed.msg === 'listening') q.port = parsed['port'] as number;
     },

@@ -23,3 +23,14 @@ export async function holdsWithin(cond: () => boolean | Promise<boolean>, timeou
     await sleep(everyMs);
   }
 }
+
+/** Polls `fn` every `everyMs` until it returns a value, and returns it; throws, naming `what`, after `timeoutMs`. */
+export async function untilValue<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 60_000, everyMs = 200): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(everyMs);
+  }
+}

@@ -14,16 +14,7 @@ import { post } from '../helpers/http.js';
 import { icebirdRows, installFileFetch } from '../helpers/iceberg.js';
 import { runCli, startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
 import { jsonBytes, logsJson } from '../helpers/otlp-bodies.js';
-
-async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
+import { untilValue } from '../helpers/wait.js';
 
 describe('start-up check of the catalog and the warehouse', () => {
   const dir = tempDir('siglake-preflight-');
@@ -103,7 +94,7 @@ describe('a compactor failing every round turns /readyz to 503 past compactor.ma
     const r = await post(ing.url, '/v1/logs', jsonBytes(logsJson(['held-while-the-warehouse-is-broken'])), { contentType: 'application/json' });
     expect(r.status).toBe(200);
 
-    const text = await until('/readyz 503', async () => {
+    const text = await untilValue('/readyz 503', async () => {
       const res = await fetch(`${ing!.url}/readyz`);
       return res.status === 503 ? res.text() : undefined;
     });
@@ -117,7 +108,7 @@ describe('a compactor failing every round turns /readyz to 503 past compactor.ma
     expect((await fetch(`${ing.url}/healthz`)).status).toBe(200);
 
     fs.rmSync(warehouse);
-    await until('/readyz 200', async () => ((await fetch(`${ing!.url}/readyz`)).status === 200 ? true : undefined));
+    await untilValue('/readyz 200', async () => ((await fetch(`${ing!.url}/readyz`)).status === 200 ? true : undefined));
     const after = await ing.metrics();
     expect(after.get('siglake_compactor_not_ready')).toBe(0);
     expect(after.get('siglake_compactor_failing_seconds')).toBe(0);
@@ -140,7 +131,7 @@ describe('a compactor failing every round turns /readyz to 503 past compactor.ma
     fs.rmSync(wh, { recursive: true });
     fs.writeFileSync(wh, 'not a directory');
     expect((await post(ing.url, '/v1/logs', jsonBytes(logsJson(['x'])), { contentType: 'application/json' })).status).toBe(200);
-    await until('three failed rounds', async () => (((await ing!.metrics()).get('siglake_compactor_round_errors_total') ?? 0) >= 3 ? true : undefined));
+    await untilValue('three failed rounds', async () => (((await ing!.metrics()).get('siglake_compactor_round_errors_total') ?? 0) >= 3 ? true : undefined));
     const m = await ing.metrics();
     expect(m.get('siglake_compactor_failing_seconds')).toBeGreaterThan(0);
     expect(m.get('siglake_compactor_not_ready')).toBe(0);

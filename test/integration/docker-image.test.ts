@@ -23,10 +23,10 @@ import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
 import { execForm, imageEnv, imageVolumes, parseDockerfile } from '../helpers/dockerfile.js';
 import { post } from '../helpers/http.js';
 import { icebirdRows, installFileFetch } from '../helpers/iceberg.js';
-import { CLI, REPO, RunningIngester, tempDir } from '../helpers/ingester.js';
-import { followLogLines } from '../helpers/log-lines.js';
+import { CLI, followIngester, REPO, tempDir, type RunningIngester } from '../helpers/ingester.js';
 import { jsonBytes, logsJson } from '../helpers/otlp-bodies.js';
-import { postSql, RunningQuery } from '../helpers/query.js';
+import { followQuery, postSql, type RunningQuery } from '../helpers/query.js';
+import { untilValue } from '../helpers/wait.js';
 
 /** `nobody`: an unprivileged user with no other rights here. */
 const UID = 65534;
@@ -73,19 +73,7 @@ async function startAsUser(layout: Layout, args: string[]): Promise<RunningInges
     env: layout.env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  const ing = new RunningIngester(child, layout.volume);
-  await followLogLines(child, ing, {
-    what: 'ingester',
-    waitFor: 'ready',
-    timeoutMs: 30_000,
-    onLine: (parsed) => {
-      if (parsed.msg === 'listening') {
-        ing.httpPort = parsed['http'] as number;
-        ing.grpcPort = parsed['grpc'] as number;
-      }
-    },
-  });
-  return ing;
+  return followIngester(child, layout.volume, 'ready', 30_000);
 }
 
 /** `siglake query` as the user, on a free port instead of the image's 4380 (query.listen's default). */
@@ -95,16 +83,7 @@ async function startQueryAsUser(layout: Layout): Promise<RunningQuery> {
     env: layout.env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  const q = new RunningQuery(child);
-  await followLogLines(child, q, {
-    what: 'query server',
-    waitFor: 'ready',
-    timeoutMs: 30_000,
-    onLine: (parsed) => {
-      if (parsed.msg === 'listening') q.port = parsed['port'] as number;
-    },
-  });
-  return q;
+  return followQuery(child, 30_000);
 }
 
 function runAsUser(layout: Layout, args: string[]): { status: number | null; stderr: string } {
@@ -122,16 +101,6 @@ async function landedBodies(layout: Layout): Promise<string[]> {
     return (await icebirdRows(loc)).map((r) => r['body'] as string);
   } finally {
     await catalog.close();
-  }
-}
-
-async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
   }
 }
 
@@ -170,7 +139,7 @@ describe('the image runtime (Dockerfile ENV, non-root user, root-owned WORKDIR),
     running.push(ing);
     const r = await post(ing.url, '/v1/logs', jsonBytes(logsJson(['landed-from-the-image-layout'])), { contentType: 'application/json' });
     expect(r.status).toBe(200);
-    const bodies = await until('the record in main.logs', async () => {
+    const bodies = await untilValue('the record in main.logs', async () => {
       const b = await landedBodies(layout);
       return b.length > 0 ? b : undefined;
     });

@@ -7,25 +7,21 @@
 
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
-import { duckParquet, duckPath, duckQuery, filesUnder, icebirdDataFiles, icebirdManifestFiles, icebirdRows, installFileFetch } from '../helpers/iceberg.js';
-import { runCli, startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import { duckParquet, duckPath, duckQuery, filesUnder, icebirdDataFiles, icebirdManifestFiles, icebirdRows } from '../helpers/iceberg.js';
+import { runCli, startIngester, type RunningIngester } from '../helpers/ingester.js';
+import { useLocalLake } from '../helpers/local-lake.js';
 import { exportLogs, exportSpans, makeLogRecords, makeSpans, type Transport } from '../helpers/otel.js';
 
 const TENANTS = ['default', 'acme', 'globex'] as const;
 const NAMESPACE: Record<string, string> = { default: 'main', acme: 'tenant_acme', globex: 'tenant_globex' };
 
 describe('OTel exporters → WAL → Iceberg, per tenant', () => {
-  const dataDir = tempDir('siglake-iceberg-e2e-');
+  const lake = useLocalLake('siglake-iceberg-e2e-');
+  const { dir: dataDir, flags: icebergFlags } = lake;
   const walDir = path.join(dataDir, 'wal');
-  const catalogUrl = `sqlite:${path.join(dataDir, 'catalog.db')}`;
-  const warehouse = path.join(dataDir, 'warehouse');
-  const icebergFlags = ['--catalog-url', catalogUrl, '--warehouse', warehouse];
   /** tenant → table → bodies / span names acknowledged. */
   const acked = new Map<string, Map<string, string[]>>();
-  let catalog: SqlCatalog;
-  let restoreFetch: () => void;
   let ing: RunningIngester | undefined;
 
   const ack = (tenant: string, table: string, items: string[]) => {
@@ -71,7 +67,7 @@ describe('OTel exporters → WAL → Iceberg, per tenant', () => {
   async function expectLanded(): Promise<void> {
     for (const tenant of TENANTS) {
       for (const [table, items] of acked.get(tenant)!) {
-        const loc = await catalog.metadataLocation(NAMESPACE[tenant]!, table);
+        const loc = await lake.catalog.metadataLocation(NAMESPACE[tenant]!, table);
         expect(loc, `${tenant}.${table}`).not.toBeNull();
         const column = table === 'traces' ? 'name' : 'body';
         const rows = await icebirdRows(loc!);
@@ -87,8 +83,8 @@ describe('OTel exporters → WAL → Iceberg, per tenant', () => {
       }
     }
     // No namespace for the refused tenant, and nothing else.
-    expect(await catalog.namespaces()).toEqual(['main', 'tenant_acme', 'tenant_globex']);
-    expect(await catalog.tables('tenant_acme')).toEqual(['audit', 'logs', 'traces']);
+    expect(await lake.catalog.namespaces()).toEqual(['main', 'tenant_acme', 'tenant_globex']);
+    expect(await lake.catalog.tables('tenant_acme')).toEqual(['audit', 'logs', 'traces']);
   }
 
   /**
@@ -140,15 +136,8 @@ describe('OTel exporters → WAL → Iceberg, per tenant', () => {
     }
   }
 
-  beforeAll(() => {
-    restoreFetch = installFileFetch();
-    catalog = SqlCatalog.open(catalogUrl, 'siglake');
-  });
   afterAll(async () => {
-    restoreFetch();
-    await catalog.close();
     if (ing !== undefined) await ing.stop();
-    fs.rmSync(dataDir, { recursive: true, force: true });
   });
 
   it('siglake compact --once lands exactly what each tenant was acknowledged', async () => {
@@ -163,8 +152,8 @@ describe('OTel exporters → WAL → Iceberg, per tenant', () => {
     const waiting = runCli(['compact', '--once', '--wal-dir', walDir, ...icebergFlags]);
     expect(waiting.status, waiting.stderr).toBe(0);
     // Only the namespace the index creation made: no table has a snapshot yet.
-    expect(await catalog.namespaces()).toEqual(['tenant_acme']);
-    expect(await catalog.tables('tenant_acme')).toEqual(['audit']);
+    expect(await lake.catalog.namespaces()).toEqual(['tenant_acme']);
+    expect(await lake.catalog.tables('tenant_acme')).toEqual(['audit']);
     const r = runCli(['compact', '--once', '--ingester-stopped', '--wal-dir', walDir, ...icebergFlags]);
     expect(r.status, r.stderr).toBe(0);
     await expectLanded();

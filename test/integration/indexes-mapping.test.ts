@@ -8,11 +8,11 @@
 
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
-import { duckParquet, duckQuery, icebirdDataFiles, icebirdRows, installFileFetch } from '../helpers/iceberg.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import { duckParquet, duckQuery, icebirdDataFiles, icebirdRows } from '../helpers/iceberg.js';
 import { post } from '../helpers/http.js';
-import { runCli, startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
+import { runCli, startIngester, type RunningIngester } from '../helpers/ingester.js';
+import { useLocalLake } from '../helpers/local-lake.js';
 import { jsonBytes } from '../helpers/otlp-bodies.js';
 
 type Attr = { key: string; value: Record<string, unknown> };
@@ -43,13 +43,9 @@ function logs(resource: Attr[], scope: Attr[], records: { body: string; attrs: A
 }
 
 describe('index mappings at compaction', () => {
-  const dir = tempDir('siglake-index-map-');
+  const lake = useLocalLake('siglake-index-map-');
+  const { dir, flags } = lake;
   const walDir = path.join(dir, 'wal');
-  const catalogUrl = `sqlite:${path.join(dir, 'catalog.db')}`;
-  const warehouse = path.join(dir, 'warehouse');
-  const flags = ['--catalog-url', catalogUrl, '--warehouse', warehouse];
-  let catalog: SqlCatalog;
-  let restoreFetch: () => void;
   let ing: RunningIngester | undefined;
 
   const define = (tenant: string, yaml: string) => {
@@ -64,15 +60,8 @@ describe('index mappings at compaction', () => {
     expect(r.status).toBe(200);
   };
 
-  beforeAll(() => {
-    restoreFetch = installFileFetch();
-    catalog = SqlCatalog.open(catalogUrl, 'siglake');
-  });
   afterAll(async () => {
     if (ing !== undefined) await ing.stop();
-    restoreFetch();
-    await catalog.close();
-    fs.rmSync(dir, { recursive: true, force: true });
   });
 
   it('mapped columns hold converted values; a value that does not convert is null; each tenant lands only its own rows', async () => {
@@ -105,7 +94,7 @@ mapping:
     const r = runCli(['compact', '--once', '--ingester-stopped', '--wal-dir', walDir, ...flags]);
     expect(r.status, r.stderr).toBe(0);
 
-    const acmeLoc = (await catalog.metadataLocation('tenant_acme', 'payments'))!;
+    const acmeLoc = (await lake.catalog.metadataLocation('tenant_acme', 'payments'))!;
     const rows = (await icebirdRows(acmeLoc)).sort((x, y) => Number(x['time']) - Number(y['time']));
     const pick = (row: Record<string, unknown>) => ({
       http_status: row['http_status'] === null ? null : BigInt(row['http_status'] as bigint),
@@ -135,7 +124,7 @@ mapping:
       { http_status: '503', amount: 3, ok: null, paid_us: '1767261600000000', region: 'eu-west-1', body_num: '-7' },
     ]);
 
-    const globexRows = await icebirdRows((await catalog.metadataLocation('tenant_globex', 'payments'))!);
+    const globexRows = await icebirdRows((await lake.catalog.metadataLocation('tenant_globex', 'payments'))!);
     expect(globexRows.map((x) => [x['body'], x['customer']])).toEqual([['g1', 'c-1']]);
     expect(globexRows[0]).not.toHaveProperty('http_status');
   });
@@ -157,7 +146,7 @@ mapping:
     }
     // status 'abc', amount 1e999 (not finite) and body 'x' (body_num long) do not convert; 'TRUE' is a boolean.
     expect(m.get('siglake_compactor_mapping_errors_total{table="payments"}')).toBe(3);
-    const rows = await icebirdRows((await catalog.metadataLocation('tenant_acme', 'payments'))!);
+    const rows = await icebirdRows((await lake.catalog.metadataLocation('tenant_acme', 'payments'))!);
     expect(rows.filter((x) => x['body'] === 'x').map((x) => [x['http_status'], x['amount'], x['ok']])).toEqual([[null, null, true]]);
     expect(await ing.stop()).toBe(0);
     ing = undefined;

@@ -13,6 +13,7 @@ import { handleIndexRequest } from '../../src/indexes/http-handlers.js';
 import { IndexRegistry } from '../../src/indexes/registry.js';
 import { installFileFetch } from '../helpers/iceberg.js';
 import { runCli, tempDir } from '../helpers/ingester.js';
+import { useLocalLake } from '../helpers/local-lake.js';
 import { startPostgres, type PostgresServer } from '../helpers/postgres.js';
 
 interface Field {
@@ -30,12 +31,8 @@ async function icebirdSchema(metadataLocation: string): Promise<{ fields: Field[
 }
 
 describe('siglake index (CLI, SQLite catalog)', () => {
-  const dir = tempDir('siglake-index-cli-');
-  const catalogUrl = `sqlite:${path.join(dir, 'catalog.db')}`;
-  const warehouse = path.join(dir, 'warehouse');
-  const flags = ['--catalog-url', catalogUrl, '--warehouse', warehouse];
-  let catalog: SqlCatalog;
-  let restoreFetch: () => void;
+  const lake = useLocalLake('siglake-index-cli-');
+  const { dir, flags } = lake;
 
   const write = (name: string, text: string): string => {
     const f = path.join(dir, name);
@@ -43,16 +40,6 @@ describe('siglake index (CLI, SQLite catalog)', () => {
     return f;
   };
   const cli = (...args: string[]) => runCli(['index', ...args, ...flags]);
-
-  beforeAll(() => {
-    restoreFetch = installFileFetch();
-    catalog = SqlCatalog.open(catalogUrl, 'siglake');
-  });
-  afterAll(async () => {
-    restoreFetch();
-    await catalog.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
 
   it('creates a YAML index with mapped columns after the base columns, readable by icebird', async () => {
     const f = write(
@@ -77,8 +64,8 @@ mapping:
       { column: 'http_status', from: 'attributes.http.response.status_code', type: 'long', fieldId: 107 },
       { column: 'amount', from: 'attributes.amount', type: 'double', fieldId: 108 },
     ]);
-    expect(await catalog.tables('tenant_acme')).toEqual(['payments']);
-    const loc = (await catalog.metadataLocation('tenant_acme', 'payments'))!;
+    expect(await lake.catalog.tables('tenant_acme')).toEqual(['payments']);
+    const loc = (await lake.catalog.metadataLocation('tenant_acme', 'payments'))!;
     const s = await icebirdSchema(loc);
     expect(s.fields.slice(0, 24).map((x) => x.id)).toEqual(Array.from({ length: 24 }, (_, i) => i + 1));
     expect(s.fields.slice(24)).toMatchObject([
@@ -98,9 +85,9 @@ mapping:
     expect(acme.retentionDays).toBe(30);
     expect(acme.mapping.map((c: { column: string }) => c.column)).toEqual(['http_status', 'amount']);
     expect(globex).toMatchObject({ retentionDays: 7, mapping: [{ column: 'region', from: 'resource.cloud.region', type: 'string', fieldId: 107 }] });
-    const gs = await icebirdSchema((await catalog.metadataLocation('tenant_globex', 'payments'))!);
+    const gs = await icebirdSchema((await lake.catalog.metadataLocation('tenant_globex', 'payments'))!);
     expect(gs.fields.map((x) => x.name)).not.toContain('http_status');
-    expect(await catalog.namespaces()).toEqual(['tenant_acme', 'tenant_globex']);
+    expect(await lake.catalog.namespaces()).toEqual(['tenant_acme', 'tenant_globex']);
   });
 
   it('a tenant cannot see, update or delete another tenant\'s index', async () => {
@@ -113,8 +100,8 @@ mapping:
       expect(r.status).toBe(1);
       expect(r.stderr).toContain('SIGLAKE_UNKNOWN_INDEX');
     }
-    expect(await catalog.tables('tenant_globex')).toEqual(['payments']);
-    expect(await catalog.tables('tenant_acme')).toEqual(['audit', 'payments']);
+    expect(await lake.catalog.tables('tenant_globex')).toEqual(['payments']);
+    expect(await lake.catalog.tables('tenant_acme')).toEqual(['audit', 'payments']);
   });
 
   it('an update adds columns with new ids; a retype is refused; a removed then re-added column gets a new id', async () => {
@@ -141,7 +128,7 @@ mapping:
       { column: 'http_status', from: 'attributes.http.response.status_code', type: 'long', fieldId: 107 },
       { column: 'amount', from: 'attributes.amount', type: 'double', fieldId: 110 },
     ]);
-    const s = await icebirdSchema((await catalog.metadataLocation('tenant_acme', 'payments'))!);
+    const s = await icebirdSchema((await lake.catalog.metadataLocation('tenant_acme', 'payments'))!);
     expect(s.fields.slice(24).map((x) => [x.id, x.name])).toEqual([
       [107, 'http_status'],
       [110, 'amount'],
@@ -167,7 +154,7 @@ mapping:
       expect(r.stderr).toContain(msg);
     }
     expect(cli('create', '--file', write('dup.yaml', 'name: audit\n'), '--tenant', 'acme').stderr).toContain('SIGLAKE_INDEX_EXISTS');
-    expect(await catalog.namespaces()).toEqual(['tenant_acme', 'tenant_globex']);
+    expect(await lake.catalog.namespaces()).toEqual(['tenant_acme', 'tenant_globex']);
     expect(cli('list').status).toBe(0);
     expect(cli('bogus').status).toBe(2);
     expect(cli('show').status).toBe(2);
@@ -181,11 +168,11 @@ mapping:
       env: { SIGLAKE_TEST_HOOKS: '1', SIGLAKE_TEST_CRASH_INDEX_CREATE: '1' },
     });
     expect(killed.status).toBeNull(); // SIGKILL
-    expect(await catalog.tables('tenant_hooli')).toEqual([]);
+    expect(await lake.catalog.tables('tenant_hooli')).toEqual([]);
     expect(JSON.parse(cli('list', '--tenant', 'hooli').stdout)).toEqual({ indexes: [] });
     const again = cli('create', '--file', f, '--tenant', 'hooli');
     expect(again.status).toBe(0);
-    const loc = (await catalog.metadataLocation('tenant_hooli', 'crashy'))!;
+    const loc = (await lake.catalog.metadataLocation('tenant_hooli', 'crashy'))!;
     expect((await icebirdSchema(loc)).properties['siglake.index.retention-days']).toBe('3');
   });
 });

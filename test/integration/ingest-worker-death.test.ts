@@ -67,27 +67,28 @@ describe('worker death (--workers 2, kill-worker hook on shard 0)', () => {
     let stop = false;
     let killAt = 0;
 
-    const httpLoop = async (lane: Lane, id: number) => {
-      for (let i = 0; !stop; i++) {
-        const text = `${lane.name}-h${id}-${i}`;
-        const start = Date.now();
-        let status = -1;
-        let errorCode: string | undefined;
-        try {
-          const res = await fetch(`${ing.url}/v1/${lane.signal}`, {
-            method: 'POST',
-            body: lane.signal === 'logs' ? logsProto([text]) : tracesProto([text]),
-            headers: { 'content-type': 'application/x-protobuf', ...(lane.index ? { 'x-siglake-index': lane.index } : {}) },
-            signal: AbortSignal.timeout(10_000),
-          });
-          const body = new Uint8Array(await res.arrayBuffer());
-          status = res.status;
-          if (status !== 200) errorCode = httpCode({ contentType: res.headers.get('content-type') ?? '', body });
-        } catch {
-          status = -1;
-        }
-        outcomes.push({ lane: lane.name, shard: lane.shard, transport: 'http', text, start, end: Date.now(), status, errorCode });
+    /** One OTLP/HTTP request on the lane, its outcome recorded (status -1: no answer). `service` pads the request. */
+    const sendHttp = async (lane: Lane, text: string, service?: string) => {
+      const start = Date.now();
+      let status = -1;
+      let errorCode: string | undefined;
+      try {
+        const res = await fetch(`${ing.url}/v1/${lane.signal}`, {
+          method: 'POST',
+          body: lane.signal === 'logs' ? logsProto([text], service) : tracesProto([text], service),
+          headers: { 'content-type': 'application/x-protobuf', ...(lane.index ? { 'x-siglake-index': lane.index } : {}) },
+          signal: AbortSignal.timeout(10_000),
+        });
+        const body = new Uint8Array(await res.arrayBuffer());
+        status = res.status;
+        if (status !== 200) errorCode = httpCode({ contentType: res.headers.get('content-type') ?? '', body });
+      } catch {
+        status = -1;
       }
+      outcomes.push({ lane: lane.name, shard: lane.shard, transport: 'http', text, start, end: Date.now(), status, errorCode });
+    };
+    const httpLoop = async (lane: Lane, id: number) => {
+      for (let i = 0; !stop; i++) await sendHttp(lane, `${lane.name}-h${id}-${i}`);
     };
     const grpcLoop = async (lane: Lane) => {
       for (let i = 0; !stop; i++) {
@@ -112,27 +113,8 @@ describe('worker death (--workers 2, kill-worker hook on shard 0)', () => {
     // A burst of larger requests on the shard's lanes right before the kill, so
     // that some are in the worker's hands when it dies.
     const pad = 'p'.repeat(64 * 1024);
-    const burst = async (lane: Lane, n: number, round: number) => {
-      const text = `${lane.name}-burst${round}-${n}`;
-      const start = Date.now();
-      let status = -1;
-      let errorCode: string | undefined;
-      try {
-        const res = await fetch(`${ing.url}/v1/${lane.signal}`, {
-          method: 'POST',
-          // The padding rides in a resource attribute, so dump texts stay short.
-          body: lane.signal === 'logs' ? logsProto([text], pad) : tracesProto([text], pad),
-          headers: { 'content-type': 'application/x-protobuf', ...(lane.index ? { 'x-siglake-index': lane.index } : {}) },
-          signal: AbortSignal.timeout(10_000),
-        });
-        const body = new Uint8Array(await res.arrayBuffer());
-        status = res.status;
-        if (status !== 200) errorCode = httpCode({ contentType: res.headers.get('content-type') ?? '', body });
-      } catch {
-        status = -1;
-      }
-      outcomes.push({ lane: lane.name, shard: lane.shard, transport: 'http', text, start, end: Date.now(), status, errorCode });
-    };
+    // The padding rides in a resource attribute, so dump texts stay short.
+    const burst = (lane: Lane, n: number, round: number) => sendHttp(lane, `${lane.name}-burst${round}-${n}`, pad);
 
     // Killing an idle worker fails nothing; try a few rounds until a kill catches requests in flight.
     const rounds: { killAt: number; recoveryMs: number; failed: number }[] = [];

@@ -53,6 +53,34 @@ const AUTH = { authorization: `Bearer ${TOKEN}` };
 const A = 'tenant-a';
 const B = 'tenant-b';
 
+/**
+ * The bucket flags: the tenants' rate and burst, and the global bucket's, which
+ * is off unless given a rate (contract §9).
+ */
+function bucketArgs(tenant: { rate: number; burst: number }, global: { rate: number; burst: number }): string[] {
+  return [
+    '--rate-limit-per-sec',
+    String(tenant.rate),
+    '--rate-limit-burst',
+    String(tenant.burst),
+    '--rate-limit-global-per-sec',
+    String(global.rate),
+    '--rate-limit-global-burst',
+    String(global.burst),
+  ];
+}
+
+/** An ingester started with `args` (tenant from the trusted header), and a raw gRPC client to it. */
+async function startWithGrpc(args: string[]): Promise<{ ing: RunningIngester; rpc: RawGrpcClient }> {
+  const ing = await startIngester({ args: ['--trust-tenant-header', ...args] });
+  return { ing, rpc: new RawGrpcClient(ing.grpcAddress) };
+}
+
+async function stopWithGrpc(ing: RunningIngester | undefined, rpc: RawGrpcClient | undefined): Promise<void> {
+  rpc?.close();
+  if (ing) expect(await ing.stop()).toBe(0);
+}
+
 function retryAfter(v: string | null | undefined, max: number): number {
   expect(v).toMatch(/^[1-9]\d*$/);
   const n = Number(v);
@@ -67,26 +95,10 @@ describe('in-process buckets, trusted header, rate 0.01/s burst 3: tenant A spen
   let ing: RunningIngester;
   let rpc: RawGrpcClient;
   beforeAll(async () => {
-    ing = await startIngester({
-      args: [
-        '--trust-tenant-header',
-        '--rate-limit-per-sec',
-        String(RATE),
-        '--rate-limit-burst',
-        String(BURST),
-        // The global bucket is off unless given a rate (contract §9): here it gets the tenants' own.
-        '--rate-limit-global-per-sec',
-        String(RATE),
-        '--rate-limit-global-burst',
-        String(BURST),
-      ],
-    });
-    rpc = new RawGrpcClient(ing.grpcAddress);
+    // The global bucket gets the tenants' own rate and burst.
+    ({ ing, rpc } = await startWithGrpc(bucketArgs({ rate: RATE, burst: BURST }, { rate: RATE, burst: BURST })));
   });
-  afterAll(async () => {
-    rpc.close();
-    expect(await ing.stop()).toBe(0);
-  });
+  afterAll(() => stopWithGrpc(ing, rpc));
 
   it('A gets its burst of 3 (HTTP and gRPC), then 429', async () => {
     expect((await post(ing.url, '/v1/logs', logsProto(['a-1']), { headers: { 'x-scope-orgid': A } })).status).toBe(200);
@@ -129,25 +141,9 @@ describe('in-process buckets, trusted header, tenant rate 0.01/s burst 3, global
   let ing: RunningIngester;
   let rpc: RawGrpcClient;
   beforeAll(async () => {
-    ing = await startIngester({
-      args: [
-        '--trust-tenant-header',
-        '--rate-limit-per-sec',
-        String(RATE),
-        '--rate-limit-burst',
-        String(BURST),
-        '--rate-limit-global-per-sec',
-        '1000',
-        '--rate-limit-global-burst',
-        '1000',
-      ],
-    });
-    rpc = new RawGrpcClient(ing.grpcAddress);
+    ({ ing, rpc } = await startWithGrpc(bucketArgs({ rate: RATE, burst: BURST }, { rate: 1000, burst: 1000 })));
   });
-  afterAll(async () => {
-    rpc.close();
-    expect(await ing.stop()).toBe(0);
-  });
+  afterAll(() => stopWithGrpc(ing, rpc));
 
   it('A gets its burst of 3 (HTTP and gRPC), then 429 / RESOURCE_EXHAUSTED from its own bucket', async () => {
     expect((await post(ing.url, '/v1/logs', logsProto(['a-1']), { headers: { 'x-scope-orgid': A } })).status).toBe(200);
@@ -193,27 +189,9 @@ describe('in-process buckets, static bearer token: an unauthenticated flood nami
   let ing: RunningIngester;
   let rpc: RawGrpcClient;
   beforeAll(async () => {
-    ing = await startIngester({
-      args: [
-        '--trust-tenant-header',
-        '--auth-bearer-tokens',
-        TOKEN,
-        '--rate-limit-per-sec',
-        String(RATE),
-        '--rate-limit-burst',
-        String(BURST),
-        '--rate-limit-global-per-sec',
-        String(RATE),
-        '--rate-limit-global-burst',
-        String(BURST),
-      ],
-    });
-    rpc = new RawGrpcClient(ing.grpcAddress);
+    ({ ing, rpc } = await startWithGrpc(['--auth-bearer-tokens', TOKEN, ...bucketArgs({ rate: RATE, burst: BURST }, { rate: RATE, burst: BURST })]));
   });
-  afterAll(async () => {
-    rpc.close();
-    expect(await ing.stop()).toBe(0);
-  });
+  afterAll(() => stopWithGrpc(ing, rpc));
 
   it('is 401 while the global bucket has tokens (3), then 429: the global bucket is checked before authentication', async () => {
     const statuses: number[] = [];
@@ -275,31 +253,19 @@ describe('Redis-shared buckets (--redis-url), trusted header, static bearer toke
   beforeAll(async () => {
     redis = await RedisServer.start();
     admin = new Redis(redis.url);
-    ing = await startIngester({
-      args: [
-        '--trust-tenant-header',
-        '--auth-bearer-tokens',
-        TOKEN,
-        '--rate-limit-per-sec',
-        String(RATE),
-        '--rate-limit-burst',
-        String(BURST),
-        '--rate-limit-global-per-sec',
-        String(RATE),
-        '--rate-limit-global-burst',
-        String(BURST),
-        '--redis-url',
-        redis.url,
-        // A loaded test machine must not turn slow answers into backend errors (fail-open) here.
-        '--redis-timeout-ms',
-        '2000',
-      ],
-    });
-    rpc = new RawGrpcClient(ing.grpcAddress);
+    ({ ing, rpc } = await startWithGrpc([
+      '--auth-bearer-tokens',
+      TOKEN,
+      ...bucketArgs({ rate: RATE, burst: BURST }, { rate: RATE, burst: BURST }),
+      '--redis-url',
+      redis.url,
+      // A loaded test machine must not turn slow answers into backend errors (fail-open) here.
+      '--redis-timeout-ms',
+      '2000',
+    ]));
   });
   afterAll(async () => {
-    rpc?.close();
-    if (ing) expect(await ing.stop()).toBe(0);
+    await stopWithGrpc(ing, rpc);
     admin?.disconnect();
     await redis?.stop();
   });

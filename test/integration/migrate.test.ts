@@ -8,19 +8,19 @@
 // schema and rows; DuckDB reads old and new files together (old rows null).
 
 import { spawn } from 'node:child_process';
-import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { icebergMetadata } from 'icebird';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { FileStorage } from '../../src/iceberg/file-storage.js';
 import { LosslessJson } from '../../src/iceberg/lossless-json.js';
 import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
 import { TableMetadata } from '../../src/iceberg/table-metadata.js';
 import { TableSchema } from '../../src/iceberg/table-schema.js';
-import { duckQuery, icebirdDataFiles, icebirdRows, installFileFetch } from '../helpers/iceberg.js';
+import { duckQuery, icebirdDataFiles, icebirdRows } from '../helpers/iceberg.js';
 import { post } from '../helpers/http.js';
-import { CLI, REPO, runCli, startIngester, tempDir } from '../helpers/ingester.js';
+import { CLI, REPO, runCli, startIngester } from '../helpers/ingester.js';
+import { useLocalLake } from '../helpers/local-lake.js';
 import { jsonBytes } from '../helpers/otlp-bodies.js';
 
 /** Registers a table as the previous release made it: the 22 logs columns, no schema-version property. */
@@ -53,17 +53,13 @@ function logsWithResource(body: string, ns: string): Uint8Array {
 }
 
 describe('siglake migrate', () => {
-  const dir = tempDir('siglake-migrate-');
+  const lake = useLocalLake('siglake-migrate-');
+  const { dir, warehouse, flags } = lake;
   const walDir = path.join(dir, 'wal');
-  const catalogUrl = `sqlite:${path.join(dir, 'catalog.db')}`;
-  const warehouse = path.join(dir, 'warehouse');
-  const flags = ['--catalog-url', catalogUrl, '--warehouse', warehouse];
-  let catalog: SqlCatalog;
   let storage: FileStorage;
-  let restoreFetch: () => void;
 
   const schemaOf = async (ns: string, table: string) => {
-    const loc = (await catalog.metadataLocation(ns, table))!;
+    const loc = (await lake.catalog.metadataLocation(ns, table))!;
     const cut = loc.lastIndexOf('/metadata/');
     const m = await icebergMetadata({ tableUrl: loc.slice(0, cut), metadataFileName: loc.slice(cut + 10) });
     const s = m.schemas.find((x) => x['schema-id'] === m['current-schema-id'])!;
@@ -79,16 +75,9 @@ describe('siglake migrate', () => {
   };
 
   beforeAll(async () => {
-    restoreFetch = installFileFetch();
-    catalog = SqlCatalog.open(catalogUrl, 'siglake');
     storage = new FileStorage(warehouse);
-    await createV1Table(catalog, storage, 'main', 'logs');
-    await createV1Table(catalog, storage, 'tenant_acme', 'logs');
-  });
-  afterAll(async () => {
-    restoreFetch();
-    await catalog.close();
-    fs.rmSync(dir, { recursive: true, force: true });
+    await createV1Table(lake.catalog, storage, 'main', 'logs');
+    await createV1Table(lake.catalog, storage, 'tenant_acme', 'logs');
   });
 
   it('an unmigrated table keeps landing data with its own schema, and the compactor counts it', async () => {
@@ -110,21 +99,21 @@ describe('siglake migrate', () => {
     } finally {
       expect(await ing.stop()).toBe(0);
     }
-    const rows = await icebirdRows((await catalog.metadataLocation('main', 'logs'))!);
+    const rows = await icebirdRows((await lake.catalog.metadataLocation('main', 'logs'))!);
     expect(rows.map((r) => r['body'])).toEqual(['old-main']);
     expect(rows[0]).not.toHaveProperty('service_namespace');
     expect((await schemaOf('main', 'logs')).fields.length).toBe(22);
   });
 
   it('--dry-run changes nothing; without --all-namespaces only main is migrated; a rerun is a no-op', async () => {
-    const acmeBefore = await catalog.metadataLocation('tenant_acme', 'logs');
-    const mainBefore = await catalog.metadataLocation('main', 'logs');
+    const acmeBefore = await lake.catalog.metadataLocation('tenant_acme', 'logs');
+    const mainBefore = await lake.catalog.metadataLocation('main', 'logs');
     const dry = runCli(['migrate', '--dry-run', ...flags]);
     expect(dry.status, dry.stderr).toBe(0);
     expect(dry.stdout.trim().split('\n').map((l) => JSON.parse(l))).toEqual([
       { namespace: 'main', table: 'logs', from: 1, to: 2, added: ['service_namespace', 'deployment_environment_name'], outcome: 'would-migrate' },
     ]);
-    expect(await catalog.metadataLocation('main', 'logs')).toBe(mainBefore);
+    expect(await lake.catalog.metadataLocation('main', 'logs')).toBe(mainBefore);
     const r = runCli(['migrate', ...flags]);
     expect(r.status, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout.trim())).toMatchObject({ namespace: 'main', table: 'logs', outcome: 'migrated' });
@@ -136,7 +125,7 @@ describe('siglake migrate', () => {
       [24, 'deployment_environment_name'],
     ]);
     expect(s.version).toBe('2');
-    expect(await catalog.metadataLocation('tenant_acme', 'logs')).toBe(acmeBefore);
+    expect(await lake.catalog.metadataLocation('tenant_acme', 'logs')).toBe(acmeBefore);
     expect((await schemaOf('tenant_acme', 'logs')).version).toBeUndefined();
     const again = runCli(['migrate', ...flags]);
     expect(again.status).toBe(0);
@@ -148,7 +137,7 @@ describe('siglake migrate', () => {
     await send([['default', 'new-main']]);
     const c = runCli(['compact', '--once', '--ingester-stopped', '--wal-dir', walDir, ...flags]);
     expect(c.status, c.stderr).toBe(0);
-    const loc = (await catalog.metadataLocation('main', 'logs'))!;
+    const loc = (await lake.catalog.metadataLocation('main', 'logs'))!;
     const rows = (await icebirdRows(loc)).map((r) => [r['body'], r['service_namespace'] ?? null, r['deployment_environment_name'] ?? null]).sort();
     expect(rows).toEqual([
       ['new-main', 'ns-new-main', 'prod'],
@@ -163,7 +152,7 @@ describe('siglake migrate', () => {
   });
 
   it('--all-namespaces migrates the tenants; concurrent runs and kill -9 mid-run leave each table migrated exactly once', async () => {
-    for (let i = 0; i < 6; i++) await createV1Table(catalog, storage, `tenant_t${i}`, 'logs');
+    for (let i = 0; i < 6; i++) await createV1Table(lake.catalog, storage, `tenant_t${i}`, 'logs');
     const killed = runCli(['migrate', '--all-namespaces', ...flags], { env: { SIGLAKE_TEST_HOOKS: '1', SIGLAKE_TEST_CRASH_MIGRATE: '2' } });
     expect(killed.status).toBeNull();
     expect(killed.stdout.trim().split('\n').length).toBe(2);

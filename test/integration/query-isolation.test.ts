@@ -110,22 +110,13 @@ describe('query isolation: tenant acme against globex and the host', () => {
     fs.rmSync(outDir, { recursive: true, force: true });
   });
 
-  it.each(ESCAPES)('$name → 400 $code $message', async ({ sql, code, message }) => {
+  it.each([...ESCAPES, ...EXPLAINED_ESCAPES])('$name → 400 $code $message', async ({ sql, code, message }) => {
     const a = await postSql(q.url, sql(), { token: acme });
     expect(a.status, a.text).toBe(400);
     const err = a.body['error'] as { code: string; message: string };
     expect(err.code).toBe(code);
     expect(err.message).toMatch(message);
     // Nothing of globex's in the answer, whatever it says.
-    expect(a.text).not.toContain('r1-globex');
-  });
-
-  it.each(EXPLAINED_ESCAPES)('$name → 400 $code $message', async ({ sql, code, message }) => {
-    const a = await postSql(q.url, sql(), { token: acme });
-    expect(a.status, a.text).toBe(400);
-    const err = a.body['error'] as { code: string; message: string };
-    expect(err.code).toBe(code);
-    expect(err.message).toMatch(message);
     expect(a.text).not.toContain('r1-globex');
   });
 

@@ -10,11 +10,11 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
-import { duckParquet, duckQuery, filesUnder, icebirdDataFiles, icebirdRows, installFileFetch } from '../helpers/iceberg.js';
+import { describe, expect, it } from 'vitest';
+import { duckParquet, duckQuery, filesUnder, icebirdDataFiles, icebirdRows } from '../helpers/iceberg.js';
 import { post } from '../helpers/http.js';
-import { runCli, startIngester, tempDir } from '../helpers/ingester.js';
+import { runCli, startIngester } from '../helpers/ingester.js';
+import { useLocalLake } from '../helpers/local-lake.js';
 import { jsonBytes } from '../helpers/otlp-bodies.js';
 
 const DAY_NS = 86_400_000_000_000n;
@@ -33,14 +33,10 @@ function logsAt(records: [string, number][]): Uint8Array {
 }
 
 describe('siglake retention', () => {
-  const dir = tempDir('siglake-retention-');
+  const lake = useLocalLake('siglake-retention-');
+  const { dir, warehouse, flags } = lake;
   const walDir = path.join(dir, 'wal');
-  const catalogUrl = `sqlite:${path.join(dir, 'catalog.db')}`;
-  const warehouse = path.join(dir, 'warehouse');
-  const flags = ['--catalog-url', catalogUrl, '--warehouse', warehouse];
   const retentionFlags = [...flags, '--retention-logs-days', '7', '--retention-snapshot-max-age-hours', '0'];
-  let catalog: SqlCatalog;
-  let restoreFetch: () => void;
 
   /** Sends the records through a real ingester, then lands them with siglake compact. */
   async function land(sends: { tenant: string; index?: string; records: [string, number][] }[]): Promise<void> {
@@ -57,7 +53,7 @@ describe('siglake retention', () => {
     expect(r.status, r.stderr).toBe(0);
   }
   const bodies = async (ns: string, table: string) =>
-    (await icebirdRows((await catalog.metadataLocation(ns, table))!)).map((r) => r['body'] as string).sort();
+    (await icebirdRows((await lake.catalog.metadataLocation(ns, table))!)).map((r) => r['body'] as string).sort();
   const parquetFiles = (ns: string, table: string) => {
     const base = path.join(warehouse, ns, table, 'data');
     return filesUnder(base)
@@ -65,15 +61,6 @@ describe('siglake retention', () => {
       .map((f) => path.join(base, f));
   };
 
-  beforeAll(() => {
-    restoreFetch = installFileFetch();
-    catalog = SqlCatalog.open(catalogUrl, 'siglake');
-  });
-  afterAll(async () => {
-    restoreFetch();
-    await catalog.close();
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
 
   it('drops the days past each table\'s cut-off from every reader, and their files from the warehouse', async () => {
     const f = path.join(dir, 'payments.yaml');
@@ -96,10 +83,10 @@ describe('siglake retention', () => {
     expect(await bodies('main', 'logs')).toEqual(['l-0', 'l-7']);
     // acme's logs lost their only day: the current snapshot lists no file (icebird refuses to read such a table, so count files).
     expect(parquetFiles('tenant_acme', 'logs')).toEqual([]);
-    const acmeLogs = JSON.parse(fs.readFileSync(fileURLToPath((await catalog.metadataLocation('tenant_acme', 'logs'))!), 'utf8'));
+    const acmeLogs = JSON.parse(fs.readFileSync(fileURLToPath((await lake.catalog.metadataLocation('tenant_acme', 'logs'))!), 'utf8'));
     const cur = acmeLogs.snapshots.find((x: { 'snapshot-id': number }) => x['snapshot-id'] === acmeLogs['current-snapshot-id']);
     expect(cur.summary).toMatchObject({ operation: 'delete', 'total-data-files': '0', 'total-records': '0' });
-    const loc = (await catalog.metadataLocation('tenant_acme', 'payments'))!;
+    const loc = (await lake.catalog.metadataLocation('tenant_acme', 'payments'))!;
     const live = (await icebirdDataFiles(loc)).map((x) => x.path);
     const duck = await duckQuery(`SELECT body FROM ${duckParquet(live)} ORDER BY body`);
     expect(duck.map((x) => x['body'])).toEqual(['p-0', 'p-1', 'p-2']);
@@ -121,11 +108,11 @@ describe('siglake retention', () => {
       expect(after).toContain(`new-${step}`);
       // After the drop commit the old day is invisible even before the files go.
       expect(after).not.toContain(`old-${step}`);
-      const live = (await icebirdDataFiles((await catalog.metadataLocation('main', 'logs'))!)).map((x) => fileURLToPath(x.path));
+      const live = (await icebirdDataFiles((await lake.catalog.metadataLocation('main', 'logs'))!)).map((x) => fileURLToPath(x.path));
       for (const p of live) expect(fs.existsSync(p)).toBe(true);
       const rerun = runCli(['retention', '--once', ...retentionFlags]);
       expect(rerun.status, rerun.stderr).toBe(0);
-      const final = (await icebirdDataFiles((await catalog.metadataLocation('main', 'logs'))!)).map((x) => fileURLToPath(x.path));
+      const final = (await icebirdDataFiles((await lake.catalog.metadataLocation('main', 'logs'))!)).map((x) => fileURLToPath(x.path));
       expect(parquetFiles('main', 'logs').sort()).toEqual(final.sort());
       expect((await bodies('main', 'logs')).filter((b) => b.startsWith('old-'))).toEqual([]);
     });
@@ -152,7 +139,7 @@ describe('siglake retention', () => {
       const b = await bodies('main', 'logs');
       expect(b).toContain('loop-new');
       expect(b).not.toContain('loop-old');
-      const final = (await icebirdDataFiles((await catalog.metadataLocation('main', 'logs'))!)).map((x) => fileURLToPath(x.path));
+      const final = (await icebirdDataFiles((await lake.catalog.metadataLocation('main', 'logs'))!)).map((x) => fileURLToPath(x.path));
       expect(parquetFiles('main', 'logs').sort()).toEqual(final.sort());
     } finally {
       expect(await ing.stop()).toBe(0);

@@ -19,7 +19,7 @@ import path from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { grpc } from '../helpers/grpc-client.js';
-import { sleep } from '../helpers/wait.js';
+import { until } from '../helpers/wait.js';
 import { startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
 import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile, type KeyPair } from '../helpers/jwt.js';
 import { RedisServer } from '../helpers/redis-server.js';
@@ -83,15 +83,6 @@ describe('per-principal buckets shared by two replicas through Redis', () => {
     return Math.max(0, (Number(tat) - now) / PERIOD_US);
   }
 
-  async function until(what: () => Promise<boolean>, ms = 10_000): Promise<void> {
-    const deadline = Date.now() + ms;
-    while (Date.now() < deadline) {
-      if (await what()) return;
-      await sleep(20);
-    }
-    throw new Error('condition not reached in time');
-  }
-
   function ok(r: Reply): void {
     if (r.transport === 'http') expect(r.status, r.message).toBe(200);
     else expect(r.code, r.message).toBe(grpc.status.OK);
@@ -115,7 +106,7 @@ describe('per-principal buckets shared by two replicas through Redis', () => {
       const hdr = async () => ({ authorization: `Bearer ${await mint(key, claims, { sub })}` });
       ok(await ca.send('http', 'logs', `${sub}-a1`, await hdr()));
       // Replica A's admission reached the shared bucket in Redis: one token short.
-      await until(async () => (await missing(sub)) > 0.5);
+      await until(async () => (await missing(sub)) > 0.5, 10_000, 'the shared bucket in Redis to be one token short', 20);
       const waitA = limited(await ca.send('grpc', 'logs', `${sub}-a2`, await hdr()));
       expect(waitA).toBeGreaterThan(50);
       expect(waitA).toBeLessThanOrEqual(101);

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { grpc } from '../helpers/grpc-client.js';
-import { sleep } from '../helpers/wait.js';
+import { until } from '../helpers/wait.js';
 import { startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
 import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile, type KeyPair } from '../helpers/jwt.js';
 import { RedisServer } from '../helpers/redis-server.js';
@@ -40,22 +40,13 @@ describe('two replicas share declared-tenant budgets and buckets through Redis',
   });
 
   const remaining = (ing: RunningIngester) => ing.metric('siglake_tenant_budget_remaining{tenant="shared",unit="records"}');
-  async function until(what: () => Promise<boolean>, ms = 10_000): Promise<void> {
-    const deadline = Date.now() + ms;
-    while (Date.now() < deadline) {
-      if (await what()) return;
-      await sleep(20);
-    }
-    throw new Error('condition not reached in time');
-  }
-
   it("what replica A charged is spent on replica B's budget too", async () => {
     const hdr = async (sub: string) => ({ authorization: `Bearer ${await mint(key, { org_id: 'shared' }, { sub })}` });
     for (let i = 0; i < 3; i++) expect((await ca.send('http', 'logs', `a${i}`, await hdr(`a${i}`))).status).toBe(200);
     expect(await remaining(a)).toBe(1);
     // B has charged nothing itself; its first request makes it sync.
     expect((await cb.send('grpc', 'logs', 'b0', await hdr('b0'))).code).toBe(grpc.status.OK);
-    await until(async () => (await remaining(b)) === 0);
+    await until(async () => (await remaining(b)) === 0, 10_000, "B's view of the shared budget to reach 0", 20);
     const r = await cb.send('http', 'logs', 'b1', await hdr('b1'));
     expect(r.status).toBe(429);
     expect(r.message).toMatch(/the tenant budget/);
@@ -63,7 +54,7 @@ describe('two replicas share declared-tenant budgets and buckets through Redis',
     await until(async () => {
       await ca.send('http', 'logs', 'probe', await hdr('probe')).catch(() => undefined);
       return (await remaining(a)) === 0;
-    });
+    }, 10_000, "A's view of the shared budget to reach 0", 20);
     expect((await ca.send('grpc', 'logs', 'a9', await hdr('a9'))).code).toBe(grpc.status.RESOURCE_EXHAUSTED);
     expect(await a.metric('siglake_rate_budget_backend_errors_total')).toBe(0);
   });

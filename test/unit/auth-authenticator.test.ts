@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuthError } from '../../src/auth/auth-error.js';
 import { Authenticator, type AuthResult } from '../../src/auth/authenticator.js';
 import { IngestError } from '../../src/errors.js';
+import { thrown } from '../helpers/thrown.js';
 
 const ISS = 'https://idp.example.test';
 const AUD = 'siglake';
@@ -17,14 +18,7 @@ const OTHER = 'sk_live_0000aaaa1111bbbb2222';
 
 /** The synchronous refusal of `fn`, checked to be a 401 that echoes no part of `secret`. */
 function refusedSync(fn: () => unknown, secret: string): string {
-  let caught: unknown;
-  try {
-    fn();
-  } catch (err) {
-    caught = err;
-  }
-  expect(caught).toBeInstanceOf(AuthError);
-  const err = caught as AuthError;
+  const err = thrown(AuthError, fn);
   expect(err.code).toBe('SIGLAKE_UNAUTHENTICATED');
   expect(err.httpStatus).toBe(401);
   expect(err.grpcCode).toBe(16);

@@ -3,16 +3,10 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, IngestError } from '../../src/errors.js';
 import { AllowList } from '../../src/tenancy/allow-list.js';
+import { thrown } from '../helpers/thrown.js';
 
 function denial(fn: () => unknown): IngestError {
-  let caught: unknown;
-  try {
-    fn();
-  } catch (err) {
-    caught = err;
-  }
-  expect(caught).toBeInstanceOf(IngestError);
-  return caught as IngestError;
+  return thrown(IngestError, fn);
 }
 
 describe('AllowList', () => {

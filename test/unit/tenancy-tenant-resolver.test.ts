@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { ConfigError, IngestError, type TenantDeniedReason } from '../../src/errors.js';
 import { RESERVED_NAMES } from '../../src/tenancy/identifier.js';
 import { TenantResolver } from '../../src/tenancy/tenant-resolver.js';
+import { thrown } from '../helpers/thrown.js';
 
 const defaultMode = new TenantResolver({ trustTenantHeader: false });
 const headerMode = new TenantResolver({ trustTenantHeader: true });
@@ -23,14 +24,7 @@ function mixedCase(s: string): string[] {
 }
 
 function refusal(fn: () => unknown): IngestError {
-  let caught: unknown;
-  try {
-    fn();
-  } catch (err) {
-    caught = err;
-  }
-  expect(caught).toBeInstanceOf(IngestError);
-  return caught as IngestError;
+  return thrown(IngestError, fn);
 }
 
 function expectBadHeader(fn: () => unknown): void {
