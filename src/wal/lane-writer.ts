@@ -59,29 +59,6 @@ export interface LaneWriterOptions {
    * copies them (src/wal/journal.ts).
    */
   readonly onWritten?: (segment: number, offset: number, iov: readonly Uint8Array[], n: number, bytes: number, records: number) => void;
-  /**
-   * The shard's deferred-write pool (`batch` mode with a commit journal only):
-   * a flush whose segment has no open descriptor copies its bytes here instead
-   * of opening the file, and they are written, grouped, by the next sync(),
-   * rotation or seal. Without it every flush writes at once.
-   */
-  readonly deferral?: DeferralPool;
-}
-
-/**
- * Bytes a shard's lanes hold back from their segments (see LaneWriterOptions.deferral).
- * Bounded: past `limit` a flush writes at once, as without a pool. Only for a
- * writer whose flushes are also in a synced commit journal: deferred bytes are
- * acknowledged before they reach the segment.
- */
-export class DeferralPool {
-  /** Bytes held now, over all lanes. */
-  bytes = 0;
-  /** Flushes held back since start. */
-  deferredFlushes = 0;
-  constructor(readonly limit: number) {
-    if (!Number.isSafeInteger(limit) || limit < 0) throw new WalArgumentError(`deferral limit ${limit} out of range`);
-  }
 }
 
 export class LaneWriter {
@@ -119,11 +96,6 @@ export class LaneWriter {
   #staged = 0;
   #stagedBytes = 0;
   readonly #iov: Uint8Array[] = [];
-  readonly #pool: DeferralPool | null;
-  /** Held-back bytes of the live segment, contiguous, ending at #size: copies, written at #heldFrom. */
-  readonly #held: Buffer[] = [];
-  #heldFrom = 0;
-  #heldBytes = 0;
 
   constructor(opts: LaneWriterOptions) {
     if (!Number.isSafeInteger(opts.segmentBytes) || opts.segmentBytes <= SEGMENT_HEADER_SIZE) {
@@ -140,7 +112,6 @@ export class LaneWriter {
     this.#cache = opts.fdCache ?? new FdCache(1, this.#ops);
     this.#now = opts.now ?? Date.now;
     this.#onWritten = opts.onWritten;
-    this.#pool = opts.deferral ?? null;
     this.#next = next;
     this.#slab = Buffer.alloc(0);
     this.#growSlab(Math.max(1, opts.slabRecords ?? 64));
@@ -167,11 +138,6 @@ export class LaneWriter {
   /** Bytes the staged records will take on disk, headers included. */
   get stagedBytes(): number {
     return this.#stagedBytes;
-  }
-
-  /** Bytes written to the live segment's account but still held back in the deferral pool. */
-  get deferredBytes(): number {
-    return this.#heldBytes;
   }
 
   /** What the writer's own repair found on its first open; null when it was handed `nextSegment` or has not opened yet. */
@@ -219,7 +185,6 @@ export class LaneWriter {
 
   /** fdatasync of the live segment if it was written since its last sync; rotations sync old segments themselves. */
   async sync(): Promise<void> {
-    this.writeDeferred();
     const h = this.#handleToSync();
     if (h === null) return;
     try {
@@ -231,7 +196,6 @@ export class LaneWriter {
 
   /** sync() without leaving the thread: a blocking fdatasync (see FdCache.syncNow). */
   syncNow(): void {
-    this.writeDeferred();
     const h = this.#handleToSync();
     if (h === null) return;
     try {
@@ -268,7 +232,6 @@ export class LaneWriter {
   async seal(): Promise<void> {
     const h = this.#handle;
     if (h === null) return;
-    this.writeDeferred();
     this.#settleTail();
     const sealed = this.#segment;
     this.#handle = null;
@@ -325,7 +288,7 @@ export class LaneWriter {
         j++;
       }
       if (j > i) {
-        this.#writeGroup(i, j, bytes);
+        this.#writeGroup(i, j);
         written += bytes;
         i = j;
       }
@@ -335,24 +298,13 @@ export class LaneWriter {
   }
 
   /** Writes staged records [from, to) at the end of the live segment, with pwritev calls of at most IOV_MAX buffers. */
-  #writeGroup(from: number, to: number, bytes: number): void {
+  #writeGroup(from: number, to: number): void {
     const h = this.#handle as FdHandle;
     const iov = this.#iov;
     iov.length = 0;
     for (let k = from; k < to; k++) {
       iov.push(this.#heads[k]);
       if (this.#payloads[k].length > 0) iov.push(this.#payloads[k]);
-    }
-    const pool = this.#pool;
-    if (pool !== null && (h.fd < 0 || this.#heldBytes > 0)) {
-      // No descriptor (the cache evicted it), or bytes already held back: keep
-      // a copy rather than open the file for this one write.
-      if (pool.bytes + bytes <= pool.limit) {
-        this.#defer(iov, bytes, to - from);
-        iov.length = 0;
-        return;
-      }
-      this.writeDeferred(); // the pool is full: write what is held, in order, then this
     }
     let fd: number;
     try {
@@ -382,58 +334,6 @@ export class LaneWriter {
     }
   }
 
-  /** Copies a group's bytes into the pool; they count as written (offsets, rotation, the journal). */
-  #defer(iov: readonly Uint8Array[], bytes: number, records: number): void {
-    const pool = this.#pool as DeferralPool;
-    const copy = Buffer.allocUnsafe(bytes);
-    let at = 0;
-    for (const b of iov) {
-      copy.set(b, at);
-      at += b.length;
-    }
-    const start = this.#size;
-    if (this.#heldBytes === 0) this.#heldFrom = start;
-    this.#held.push(copy);
-    this.#heldBytes += bytes;
-    pool.bytes += bytes;
-    pool.deferredFlushes++;
-    this.#size = start + bytes;
-    this.#onWritten?.(this.#segment, start, iov, iov.length, bytes, records);
-  }
-
-  /**
-   * Writes the bytes held back for the live segment, in one pwritev (several
-   * past IOV_MAX). On failure the segment is cut back to where they start and
-   * they stay held, for the next try; a WalWriteError is thrown.
-   */
-  writeDeferred(): void {
-    if (this.#heldBytes === 0) return;
-    const h = this.#handle as FdHandle;
-    let fd: number;
-    try {
-      fd = this.#cache.fd(h);
-    } catch (err) {
-      throw new WalWriteError('open', this.#path, err);
-    }
-    const from = this.#heldFrom;
-    try {
-      writevAll(this.#ops, fd, this.#held, from);
-    } catch (err) {
-      this.#cache.markDirty(h);
-      this.#quietly(() => this.#ops.ftruncate(fd, from));
-      throw new WalWriteError('write', this.#path, err);
-    }
-    this.#cache.markDirty(h);
-    this.#dropDeferred();
-  }
-
-  #dropDeferred(): void {
-    if (this.#heldBytes === 0) return;
-    (this.#pool as DeferralPool).bytes -= this.#heldBytes;
-    this.#held.length = 0;
-    this.#heldBytes = 0;
-  }
-
   /** After a failed write: truncate to `size`, or remember to before anything else. */
   #cutBack(fd: number, size: number): void {
     try {
@@ -457,7 +357,6 @@ export class LaneWriter {
   }
 
   #rotate(): void {
-    this.writeDeferred();
     const h = this.#handle as FdHandle;
     this.#handle = null;
     this.#segment = 0;
@@ -471,7 +370,6 @@ export class LaneWriter {
 
   /** Drops the live segment without a sync (its durability is already in doubt). */
   #abandon(): void {
-    this.#dropDeferred();
     const h = this.#handle as FdHandle;
     this.#handle = null;
     this.#segment = 0;

@@ -44,7 +44,7 @@ import { laneTag, replayJournalDir, ShardJournal } from '../wal/journal.js';
 import { JOURNAL_ROOT, journalDirName } from '../wal/journal-format.js';
 import { join } from 'node:path';
 import { RecordType } from '../wal/format.js';
-import { DeferralPool, LaneWriter } from '../wal/lane-writer.js';
+import { LaneWriter } from '../wal/lane-writer.js';
 import { recoverWal } from '../wal/recovery.js';
 import { WalWriteError } from '../wal/wal-write-error.js';
 import { BodyDecoder } from './body-decoder.js';
@@ -64,19 +64,6 @@ const CHECKPOINT_MS = 10_000;
 function checkpointMs(): number {
   const v = Number(process.env['SIGLAKE_TEST_CHECKPOINT_MS']);
   return process.env['SIGLAKE_TEST_HOOKS'] === '1' && Number.isInteger(v) && v > 0 ? v : CHECKPOINT_MS;
-}
-/**
- * Bytes a shard may hold back from lanes whose segment descriptor the cache
- * does not hold (`batch` mode): written, one pwritev per lane, by the next
- * checkpoint (or the lane's rotation or seal). Past it a flush writes at once
- * (an open and a close, as without the pool); a checkpoint is not started
- * early for it, since every checkpoint costs one fdatasync per lane.
- */
-const DEFER_BYTES = 64 * 1024 * 1024;
-/** Test-only (SIGLAKE_TEST_HOOKS=1): SIGLAKE_TEST_DEFER_BYTES=<n> bounds the pool at n bytes (0: no deferral). */
-function deferBytes(): number {
-  const v = Number(process.env['SIGLAKE_TEST_DEFER_BYTES']);
-  return process.env['SIGLAKE_TEST_HOOKS'] === '1' && process.env['SIGLAKE_TEST_DEFER_BYTES'] !== undefined && Number.isInteger(v) && v >= 0 ? v : DEFER_BYTES;
 }
 /** Lane fdatasyncs a checkpoint keeps in flight at once (each may hold a descriptor), with 64 or more descriptors per worker; else 1. */
 const CHECKPOINT_PARALLEL = 16;
@@ -146,8 +133,6 @@ export class ShardLoop {
   #journalPinned = false;
   /** Lane fdatasyncs a checkpoint keeps in flight (bounded by the descriptor budget). */
   readonly #checkpointParallel: number;
-  /** `batch` mode: bytes held back from lanes without a cached descriptor, written by the checkpoint. */
-  readonly #deferral: DeferralPool | null;
 
   constructor(args: ShardTaskArgs, threadId: number) {
     this.#a = args;
@@ -167,8 +152,6 @@ export class ShardLoop {
     const cached = journaled ? Math.max(1, budget - 2 - this.#checkpointParallel) : budget;
     this.#fds = new FdCache(cached, undefined, { lazyEviction: journaled });
     this.#journal = journaled ? new ShardJournal({ dir: this.#journalDir() }) : null;
-    const defer = deferBytes();
-    this.#deferral = journaled && defer > 0 ? new DeferralPool(defer) : null;
     this.#decoder = new BodyDecoder(args.settings.maxRequestBytes);
     Atomics.store(this.#control, ControlWord.THREAD_ID, threadId);
   }
@@ -268,7 +251,6 @@ export class ShardLoop {
       fdCache: this.#fds,
       // Most lanes see a handful of records per round; the slab doubles when one needs more.
       slabRecords: 4,
-      ...(this.#deferral !== null ? { deferral: this.#deferral } : {}),
       ...(next !== undefined ? { nextSegment: next } : {}),
       ...(journal !== null
         ? {
@@ -402,8 +384,6 @@ export class ShardLoop {
         }
       }
       for (const lane of touched) {
-        // Bytes held back go to the segment with the next checkpoint, answered or not.
-        if (lane.writer.deferredBytes > 0) this.#sinceCheckpoint.add(lane);
         if (lane.failure !== undefined) continue;
         if (journalFailure !== undefined) lane.failure = journalFailure;
         else this.#sinceCheckpoint.add(lane);

@@ -22,7 +22,7 @@ import {
   journalDirName,
   parseJournalName,
 } from '../../src/wal/journal-format.js';
-import { DeferralPool, LaneWriter } from '../../src/wal/lane-writer.js';
+import { LaneWriter } from '../../src/wal/lane-writer.js';
 import { LOGS_TABLE, TRACES_TABLE, laneDir, listLaneDirs } from '../../src/wal/layout.js';
 import { SegmentReader } from '../../src/wal/segment-reader.js';
 
@@ -37,7 +37,7 @@ afterEach(() => {
 const jdir = () => join(wal, JOURNAL_ROOT, journalDirName(0, 1));
 
 /** Two lanes (tenant acme's logs, the default tenant's traces) feeding one journal, as a shard wires them. */
-function shard(opts: { segmentBytes?: number; cache?: FdCache; deferral?: DeferralPool } = {}) {
+function shard(opts: { segmentBytes?: number; cache?: FdCache } = {}) {
   const journal = new ShardJournal({ dir: jdir() });
   const cache = opts.cache ?? new FdCache(8);
   const mk = (dir: string) =>
@@ -45,7 +45,6 @@ function shard(opts: { segmentBytes?: number; cache?: FdCache; deferral?: Deferr
       dir,
       segmentBytes: opts.segmentBytes ?? 1 << 20,
       fdCache: cache,
-      ...(opts.deferral !== undefined ? { deferral: opts.deferral } : {}),
       onWritten: (segment, offset, iov, n, bytes, records) => journal.stage(laneTag(wal, dir), segment, offset, iov, 0, n, bytes, records),
     });
   const a = mk(laneDir(wal, 'acme', LOGS_TABLE));
@@ -347,115 +346,5 @@ describe('siglake wal verify and the journal', () => {
     v = await verify();
     expect(v.code).toBe(1);
     expect(v.out).toContain('DAMAGED: journal .journal/shard-0-of-1/00000001.jnl: 1 entries, 1 records, corrupt at offset');
-  });
-});
-
-describe('deferred lane writes (a lane whose descriptor the cache does not hold)', () => {
-  /** node:fs, counting opens and writes per path. */
-  function counting(): FileOps & { opens: string[]; writes: string[]; fds: Map<number, string> } {
-    const ops = {
-      ...NODE_FILE_OPS,
-      opens: [] as string[],
-      writes: [] as string[],
-      fds: new Map<number, string>(),
-      open(path: string, flags: string) {
-        const fd = NODE_FILE_OPS.open(path, flags);
-        ops.opens.push(path);
-        ops.fds.set(fd, path);
-        return fd;
-      },
-      writev(fd: number, iov: Uint8Array[], position: number) {
-        ops.writes.push(ops.fds.get(fd) ?? '?');
-        return NODE_FILE_OPS.writev(fd, iov, position);
-      },
-    };
-    return ops;
-  }
-  const acme = () => laneDir(wal, 'acme', LOGS_TABLE);
-  const traces = () => laneDir(wal, 'default', TRACES_TABLE);
-  const seg = (dir: string, n = 1) => join(dir, formatSegmentName(n));
-
-  it('holds the bytes back instead of reopening the file each round; sync() writes them in one pwritev, in order', async () => {
-    const ops = counting();
-    const pool = new DeferralPool(1 << 20);
-    const s = shard({ cache: new FdCache(1, ops, { lazyEviction: true }), deferral: pool });
-    s.round({ a: ['a1'], b: ['b1'] }); // both segments are new: written at once (the descriptor is fresh)
-    const opensAfterCreate = ops.opens.length;
-    for (let i = 2; i <= 20; i++) s.round({ a: [`a${i}`], b: [`b${i}`] });
-    // One descriptor for two lanes: without the pool each round would reopen one of them.
-    expect(ops.opens.length).toBe(opensAfterCreate);
-    expect(pool.bytes).toBeGreaterThan(0);
-    expect(s.a.deferredBytes + s.b.deferredBytes).toBe(pool.bytes);
-    // The journal holds every record, at the offsets the segments will have.
-    expect(decodeJournal(journalBytes(), listJournalFiles(jdir())[0]!).entries.length).toBe(40);
-    expect(statSync(seg(acme())).size + statSync(seg(traces())).size).toBeLessThan(2 * SEGMENT_HEADER_SIZE + 2 * 30 * 20);
-    const writesBefore = ops.writes.length;
-    await s.a.sync();
-    await s.b.sync();
-    expect(ops.writes.length - writesBefore).toBeLessThanOrEqual(2); // one per lane that held bytes
-    expect(pool.bytes).toBe(0);
-    expect(payloads(acme())).toEqual(Array.from({ length: 20 }, (_, i) => `a${i + 1}`));
-    expect(payloads(traces())).toEqual(Array.from({ length: 20 }, (_, i) => `b${i + 1}`));
-    // A replay now finds every entry present.
-    expect(replayJournalDir(wal, jdir())).toMatchObject({ entries: 40, present: 40, rewritten: 0 });
-    expect((await verify()).code).toBe(0);
-  });
-
-  it('held bytes lost with the process (never written) are replayed from the journal, and verify is clean', async () => {
-    const pool = new DeferralPool(1 << 20);
-    const s = shard({ cache: new FdCache(1, NODE_FILE_OPS, { lazyEviction: true }), deferral: pool });
-    s.round({ a: ['a1'], b: ['b1'] });
-    s.round({ a: ['a2', 'a3'], b: ['b2'] });
-    s.round({ a: ['a4'], b: ['b3', 'b4'] });
-    expect(pool.bytes).toBeGreaterThan(0);
-    // The process dies here: the journal was synced, the held bytes never reached the segments.
-    const r = replayJournalDir(wal, jdir());
-    expect(r.rewritten).toBeGreaterThan(0);
-    expect(payloads(acme())).toEqual(['a1', 'a2', 'a3', 'a4']);
-    expect(payloads(traces())).toEqual(['b1', 'b2', 'b3', 'b4']);
-    expect((await verify()).code).toBe(0);
-  });
-
-  it('a seal writes the held bytes before it makes the segment durable; the next records go to a new segment', async () => {
-    const pool = new DeferralPool(1 << 20);
-    const s = shard({ cache: new FdCache(1, NODE_FILE_OPS, { lazyEviction: true }), deferral: pool });
-    s.round({ a: ['a1'], b: ['b1'] });
-    s.round({ a: ['a2'], b: ['b2'] });
-    expect(s.a.deferredBytes).toBeGreaterThan(0);
-    await s.a.seal();
-    expect(s.a.deferredBytes).toBe(0);
-    expect(payloads(acme(), 1)).toEqual(['a1', 'a2']);
-    s.round({ a: ['a3'] });
-    expect(payloads(acme(), 2)).toEqual(['a3']);
-    // Replay skips the sealed segment's entries and finds the new one's present.
-    expect(replayJournalDir(wal, jdir())).toMatchObject({ rewritten: 0 });
-    expect(payloads(acme(), 1)).toEqual(['a1', 'a2']);
-  });
-
-  it('a rotation writes and syncs the held bytes of the old segment first', () => {
-    const pool = new DeferralPool(1 << 20);
-    const s = shard({ segmentBytes: SEGMENT_HEADER_SIZE + 3 * (24 + 2), cache: new FdCache(1, NODE_FILE_OPS, { lazyEviction: true }), deferral: pool });
-    s.round({ a: ['a1'], b: ['b1'] });
-    s.round({ a: ['a2'], b: ['b2'] });
-    s.round({ a: ['a3', 'a4'], b: ['b3'] }); // a4 does not fit in acme's segment 1
-    expect(payloads(acme(), 1)).toEqual(['a1', 'a2', 'a3']);
-    s.a.syncNow();
-    s.b.syncNow();
-    expect(payloads(acme(), 2)).toEqual(['a4']);
-    expect(payloads(traces(), 1)).toEqual(['b1', 'b2', 'b3']);
-  });
-
-  it('past the pool bound a flush writes the held bytes and itself at once, in order', () => {
-    const pool = new DeferralPool(60); // room for about two small records
-    const s = shard({ cache: new FdCache(1, NODE_FILE_OPS, { lazyEviction: true }), deferral: pool });
-    s.round({ a: ['a1'], b: ['b1'] });
-    for (let i = 2; i <= 8; i++) s.round({ a: [`a${i}`], b: [`b${i}`] });
-    expect(pool.bytes).toBeLessThanOrEqual(60);
-    expect(s.a.deferredBytes + s.b.deferredBytes).toBe(pool.bytes);
-    s.a.syncNow();
-    s.b.syncNow();
-    expect(pool.bytes).toBe(0);
-    expect(payloads(acme())).toEqual(Array.from({ length: 8 }, (_, i) => `a${i + 1}`));
-    expect(payloads(traces())).toEqual(Array.from({ length: 8 }, (_, i) => `b${i + 1}`));
   });
 });
