@@ -8,13 +8,14 @@
 #
 #   perf/fixed-rate-cpu.sh CLI LABEL TENANTS RATE SECS
 #   e.g. perf/fixed-rate-cpu.sh dist/cli.js after 10000 3000 20
+#   INGEST_FLAGS="--wal-segment-max-age-secs 0" perf/fixed-rate-cpu.sh ...  (extra ingest flags)
 set -euo pipefail
 CLI=$1; LABEL=$2; T=$3; RATE=$4; SECS=$5
 D=$(mktemp -d /tmp/siglake-cpu-XXXX)
 PORT=$((20000 + RANDOM % 20000))
 SIGLAKE_COMPACTOR=false node "$CLI" ingest --http-listen 127.0.0.1:$PORT --grpc-listen 127.0.0.1:0 --wal-dir "$D/wal" \
   --wal-fsync batch --workers 1 --trust-tenant-header --ingest-max-lanes $((2 * T)) --wal-max-open-files 512 \
-  --log-level warn > "$D/ing.log" 2>&1 &
+  --log-level warn ${INGEST_FLAGS:-} > "$D/ing.log" 2>&1 &
 PID=$!
 for _ in $(seq 1 150); do curl -s "127.0.0.1:$PORT/readyz" > /dev/null && break; sleep 0.2; done
 lg() { node "$CLI" loadgen --target "http://127.0.0.1:$PORT" --tenants "$T" --tenant-prefix t --connections 64 --threads 1 --body-bytes 1024 --bodies 2 --no-progress --quiet "$@"; }
