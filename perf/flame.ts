@@ -7,9 +7,12 @@
 //
 //   npm run flame -- [--secs 10] [--protocol http|grpc] [--fsync batch] [--connections 64]
 //                    [--workers N] [--out DIR] [--top 25] [--interval 500] [--whole]
+//                    [--warmup-secs S] [--warmup-requests N]
 //                    [-- extra loadgen flags]
 // Only samples taken while the load ran are drawn (--whole: the whole process
-// life, start-up and shutdown included).
+// life, start-up and shutdown included). A warm-up (the same loadgen flags, for
+// S seconds and/or N requests, e.g. one per tenant so every lane exists) runs
+// before the profiled window: a steady-state profile, without lane creation.
 //   node perf/run-ts.mjs perf/flame.ts --render FILE.cpuprofile...   (render existing profiles)
 
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -41,6 +44,8 @@ const { values: args, positionals } = parseArgs({
     interval: { type: 'string', default: '500' },
     render: { type: 'boolean' },
     whole: { type: 'boolean' },
+    'warmup-secs': { type: 'string', default: '0' },
+    'warmup-requests': { type: 'string', default: '0' },
   },
 });
 
@@ -138,23 +143,35 @@ async function main(): Promise<number> {
   try {
     const info = await waitForLine(ing, 'ready', 60_000);
     const target = args.protocol === 'grpc' ? `127.0.0.1:${String(info['grpc'])}` : `http://127.0.0.1:${String(info['http'])}`;
-    const load = [
+    const loadgen = (how: string[], out: string): string[] => [
       CLI,
       'loadgen',
       '--protocol',
       args.protocol!,
       '--target',
       target,
-      '--duration',
-      args.secs!,
+      ...how,
       '--connections',
       args.connections!,
       ...(args.protocol === 'grpc' ? ['--streams', args.streams!] : []),
       '--no-progress',
       '--out',
-      path.join(outDir, 'loadgen.json'),
+      path.join(outDir, out),
       ...extraLoad,
     ];
+    const warmRequests = Number(args['warmup-requests']);
+    const warmSecs = Number(args['warmup-secs']);
+    if (warmRequests > 0) {
+      const w = loadgen(['--requests', String(warmRequests), '--duration', '0'], 'warmup-requests.json');
+      process.stderr.write(`flame: warm-up: node ${w.join(' ')}\n`);
+      await run(process.execPath, w);
+    }
+    if (warmSecs > 0) {
+      const w = loadgen(['--duration', String(warmSecs)], 'warmup-secs.json');
+      process.stderr.write(`flame: warm-up: node ${w.join(' ')}\n`);
+      await run(process.execPath, w);
+    }
+    const load = loadgen(['--duration', args.secs!], 'loadgen.json');
     process.stderr.write(`flame: node ${load.join(' ')}\n`);
     const fromUs = monoUs();
     const code = await run(process.execPath, load);
