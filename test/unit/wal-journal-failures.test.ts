@@ -85,12 +85,19 @@ function rig() {
     journal.close();
     for (const n of segments) truncateSync(join(dir, formatSegmentName(n)), SEGMENT_HEADER_SIZE);
   };
+  /** A checkpoint whose fdatasync of the lane fails: the journal rotates, the segment is given up. */
+  const failedCheckpoint = async () => {
+    journal.rotate();
+    fault.laneSync = true;
+    await expect(lane.sync()).rejects.toThrow(/fdatasync/);
+    fault.laneSync = false;
+  };
   const restart = () => {
     const replay = replayJournalDir(wal, journalDir);
     const repair = repairLane(dir);
     return { replay, repair, records: records(dir) };
   };
-  return { fault, journal, lane, dir, round, powerLoss, restart };
+  return { fault, journal, lane, dir, round, powerLoss, failedCheckpoint, restart };
 }
 
 describe('commit journal under disk faults', () => {
@@ -130,11 +137,7 @@ describe('commit journal under disk faults', () => {
   it('a segment given up after a failed checkpoint fdatasync is restored from the journal though a higher one follows', async () => {
     const r = rig();
     expect(r.round('r1-acked')).toBe(true);
-    // The checkpoint: rotate the journal, sync the lane; the sync fails and the segment is given up.
-    r.journal.rotate();
-    r.fault.laneSync = true;
-    await expect(r.lane.sync()).rejects.toThrow(/fdatasync/);
-    r.fault.laneSync = false;
+    await r.failedCheckpoint();
     expect(r.round('r2-acked')).toBe(true); // in segment 2
     r.powerLoss(1, 2);
     const after = r.restart();
@@ -145,10 +148,7 @@ describe('commit journal under disk faults', () => {
   it('... and though a sealed one follows', async () => {
     const r = rig();
     expect(r.round('r1-acked')).toBe(true);
-    r.journal.rotate();
-    r.fault.laneSync = true;
-    await expect(r.lane.sync()).rejects.toThrow(/fdatasync/);
-    r.fault.laneSync = false;
+    await r.failedCheckpoint();
     expect(r.round('r2-acked')).toBe(true);
     await r.lane.seal(); // segment 2 durable and marked sealed
     r.powerLoss(1);
