@@ -15,8 +15,9 @@
 //   batch is dropped; the error (code SIGLAKE_WAL_WRITE) makes the caller
 //   answer 500. The segment stays valid and later flushes append to it.
 // - A batch that spans a rotation and fails in the new segment leaves its
-//   earlier records in the old segment (already fdatasynced by the rotation):
-//   the client is told 500 and may retry, so the WAL is at-least-once there.
+//   earlier records in the old segment (already fdatasynced by the rotation,
+//   or journaled): the client is told 500 and may retry, so the WAL is
+//   at-least-once there.
 // - `journaled` (`batch` mode, the shard's commit journal holds every record
 //   until a checkpoint): creating, rotating and sealing a segment take no
 //   sync. A segment is created under its final name; its header goes out with

@@ -149,8 +149,8 @@ export class ShardLoop {
     const journaled = args.settings.walFsync === 'batch';
     const budget = Math.max(1, args.settings.maxOpenFiles);
     // --wal-max-open-files covers the journal too: in batch mode one descriptor
-    // is the journal's, one is for a sync of an evicted segment on the request
-    // path (rotation, seal), and the checkpoint's syncs in flight hold at most
+    // is the journal's, one is for a sync of a closed segment on the request
+    // path (a refused round's), and the checkpoint's syncs in flight hold at most
     // #checkpointParallel more (a fresh one or a cached one kept open).
     this.#checkpointParallel = budget >= 64 ? CHECKPOINT_PARALLEL : 1;
     const cached = journaled ? Math.max(1, budget - 2 - this.#checkpointParallel) : budget;
