@@ -141,6 +141,23 @@ function expectNoMarkerAheadOfTheJournal(walDir: string, when: string): number {
   return markers.size;
 }
 
+/** Each lane directory's highest segment number (lanes with at least one segment). */
+function highestSegments(walDir: string): Map<string, number> {
+  const out = new Map<string, number>();
+  const walk = (dir: string, depth: number): void => {
+    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+      if (e.isDirectory()) {
+        if (e.name !== JOURNAL_ROOT && depth < 3) walk(path.join(dir, e.name), depth + 1);
+        continue;
+      }
+      const m = /^(\d+)\.seg$/.exec(e.name);
+      if (m !== null) out.set(dir, Math.max(out.get(dir) ?? 0, Number(m[1])));
+    }
+  };
+  walk(walDir, 0);
+  return out;
+}
+
 type Fate = 'gone' | 'empty' | 'header only';
 
 /** Takes from each lane segment what only the journal made durable. */
@@ -299,9 +316,23 @@ describe('kill -9 between the journal sync and the checkpoint, then a power loss
       // Segments made since the last checkpoint were lost whole or in part, and replay made them again.
       expect(figures.segmentsGone + figures.segmentsEmptied + figures.segmentsHeaderOnly).toBeGreaterThan(0);
       expect(figures.markersChecked, 'sealed markers seen next to a live journal').toBeGreaterThan(0);
+      // The last life takes some load, then stops cleanly: it seals every lane it wrote, and its last
+      // checkpoint makes them durable, deletes the journal and writes every marker.
       const last = await start();
+      const highestBefore = highestSegments(walDir); // after the replay, which may make segments again
+      const lastLoad = new LoadRun({ ing: last, prng: prng.fork(), ledger, tag: 'crash-journal-last', lanes: laneMatrix(TENANTS, INDEXES), clients: CLIENTS });
+      const base = ledger.acked.length;
+      await until(() => ledger.acked.length >= base + 50, 60_000, 'the last life\'s acknowledgements');
+      await lastLoad.stop();
       expect(await last.stop()).toBe(0);
       live.delete(last);
+      let sealedAtStop = 0;
+      for (const [dir, highest] of highestSegments(walDir)) {
+        if (highest <= (highestBefore.get(dir) ?? 0)) continue; // not written in the last life
+        expect(sealedOf(dir), `${dir}: marker after a clean stop`).toBe(highest);
+        sealedAtStop++;
+      }
+      expect(sealedAtStop, 'lanes written and sealed in the last life').toBeGreaterThan(0);
       const c = expectLedgerIntact(ledger, walDir, 'crash-journal-', 'after a clean stop: ');
       figures.ackedRequests = c.ackedRequests;
       expect(c.ackedRequests).toBeGreaterThan(0);
