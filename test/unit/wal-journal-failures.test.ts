@@ -169,6 +169,19 @@ describe('commit journal under disk faults', () => {
     expect(after.records).toEqual(['r1-acked', 'r2-acked']);
   });
 
+  it('a sealed segment whose checkpoint fdatasync fails fails the checkpoint (the shard pins the journal); replay restores it', async () => {
+    const r = rig();
+    expect(r.round('r1-acked')).toBe(true);
+    await r.lane.seal(); // no sync: segment 1 waits for the checkpoint
+    await r.failedCheckpoint(); // its fdatasync fails: the journal must stay
+    expect(r.round('r2-acked')).toBe(true); // segment 2
+    r.powerLoss(1);
+    rmSync(join(r.dir, formatSegmentName(2))); // never synced: gone
+    const after = r.restart();
+    expect(after.records).toEqual(['r1-acked', 'r2-acked']);
+    expect(after.replay.recreated).toBe(1);
+  });
+
   it('a refused round that rotated: the segment it left is synced on the spot and ends whole though no later sync comes', () => {
     // Two 10-byte records per segment.
     const r = rig(SEGMENT_HEADER_SIZE + 2 * (24 + 10));
