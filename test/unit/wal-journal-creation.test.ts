@@ -278,6 +278,19 @@ describe('journal version 1 (written before segments were created unsynced)', ()
   });
 });
 
+describe('the compactor beside an unsynced segment', () => {
+  it('a rotated segment the compactor landed and deleted before the checkpoint needs no sync: the checkpoint succeeds', async () => {
+    const s = shard({ segmentBytes: SEGMENT_HEADER_SIZE + 24 + 10 });
+    const [w] = s.lanes as [LaneWriter];
+    s.round(10);
+    s.round(10); // segment 1 rotated away from, unsynced; 2 live
+    rmSync(join(w.dir, formatSegmentName(1))); // below the highest: landed and retired
+    await s.checkpoint();
+    expect(listJournalFiles(jdir())).toEqual([]);
+    expect(listLaneFiles(w.dir).segments.map((f) => f.number)).toEqual([2]);
+  });
+});
+
 describe('sealing under the journal', () => {
   it('a seal writes no marker: the checkpoint reports it, to be written once the journal up to it is deleted', async () => {
     const s = shard({ segmentBytes: 1 << 20 });
