@@ -12,8 +12,9 @@
 //
 // With `lazyEviction` (the `batch` mode's commit journal holds what a segment
 // lacks until a checkpoint) eviction only closes: a dirty handle stays dirty,
-// and its next sync (a checkpoint's, a rotation's, a seal's) opens the file
-// again just to fdatasync it. Linux reports a writeback error to a descriptor
+// and its next sync (a checkpoint's, or a refused round's) opens the file
+// again just to fdatasync it; so does a checkpoint's sync of a segment the
+// lane rotated away from or sealed (retired unsynced). Linux reports a writeback error to a descriptor
 // opened after it as long as nobody has seen it yet (errseq), so the
 // checkpoint's sync still learns of it.
 

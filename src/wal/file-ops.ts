@@ -4,8 +4,11 @@
 // writer knows its offsets, and a failed write is cut back with ftruncate.
 
 import {
+  close,
   closeSync,
   fdatasync,
+  fsync,
+  open,
   fdatasyncSync,
   fsyncSync,
   ftruncateSync,
@@ -35,6 +38,8 @@ export interface FileOps {
   mkdir(path: string): void;
   /** fsync of a directory, so that entries made or renamed in it survive a crash. */
   fsyncDir(path: string): void;
+  /** fsyncDir on the libuv thread pool (a checkpoint's); without it, fsyncDirAsync() calls fsyncDir. */
+  fsyncDirAsync?(path: string): Promise<void>;
 }
 
 export const NODE_FILE_OPS: FileOps = Object.freeze({
@@ -56,7 +61,25 @@ export const NODE_FILE_OPS: FileOps = Object.freeze({
       closeSync(fd);
     }
   },
+  fsyncDirAsync: (path: string) =>
+    new Promise<void>((resolve, reject) =>
+      open(path, 'r', (err, fd) => {
+        if (err) return reject(err);
+        fsync(fd, (syncErr) => close(fd, (closeErr) => (syncErr ?? closeErr ? reject(syncErr ?? closeErr) : resolve())));
+      }),
+    ),
 });
+
+/** ops.fsyncDirAsync, or ops.fsyncDir for an implementation without it. */
+export function fsyncDirAsync(ops: FileOps, path: string): Promise<void> {
+  if (ops.fsyncDirAsync !== undefined) return ops.fsyncDirAsync(path);
+  try {
+    ops.fsyncDir(path);
+    return Promise.resolve();
+  } catch (err) {
+    return Promise.reject(err);
+  }
+}
 
 /** The errno code of a Node file-system error (`ENOSPC`), if any. */
 export function errnoCode(err: unknown): string | undefined {

@@ -13,11 +13,19 @@
 // they are in the segment. The entry CRC covers the entry header (but the CRC
 // field) and the tag; the body is covered by its records' own
 // CRCs, which a reader checks, so the payload is not summed twice.
+//
+// Version 2 (this writer): the lane segments are created without a sync, so
+// the round that creates a segment journals its header too: that entry has
+// offset 0 and its body is the 32-byte segment header followed by the
+// records, again byte for byte what went to the segment. Version 1 files
+// (written before) are still read; they never hold an offset-0 entry.
 
 import { crc32c } from '@node-rs/crc32';
 import {
   RECORD_HEADER_SIZE,
+  SEGMENT_HEADER_SIZE,
   decodeRecordHeader,
+  decodeSegmentHeader,
   readU16,
   readU32,
   readU64,
@@ -32,7 +40,10 @@ import { WalArgumentError } from './wal-argument-error.js';
 export const JOURNAL_ROOT = '.journal';
 /** "SLJN" */
 export const JOURNAL_MAGIC: readonly number[] = Object.freeze([0x53, 0x4c, 0x4a, 0x4e]);
-export const JOURNAL_VERSION = 1;
+/** The version this writer writes; decodeJournal also reads JOURNAL_VERSION_1. */
+export const JOURNAL_VERSION = 2;
+/** Written before segments were created without a sync: no entry carries a segment header. */
+export const JOURNAL_VERSION_1 = 1;
 export const JOURNAL_HEADER_SIZE = 32;
 export const ENTRY_HEADER_SIZE = 32;
 /** Longest lane tag (bytes). */
@@ -66,7 +77,7 @@ function crcOf(b: Uint8Array, from: number, to: number, crc = 0): number {
 
 /**
  * ```
- *  0 magic "SLJN" | 4 u16 version 1 | 6 u16 header size 32 | 8 u64 file number
+ *  0 magic "SLJN" | 4 u16 version 2 (or 1) | 6 u16 header size 32 | 8 u64 file number
  * 16 u64 created ms | 24 u32 reserved 0 | 28 u32 CRC-32C of [0, 28)
  * ```
  */
@@ -85,7 +96,8 @@ export function encodeJournalHeader(target: Uint8Array, offset: number, number: 
 export function decodeJournalHeader(b: Uint8Array, expected: number): number | string {
   if (b.length < JOURNAL_HEADER_SIZE) return 'journal header cut short';
   for (let i = 0; i < 4; i++) if (b[i] !== JOURNAL_MAGIC[i]) return 'bad journal magic';
-  if (readU16(b, 4) !== JOURNAL_VERSION) return `unsupported journal version ${readU16(b, 4)}`;
+  const version = readU16(b, 4);
+  if (version !== JOURNAL_VERSION && version !== JOURNAL_VERSION_1) return `unsupported journal version ${version}`;
   if (readU16(b, 6) !== JOURNAL_HEADER_SIZE) return 'bad journal header size';
   if (readU32(b, 28) !== crcOf(b, 0, 28)) return 'journal header CRC mismatch';
   if (readU32(b, 24) !== 0) return 'non-zero reserved field in journal header';
@@ -135,7 +147,10 @@ export interface JournalEntry {
   /** The lane directory relative to the WAL root (`logs`, `acme/traces`, `acme/indexes/audit`). */
   readonly tag: string;
   readonly segment: number;
-  /** Where the body starts in the segment file. */
+  /**
+   * Where the body starts in the segment file. 0 (version 2 only): the round
+   * created the segment, and the body starts with its 32-byte header.
+   */
   readonly offset: number;
   readonly records: number;
   /** The records, a view into the decoded buffer. */
@@ -149,6 +164,8 @@ export type JournalStop =
 export interface DecodedJournal {
   /** 0 when the header is bad or torn (then there are no entries). */
   readonly number: number;
+  /** The header's version (1 or 2); 0 when the header is bad or torn. */
+  readonly version: number;
   readonly entries: JournalEntry[];
   readonly stop: JournalStop;
 }
@@ -166,16 +183,18 @@ function allZero(b: Uint8Array, from: number): boolean {
  * `corrupt` otherwise. Nothing after a stop is trusted.
  */
 export function decodeJournal(b: Uint8Array, expectedNumber = 0): DecodedJournal {
-  if (b.length === 0) return { number: 0, entries: [], stop: { kind: 'torn', offset: 0, why: 'empty journal file' } };
+  if (b.length === 0) return { number: 0, version: 0, entries: [], stop: { kind: 'torn', offset: 0, why: 'empty journal file' } };
   const head = decodeJournalHeader(b, expectedNumber);
   if (typeof head === 'string') {
     const kind = b.length < JOURNAL_HEADER_SIZE || allZero(b, 0) ? 'torn' : 'corrupt';
-    return { number: 0, entries: [], stop: { kind, offset: 0, why: head } };
+    return { number: 0, version: 0, entries: [], stop: { kind, offset: 0, why: head } };
   }
+  const version = readU16(b, 4);
   const entries: JournalEntry[] = [];
   let at = JOURNAL_HEADER_SIZE;
   const stop = (kind: 'torn' | 'corrupt', why: string): DecodedJournal => ({
     number: head,
+    version,
     entries,
     stop: { kind: kind === 'corrupt' && allZero(b, at) ? 'torn' : kind, offset: at, why },
   });
@@ -195,7 +214,16 @@ export function decodeJournal(b: Uint8Array, expectedNumber = 0): DecodedJournal
     const end = tagEnd + bodyLength;
     if (end > b.length) return stop('torn', 'entry body cut short');
     const body = b.subarray(tagEnd, end);
-    const bad = checkRecords(body, readU32(b, at + 12));
+    let records = body;
+    if (version !== JOURNAL_VERSION_1 && offset < SEGMENT_HEADER_SIZE) {
+      // Version 2: offset 0 is a segment created by the round, its header first.
+      if (offset !== 0) return stop('corrupt', `entry offset ${offset} inside the segment header`);
+      if (body.length < SEGMENT_HEADER_SIZE) return stop('corrupt', 'entry at offset 0 without a segment header');
+      const h = decodeSegmentHeader(body, 0, segment);
+      if (typeof h === 'string') return stop('corrupt', `segment header in entry: ${h}`);
+      records = body.subarray(SEGMENT_HEADER_SIZE);
+    }
+    const bad = checkRecords(records, readU32(b, at + 12));
     if (bad !== null) return stop('corrupt', bad);
     let tag: string;
     try {
@@ -206,7 +234,7 @@ export function decodeJournal(b: Uint8Array, expectedNumber = 0): DecodedJournal
     entries.push({ at, tag, segment, offset, records: readU32(b, at + 12), body });
     at = end;
   }
-  return { number: head, entries, stop: { kind: 'end', offset: at } };
+  return { number: head, version, entries, stop: { kind: 'end', offset: at } };
 }
 
 /** Null when `body` is exactly `count` whole records with good CRCs, else why not. */

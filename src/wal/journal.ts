@@ -7,7 +7,7 @@
 // every lane segment written before the rotation durable, then deletes the
 // files up to it (`retireUpTo`).
 
-import { closeSync, fstatSync, fsyncSync, openSync, readdirSync, readFileSync, readSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, constants, fstatSync, fsyncSync, openSync, readdirSync, readFileSync, readSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
 import { dirname, join, relative, sep } from 'node:path';
 import { errnoCode, NODE_FILE_OPS, writevAll, type FileOps } from './file-ops.js';
 import { formatSegmentName, SEGMENT_HEADER_SIZE } from './format.js';
@@ -19,6 +19,7 @@ import {
   formatJournalName,
   JOURNAL_HEADER_SIZE,
   JOURNAL_ROOT,
+  JOURNAL_VERSION_1,
   parseJournalName,
 } from './journal-format.js';
 import { listLaneDirs } from './layout.js';
@@ -293,6 +294,8 @@ export interface JournalReplay {
   readonly rewrittenRecords: number;
   /** Entries for a segment the compactor retired (deleted or emptied), or of a lane that is gone: landed. */
   readonly skipped: number;
+  /** Segments made again from an entry holding their header (version 2): a crash lost the unsynced file or its header. */
+  readonly recreated: number;
   /** Journal files whose tail was torn or corrupt, with where and why (the rest of that file is ignored). */
   readonly stops: readonly { file: string; kind: 'torn' | 'corrupt'; offset: number; why: string }[];
 }
@@ -308,8 +311,16 @@ export interface JournalReplay {
  * retired (deleted, or cut to zero bytes) or of lanes that are gone are
  * skipped. A segment that is durable on its own (sealed, rotated) compares
  * equal and is left alone.
+ * Version 2: an entry at offset 0 carries the header of a segment the round
+ * created without a sync; when that segment is gone or shorter than a header
+ * it is made again from the entry (a machine crash lost it). An entry past
+ * the header of a segment gone or emptied is skipped as before: that segment
+ * existed at a completed checkpoint, which made it durable, so only the
+ * compactor removed it.
  * Every segment an entry was checked against (present or written back) is
- * fdatasynced before any journal file is deleted.
+ * fdatasynced, and the directory of every segment a version-2 file says was
+ * created since the last checkpoint is fsynced, before any journal file is
+ * deleted.
  * `lanes` limits replay to lane tags it accepts (a worker's own lanes).
  */
 export function replayJournalDir(walDir: string, dir: string, opts: { removeDir?: boolean; lanes?: (tag: string) => boolean } = {}): JournalReplay {
@@ -317,6 +328,9 @@ export function replayJournalDir(walDir: string, dir: string, opts: { removeDir?
   const known = new Map<string, string>();
   for (const l of listLaneDirs(walDir)) known.set(new TextDecoder().decode(laneTag(walDir, l.dir)), l.dir);
   const written = new Set<string>();
+  /** Lane directories whose entry for a new segment may still be only in the page cache. */
+  const created = new Set<string>();
+  let recreated = 0;
   let entries = 0;
   let present = 0;
   let rewritten = 0;
@@ -336,11 +350,13 @@ export function replayJournalDir(walDir: string, dir: string, opts: { removeDir?
         continue;
       }
       const seg = join(laneDir, formatSegmentName(e.segment));
-      const r = replayEntry(seg, e.offset, e.body);
+      const r = replayEntry(seg, e.offset, e.body, decoded.version !== JOURNAL_VERSION_1);
       if (r === 'skipped') {
         skipped++;
         continue;
       }
+      if (e.offset === 0) created.add(laneDir);
+      if (r === 'recreated') recreated++;
       // Present or not, its bytes may sit only in the page cache (a worker
       // that died, a process killed): the journal goes only once they are synced.
       written.add(seg);
@@ -359,6 +375,7 @@ export function replayJournalDir(walDir: string, dir: string, opts: { removeDir?
       closeSync(fd);
     }
   }
+  for (const laneDir of created) NODE_FILE_OPS.fsyncDir(laneDir);
   for (const n of files) unlinkSync(join(dir, formatJournalName(n)));
   if (opts.removeDir) {
     try {
@@ -370,22 +387,46 @@ export function replayJournalDir(walDir: string, dir: string, opts: { removeDir?
   } else if (files.length > 0) {
     NODE_FILE_OPS.fsyncDir(dir);
   }
-  return { files: files.length, entries, present, rewritten, rewrittenRecords, skipped, stops };
+  return { files: files.length, entries, present, rewritten, rewrittenRecords, skipped, recreated, stops };
 }
 
-function replayEntry(seg: string, offset: number, body: Uint8Array): 'skipped' | 'present' | 'rewritten' {
+/**
+ * One entry against its segment. `creates`: the entry is from a version-2
+ * file, where offset 0 means the round created the segment (body: header,
+ * then records).
+ */
+function replayEntry(seg: string, offset: number, body: Uint8Array, creates: boolean): 'skipped' | 'present' | 'rewritten' | 'recreated' {
+  const recreate = creates && offset === 0;
   let fd: number;
   try {
     fd = openSync(seg, 'r+');
   } catch (err) {
-    if (errnoCode(err) === 'ENOENT') return 'skipped';
-    throw err;
+    if (errnoCode(err) !== 'ENOENT') throw err;
+    // Gone. Created since the last checkpoint (its header is in this entry):
+    // a machine crash lost the unsynced file; make it again. Otherwise it
+    // was durable, and the compactor retired it (its records landed).
+    if (!recreate) return 'skipped';
+    fd = openSync(seg, constants.O_RDWR | constants.O_CREAT | constants.O_EXCL, 0o644);
+    try {
+      writeAll(fd, body, 0);
+    } finally {
+      closeSync(fd);
+    }
+    return 'recreated';
   }
   try {
     const size = fstatSync(fd).size;
-    // Empty: a head the compactor retired (its records landed). Every segment
-    // the writer made had its header synced before any record went in.
-    if (size < SEGMENT_HEADER_SIZE || offset < SEGMENT_HEADER_SIZE) return 'skipped';
+    if (size < SEGMENT_HEADER_SIZE) {
+      // No whole header. A segment created since the last checkpoint: the
+      // crash lost its header with the rest; write it all again. Else a head
+      // the compactor retired (emptied; its records landed): version 1 made
+      // every header durable before any record went in, version 2 at the
+      // checkpoint that retired the segment's creating entry.
+      if (!recreate) return 'skipped';
+      writeAll(fd, body, 0);
+      return 'recreated';
+    }
+    if (offset < SEGMENT_HEADER_SIZE && !recreate) return 'skipped';
     if (size >= offset + body.length) {
       const have = Buffer.allocUnsafe(body.length);
       let got = 0;
@@ -396,12 +437,16 @@ function replayEntry(seg: string, offset: number, body: Uint8Array): 'skipped' |
       }
       if (got === body.length && have.equals(body)) return 'present';
     }
-    let done = 0;
-    while (done < body.length) done += writeSync(fd, body, done, body.length - done, offset + done);
+    writeAll(fd, body, offset);
     return 'rewritten';
   } finally {
     closeSync(fd);
   }
+}
+
+function writeAll(fd: number, body: Uint8Array, offset: number): void {
+  let done = 0;
+  while (done < body.length) done += writeSync(fd, body, done, body.length - done, offset + done);
 }
 
 /**

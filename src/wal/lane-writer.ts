@@ -15,13 +15,21 @@
 //   batch is dropped; the error (code SIGLAKE_WAL_WRITE) makes the caller
 //   answer 500. The segment stays valid and later flushes append to it.
 // - A batch that spans a rotation and fails in the new segment leaves its
-//   earlier records in the old segment (already fdatasynced by the rotation):
-//   the client is told 500 and may retry, so the WAL is at-least-once there.
+//   earlier records in the old segment (already fdatasynced by the rotation,
+//   or journaled): the client is told 500 and may retry, so the WAL is
+//   at-least-once there.
+// - `journaled` (`batch` mode, the shard's commit journal holds every record
+//   until a checkpoint): creating, rotating and sealing a segment take no
+//   sync. A segment is created under its final name; its header goes out with
+//   its first records, and that run is journaled at offset 0, header included.
+//   Rotated and sealed segments wait, dirty, for the next checkpoint
+//   (takeCheckpoint, syncCheckpoint), which also fsyncs the lane directory
+//   and, after the journal is retired, writes the `.sealed` marker.
 
 import { writeSealedMarker } from './sealed-marker.js';
 import { dirname, join } from 'node:path';
 import { FdCache, type FdHandle } from './fd-cache.js';
-import { errnoCode, NODE_FILE_OPS, writevAll, type FileOps } from './file-ops.js';
+import { errnoCode, fsyncDirAsync, NODE_FILE_OPS, writevAll, type FileOps } from './file-ops.js';
 import {
   MAX_PAYLOAD_LENGTH,
   MAX_RECORD_COUNT,
@@ -59,6 +67,24 @@ export interface LaneWriterOptions {
    * copies them (src/wal/journal.ts).
    */
   readonly onWritten?: (segment: number, offset: number, iov: readonly Uint8Array[], n: number, bytes: number, records: number) => void;
+  /**
+   * The shard's commit journal (`onWritten`) holds every record until a
+   * checkpoint: create, rotate and seal segments without any sync, and leave
+   * their durability, the lane directory's fsync and the sealed marker to
+   * the checkpoint (takeCheckpoint, syncCheckpoint). The first run written to
+   * a new segment starts at offset 0 with the segment header.
+   */
+  readonly journaled?: boolean;
+}
+
+/** What one checkpoint makes durable for a lane (journaled mode): see LaneWriter.takeCheckpoint. */
+export interface LaneCheckpoint {
+  /** Segments written since the last one was taken: the rotated and sealed ones, then the live one. */
+  readonly handles: readonly FdHandle[];
+  /** A segment was created since: fsync the lane directory. */
+  readonly dir: boolean;
+  /** The highest segment sealed since (0: none): its marker, once the journal up to the checkpoint is deleted. */
+  readonly sealed: number;
 }
 
 export class LaneWriter {
@@ -70,6 +96,17 @@ export class LaneWriter {
   readonly #onWritten: LaneWriterOptions['onWritten'];
   readonly #segHeader = Buffer.alloc(SEGMENT_HEADER_SIZE);
   readonly #segHeaderIov: Uint8Array[] = [this.#segHeader];
+  readonly #journaled: boolean;
+  /** Journaled: rotated or sealed segments the next checkpoint syncs. */
+  #pending: FdHandle[] = [];
+  /** Journaled: a segment was created since the last checkpoint was taken (its directory entry is not durable). */
+  #dirPending = false;
+  /** Journaled: the highest segment sealed since the last checkpoint was taken (0: none). */
+  #sealedPending = 0;
+  /** Journaled: the live segment's header, not written yet (it goes out with the first run). */
+  #headerPending: Buffer | null = null;
+  /** Journaled: #pending's length when the last flush began (segments it rotated are after it). */
+  #flushPendingFrom = 0;
 
   /** 0 until the first open of this life has chosen the number. */
   #next: number;
@@ -115,6 +152,7 @@ export class LaneWriter {
     this.#cache = opts.fdCache ?? new FdCache(1, this.#ops);
     this.#now = opts.now ?? Date.now;
     this.#onWritten = opts.onWritten;
+    this.#journaled = opts.journaled === true;
     this.#next = next;
     this.#slab = Buffer.alloc(0);
     this.#growSlab(Math.max(1, opts.slabRecords ?? 64));
@@ -240,6 +278,12 @@ export class LaneWriter {
     this.#handle = null;
     this.#segment = 0;
     this.#size = 0;
+    if (this.#journaled) {
+      // No sync: the next checkpoint makes it durable, then writes the marker.
+      this.#retireLazily(h);
+      if (sealed > this.#sealedPending) this.#sealedPending = sealed;
+      return;
+    }
     this.#sealing = h;
     try {
       await this.#cache.retireAsync(h);
@@ -267,6 +311,20 @@ export class LaneWriter {
    * the sync fails; the segment is given up then too.
    */
   refuseLastFlush(): void {
+    if (this.#journaled) {
+      // Segments this flush rotated away from hold some of its records after
+      // acknowledged ones, and are no longer the lane's last: make them
+      // durable now, as a rotation did before, so that none can end torn.
+      for (let k = this.#flushPendingFrom; k < this.#pending.length; k++) {
+        const p = this.#pending[k]!;
+        try {
+          this.#cache.syncNow(p);
+        } catch (err) {
+          if (p.retired && errnoCode(err) === 'ENOENT') continue; // landed and retired by the compactor
+          throw new WalWriteError('fdatasync', p.path, err);
+        }
+      }
+    }
     const h = this.#handle;
     if (h === null) return;
     const start = this.#segment === this.#flushSegment ? this.#flushStart : SEGMENT_HEADER_SIZE;
@@ -290,6 +348,71 @@ export class LaneWriter {
     await this.seal();
   }
 
+  // ---------------------------------------------------------------- checkpoint (journaled)
+
+  /** Journaled: whether a checkpoint taken now would have anything to do for this lane. */
+  get checkpointPending(): boolean {
+    return this.#handle !== null || this.#pending.length > 0 || this.#dirPending || this.#sealedPending > 0;
+  }
+
+  /**
+   * Journaled: takes what a checkpoint begun now must make durable: every
+   * segment written since the last one was taken (rotated, sealed, and the
+   * live one), whether the lane directory gained a segment, and the highest
+   * segment sealed. Call it between rounds, when the journal rotates.
+   */
+  takeCheckpoint(): LaneCheckpoint {
+    const handles = this.#pending;
+    this.#pending = [];
+    this.#flushPendingFrom = 0;
+    if (this.#handle !== null) handles.push(this.#handle);
+    const cp: LaneCheckpoint = { handles, dir: this.#dirPending, sealed: this.#sealedPending };
+    this.#dirPending = false;
+    this.#sealedPending = 0;
+    return cp;
+  }
+
+  /**
+   * Journaled: fdatasyncs the checkpoint's segments (on the thread pool; a
+   * closed one is opened again for it) and fsyncs the lane directory when a
+   * segment was created. A segment gone meanwhile was landed and retired by
+   * the compactor (or its tenant deleted): nothing to sync. Throws a
+   * WalWriteError at the first failure; the live segment is given up then.
+   */
+  async syncCheckpoint(cp: LaneCheckpoint): Promise<void> {
+    const deferred = this.#deferred;
+    if (deferred !== null) {
+      this.#deferred = null;
+      throw deferred;
+    }
+    for (const h of cp.handles) {
+      try {
+        await this.#cache.sync(h);
+      } catch (err) {
+        if (h.retired && errnoCode(err) === 'ENOENT') continue;
+        if (this.#handle === h) this.#abandon();
+        throw new WalWriteError('fdatasync', h.path, err);
+      }
+    }
+    if (!cp.dir) return;
+    try {
+      await fsyncDirAsync(this.#ops, this.#dir);
+    } catch (err) {
+      if (errnoCode(err) === 'ENOENT') return;
+      throw new WalWriteError('fdatasync', this.#dir, err);
+    }
+  }
+
+  /** Journaled: a segment the lane no longer writes, left dirty for the next checkpoint. */
+  #retireLazily(h: FdHandle): void {
+    try {
+      this.#cache.retire(h, false);
+    } catch {
+      // Not thrown without `durable`; a close error stays on the handle for the checkpoint's sync.
+    }
+    if (h.dirty || h.error !== null) this.#pending.push(h);
+  }
+
   // ---------------------------------------------------------------- writing
 
   #writeBatch(): number {
@@ -303,6 +426,7 @@ export class LaneWriter {
     }
     this.#flushSegment = this.#segment;
     this.#flushStart = this.#size;
+    this.#flushPendingFrom = this.#pending.length;
     const n = this.#staged;
     const payloads = this.#payloads;
     const limit = this.#segmentBytes;
@@ -334,6 +458,9 @@ export class LaneWriter {
     const h = this.#handle as FdHandle;
     const iov = this.#iov;
     iov.length = 0;
+    // Journaled: a new segment's header goes out with its first run.
+    const header = this.#headerPending;
+    if (header !== null) iov.push(header);
     for (let k = from; k < to; k++) {
       iov.push(this.#heads[k]);
       if (this.#payloads[k].length > 0) iov.push(this.#payloads[k]);
@@ -345,24 +472,45 @@ export class LaneWriter {
       throw new WalWriteError('open', this.#path, err);
     }
     const start = this.#size;
+    const at = header !== null ? 0 : start;
     try {
-      const done = writevAll(this.#ops, fd, iov, start);
+      const done = writevAll(this.#ops, fd, iov, at);
       this.#cache.markDirty(h);
-      this.#size = start + done;
-      this.#onWritten?.(this.#segment, start, iov, iov.length, done, to - from);
+      this.#headerPending = null;
+      this.#size = at + done;
+      this.#onWritten?.(this.#segment, at, iov, iov.length, done, to - from);
     } catch (err) {
       this.#cache.markDirty(h);
-      this.#cutBack(fd, start);
+      this.#cutBack(fd, at);
       const failedPath = this.#path;
-      if (start === SEGMENT_HEADER_SIZE && this.#truncateTo < 0) {
+      if (start === SEGMENT_HEADER_SIZE && (header !== null || this.#truncateTo < 0)) {
         // The segment holds no record (a new lane's first write, say, on a
         // full disk): remove it rather than leave a header-only file behind.
         this.#abandon();
         this.#quietly(() => this.#ops.unlink(failedPath));
       }
+      if (this.#journaled && this.#truncateTo < 0) this.#syncCut();
       throw new WalWriteError('write', failedPath, err);
     } finally {
       iov.length = 0;
+    }
+  }
+
+  /**
+   * Journaled: a cut-back must be durable before the segment is rotated away
+   * unsynced, or a crash could bring the cut bytes back into a segment that
+   * is no longer the lane's last (where the tail repair does not look).
+   * Rare (a failed write): synced on the spot. A failure gives the segment
+   * up and is thrown as an fdatasync failure (the shard pins the journal).
+   */
+  #syncCut(): void {
+    const h = this.#handle;
+    if (h === null) return;
+    try {
+      this.#cache.syncNow(h);
+    } catch (err) {
+      this.#abandon();
+      throw new WalWriteError('fdatasync', h.path, err);
     }
   }
 
@@ -386,6 +534,7 @@ export class LaneWriter {
     }
     this.#size = this.#truncateTo;
     this.#truncateTo = -1;
+    if (this.#journaled) this.#syncCut();
   }
 
   #rotate(): void {
@@ -393,6 +542,10 @@ export class LaneWriter {
     this.#handle = null;
     this.#segment = 0;
     this.#size = 0;
+    if (this.#journaled) {
+      this.#retireLazily(h);
+      return;
+    }
     try {
       this.#cache.retire(h, true);
     } catch (err) {
@@ -407,6 +560,7 @@ export class LaneWriter {
     this.#segment = 0;
     this.#size = 0;
     this.#truncateTo = -1;
+    this.#headerPending = null;
     try {
       this.#cache.retire(h, false);
     } catch {
@@ -444,6 +598,10 @@ export class LaneWriter {
     const n = this.#next;
     this.#next = n + 1; // burnt even if creation fails: numbers are never reused
     const path = join(this.#dir, formatSegmentName(n));
+    if (this.#journaled) {
+      this.#openJournaled(n, path);
+      return;
+    }
     const tmp = `${path}.tmp`;
     const created = this.#now();
     encodeSegmentHeader(this.#segHeader, 0, n, created);
@@ -469,6 +627,32 @@ export class LaneWriter {
     this.#path = path;
     this.#size = SEGMENT_HEADER_SIZE;
     this.#createdMs = created;
+  }
+
+  /**
+   * Journaled: the segment is created under its final name, with no sync and
+   * no rename; its header goes out with its first records, which the journal
+   * holds (offset 0) until a checkpoint made the file and its directory
+   * entry durable. A crash before that loses an unsynced file, and replay
+   * recreates it from the journal.
+   */
+  #openJournaled(n: number, path: string): void {
+    const created = this.#now();
+    const header = Buffer.allocUnsafe(SEGMENT_HEADER_SIZE); // one per segment: the journal keeps a view until its write
+    encodeSegmentHeader(header, 0, n, created);
+    let fd: number;
+    try {
+      fd = this.#ops.open(path, 'wx');
+    } catch (err) {
+      throw new WalWriteError('create', path, err);
+    }
+    this.#handle = this.#cache.adopt(path, fd);
+    this.#segment = n;
+    this.#path = path;
+    this.#size = SEGMENT_HEADER_SIZE;
+    this.#createdMs = created;
+    this.#headerPending = header;
+    this.#dirPending = true;
   }
 
   /** mkdir -p, fsyncing the parent of every directory made. */

@@ -6,6 +6,11 @@
 // Written with a rename, so a reader sees the old number or the new one. Not
 // fsync'd: a marker lost in a machine crash only makes the compactor wait for
 // the lane's next segment or the next start, never take an unsealed one.
+//
+// In `batch` mode (the commit journal) a seal takes no sync: the checkpoint
+// writes the marker, after it made the segment durable (fdatasync, directory
+// fsync) and deleted the journal files that held its records
+// (docs/wal-format.md "Checkpoint").
 
 import fs from 'node:fs';
 import path from 'node:path';
@@ -17,6 +22,14 @@ export function writeSealedMarker(dir: string, segment: number): void {
   const tmp = `${target}.tmp`;
   fs.writeFileSync(tmp, `${segment}\n`);
   fs.renameSync(tmp, target);
+}
+
+/** writeSealedMarker on the libuv thread pool (a checkpoint's). */
+export async function writeSealedMarkerAsync(dir: string, segment: number): Promise<void> {
+  const target = path.join(dir, SEALED_MARKER);
+  const tmp = `${target}.tmp`;
+  await fs.promises.writeFile(tmp, `${segment}\n`);
+  await fs.promises.rename(tmp, target);
 }
 
 /** The sealed segment number, or 0 when there is no (readable, well-formed) marker. */

@@ -18,7 +18,10 @@
 // checkpoint, in the background every CHECKPOINT_MS or CHECKPOINT_BYTES of
 // journal, fdatasyncs the lanes written since the last one and then deletes
 // the journal files before it. So every acknowledged byte a checkpoint has not
-// made durable in its segment is in the journal.
+// made durable in its segment is in the journal. Segments are then created,
+// rotated and sealed without a sync: the checkpoint also syncs the rotated and
+// sealed ones and the directories that gained a segment, and writes the
+// `.sealed` markers only after it deleted the journal files.
 
 import { BodyError, walFailureCode, type ErrorCode } from '../errors.js';
 import { ByteRing, type Frame } from '../lanes/byte-ring.js';
@@ -44,7 +47,8 @@ import { laneTag, replayJournalDir, ShardJournal } from '../wal/journal.js';
 import { JOURNAL_ROOT, journalDirName } from '../wal/journal-format.js';
 import { join } from 'node:path';
 import { RecordType } from '../wal/format.js';
-import { LaneWriter } from '../wal/lane-writer.js';
+import { LaneWriter, type LaneCheckpoint } from '../wal/lane-writer.js';
+import { writeSealedMarkerAsync } from '../wal/sealed-marker.js';
 import { recoverWal } from '../wal/recovery.js';
 import { WalWriteError } from '../wal/wal-write-error.js';
 import { BodyDecoder } from './body-decoder.js';
@@ -145,8 +149,8 @@ export class ShardLoop {
     const journaled = args.settings.walFsync === 'batch';
     const budget = Math.max(1, args.settings.maxOpenFiles);
     // --wal-max-open-files covers the journal too: in batch mode one descriptor
-    // is the journal's, one is for a sync of an evicted segment on the request
-    // path (rotation, seal), and the checkpoint's syncs in flight hold at most
+    // is the journal's, one is for a sync of a closed segment on the request
+    // path (a refused round's), and the checkpoint's syncs in flight hold at most
     // #checkpointParallel more (a fresh one or a cached one kept open).
     this.#checkpointParallel = budget >= 64 ? CHECKPOINT_PARALLEL : 1;
     const cached = journaled ? Math.max(1, budget - 2 - this.#checkpointParallel) : budget;
@@ -189,13 +193,16 @@ export class ShardLoop {
     for (const lane of this.#lanes.values()) {
       try {
         await lane.writer.close();
+        // Journaled: sealed without a sync; the last checkpoint makes it durable and writes its marker.
+        if (this.#journal !== null && lane.writer.checkpointPending) this.#sinceCheckpoint.add(lane);
       } catch (e) {
         this.#log.error({ lane: lane.key.label, err: (e as Error).message }, 'closing a WAL segment failed');
         this.#pinJournal(lane, e, 'closing a segment');
       }
     }
     if (this.#journal !== null) {
-      // Every lane is sealed (durable); lanes forgotten while live are synced by this last checkpoint.
+      // Every lane is sealed; this last checkpoint makes the sealed segments durable (and lanes
+      // forgotten while live), deletes the journal, then writes the markers.
       if (this.#checkpoint !== null) await this.#checkpoint;
       this.#startCheckpoint();
       if (this.#checkpoint !== null) await this.#checkpoint;
@@ -214,6 +221,7 @@ export class ShardLoop {
     // one reach stdout only when its event loop turns, and the repair lines
     // are the ones an operator looks for first.)
     const j = replayJournalDir(walDir, this.#journalDir());
+    // (`journalRecreated` below: segments a machine crash lost before a checkpoint made them durable.)
     if (j.rewrittenRecords > 0) this.#stats.addJournalReplayedRecords(j.rewrittenRecords);
     // The same key the acceptor's lane table gives the lane, so the same shard.
     const r = recoverWal(walDir, (l) => LaneKey.at(l).shard(workers) === shard);
@@ -235,7 +243,7 @@ export class ShardLoop {
     }
     const journal =
       j.files > 0
-        ? { journalFiles: j.files, journalEntries: j.entries, journalPresent: j.present, journalRewritten: j.rewritten, journalRewrittenRecords: j.rewrittenRecords, journalSkipped: j.skipped }
+        ? { journalFiles: j.files, journalEntries: j.entries, journalPresent: j.present, journalRewritten: j.rewritten, journalRewrittenRecords: j.rewrittenRecords, journalSkipped: j.skipped, journalRecreated: j.recreated }
         : {};
     this.#log.info({ lanes: r.lanes.length, truncatedBytes: r.truncatedBytes, ...journal }, 'WAL recovery done');
   }
@@ -250,6 +258,7 @@ export class ShardLoop {
       dir,
       segmentBytes: this.#a.settings.walSegmentBytes,
       fdCache: this.#fds,
+      journaled: journal !== null,
       // Most lanes see a handful of records per round; the slab doubles when one needs more.
       slabRecords: 4,
       ...(next !== undefined ? { nextSegment: next } : {}),
@@ -387,12 +396,12 @@ export class ShardLoop {
         }
       }
       for (const lane of touched) {
-        if (lane.failure !== undefined) continue;
-        if (journalFailure === undefined) {
-          this.#sinceCheckpoint.add(lane);
-          continue;
-        }
-        lane.failure = journalFailure;
+        // Even a lane whose write failed may have rotated to (and created) segments the checkpoint must sync.
+        this.#sinceCheckpoint.add(lane);
+        if (journalFailure === undefined) continue;
+        // A lane whose own write failed is refused already; still cut it back
+        // (segments it rotated away from are synced there).
+        lane.failure ??= journalFailure;
         // The round's lane bytes have no durable journal entry: take them out
         // of the segment, so that no later acknowledged record sits behind
         // bytes a crash may lose (replay would leave a hole the tail repair cuts).
@@ -471,7 +480,9 @@ export class ShardLoop {
     if (journal === null || this.#checkpoint !== null) return;
     this.#lastCheckpoint = Date.now();
     const upTo = journal.rotate();
-    const lanes = [...this.#sinceCheckpoint];
+    // What each lane wrote before the rotation: its live segment, the ones it
+    // rotated or sealed, whether it created one (directory), its seal.
+    const lanes = [...this.#sinceCheckpoint].map((lane) => ({ lane, cp: lane.writer.takeCheckpoint() }));
     this.#sinceCheckpoint = new Set();
     if (upTo === 0 && lanes.length === 0) return;
     this.#checkpoint = this.#runCheckpoint(journal, upTo, lanes).finally(() => {
@@ -479,14 +490,14 @@ export class ShardLoop {
     });
   }
 
-  async #runCheckpoint(journal: ShardJournal, upTo: number, lanes: LaneState[]): Promise<void> {
+  async #runCheckpoint(journal: ShardJournal, upTo: number, lanes: { lane: LaneState; cp: LaneCheckpoint }[]): Promise<void> {
     let failed = 0;
     let next = 0;
     const one = async (): Promise<void> => {
       while (next < lanes.length) {
-        const lane = lanes[next++]!;
+        const { lane, cp } = lanes[next++]!;
         try {
-          await lane.writer.sync();
+          await lane.writer.syncCheckpoint(cp);
         } catch (e) {
           failed++;
           this.#stats.addWriteError();
@@ -496,13 +507,32 @@ export class ShardLoop {
     };
     await Promise.all(Array.from({ length: Math.min(this.#checkpointParallel, lanes.length) }, one));
     if (failed > 0) this.#journalPinned = true;
-    if (this.#journalPinned || upTo === 0) return;
-    try {
-      journal.retireUpTo(upTo);
-      this.#stats.addCheckpoint();
-    } catch (e) {
-      this.#log.error({ err: (e as Error).message }, 'WAL checkpoint: deleting journal files failed');
+    if (this.#journalPinned) return;
+    if (upTo !== 0) {
+      try {
+        journal.retireUpTo(upTo);
+        this.#stats.addCheckpoint();
+      } catch (e) {
+        this.#log.error({ err: (e as Error).message }, 'WAL checkpoint: deleting journal files failed');
+        return;
+      }
     }
+    // Only now may the compactor take a sealed segment as the lane's last
+    // (land it, then empty it): it is durable by itself, and no journal
+    // entry that could recreate it at the next start is left.
+    const sealed = lanes.filter((l) => l.cp.sealed > 0);
+    let m = 0;
+    const mark = async (): Promise<void> => {
+      while (m < sealed.length) {
+        const { lane, cp } = sealed[m++]!;
+        try {
+          await writeSealedMarkerAsync(lane.writer.dir, cp.sealed);
+        } catch {
+          // Only a hint for the compactor: without it, it waits for the lane's next segment.
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(this.#checkpointParallel, sealed.length) }, mark));
   }
 
   #syncNow(lane: LaneState): void {
@@ -573,6 +603,8 @@ export class ShardLoop {
       try {
         await lane.writer.seal();
         this.#dirty.delete(lane);
+        // Journaled: the seal took no sync; the next checkpoint syncs it and writes its marker.
+        if (journal !== null) this.#sinceCheckpoint.add(lane);
       } catch (e) {
         this.#log.error({ lane: lane.key.label, err: (e as Error).message }, 'sealing a WAL segment failed');
         this.#pinJournal(lane, e, 'sealing a segment');

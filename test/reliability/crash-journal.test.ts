@@ -6,10 +6,19 @@
 // a test hook, so kills land during and after checkpoints too). A SIGKILL
 // leaves the page cache, so
 // the lane segments would hold everything written; this suite then takes
-// away what a power loss could take: in every lane's live segment (the
-// highest, not sealed), every byte from the first offset any journal entry
-// names for that segment onwards. Those bytes were written after the last
-// completed checkpoint and only the journal made them durable.
+// away what a power loss could take. Segments are created, rotated and
+// sealed without a sync (only a checkpoint syncs them), so: a segment a live
+// journal entry says was created since the last completed checkpoint (its
+// entry at offset 0 holds the header) vanishes, or is cut to 0 bytes, or to
+// just its header, at random; in every other segment a live entry names,
+// every byte from the first offset any entry names onwards goes. Those bytes
+// were written after the last completed checkpoint and only the journal made
+// them durable.
+//
+// While each life runs, and after its kill, no lane's `.sealed` marker names
+// a segment that a journal entry still holds: the checkpoint writes markers
+// only after it deleted the journal files up to it, so the compactor never
+// takes a segment replay could still write into.
 //
 // After the restart: the journal was there and is replayed (the records
 // written back equal the records the journal held for the cut segments, as
@@ -20,6 +29,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { SEGMENT_HEADER_SIZE } from '../../src/wal/format.js';
 import { decodeJournal, JOURNAL_ROOT } from '../../src/wal/journal-format.js';
 import { tempDir, type RunningIngester } from '../helpers/ingester.js';
 import { LoadRun, Ledger, expectLedgerIntact, laneMatrix, sleep, until } from './lib/load.js';
@@ -36,7 +46,19 @@ const ALL_INDEXES = Object.fromEntries(TENANTS.map((t) => [t, INDEXES]));
 
 const seed = baseSeed('crash-journal');
 const live = new Set<RunningIngester>();
-const figures = { rounds: 0, journalFiles: 0, journalEntries: 0, segmentsCut: 0, bytesCut: 0, recordsReplayed: 0, ackedRequests: 0 };
+const figures = {
+  rounds: 0,
+  journalFiles: 0,
+  journalEntries: 0,
+  segmentsCut: 0,
+  bytesCut: 0,
+  segmentsGone: 0,
+  segmentsEmptied: 0,
+  segmentsHeaderOnly: 0,
+  markersChecked: 0,
+  recordsReplayed: 0,
+  ackedRequests: 0,
+};
 
 afterAll(async () => {
   for (const ing of live) await ing.kill9();
@@ -50,6 +72,8 @@ interface PowerLoss {
   bytesCut: number;
   /** Records in the journal entries of the segments cut: what replay must write back. */
   records: number;
+  /** What became of the segments created since the last completed checkpoint. */
+  fates: Record<Fate, number>;
 }
 
 /** The sealed marker of a lane directory (0 when none). */
@@ -62,18 +86,83 @@ function sealedOf(laneDir: string): number {
   }
 }
 
-function highestSegment(laneDir: string): number {
-  let max = 0;
-  for (const n of fs.readdirSync(laneDir)) {
-    const m = /^(\d+)\.seg$/.exec(n);
-    if (m !== null) max = Math.max(max, Number(m[1]));
+/** Every whole entry of every journal file under the WAL; files deleted while read are skipped. */
+function journalEntries(walDir: string): { tag: string; segment: number }[] {
+  const out: { tag: string; segment: number }[] = [];
+  const root = path.join(walDir, JOURNAL_ROOT);
+  let shards: string[];
+  try {
+    shards = fs.readdirSync(root);
+  } catch {
+    return out;
   }
-  return max;
+  for (const shard of shards) {
+    let files: string[];
+    try {
+      files = fs.readdirSync(path.join(root, shard));
+    } catch {
+      continue;
+    }
+    for (const file of files) {
+      if (!file.endsWith('.jnl')) continue;
+      let bytes: Buffer;
+      try {
+        bytes = fs.readFileSync(path.join(root, shard, file));
+      } catch {
+        continue; // retired by a checkpoint meanwhile
+      }
+      for (const e of decodeJournal(bytes).entries) out.push({ tag: e.tag, segment: e.segment });
+    }
+  }
+  return out;
 }
 
-/** Takes from each live lane segment what only the journal made durable. */
-function losePageCache(walDir: string): PowerLoss {
-  const out: PowerLoss = { journalFiles: 0, entries: 0, segmentsCut: 0, bytesCut: 0, records: 0 };
+/**
+ * Markers first, then the journal: a marker is written only after the journal
+ * files holding its segment's entries are deleted, so none can show up after.
+ * Returns how many markers were checked.
+ */
+function expectNoMarkerAheadOfTheJournal(walDir: string, when: string): number {
+  const markers = new Map<string, number>();
+  const walk = (dir: string, depth: number): void => {
+    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+      if (!e.isDirectory() || e.name === JOURNAL_ROOT) continue;
+      const sub = path.join(dir, e.name);
+      const n = sealedOf(sub);
+      if (n > 0) markers.set(path.relative(walDir, sub), n);
+      if (depth < 3) walk(sub, depth + 1);
+    }
+  };
+  walk(walDir, 0);
+  for (const e of journalEntries(walDir)) {
+    const sealed = markers.get(e.tag) ?? 0;
+    expect(e.segment, `${when}: ${e.tag} is marked sealed up to ${sealed} while the journal still holds an entry of segment ${e.segment}`).toBeGreaterThan(sealed);
+  }
+  return markers.size;
+}
+
+/** Each lane directory's highest segment number (lanes with at least one segment). */
+function highestSegments(walDir: string): Map<string, number> {
+  const out = new Map<string, number>();
+  const walk = (dir: string, depth: number): void => {
+    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+      if (e.isDirectory()) {
+        if (e.name !== JOURNAL_ROOT && depth < 3) walk(path.join(dir, e.name), depth + 1);
+        continue;
+      }
+      const m = /^(\d+)\.seg$/.exec(e.name);
+      if (m !== null) out.set(dir, Math.max(out.get(dir) ?? 0, Number(m[1])));
+    }
+  };
+  walk(walDir, 0);
+  return out;
+}
+
+type Fate = 'gone' | 'empty' | 'header only';
+
+/** Takes from each lane segment what only the journal made durable. */
+function losePageCache(walDir: string, prng: Prng): PowerLoss {
+  const out: PowerLoss = { journalFiles: 0, entries: 0, segmentsCut: 0, bytesCut: 0, records: 0, fates: { gone: 0, empty: 0, 'header only': 0 } };
   const first = new Map<string, { offset: number; records: number }>();
   const root = path.join(walDir, JOURNAL_ROOT);
   for (const shard of fs.existsSync(root) ? fs.readdirSync(root) : []) {
@@ -92,16 +181,21 @@ function losePageCache(walDir: string): PowerLoss {
     }
   }
   for (const [seg, f] of first) {
-    const laneDir = path.dirname(seg);
-    const n = Number(path.basename(seg, '.seg'));
-    // Sealed or followed by another: fdatasynced on its own, a power loss keeps it.
-    if (n !== highestSegment(laneDir) || n <= sealedOf(laneDir)) continue;
     const size = fs.statSync(seg).size;
     expect(size, `${seg}: the lane write comes before its journal entry`).toBeGreaterThan(f.offset);
-    fs.truncateSync(seg, f.offset);
     out.segmentsCut++;
     out.bytesCut += size - f.offset;
     out.records += f.records;
+    if (f.offset > 0) {
+      // It existed at the last completed checkpoint, which synced it up to here.
+      fs.truncateSync(seg, f.offset);
+      continue;
+    }
+    // Created since (its header is journaled): nothing of it was synced.
+    const fate = prng.pick<Fate>(['gone', 'empty', 'header only']);
+    out.fates[fate]++;
+    if (fate === 'gone') fs.rmSync(seg);
+    else fs.truncateSync(seg, fate === 'empty' ? 0 : SEGMENT_HEADER_SIZE);
   }
   return out;
 }
@@ -118,14 +212,18 @@ describe('kill -9 between the journal sync and the checkpoint, then a power loss
       let checkpointMs = '10000';
 
       const start = async (): Promise<RunningIngester> => {
+        const first = expectedReplay < 0;
+        const segmentBytes = prng.pick([48 * 1024, 1024 * 1024, 64 * 1024 * 1024]);
+        const maxAge = prng.pick([0, 1, 60]);
         const args = [
           '--trust-tenant-header',
           '--wal-fsync',
           'batch',
           '--wal-segment-bytes',
-          String(prng.pick([48 * 1024, 1024 * 1024, 64 * 1024 * 1024])),
+          String(segmentBytes),
           '--wal-segment-max-age-secs',
-          String(prng.pick([0, 1, 60])),
+          // The first life seals every second and checkpoints every 200 ms: markers to check.
+          String(first ? 1 : maxAge),
           // Fewer descriptors than lanes: evictions close dirty segments unsynced.
           '--wal-max-open-files',
           String(prng.pick([4, 64])),
@@ -135,6 +233,7 @@ describe('kill -9 between the journal sync and the checkpoint, then a power loss
         // Every other life checkpoints every 200 ms (a test hook), so kills also land
         // while a checkpoint syncs lanes, and after one deleted journal files.
         checkpointMs = prng.pick(['200', '10000']);
+        if (first) checkpointMs = '200';
         const ing = await startWalIngester({ dataDir, workers: prng.pick([1, 2]), args, indexes: ALL_INDEXES, env: { SIGLAKE_TEST_CHECKPOINT_MS: checkpointMs } });
         live.add(ing);
         if (expectedReplay >= 0) {
@@ -167,11 +266,29 @@ describe('kill -9 between the journal sync and the checkpoint, then a power loss
         });
         const base = ledger.acked.length;
         await until(() => ledger.acked.length >= base + 50, 60_000, 'the first acknowledgements');
-        await sleep(prng.range(0, CHAOS ? 3000 : 1500));
+        if (round === 0) {
+          // This life seals every second: wait for a marker (the load goes on), checking each one seen.
+          await until(
+            () => {
+              const n = expectNoMarkerAheadOfTheJournal(walDir, 'round 0, running');
+              figures.markersChecked += n;
+              return n > 0;
+            },
+            60_000,
+            'a sealed marker',
+            100,
+          );
+        }
+        const killAt = Date.now() + prng.range(0, CHAOS ? 3000 : 1500);
+        do {
+          figures.markersChecked += expectNoMarkerAheadOfTheJournal(walDir, `round ${round}, running`);
+          await sleep(100);
+        } while (Date.now() < killAt);
         await ing.kill9();
         live.delete(ing);
         await load.stop();
-        const loss = losePageCache(walDir);
+        figures.markersChecked += expectNoMarkerAheadOfTheJournal(walDir, `round ${round}, killed`);
+        const loss = losePageCache(walDir, prng);
         if (checkpointMs === '10000') {
           // No checkpoint yet in so short a life: the journal holds every
           // acknowledged round, and lane bytes only it made durable.
@@ -188,14 +305,34 @@ describe('kill -9 between the journal sync and the checkpoint, then a power loss
         figures.journalEntries += loss.entries;
         figures.segmentsCut += loss.segmentsCut;
         figures.bytesCut += loss.bytesCut;
+        figures.segmentsGone += loss.fates.gone;
+        figures.segmentsEmptied += loss.fates.empty;
+        figures.segmentsHeaderOnly += loss.fates['header only'];
         figures.recordsReplayed += loss.records;
       }
       // The journal path was taken: lane bytes only the journal held, written back.
       expect(figures.segmentsCut).toBeGreaterThan(0);
       expect(figures.recordsReplayed).toBeGreaterThan(0);
+      // Segments made since the last checkpoint were lost whole or in part, and replay made them again.
+      expect(figures.segmentsGone + figures.segmentsEmptied + figures.segmentsHeaderOnly).toBeGreaterThan(0);
+      expect(figures.markersChecked, 'sealed markers seen next to a live journal').toBeGreaterThan(0);
+      // The last life takes some load, then stops cleanly: it seals every lane it wrote, and its last
+      // checkpoint makes them durable, deletes the journal and writes every marker.
       const last = await start();
+      const highestBefore = highestSegments(walDir); // after the replay, which may make segments again
+      const lastLoad = new LoadRun({ ing: last, prng: prng.fork(), ledger, tag: 'crash-journal-last', lanes: laneMatrix(TENANTS, INDEXES), clients: CLIENTS });
+      const base = ledger.acked.length;
+      await until(() => ledger.acked.length >= base + 50, 60_000, 'the last life\'s acknowledgements');
+      await lastLoad.stop();
       expect(await last.stop()).toBe(0);
       live.delete(last);
+      let sealedAtStop = 0;
+      for (const [dir, highest] of highestSegments(walDir)) {
+        if (highest <= (highestBefore.get(dir) ?? 0)) continue; // not written in the last life
+        expect(sealedOf(dir), `${dir}: marker after a clean stop`).toBe(highest);
+        sealedAtStop++;
+      }
+      expect(sealedAtStop, 'lanes written and sealed in the last life').toBeGreaterThan(0);
       const c = expectLedgerIntact(ledger, walDir, 'crash-journal-', 'after a clean stop: ');
       figures.ackedRequests = c.ackedRequests;
       expect(c.ackedRequests).toBeGreaterThan(0);

@@ -41,8 +41,10 @@ function records(dir: string): string[] {
 }
 
 /** A lane and its shard's journal wired as the shard loop wires them; faults through the flags. */
-function rig() {
+function rig(segmentBytes = 1 << 20) {
   const fault = { journalWrite: false, journalSync: false, laneSync: false };
+  /** Lane fdatasyncs on the writer's thread (refusals, cut-backs). */
+  const laneSyncsNow = { n: 0 };
   const jops: FileOps = {
     ...NODE_FILE_OPS,
     writev: (fd, b, p) => {
@@ -57,6 +59,10 @@ function rig() {
   const lops: FileOps = {
     ...NODE_FILE_OPS,
     fdatasync: (fd) => (fault.laneSync ? Promise.reject(eio()) : NODE_FILE_OPS.fdatasync(fd)),
+    fdatasyncSync: (fd) => {
+      laneSyncsNow.n++;
+      NODE_FILE_OPS.fdatasyncSync(fd);
+    },
   };
   const journalDir = join(wal, JOURNAL_ROOT, journalDirName(0, 1));
   const journal = new ShardJournal({ dir: journalDir, ops: jops });
@@ -64,13 +70,14 @@ function rig() {
   const tag = laneTag(wal, dir);
   const lane = new LaneWriter({
     dir,
-    segmentBytes: 1 << 20,
+    segmentBytes,
     fdCache: new FdCache(8, lops, { lazyEviction: true }),
+    journaled: true,
     onWritten: (seg, off, iov, n, bytes, recs) => journal.stage(tag, seg, off, iov, 0, n, bytes, recs),
   });
   /** One round as #commitRound runs it: true when acknowledged. */
-  const round = (text: string): boolean => {
-    lane.stage(RecordType.LOGS, 1, 1, Buffer.from(text));
+  const round = (...texts: string[]): boolean => {
+    for (const text of texts) lane.stage(RecordType.LOGS, 1, 1, Buffer.from(text));
     lane.flush();
     try {
       journal.write();
@@ -89,15 +96,21 @@ function rig() {
   const failedCheckpoint = async () => {
     journal.rotate();
     fault.laneSync = true;
-    await expect(lane.sync()).rejects.toThrow(/fdatasync/);
+    await expect(lane.syncCheckpoint(lane.takeCheckpoint())).rejects.toThrow(/fdatasync/);
     fault.laneSync = false;
+  };
+  /** A checkpoint that succeeds, as the shard loop runs it. */
+  const checkpoint = async () => {
+    const upTo = journal.rotate();
+    await lane.syncCheckpoint(lane.takeCheckpoint());
+    journal.retireUpTo(upTo);
   };
   const restart = () => {
     const replay = replayJournalDir(wal, journalDir);
     const repair = repairLane(dir);
     return { replay, repair, records: records(dir) };
   };
-  return { fault, journal, lane, dir, round, powerLoss, failedCheckpoint, restart };
+  return { fault, laneSyncsNow, journal, lane, dir, round, powerLoss, failedCheckpoint, checkpoint, restart };
 }
 
 describe('commit journal under disk faults', () => {
@@ -156,9 +169,47 @@ describe('commit journal under disk faults', () => {
     expect(after.records).toEqual(['r1-acked', 'r2-acked']);
   });
 
-  it('entries of segments the compactor retired are skipped, not recreated', () => {
+  it('a sealed segment whose checkpoint fdatasync fails fails the checkpoint (the shard pins the journal); replay restores it', async () => {
     const r = rig();
     expect(r.round('r1-acked')).toBe(true);
+    await r.lane.seal(); // no sync: segment 1 waits for the checkpoint
+    await r.failedCheckpoint(); // its fdatasync fails: the journal must stay
+    expect(r.round('r2-acked')).toBe(true); // segment 2
+    r.powerLoss(1);
+    rmSync(join(r.dir, formatSegmentName(2))); // never synced: gone
+    const after = r.restart();
+    expect(after.records).toEqual(['r1-acked', 'r2-acked']);
+    expect(after.replay.recreated).toBe(1);
+  });
+
+  it('a refused round that rotated: the segment it left is synced on the spot and ends whole though no later sync comes', () => {
+    // Two 10-byte records per segment.
+    const r = rig(SEGMENT_HEADER_SIZE + 2 * (24 + 10));
+    expect(r.round('r1-acked-')).toBe(true); // segment 1, unsynced (the journal holds it)
+    r.fault.journalSync = true;
+    r.laneSyncsNow.n = 0;
+    expect(r.round('r2-refuse', 'r3-refuse')).toBe(false); // r2 fills segment 1, r3 goes to segment 2
+    r.fault.journalSync = false;
+    // Segment 1 (left by the rotation, holding r2 after r1) and what is left of segment 2.
+    expect(r.laneSyncsNow.n).toBe(2);
+    expect(r.round('r4-acked-')).toBe(true); // segment 3
+    // The power loss takes the unsynced segment 3 whole; 1 and 2 were synced.
+    r.powerLoss();
+    rmSync(join(r.dir, formatSegmentName(3)));
+    const after = r.restart();
+    expect(after.replay.recreated).toBe(1);
+    // r2 stays where the rotation put it, behind r1: at-least-once, as for a failed write. r3's
+    // entry may still be in the given-up journal file: it comes back in its own place, at most once.
+    expect(after.records.filter((x) => x !== 'r3-refuse')).toEqual(['r1-acked-', 'r2-refuse', 'r4-acked-']);
+    expect(after.records.filter((x) => x === 'r3-refuse').length).toBeLessThanOrEqual(1);
+    expect(after.repair.damaged).toEqual([]);
+  });
+
+  it('entries of segments the compactor retired are skipped, not recreated', async () => {
+    const r = rig();
+    expect(r.round('r1-acked')).toBe(true);
+    await r.checkpoint(); // segment 1 durable with its directory entry; its header's entry deleted
+    expect(r.round('r2-acked')).toBe(true);
     r.journal.close();
     // The compactor landed segment 1 and, it being the lane's highest, cut it to zero bytes.
     truncateSync(join(r.dir, formatSegmentName(1)), 0);

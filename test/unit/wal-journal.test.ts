@@ -45,6 +45,7 @@ function shard(opts: { segmentBytes?: number; cache?: FdCache } = {}) {
       dir,
       segmentBytes: opts.segmentBytes ?? 1 << 20,
       fdCache: cache,
+      journaled: true,
       onWritten: (segment, offset, iov, n, bytes, records) => journal.stage(laneTag(wal, dir), segment, offset, iov, 0, n, bytes, records),
     });
   const a = mk(laneDir(wal, 'acme', LOGS_TABLE));
@@ -94,9 +95,10 @@ describe('journal format', () => {
     s.round({ a: ['a3'] });
     const j = decodeJournal(journalBytes());
     expect(j.stop.kind).toBe('end');
+    // The round that creates a segment journals its header too: offset 0.
     expect(j.entries.map((e) => [e.tag, e.segment, e.offset, e.records])).toEqual([
-      ['acme/logs', 1, SEGMENT_HEADER_SIZE, 2],
-      ['traces', 1, SEGMENT_HEADER_SIZE, 1],
+      ['acme/logs', 1, 0, 2],
+      ['traces', 1, 0, 1],
       ['acme/logs', 1, SEGMENT_HEADER_SIZE + 2 * (24 + 2), 1],
     ]);
     for (const e of j.entries) {
@@ -183,27 +185,29 @@ describe('journal replay', () => {
     expect(JOURNAL_HEADER_SIZE).toBe(j.entries[0]!.at);
   });
 
-  it('skips entries for segments the compactor retired (deleted or emptied); restores any segment that still has a header', async () => {
-    const s = shard({ segmentBytes: 64 + SEGMENT_HEADER_SIZE });
+  it('skips entries past the header of segments the compactor retired; recreates a segment whose header entry is live; restores any segment that still has a header', async () => {
+    const s = shard({ segmentBytes: SEGMENT_HEADER_SIZE + 2 * (24 + 2) });
     const acme = laneDir(wal, 'acme', LOGS_TABLE);
     const traces = laneDir(wal, 'default', TRACES_TABLE);
-    // acme: 'x'.repeat(30) records rotate after each one (24 + 30 > 32): segments 1, 2, 3.
-    s.round({ a: ['1'.repeat(30)], b: ['t1'] });
-    s.round({ a: ['2'.repeat(30)] });
-    s.round({ a: ['3'.repeat(30)] });
-    expect(readdirSync(acme).filter((n) => n.endsWith('.seg'))).toHaveLength(3);
-    await s.b.seal(); // traces segment 1: sealed
-    // A segment below the tail that lost its records (one given up after a failed fdatasync, say):
-    // compare-or-rewrite puts them back wherever the segment still has its header.
-    truncateSync(join(traces, formatSegmentName(1)), SEGMENT_HEADER_SIZE);
-    truncateSync(join(acme, formatSegmentName(2)), 0); // emptied as by the compactor
-    rmSync(join(acme, formatSegmentName(1))); // retired
-    truncateSync(join(acme, formatSegmentName(3)), 0); // the highest, emptied by the compactor (landed)
+    s.round({ a: ['1a'], b: ['t1'] });
+    // A checkpoint: segments synced with their directories, the journal up to it deleted.
+    const upTo = s.journal.rotate();
+    for (const w of [s.a, s.b]) await w.syncCheckpoint(w.takeCheckpoint());
+    s.journal.retireUpTo(upTo);
+    s.round({ a: ['1b'], b: ['t2'] }); // past the headers of acme 1 and traces 1
+    s.round({ a: ['2a'] }); // acme 1 is full: acme 2 is created, its header journaled
+    await s.b.seal();
+    // acme 1 was durable at the checkpoint: gone now, only the compactor retired it.
+    rmSync(join(acme, formatSegmentName(1)));
+    // traces 1 lost what came after the checkpoint.
+    truncateSync(join(traces, formatSegmentName(1)), SEGMENT_HEADER_SIZE + 26);
+    // acme 2 never was durable: a machine crash left it empty.
+    truncateSync(join(acme, formatSegmentName(2)), 0);
     const r = replayJournalDir(wal, jdir());
-    expect(r).toMatchObject({ entries: 4, rewritten: 1, present: 0, skipped: 3 });
-    expect(payloads(traces)).toEqual(['t1']);
-    expect(statSync(join(acme, formatSegmentName(2))).size).toBe(0);
-    expect(statSync(join(acme, formatSegmentName(3))).size).toBe(0);
+    expect(r).toMatchObject({ entries: 3, skipped: 1, present: 0, rewritten: 2, recreated: 1 });
+    expect(payloads(traces)).toEqual(['t1', 't2']);
+    expect(payloads(acme, 2)).toEqual(['2a']);
+    expect(existsSync(join(acme, formatSegmentName(1)))).toBe(false);
   });
 
   it('replays only the lanes a filter accepts', () => {
@@ -317,12 +321,12 @@ describe('FdCache lazyEviction', () => {
     s.a.flush();
     s.b.stage(RecordType.TRACES, 1, 1, Buffer.from('b1')); // opens traces: evicts acme's dirty descriptor
     s.b.flush();
-    expect(ops.syncs).toBe(2); // the two new segments' headers, nothing at eviction
+    expect(ops.syncs).toBe(0); // creating the two segments (journaled) and the eviction: none
     expect(cache.openCount).toBe(1);
     await s.a.sync();
-    expect(ops.syncs).toBe(3);
+    expect(ops.syncs).toBe(1);
     await s.a.sync(); // clean now
-    expect(ops.syncs).toBe(3);
+    expect(ops.syncs).toBe(1);
     expect(cache.openCount).toBe(1);
   });
 });
