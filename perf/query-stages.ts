@@ -76,6 +76,19 @@ async function main(): Promise<void> {
   const ec = borrowed.conn;
   engine.giveBack(borrowed, true);
 
+  // The context as built before 9a58260: the footer cache SET without GLOBAL on the
+  // setting-up connection only, the queries on a connection of their own.
+  const old = await DuckDBInstance.create(':memory:', { autoinstall_known_extensions: 'false', autoload_known_extensions: 'false', allow_community_extensions: 'false', memory_limit: '1024MiB' });
+  const setup = await old.connect();
+  await setup.run(`CREATE VIEW logs AS SELECT * FROM ${source}`);
+  await setup.run('SET parquet_metadata_cache = true');
+  await setup.run(`SET allowed_paths = [${files.map((f) => `'${f}'`).join(', ')}]::VARCHAR[]`);
+  await setup.run('SET allowed_directories = []::VARCHAR[]');
+  await setup.run('SET enable_external_access = false');
+  await setup.run('SET lock_configuration = true');
+  setup.closeSync();
+  const oc = await old.connect();
+
   const queries: [string, string][] = [
     ['count(*)', 'SELECT count(*) AS n FROM logs'],
     ['GROUP BY', 'SELECT service_name, count(*) AS n FROM logs GROUP BY service_name ORDER BY service_name'],
@@ -86,6 +99,7 @@ async function main(): Promise<void> {
     const inline = sql.replace(/\blogs\b/, source);
     const pPlain = await pc.prepare(sql);
     const pEngine = await ec.prepare(sql);
+    const pOld = await oc.prepare(sql);
     const variants: [string, () => Promise<unknown>][] = [
       ['plain, inline read_parquet, runAndReadAll (bench direct)', () => drain(pc, inline)],
       ['plain, view, runAndReadAll', () => drain(pc, sql)],
@@ -113,6 +127,16 @@ async function main(): Promise<void> {
         return rows;
       }],
       ['server runQuery (borrow, guard, kept statement, stream)', () => runQuery(engine, sql, { maxRows: 10_000, timeoutMs: 60_000 })],
+      ['locked as before 9a58260 (footer cache on the setup connection only), prepared.stream() + fetchChunk', async () => {
+        const r = await pOld.stream();
+        const rows: unknown[] = [];
+        for (;;) {
+          const c = await r.fetchChunk();
+          if (c === null || c.rowCount === 0) break;
+          rows.push(...c.convertRows(JsonDuckDBValueConverter));
+        }
+        return rows;
+      }],
     ];
     const wall = variants.map(() => [] as number[]);
     const cpu = variants.map(() => [] as number[]);
@@ -133,7 +157,10 @@ async function main(): Promise<void> {
     }
     pPlain.destroySync();
     pEngine.destroySync();
+    pOld.destroySync();
   }
+  oc.closeSync();
+  old.closeSync();
   pc.closeSync();
   plain.closeSync();
   engine.close();
