@@ -4,7 +4,18 @@
 // process against DuckDB reading the same Parquet files directly, in one
 // run; and the time to first byte of a point query on the warm server.
 //
-//   npm run build && node perf/run-ts.mjs perf/query-overhead.ts [--rows 10000000] [--files 20] [--runs 5] [--ttfb-runs 100] [--cli dist/cli.js]
+//   npm run build && node perf/run-ts.mjs perf/query-overhead.ts [--rows 10000000] [--files 20] [--runs 5] [--ttfb-runs 100] [--cli dist/cli.js] [--before OTHER/dist/cli.js] [--client http|fetch]
+//
+// `--before PATH` starts a second server from another build (e.g. the commit
+// before a change) over the same files and interleaves its requests with the
+// others in every run, so that a before/after comparison on a shared machine
+// sees the same load; it gets a table of its own against the same direct runs.
+//
+// The API's client is node:http with a keep-alive agent (one connection), the
+// leanest Node client; `--client fetch` uses the global fetch (undici), which
+// on Node 20 costs the client about 0.3 to 0.5 ms more per request (measured
+// against GET /healthz, the HTTP round trip of a request that does nothing,
+// printed with the table): client time, not the server's.
 //
 // Besides wall time (median of the runs), the CPU time each side spent per
 // query (mean over the runs): the bench process's own for DuckDB direct, the
@@ -18,9 +29,10 @@
 // catalog by Siglake's own TableAppender: the query server resolves them
 // through the same metadata, manifest list and manifests as compacted data.
 
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -40,6 +52,10 @@ const RUNS = arg('--runs', 5);
 const TTFB_RUNS = arg('--ttfb-runs', 100);
 /** `--cli PATH`: another build's dist/cli.js (e.g. the commit before a change), for before/after runs. */
 const CLI = path.resolve(process.argv.includes('--cli') ? process.argv[process.argv.indexOf('--cli') + 1]! : 'dist/cli.js');
+/** `--before PATH`: a second build measured in the same runs, interleaved. */
+const BEFORE = process.argv.includes('--before') ? path.resolve(process.argv[process.argv.indexOf('--before') + 1]!) : undefined;
+const CLIENT = process.argv.includes('--client') ? process.argv[process.argv.indexOf('--client') + 1]! : 'http';
+if (CLIENT !== 'http' && CLIENT !== 'fetch') throw new Error('--client: http or fetch');
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'siglake-query-perf-'));
 const warehouse = path.join(dir, 'warehouse');
@@ -107,7 +123,106 @@ async function main(): Promise<void> {
   if (r.status !== 'committed') throw new Error('commit failed');
   await catalog.close();
 
-  const child = spawn(process.execPath, [CLI, 'query', '--query-listen', '127.0.0.1:0', '--catalog-url', catalogUrl, '--warehouse', warehouse, '--query-timeout-secs', '600'], {
+  const servers: Server[] = [await startServer(CLI, catalogUrl, warehouse)];
+  if (BEFORE !== undefined) servers.push(await startServer(BEFORE, catalogUrl, warehouse));
+  const [server] = servers as [Server];
+  const source = `read_parquet([${files.map((f) => `'${f}'`).join(', ')}])`;
+  const direct = async (sql: string) => (await conn.runAndReadAll(sql.replace(/\blogs\b/, source))).getRowsJson();
+
+  const queries: [string, string][] = [
+    ['count(*)', 'SELECT count(*) AS n FROM logs'],
+    ['GROUP BY service_name', 'SELECT service_name, count(*) AS n FROM logs GROUP BY service_name ORDER BY service_name'],
+    ["filter on attributes['k']", "SELECT count(*) AS n FROM logs WHERE attributes['k'] = 'v42'"],
+    // No table at all: the fixed cost of a request (HTTP, catalog lookup, parse-tree check, prepare).
+    ['SELECT 1 (fixed cost per request)', 'SELECT 1 AS one'],
+  ];
+  const tables: string[][] = servers.map(() => []);
+  for (const [name, sql] of queries) {
+    const d = await direct(sql);
+    for (const sv of servers) {
+      const a = await sv.api(sql);
+      if (JSON.stringify(a) !== JSON.stringify(d)) throw new Error(`${name}: answers differ: ${JSON.stringify(a)} vs ${JSON.stringify(d)}`);
+    }
+    const td: number[] = [];
+    const cd: number[] = [];
+    const ta: number[][] = servers.map(() => []);
+    const ca: number[][] = servers.map(() => []);
+    for (let i = 0; i < RUNS; i++) {
+      const u = process.cpuUsage();
+      const s = performance.now();
+      await direct(sql);
+      td.push(performance.now() - s);
+      const du = process.cpuUsage(u);
+      cd.push((du.user + du.system) / 1000);
+      for (let k = 0; k < servers.length; k++) {
+        const sv = servers[k]!;
+        const c0 = cpuMsOf(sv.child.pid!);
+        const t = performance.now();
+        await sv.api(sql);
+        ta[k]!.push(performance.now() - t);
+        const c1 = cpuMsOf(sv.child.pid!);
+        if (c0 !== undefined && c1 !== undefined) ca[k]!.push(c1 - c0);
+      }
+    }
+    for (let k = 0; k < servers.length; k++) {
+      const cpu = ca[k]!.length === 0 ? '– | – | –' : `${mean(cd).toFixed(1)} | ${mean(ca[k]!).toFixed(1)} | ${(((mean(ca[k]!) / mean(cd)) - 1) * 100).toFixed(1)} %`;
+      const row = `| ${name} | ${median(td).toFixed(1)} | ${median(ta[k]!).toFixed(1)} | ${(((median(ta[k]!) / median(td)) - 1) * 100).toFixed(1)} % | ${cpu} |`;
+      tables[k]!.push(row);
+      process.stderr.write(`${servers.length > 1 ? `${k === 0 ? 'after ' : 'before'} ` : ''}${row}\n`);
+    }
+  }
+  // The transport floor: the same client's round trip of a request the server answers at once.
+  for (let i = 0; i < 50; i++) await server.healthz();
+  const floor: number[] = [];
+  for (let i = 0; i < 200; i++) {
+    const t = performance.now();
+    await server.healthz();
+    floor.push(performance.now() - t);
+  }
+  // Time to first byte of a point query on the warm server.
+  const point = "SELECT body, service_name FROM logs LIMIT 1";
+  await server.api(point);
+  const ttfb: number[] = [];
+  for (let i = 0; i < TTFB_RUNS; i++) {
+    const s = performance.now();
+    const res = await fetch(server.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ sql: point }) });
+    const reader = res.body!.getReader();
+    await reader.read();
+    ttfb.push(performance.now() - s);
+    await reader.cancel();
+  }
+  for (const sv of servers) await sv.stop();
+  conn.closeSync();
+  db.closeSync();
+  fs.rmSync(dir, { recursive: true, force: true });
+  const header = ['| query | DuckDB direct (ms) | /api/v1/sql (ms) | overhead | CPU direct (ms) | CPU server (ms) | CPU overhead |', '| --- | --- | --- | --- | --- | --- | --- |'];
+  process.stdout.write(
+    [
+      `rows: ${ROWS}, files: ${FILES}, runs: ${RUNS} (median), cores: ${os.availableParallelism()}, client: ${CLIENT === 'http' ? 'node:http, keep-alive' : 'fetch'}`,
+      '',
+      ...(servers.length > 1 ? [`${CLI}:`, ''] : []),
+      ...header,
+      ...tables[0]!,
+      '',
+      ...(servers.length > 1 ? [`${BEFORE!} (interleaved with the above, same direct runs):`, '', ...header, ...tables[1]!, ''] : []),
+      `HTTP floor (GET /healthz, same client): median ${median(floor).toFixed(2)} ms (200 runs)`,
+      `point query (\`${point}\`), warm server, time to first byte: p50 ${median(ttfb).toFixed(1)} ms, p99 ${quantile(ttfb, 0.99).toFixed(1)} ms, max ${Math.max(...ttfb).toFixed(1)} ms (${TTFB_RUNS} runs)`,
+      '',
+    ].join('\n'),
+  );
+}
+
+interface Server {
+  readonly child: ChildProcess;
+  readonly url: string;
+  api(sql: string): Promise<unknown[][]>;
+  healthz(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** A `siglake query` process of build `cli` on a free port, and its client. */
+async function startServer(cli: string, catalogUrl: string, warehouse: string): Promise<Server> {
+  const child = spawn(process.execPath, [cli, 'query', '--query-listen', '127.0.0.1:0', '--catalog-url', catalogUrl, '--warehouse', warehouse, '--query-timeout-secs', '600'], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const port = await new Promise<number>((resolve, reject) => {
@@ -120,79 +235,48 @@ async function main(): Promise<void> {
     child.on('exit', (code) => reject(new Error(`query server exited ${code}`)));
   });
   const url = `http://127.0.0.1:${port}/api/v1/sql`;
-  const api = async (sql: string) => {
-    const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ sql }) });
-    const body = (await res.json()) as { rows: unknown[][] };
-    if (res.status !== 200) throw new Error(`${res.status} ${JSON.stringify(body)}`);
-    return body.rows;
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  /** One request on the kept-alive connection: status and body. */
+  const request = (method: string, target: string, body?: string) =>
+    new Promise<{ status: number; text: string }>((resolve, reject) => {
+      const headers: Record<string, string | number> = body === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) };
+      const req = http.request(target, { method, agent, headers }, (res) => {
+        const parts: Buffer[] = [];
+        res.on('data', (c: Buffer) => parts.push(c));
+        res.on('end', () => resolve({ status: res.statusCode!, text: Buffer.concat(parts).toString('utf8') }));
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+  return {
+    child,
+    url,
+    api: async (sql) => {
+      let status: number;
+      let body: { rows: unknown[][] };
+      if (CLIENT === 'fetch') {
+        const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ sql }) });
+        status = res.status;
+        body = (await res.json()) as { rows: unknown[][] };
+      } else {
+        const res = await request('POST', url, JSON.stringify({ sql }));
+        status = res.status;
+        body = JSON.parse(res.text) as { rows: unknown[][] };
+      }
+      if (status !== 200) throw new Error(`${status} ${JSON.stringify(body)}`);
+      return body.rows;
+    },
+    healthz: async () => {
+      if (CLIENT === 'fetch') await (await fetch(`http://127.0.0.1:${port}/healthz`)).text();
+      else await request('GET', `http://127.0.0.1:${port}/healthz`);
+    },
+    stop: async () => {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+      agent.destroy();
+    },
   };
-  const source = `read_parquet([${files.map((f) => `'${f}'`).join(', ')}])`;
-  const direct = async (sql: string) => (await conn.runAndReadAll(sql.replace(/\blogs\b/, source))).getRowsJson();
-
-  const queries: [string, string][] = [
-    ['count(*)', 'SELECT count(*) AS n FROM logs'],
-    ['GROUP BY service_name', 'SELECT service_name, count(*) AS n FROM logs GROUP BY service_name ORDER BY service_name'],
-    ["filter on attributes['k']", "SELECT count(*) AS n FROM logs WHERE attributes['k'] = 'v42'"],
-    // No table at all: the fixed cost of a request (HTTP, catalog lookup, parse-tree check, prepare).
-    ['SELECT 1 (fixed cost per request)', 'SELECT 1 AS one'],
-  ];
-  const table: string[] = [];
-  for (const [name, sql] of queries) {
-    const a = await api(sql);
-    const d = await direct(sql);
-    if (JSON.stringify(a) !== JSON.stringify(d)) throw new Error(`${name}: answers differ: ${JSON.stringify(a)} vs ${JSON.stringify(d)}`);
-    const ta: number[] = [];
-    const td: number[] = [];
-    const ca: number[] = [];
-    const cd: number[] = [];
-    for (let i = 0; i < RUNS; i++) {
-      const u = process.cpuUsage();
-      let s = performance.now();
-      await direct(sql);
-      td.push(performance.now() - s);
-      const du = process.cpuUsage(u);
-      cd.push((du.user + du.system) / 1000);
-      const c0 = cpuMsOf(child.pid!);
-      s = performance.now();
-      await api(sql);
-      ta.push(performance.now() - s);
-      const c1 = cpuMsOf(child.pid!);
-      if (c0 !== undefined && c1 !== undefined) ca.push(c1 - c0);
-    }
-    const cpu = ca.length === 0 ? '– | – | –' : `${mean(cd).toFixed(1)} | ${mean(ca).toFixed(1)} | ${(((mean(ca) / mean(cd)) - 1) * 100).toFixed(1)} %`;
-    const row = `| ${name} | ${median(td).toFixed(1)} | ${median(ta).toFixed(1)} | ${(((median(ta) / median(td)) - 1) * 100).toFixed(1)} % | ${cpu} |`;
-    table.push(row);
-    process.stderr.write(row + '\n');
-  }
-  // Time to first byte of a point query on the warm server.
-  const point = "SELECT body, service_name FROM logs LIMIT 1";
-  await api(point);
-  const ttfb: number[] = [];
-  for (let i = 0; i < TTFB_RUNS; i++) {
-    const s = performance.now();
-    const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ sql: point }) });
-    const reader = res.body!.getReader();
-    await reader.read();
-    ttfb.push(performance.now() - s);
-    await reader.cancel();
-  }
-  child.kill('SIGTERM');
-  await new Promise((r) => child.once('exit', r));
-  conn.closeSync();
-  db.closeSync();
-  fs.rmSync(dir, { recursive: true, force: true });
-  process.stdout.write(
-    [
-      `rows: ${ROWS}, files: ${FILES}, runs: ${RUNS} (median), cores: ${os.availableParallelism()}`,
-      '',
-      '| query | DuckDB direct (ms) | /api/v1/sql (ms) | overhead | CPU direct (ms) | CPU server (ms) | CPU overhead |',
-      '| --- | --- | --- | --- | --- | --- | --- |',
-      ...table,
-      '',
-      `point query (\`${point}\`), warm server, time to first byte: p50 ${median(ttfb).toFixed(1)} ms, p99 ${quantile(ttfb, 0.99).toFixed(1)} ms, max ${Math.max(...ttfb).toFixed(1)} ms (${TTFB_RUNS} runs)`,
-      '',
-    ].join('\n'),
-  );
 }
 
 main().catch((e: unknown) => {

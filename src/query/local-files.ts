@@ -32,11 +32,23 @@ const NO_STATS: CacheStats = { hits: 0, misses: 0, evictions: 0, bytes: 0, files
 
 export async function openLocalFiles(storage: ObjectStorage, cache: { dir: string; maxMib: number }): Promise<LocalFiles> {
   if (storage instanceof FileStorage) {
+    // Nothing to pin. The paths are worked out only when asked for (building a
+    // context), not on each query's lease: a URL parse per data file per query
+    // was a measurable share of a short query on a table of many files.
+    const release = () => Promise.resolve();
     return {
       acquire: (locations) => {
-        const paths = new Map<string, string>();
-        for (const loc of locations) paths.set(loc, storage.pathOf(loc));
-        return Promise.resolve({ paths, release: () => Promise.resolve() });
+        let paths: Map<string, string> | undefined;
+        return Promise.resolve({
+          get paths() {
+            if (paths === undefined) {
+              paths = new Map<string, string>();
+              for (const loc of locations) paths.set(loc, storage.pathOf(loc));
+            }
+            return paths;
+          },
+          release,
+        });
       },
       stats: NO_STATS,
     };

@@ -120,7 +120,9 @@ export class TenantEngine {
         named.push(t.name);
       }
       // Parquet footers are read once per context, not once per query (the files never change).
-      await setup.run('SET parquet_metadata_cache = true');
+      // GLOBAL: a plain SET of this option holds for the setting-up connection only, and the
+      // queries run on connections of their own.
+      await setup.run('SET GLOBAL parquet_metadata_cache = true');
       await setup.run(`SET allowed_paths = [${allowed.map(sqlString).join(', ')}]::VARCHAR[]`);
       await setup.run('SET allowed_directories = []::VARCHAR[]');
       await setup.run('SET enable_external_access = false');

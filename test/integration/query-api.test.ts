@@ -5,6 +5,7 @@
 // data without a restart and a graceful stop.
 
 import fs from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
@@ -164,6 +165,50 @@ describe('siglake query: tenant-routed SQL over the landed tables', () => {
     const b = await postSql(q.url, 'SELECT * FROM nope', { token: tokens['acme'] });
     expect(b.status).toBe(400);
     expect((b.body['error'] as { message: string }).message).toMatch(/Table with name nope does not exist/);
+  });
+
+  it('a body over 1 MiB is a 413, declared or sent chunked; a caller gone mid-body leaves nothing; the next query is answered', async () => {
+    const { hostname, port } = new URL(q.url);
+    const send = (headers: Record<string, string>, chunks: Buffer[]) =>
+      new Promise<{ status: number; body: Record<string, unknown> }>((resolve, reject) => {
+        // A connection of its own each (agent: false): the declared case never sends the body it declares.
+        const req = http.request({ host: hostname, port, path: '/api/v1/sql', method: 'POST', agent: false, headers: { authorization: `Bearer ${tokens['acme']}`, 'content-type': 'application/json', ...headers } }, (res) => {
+          const parts: Buffer[] = [];
+          res.on('data', (c: Buffer) => parts.push(c));
+          res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(Buffer.concat(parts).toString()) as Record<string, unknown> }));
+        });
+        req.on('error', reject);
+        for (const c of chunks) req.write(c);
+        req.end();
+      });
+    const big = Buffer.alloc(64 * 1024, 0x20);
+    // Refused on the declared length, before any byte of the body is read.
+    const declared = await send({ 'content-length': String(2 * 1024 * 1024) }, []);
+    expect(declared.status).toBe(413);
+    expect((declared.body['error'] as { code: string }).code).toBe('SIGLAKE_BODY_TOO_LARGE');
+    const chunked = await send({}, Array.from({ length: 17 }, () => big));
+    expect(chunked.status).toBe(413);
+    expect((chunked.body['error'] as { code: string }).code).toBe('SIGLAKE_BODY_TOO_LARGE');
+    // Headers and a few bytes of a 1000-byte body, then the caller is gone.
+    await new Promise<void>((resolve, reject) => {
+      const req = http.request({ host: hostname, port, path: '/api/v1/sql', method: 'POST', agent: false, headers: { authorization: `Bearer ${tokens['acme']}`, 'content-type': 'application/json', 'content-length': '1000' } });
+      req.on('error', () => resolve());
+      req.write('{"sql": "SEL', () => setTimeout(() => req.destroy(), 100));
+      req.on('close', () => resolve());
+      req.on('response', () => reject(new Error('answered a body that never ended')));
+    });
+    const next = await postSql(q.url, 'SELECT 42 AS n', { token: tokens['acme'] });
+    expect(next.status).toBe(200);
+    expect(next.body['rows']).toEqual([[42]]);
+  });
+
+  it('every query connection of a tenant context reads the Parquet footers from the context\'s cache', async () => {
+    // Set once for the whole engine (a session-scoped SET would hold for the connection that set the context up only).
+    for (let i = 0; i < 3; i++) {
+      const a = await postSql(q.url, `SELECT current_setting('parquet_metadata_cache') AS c, ${i} AS i`, { token: tokens['globex'] });
+      expect(a.status).toBe(200);
+      expect(a.body['rows']).toEqual([[true, i]]);
+    }
   });
 
   it(`cuts an answer at query.maxRows (${MAX_ROWS}) and says so, in JSON and NDJSON`, async () => {
