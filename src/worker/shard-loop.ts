@@ -228,7 +228,8 @@ export class ShardLoop {
     // (`journalRecreated` below: segments a machine crash lost before a checkpoint made them durable.)
     if (j.rewrittenRecords > 0) this.#stats.addJournalReplayedRecords(j.rewrittenRecords);
     // The same key the acceptor's lane table gives the lane, so the same shard.
-    const r = recoverWal(walDir, (l) => LaneKey.at(l).shard(workers) === shard);
+    // Batch: also the torn tail of an unacknowledged round in a segment it rotated away from.
+    const r = recoverWal(walDir, (l) => LaneKey.at(l).shard(workers) === shard, { cutTornEarlier: this.#journal !== null });
     for (const [dir, next] of r.nextSegment) this.#nextSegment.set(dir, next);
     if (r.truncatedBytes > 0) this.#stats.addTruncatedBytes(r.truncatedBytes);
     if (this.#journal !== null) {
@@ -250,6 +251,12 @@ export class ShardLoop {
         this.#log.warn(
           { dir: lane.dir, cut: recovery.cut.kind, segment: recovery.cut.segment, offset: recovery.cut.offset, truncatedBytes: recovery.truncatedBytes },
           'WAL tail repaired: cut back to the last whole record',
+        );
+      }
+      for (const c of recovery.earlierCuts) {
+        this.#log.warn(
+          { dir: lane.dir, cut: c.kind, segment: c.segment, offset: c.offset, truncatedBytes: c.bytes },
+          'WAL torn tail of an unacknowledged round cut from a segment before the last',
         );
       }
       for (const d of recovery.damaged) {

@@ -5,7 +5,7 @@
 // temp dir, faults injected through FileOps, the shard loop's steps run by hand
 // as in wal-journal-failures.test.ts.
 
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, truncateSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -14,10 +14,11 @@ import { walVerify } from '../../src/wal/commands.js';
 import { FdCache } from '../../src/wal/fd-cache.js';
 import { NODE_FILE_OPS, type FileOps } from '../../src/wal/file-ops.js';
 import { formatSegmentName, RecordType, SEGMENT_HEADER_SIZE } from '../../src/wal/format.js';
-import { JOURNAL_ROOT, journalDirName } from '../../src/wal/journal-format.js';
+import { formatJournalName, JOURNAL_ROOT, journalDirName } from '../../src/wal/journal-format.js';
 import { hasShardJournal, laneTag, listJournalFiles, replayJournalDir, ShardJournal } from '../../src/wal/journal.js';
 import { LaneWriter } from '../../src/wal/lane-writer.js';
 import { laneDir, LOGS_TABLE } from '../../src/wal/layout.js';
+import { repairLane } from '../../src/wal/repair.js';
 import { readSealedMarker, writeSealedMarker } from '../../src/wal/sealed-marker.js';
 import { listLaneFiles } from '../../src/wal/segment-files.js';
 import { SegmentReader } from '../../src/wal/segment-reader.js';
@@ -219,5 +220,49 @@ describe('wal verify and journal directories', () => {
 
   it('a journal file in any other directory under .journal excuses nothing: replay never reads it', async () => {
     expect(await tornBelowTheHighest('copy-of-shard-0')).toBe(1);
+  });
+});
+
+describe('a torn unacknowledged tail in a segment before the last (machine crash, batch mode)', () => {
+  /** r1 acknowledged in segment 1; a round r2 (fills 1), r3 (segment 2) never acknowledged; power lost. */
+  function crashMidRound() {
+    const r = rig(TWO);
+    r.round('r1-acked-');
+    const journalFile = join(r.journalDir, formatJournalName(listJournalFiles(r.journalDir).at(-1)!));
+    const durable = r.journal.fileSize;
+    r.lane.stage(RecordType.LOGS, 1, 1, Buffer.from('r2-never-'));
+    r.lane.stage(RecordType.LOGS, 1, 1, Buffer.from('r3-never-'));
+    r.lane.flush();
+    r.journal.write(); // no fdatasync: the power goes first
+    r.journal.close();
+    truncateSync(journalFile, durable); // the round's entries never reached the disk
+    truncateSync(r.seg(1), SEGMENT_HEADER_SIZE + 33 + 10); // r2 half written
+    truncateSync(r.seg(2), SEGMENT_HEADER_SIZE); // r3 lost, the header made it
+    return r;
+  }
+
+  it('replay, then the repair cuts the torn tail of the earlier segment too: verify is clean, no acknowledged record lost', async () => {
+    const r = crashMidRound();
+    replayJournalDir(wal, r.journalDir);
+    expect(await walVerify(wal, () => undefined)).toBe(1); // what the tail repair alone leaves
+    const rec = repairLane(r.dir, { cutTornEarlier: true });
+    expect(rec.earlierCuts.map((c) => [c.segment, c.kind, c.offset, c.bytes])).toEqual([[r.seg(1), 'torn', SEGMENT_HEADER_SIZE + 33, 10]]);
+    expect(rec.truncatedBytes).toBe(10);
+    expect(await walVerify(wal, () => undefined)).toBe(0);
+    expect(records(r.dir)).toEqual(['r1-acked-']);
+  });
+
+  it('a segment at or below the marker, or ending corrupt, is never cut', () => {
+    const r = crashMidRound();
+    replayJournalDir(wal, r.journalDir);
+    writeSealedMarker(r.dir, 1);
+    expect(repairLane(r.dir, { cutTornEarlier: true }).earlierCuts).toEqual([]);
+    rmSync(join(r.dir, '.sealed'));
+    // Non-zero garbage where r2 began: corrupt, damage for verify, not a tear.
+    truncateSync(r.seg(1), SEGMENT_HEADER_SIZE + 33);
+    const bytes = readFileSync(r.seg(1));
+    writeFileSync(r.seg(1), Buffer.concat([bytes, Buffer.alloc(30, 0x7f)]));
+    expect(repairLane(r.dir, { cutTornEarlier: true }).earlierCuts).toEqual([]);
+    expect(statSync(r.seg(1)).size).toBe(SEGMENT_HEADER_SIZE + 33 + 30);
   });
 });
