@@ -46,7 +46,8 @@ import { FdCache } from '../wal/fd-cache.js';
 import { laneTag, replayJournalDir, ShardJournal } from '../wal/journal.js';
 import { JOURNAL_ROOT, journalDirName } from '../wal/journal-format.js';
 import { join } from 'node:path';
-import { existsSync } from 'node:fs';
+import { existsSync, rmdirSync } from 'node:fs';
+import { NODE_FILE_OPS } from '../wal/file-ops.js';
 import { RecordType } from '../wal/format.js';
 import { LaneWriter, type LaneCheckpoint } from '../wal/lane-writer.js';
 import { readSealedMarker, writeSealedMarker, writeSealedMarkerAsync } from '../wal/sealed-marker.js';
@@ -222,9 +223,17 @@ export class ShardLoop {
     // one reach stdout only when its event loop turns, and the repair lines
     // are the ones an operator looks for first.)
     const journalDir = this.#journalDir();
-    // `interval`/`never` after a `batch` run: replay, then remove the directory, so that the
-    // compactor (src/compactor/seal-rule.ts) no longer waits for markers this mode does not write.
-    const j = replayJournalDir(walDir, journalDir, { removeDir: this.#journal === null && existsSync(journalDir) });
+    const j = replayJournalDir(walDir, journalDir);
+    if (this.#journal === null && existsSync(journalDir)) {
+      // `interval`/`never` after a `batch` run: remove the (now empty) directory, so that the
+      // compactor (src/compactor/seal-rule.ts) no longer waits for markers this mode does not write.
+      try {
+        rmdirSync(journalDir);
+        NODE_FILE_OPS.fsyncDir(join(walDir, JOURNAL_ROOT));
+      } catch (e) {
+        this.#log.warn({ dir: journalDir, err: (e as Error).message }, 'WAL journal directory of a batch run not removed: the compactor lands only marked segments');
+      }
+    }
     // (`journalRecreated` below: segments a machine crash lost before a checkpoint made them durable.)
     if (j.rewrittenRecords > 0) this.#stats.addJournalReplayedRecords(j.rewrittenRecords);
     // The same key the acceptor's lane table gives the lane, so the same shard.
