@@ -33,6 +33,7 @@ import { listLaneDirs, type LaneLocation } from '../wal/layout.js';
 import { retireSegment, segmentCreatedMs } from '../wal/retire.js';
 import { LaneKey } from '../shard/lane-key.js';
 import { readSealedMarker } from '../wal/sealed-marker.js';
+import { hasShardJournal } from '../wal/journal.js';
 import { listLaneFiles, type SegmentFile } from '../wal/segment-files.js';
 import { SegmentReader } from '../wal/segment-reader.js';
 import { CompactorStats } from './compactor-stats.js';
@@ -169,12 +170,14 @@ export class Compactor {
     this.#firstError = undefined;
 
     try {
+      // A `batch`-mode journal: segments below the highest are taken only once a checkpoint marked them (seal-rule.ts).
+      const journaled = this.#o.sealRule.mode !== 'stopped' && hasShardJournal(this.#o.walDir);
       lanes: for (const lane of listLaneDirs(this.#o.walDir)) {
         const files = listLaneFiles(lane.dir);
         const highest = files.maxNumber;
         const sealedUpTo = readSealedMarker(lane.dir);
         for (const file of files.segments) {
-          if (!file.canonical || !this.#o.sealRule.isSealed(lane.dir, file.number, highest, sealedUpTo)) continue;
+          if (!file.canonical || !this.#o.sealRule.isSealed(lane.dir, file.number, highest, sealedUpTo, journaled)) continue;
           if (isEmptyFile(file.path)) continue; // a retired lane head, kept only for its number
           if (walBytes >= maxBytes) {
             backlog = true;

@@ -19,6 +19,20 @@
 // `.sealed` marker (src/wal/sealed-marker.ts) is sealed: the writer records
 // there each segment it seals by age or at shutdown, so a lane that went quiet
 // is landed without waiting for its next segment.
+//
+// `journaled` (the WAL root has a `batch`-mode commit journal directory,
+// `.journal/shard-<k>-of-<W>`): rotation takes no sync there, so a segment
+// below the lane's highest may hold bytes only the journal has durably, and
+// after a machine crash, until the ingester's replay has run, it may be
+// torn, short or empty. Then `running` and `in-process` take a segment only
+// at or below the marker, which the checkpoint writes once the segment is
+// durable and no journal file that names it is left (the highest segment it
+// made durable that is never appended to again: rotated or sealed), plus, in
+// process, the earlier life's segments (recovery replayed the journal before
+// the compactor started). The cost is a landing delay of at most one
+// checkpoint interval (10 s). A directory left by an earlier `batch` run
+// under `interval` or `never` would keep this rule (a longer delay, until a
+// seal); the ingester removes its own when it starts in those modes.
 
 export type SealMode = 'running' | 'stopped' | 'in-process';
 
@@ -35,9 +49,11 @@ export class SealRule {
   /**
    * Whether segment `number` of lane `dir`, whose highest number (segments and
    * tmp files) is `highest` and whose `.sealed` marker says `sealedUpTo`, is sealed.
+   * `journaled`: the WAL root has a `batch`-mode commit journal (hasShardJournal).
    */
-  isSealed(dir: string, number: number, highest: number, sealedUpTo = 0): boolean {
-    if (number < highest || number <= sealedUpTo) return true;
+  isSealed(dir: string, number: number, highest: number, sealedUpTo = 0, journaled = false): boolean {
+    if (number <= sealedUpTo) return true;
+    if (number < highest && (!journaled || this.mode === 'stopped')) return true;
     switch (this.mode) {
       case 'stopped':
         return true;

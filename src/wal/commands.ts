@@ -7,7 +7,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { listJournalDirs, listJournalFiles } from './journal.js';
-import { decodeJournal, formatJournalName, JOURNAL_ROOT } from './journal-format.js';
+import { decodeJournal, formatJournalName, isJournalDirName, JOURNAL_ROOT } from './journal-format.js';
 import { listLaneDirs, locateLaneDir, tableLabel, type WalTable } from './layout.js';
 import { formatSegmentName, recordTypeName, type RecordType } from './format.js';
 import { listLaneFiles, type LaneFiles, type SegmentFile } from './segment-files.js';
@@ -79,10 +79,16 @@ export async function walVerify(dir: string, out: (line: string) => void): Promi
 /** Segment path → the byte ranges [start, end) that live journal entries hold for it. */
 type JournalHeld = Map<string, [number, number][]>;
 
-/** What the commit journals under a WAL root hold, by segment (empty when `dir` has none). */
+/**
+ * What the commit journals under a WAL root hold, by segment (empty when `dir`
+ * has none). Only `shard-<k>-of-<W>` directories: replay reads no other, so
+ * entries elsewhere (a copy an operator left, say) write nothing back and
+ * must not hide damage.
+ */
 function journalHeld(dir: string): JournalHeld {
   const held: JournalHeld = new Map();
   for (const shard of listJournalDirs(dir)) {
+    if (!isJournalDirName(shard)) continue;
     const shardDir = join(dir, JOURNAL_ROOT, shard);
     for (const n of listJournalFiles(shardDir)) {
       let bytes: Buffer;

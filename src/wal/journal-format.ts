@@ -55,6 +55,11 @@ export function journalDirName(shard: number, workers: number): string {
   return `shard-${shard}-of-${workers}`;
 }
 
+/** Whether `name` is a shard journal directory's (`shard-<k>-of-<W>`), the only ones replay reads. */
+export function isJournalDirName(name: string): boolean {
+  return /^shard-\d+-of-\d+$/.test(name);
+}
+
 export function formatJournalName(n: number): string {
   return String(n).padStart(8, '0') + JOURNAL_SUFFIX;
 }

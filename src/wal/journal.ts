@@ -20,6 +20,7 @@ import {
   JOURNAL_HEADER_SIZE,
   JOURNAL_ROOT,
   JOURNAL_VERSION_1,
+  isJournalDirName,
   parseJournalName,
 } from './journal-format.js';
 import { listLaneDirs } from './layout.js';
@@ -268,6 +269,16 @@ export function listJournalFiles(dir: string): number[] {
     .sort((a, b) => a - b);
 }
 
+/**
+ * Whether the WAL root holds a `batch`-mode commit journal directory
+ * (`.journal/shard-<k>-of-<W>`, files or not): an ingester writes, or wrote,
+ * this WAL with segments that are durable only once a checkpoint has run
+ * (src/compactor/seal-rule.ts).
+ */
+export function hasShardJournal(walDir: string): boolean {
+  return listJournalDirs(walDir).some(isJournalDirName);
+}
+
 /** The shard journal directories under `<walDir>/.journal`, by name. */
 export function listJournalDirs(walDir: string): string[] {
   try {
@@ -323,7 +334,12 @@ export interface JournalReplay {
  * deleted.
  * `lanes` limits replay to lane tags it accepts (a worker's own lanes).
  */
-export function replayJournalDir(walDir: string, dir: string, opts: { removeDir?: boolean; lanes?: (tag: string) => boolean } = {}): JournalReplay {
+export function replayJournalDir(
+  walDir: string,
+  dir: string,
+  opts: { removeDir?: boolean; lanes?: (tag: string) => boolean; ops?: FileOps } = {},
+): JournalReplay {
+  const ops = opts.ops ?? NODE_FILE_OPS;
   const files = listJournalFiles(dir);
   const known = new Map<string, string>();
   for (const l of listLaneDirs(walDir)) known.set(new TextDecoder().decode(laneTag(walDir, l.dir)), l.dir);
@@ -368,11 +384,18 @@ export function replayJournalDir(walDir: string, dir: string, opts: { removeDir?
     }
   }
   for (const seg of written) {
-    const fd = openSync(seg, 'r+');
+    let fd: number;
+    try {
+      fd = ops.open(seg, 'r+');
+    } catch (err) {
+      // A compactor beside the ingester (`siglake compact`) landed and deleted it meanwhile.
+      if (errnoCode(err) === 'ENOENT') continue;
+      throw err;
+    }
     try {
       fsyncSync(fd);
     } finally {
-      closeSync(fd);
+      ops.close(fd);
     }
   }
   for (const laneDir of created) NODE_FILE_OPS.fsyncDir(laneDir);

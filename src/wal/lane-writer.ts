@@ -83,8 +83,15 @@ export interface LaneCheckpoint {
   readonly handles: readonly FdHandle[];
   /** A segment was created since: fsync the lane directory. */
   readonly dir: boolean;
-  /** The highest segment sealed since (0: none): its marker, once the journal up to the checkpoint is deleted. */
+  /** The highest segment sealed since (0: none). */
   readonly sealed: number;
+  /**
+   * The highest segment finished since (0: none): rotated away from, sealed,
+   * or left after a refused round's cut-back was synced; never appended to
+   * again. Its `.sealed` marker, once the checkpoint made it durable and
+   * deleted the journal up to it (the compactor's rule under a journal).
+   */
+  readonly finished: number;
 }
 
 export class LaneWriter {
@@ -103,6 +110,8 @@ export class LaneWriter {
   #dirPending = false;
   /** Journaled: the highest segment sealed since the last checkpoint was taken (0: none). */
   #sealedPending = 0;
+  /** Journaled: the highest segment finished (rotated, sealed, refused and synced) since then (0: none). */
+  #finishedPending = 0;
   /** Journaled: the live segment's header, not written yet (it goes out with the first run). */
   #headerPending: Buffer | null = null;
   /** Journaled: #pending's length when the last flush began (segments it rotated are after it). */
@@ -282,6 +291,7 @@ export class LaneWriter {
       // No sync: the next checkpoint makes it durable, then writes the marker.
       this.#retireLazily(h);
       if (sealed > this.#sealedPending) this.#sealedPending = sealed;
+      this.#finished(sealed);
       return;
     }
     this.#sealing = h;
@@ -307,10 +317,13 @@ export class LaneWriter {
    * the next flush in a new segment, so that no offset a refused record had is
    * ever given to another record (a refused record's journal entry may still
    * surface at replay). Records of the flush that a rotation already made
-   * durable stay: at-least-once, as for a failed write. Throws when the cut or
-   * the sync fails; the segment is given up then too.
+   * durable stay: at-least-once, as for a failed write. Every step is tried
+   * even when an earlier one failed (the live segment is always cut back and
+   * given up, so that no later round appends behind the refused bytes); then
+   * the first failure is thrown.
    */
   refuseLastFlush(): void {
+    let first: WalWriteError | null = null;
     if (this.#journaled) {
       // Segments this flush rotated away from hold some of its records after
       // acknowledged ones, and are no longer the lane's last: make them
@@ -321,23 +334,26 @@ export class LaneWriter {
           this.#cache.syncNow(p);
         } catch (err) {
           if (p.retired && errnoCode(err) === 'ENOENT') continue; // landed and retired by the compactor
-          throw new WalWriteError('fdatasync', p.path, err);
+          first ??= new WalWriteError('fdatasync', p.path, err);
         }
       }
     }
     const h = this.#handle;
-    if (h === null) return;
-    const start = this.#segment === this.#flushSegment ? this.#flushStart : SEGMENT_HEADER_SIZE;
-    const path = this.#path;
-    try {
-      this.#ops.ftruncate(this.#cache.fd(h), start);
-      this.#size = start;
-      this.#cache.syncNow(h);
-    } catch (err) {
+    if (h !== null) {
+      const start = this.#segment === this.#flushSegment ? this.#flushStart : SEGMENT_HEADER_SIZE;
+      const path = this.#path;
+      const segment = this.#segment;
+      try {
+        this.#ops.ftruncate(this.#cache.fd(h), start);
+        this.#size = start;
+        this.#cache.syncNow(h);
+        if (this.#journaled && first === null) this.#finished(segment);
+      } catch (err) {
+        first ??= new WalWriteError('fdatasync', path, err);
+      }
       this.#abandon();
-      throw new WalWriteError('fdatasync', path, err);
     }
-    this.#abandon();
+    if (first !== null) throw first;
   }
 
   /** Seals the live segment and refuses further use. Staged records are dropped. */
@@ -352,7 +368,7 @@ export class LaneWriter {
 
   /** Journaled: whether a checkpoint taken now would have anything to do for this lane. */
   get checkpointPending(): boolean {
-    return this.#handle !== null || this.#pending.length > 0 || this.#dirPending || this.#sealedPending > 0;
+    return this.#handle !== null || this.#pending.length > 0 || this.#dirPending || this.#sealedPending > 0 || this.#finishedPending > 0;
   }
 
   /**
@@ -366,9 +382,10 @@ export class LaneWriter {
     this.#pending = [];
     this.#flushPendingFrom = 0;
     if (this.#handle !== null) handles.push(this.#handle);
-    const cp: LaneCheckpoint = { handles, dir: this.#dirPending, sealed: this.#sealedPending };
+    const cp: LaneCheckpoint = { handles, dir: this.#dirPending, sealed: this.#sealedPending, finished: this.#finishedPending };
     this.#dirPending = false;
     this.#sealedPending = 0;
+    this.#finishedPending = 0;
     return cp;
   }
 
@@ -401,6 +418,11 @@ export class LaneWriter {
       if (errnoCode(err) === 'ENOENT') return;
       throw new WalWriteError('fdatasync', this.#dir, err);
     }
+  }
+
+  /** Journaled: segment `n` will never be appended to again (the checkpoint's marker). */
+  #finished(n: number): void {
+    if (n > this.#finishedPending) this.#finishedPending = n;
   }
 
   /** Journaled: a segment the lane no longer writes, left dirty for the next checkpoint. */
@@ -539,11 +561,13 @@ export class LaneWriter {
 
   #rotate(): void {
     const h = this.#handle as FdHandle;
+    const n = this.#segment;
     this.#handle = null;
     this.#segment = 0;
     this.#size = 0;
     if (this.#journaled) {
       this.#retireLazily(h);
+      this.#finished(n);
       return;
     }
     try {

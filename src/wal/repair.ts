@@ -6,6 +6,7 @@
 
 import { CorruptionError } from '../errors.js';
 import { NODE_FILE_OPS, type FileOps } from './file-ops.js';
+import { readSealedMarker } from './sealed-marker.js';
 import { listLaneFiles } from './segment-files.js';
 import { SegmentReader, type SegmentStop } from './segment-reader.js';
 import { WalWriteError } from './wal-write-error.js';
@@ -33,9 +34,11 @@ export interface LaneRecovery {
   readonly nextSegment: number;
   /** `.seg.tmp` files deleted. */
   readonly removedTmp: readonly string[];
-  /** Bytes cut from the last segment (0 when it ended cleanly). */
+  /** Bytes cut: from the last segment (0 when it ended cleanly), and those of `earlierCuts`. */
   readonly truncatedBytes: number;
   readonly cut: TailCut | null;
+  /** With `cutTornEarlier`: torn tails cut from segments before the last (above the `.sealed` marker). */
+  readonly earlierCuts: readonly TailCut[];
   /** Earlier segments that do not end cleanly; not repaired. Filled only with `scanAll`. */
   readonly damaged: readonly CorruptionError[];
   /** Entries that are neither segments nor tmp files; left alone. */
@@ -46,6 +49,15 @@ export interface RepairOptions {
   readonly ops?: FileOps;
   /** Also read every earlier segment and report damage (costs a read of the whole lane). */
   readonly scanAll?: boolean;
+  /**
+   * `batch` mode, after the commit journal's replay: also cut a torn (never
+   * a corrupt) tail of every segment before the last that is above the
+   * lane's `.sealed` marker. Rotation takes no sync there, so a machine
+   * crash can leave a round that was never acknowledged torn at the end of
+   * a segment it rotated away from; replay has put back every acknowledged
+   * byte, so a torn stop after them holds none (docs/wal-format.md "Repair").
+   */
+  readonly cutTornEarlier?: boolean;
 }
 
 export function repairLane(dir: string, opts: RepairOptions = {}): LaneRecovery {
@@ -67,6 +79,19 @@ export function repairLane(dir: string, opts: RepairOptions = {}): LaneRecovery 
     }
   }
 
+  const earlierCuts: TailCut[] = [];
+  if (opts.cutTornEarlier) {
+    const sealed = readSealedMarker(dir);
+    for (let i = 0; i < segs.length - 1; i++) {
+      const seg = segs[i];
+      if (seg.number <= sealed) continue;
+      const scan = SegmentReader.scan(seg.path);
+      if (scan.stop.kind !== 'torn') continue;
+      truncateFile(ops, seg.path, scan.stop.offset);
+      earlierCuts.push({ segment: seg.path, kind: 'torn', offset: scan.stop.offset, bytes: scan.size - scan.stop.offset, why: scan.stop.why });
+    }
+  }
+
   let cut: TailCut | null = null;
   const last = segs.length > 0 ? segs[segs.length - 1] : null;
   if (last !== null) {
@@ -85,8 +110,9 @@ export function repairLane(dir: string, opts: RepairOptions = {}): LaneRecovery 
     lastSegment: last?.number ?? 0,
     nextSegment: files.maxNumber + 1,
     removedTmp,
-    truncatedBytes: cut?.bytes ?? 0,
+    truncatedBytes: (cut?.bytes ?? 0) + earlierCuts.reduce((sum, c) => sum + c.bytes, 0),
     cut,
+    earlierCuts,
     damaged,
     unknownFiles: files.unknown,
   };

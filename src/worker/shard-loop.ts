@@ -46,9 +46,11 @@ import { FdCache } from '../wal/fd-cache.js';
 import { laneTag, replayJournalDir, ShardJournal } from '../wal/journal.js';
 import { JOURNAL_ROOT, journalDirName } from '../wal/journal-format.js';
 import { join } from 'node:path';
+import { existsSync, rmdirSync } from 'node:fs';
+import { NODE_FILE_OPS } from '../wal/file-ops.js';
 import { RecordType } from '../wal/format.js';
 import { LaneWriter, type LaneCheckpoint } from '../wal/lane-writer.js';
-import { writeSealedMarkerAsync } from '../wal/sealed-marker.js';
+import { readSealedMarker, writeSealedMarker, writeSealedMarkerAsync } from '../wal/sealed-marker.js';
 import { recoverWal } from '../wal/recovery.js';
 import { WalWriteError } from '../wal/wal-write-error.js';
 import { BodyDecoder } from './body-decoder.js';
@@ -220,18 +222,50 @@ export class ShardLoop {
     // (Logged after the lane repairs: a worker's log lines after its first
     // one reach stdout only when its event loop turns, and the repair lines
     // are the ones an operator looks for first.)
-    const j = replayJournalDir(walDir, this.#journalDir());
+    const journalDir = this.#journalDir();
+    const j = replayJournalDir(walDir, journalDir);
+    if (this.#journal === null && existsSync(journalDir)) {
+      // `interval`/`never` after a `batch` run: remove the (now empty) directory, so that the
+      // compactor (src/compactor/seal-rule.ts) no longer waits for markers this mode does not write.
+      try {
+        rmdirSync(journalDir);
+        NODE_FILE_OPS.fsyncDir(join(walDir, JOURNAL_ROOT));
+      } catch (e) {
+        this.#log.warn({ dir: journalDir, err: (e as Error).message }, 'WAL journal directory of a batch run not removed: the compactor lands only marked segments');
+      }
+    }
     // (`journalRecreated` below: segments a machine crash lost before a checkpoint made them durable.)
     if (j.rewrittenRecords > 0) this.#stats.addJournalReplayedRecords(j.rewrittenRecords);
     // The same key the acceptor's lane table gives the lane, so the same shard.
-    const r = recoverWal(walDir, (l) => LaneKey.at(l).shard(workers) === shard);
+    // Batch: also the torn tail of an unacknowledged round in a segment it rotated away from.
+    const r = recoverWal(walDir, (l) => LaneKey.at(l).shard(workers) === shard, { cutTornEarlier: this.#journal !== null });
     for (const [dir, next] of r.nextSegment) this.#nextSegment.set(dir, next);
     if (r.truncatedBytes > 0) this.#stats.addTruncatedBytes(r.truncatedBytes);
+    if (this.#journal !== null) {
+      // Every segment of an earlier life is durable now (replay synced what the journal held, a
+      // checkpoint the rest) and no journal file names it, and this life never appends to one:
+      // mark them for the compactor, which under a journal takes nothing above a lane's marker.
+      for (const [dir, next] of r.nextSegment) {
+        if (next > 1 && readSealedMarker(dir) < next - 1) {
+          try {
+            writeSealedMarker(dir, next - 1);
+          } catch {
+            // Only a hint for the compactor: without it, it waits for this life's first marker.
+          }
+        }
+      }
+    }
     for (const { lane, recovery } of r.lanes) {
       if (recovery.cut !== null) {
         this.#log.warn(
           { dir: lane.dir, cut: recovery.cut.kind, segment: recovery.cut.segment, offset: recovery.cut.offset, truncatedBytes: recovery.truncatedBytes },
           'WAL tail repaired: cut back to the last whole record',
+        );
+      }
+      for (const c of recovery.earlierCuts) {
+        this.#log.warn(
+          { dir: lane.dir, cut: c.kind, segment: c.segment, offset: c.offset, truncatedBytes: c.bytes },
+          'WAL torn tail of an unacknowledged round cut from a segment before the last',
         );
       }
       for (const d of recovery.damaged) {
@@ -252,6 +286,10 @@ export class ShardLoop {
     const key = keyOfSpec(spec);
     const dir = key.walDir(this.#a.settings.walDir);
     const next = this.#nextSegment.get(dir);
+    // Recovery's number holds for the first writer of the lane only: one
+    // opened again (a provisional lane forgotten after a refused round, then
+    // admitted again) repairs the lane itself and finds its own segments.
+    this.#nextSegment.delete(dir);
     const state = new LaneState(key, laneTag(this.#a.settings.walDir, dir));
     const journal = this.#journal;
     state.writer = new LaneWriter({
@@ -517,16 +555,18 @@ export class ShardLoop {
         return;
       }
     }
-    // Only now may the compactor take a sealed segment as the lane's last
-    // (land it, then empty it): it is durable by itself, and no journal
-    // entry that could recreate it at the next start is left.
-    const sealed = lanes.filter((l) => l.cp.sealed > 0);
+    // Only now may the compactor take a segment the lane finished (rotated
+    // away from or sealed): it is durable by itself, and no journal entry
+    // that could write into it or recreate it at the next start is left.
+    // Under a journal the compactor takes no other segment of a running
+    // lane (src/compactor/seal-rule.ts), even one below the highest.
+    const sealed = lanes.filter((l) => l.cp.finished > 0);
     let m = 0;
     const mark = async (): Promise<void> => {
       while (m < sealed.length) {
         const { lane, cp } = sealed[m++]!;
         try {
-          await writeSealedMarkerAsync(lane.writer.dir, cp.sealed);
+          await writeSealedMarkerAsync(lane.writer.dir, cp.finished);
         } catch {
           // Only a hint for the compactor: without it, it waits for the lane's next segment.
         }
