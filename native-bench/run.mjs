@@ -309,8 +309,20 @@ function h2load(url, bodyFile, secs) {
   return { rps, p50: pct(50), p99: pct(99), requests: Number(req[3]), errors: Number(req[5]) + Number(req[6]) + Number(req[7]) };
 }
 
+/** GET /metrics; tried again after a connection error (a kept-alive socket the server closed during a long run). */
+async function scrape(port) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    } catch (e) {
+      if (attempt === 3) throw e;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}
+
 async function siglakeCounts(port) {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const text = await scrape(port);
   let ok = 0;
   let all = 0;
   let syncs = 0;
