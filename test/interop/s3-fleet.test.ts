@@ -84,8 +84,11 @@ describe('two ingesters, one PostgreSQL catalog, one S3 bucket', () => {
       dirs.push(dataDir);
       const args = ['--trust-tenant-header', '--wal-segment-max-age-secs', '1', '--compact-interval-secs', '1', ...lake];
       if (name === 'b') args.push('--drain-on-shutdown');
-      // Each commit held 300 ms before its swap: the two replicas' commits to a shared table overlap and race.
-      const ing = await startIngester({ dataDir, args, env: { ...sw.env, SIGLAKE_TEST_COMMIT_DELAY_MS: '300' } });
+      // Each commit held 700 ms before its swap, with a compaction every second: the two replicas' commits
+      // to a shared table overlap whatever the phase between their cycles, and race.
+      // A checkpoint every 500 ms (10 s by default): under the batch journal the compactor lands a sealed
+      // segment only once a checkpoint has marked it, and the race needs landings every second or so.
+      const ing = await startIngester({ dataDir, args, env: { ...sw.env, SIGLAKE_TEST_COMMIT_DELAY_MS: '700', SIGLAKE_TEST_CHECKPOINT_MS: '500' } });
       running.push(ing);
       replicas.push(ing);
     }
