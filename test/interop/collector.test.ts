@@ -316,6 +316,8 @@ describe('OpenTelemetry Collector v0.165.0 → siglake ingest, through refusals 
     await addRequests(siglake);
     expect(await siglake.stop()).toBe(0);
     await sendMarkers(30, 45);
+    // Down until the Collector has tried to send and found nobody (a stop can be quicker than its next export).
+    await until('the Collector to find Siglake down', async () => (proxy.attempts.some((a) => a.status === 0) ? true : undefined), 60_000);
     siglake = await startIngester({ dataDir, args: siglakeArgs() });
     await sendMarkers(45, 70);
     // A life whose memory breaker is tripped from the start (its limit is below any process's RSS):
