@@ -12,7 +12,7 @@ import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { DuckDBInstance, JsonDuckDBValueConverter, type DuckDBConnection } from '@duckdb/node-api';
+import { DuckDBInstance, JsonDuckDBValueConverter, type DuckDBConnection, type DuckDBPreparedStatement } from '@duckdb/node-api';
 import { runQuery } from '../src/query/query-runner.js';
 import { TenantEngine } from '../src/query/tenant-engine.js';
 
@@ -60,6 +60,18 @@ async function drain(conn: DuckDBConnection, sql: string): Promise<unknown> {
   return (await conn.runAndReadAll(sql)).getRowsJson();
 }
 
+/** Streams a prepared statement chunk by chunk, as the server's runQuery does. */
+async function streamAll(p: DuckDBPreparedStatement): Promise<unknown[]> {
+  const r = await p.stream();
+  const rows: unknown[] = [];
+  for (;;) {
+    const c = await r.fetchChunk();
+    if (c === null || c.rowCount === 0) break;
+    rows.push(...c.convertRows(JsonDuckDBValueConverter));
+  }
+  return rows;
+}
+
 async function main(): Promise<void> {
   const dir = KEEP !== '' ? KEEP : fs.mkdtempSync(path.join(os.tmpdir(), 'siglake-query-stages-'));
   const files = await makeFiles(dir);
@@ -104,39 +116,12 @@ async function main(): Promise<void> {
       ['plain, inline read_parquet, runAndReadAll (bench direct)', () => drain(pc, inline)],
       ['plain, view, runAndReadAll', () => drain(pc, sql)],
       ['plain, view, prepared.run()', async () => (await pPlain.runAndReadAll()).getRowsJson()],
-      ['plain, view, prepared.stream() + fetchChunk', async () => {
-        const r = await pPlain.stream();
-        const rows: unknown[] = [];
-        for (;;) {
-          const c = await r.fetchChunk();
-          if (c === null || c.rowCount === 0) break;
-          rows.push(...c.convertRows(JsonDuckDBValueConverter));
-        }
-        return rows;
-      }],
+      ['plain, view, prepared.stream() + fetchChunk', () => streamAll(pPlain)],
       ['locked, view, runAndReadAll', () => drain(ec, sql)],
       ['locked, view, prepared.run()', async () => (await pEngine.runAndReadAll()).getRowsJson()],
-      ['locked, view, prepared.stream() + fetchChunk', async () => {
-        const r = await pEngine.stream();
-        const rows: unknown[] = [];
-        for (;;) {
-          const c = await r.fetchChunk();
-          if (c === null || c.rowCount === 0) break;
-          rows.push(...c.convertRows(JsonDuckDBValueConverter));
-        }
-        return rows;
-      }],
+      ['locked, view, prepared.stream() + fetchChunk', () => streamAll(pEngine)],
       ['server runQuery (borrow, guard, kept statement, stream)', () => runQuery(engine, sql, { maxRows: 10_000, timeoutMs: 60_000 })],
-      ['locked as before 9a58260 (footer cache on the setup connection only), prepared.stream() + fetchChunk', async () => {
-        const r = await pOld.stream();
-        const rows: unknown[] = [];
-        for (;;) {
-          const c = await r.fetchChunk();
-          if (c === null || c.rowCount === 0) break;
-          rows.push(...c.convertRows(JsonDuckDBValueConverter));
-        }
-        return rows;
-      }],
+      ['locked as before 9a58260 (footer cache on the setup connection only), prepared.stream() + fetchChunk', () => streamAll(pOld)],
     ];
     const wall = variants.map(() => [] as number[]);
     const cpu = variants.map(() => [] as number[]);
