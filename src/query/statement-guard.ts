@@ -31,11 +31,25 @@
 // text, and a repeated query then skips a round trip to the engine. Kept per
 // tenant context, never shared between tenants (no tenant can time whether
 // another sent the same text).
+//
+// Table references. The same parse tree says where the text names a table of
+// the context by its bare name (a BASE_TABLE with no schema or catalog, and
+// no CTE of that name anywhere in the statement). What is prepared is the
+// text with each such name replaced by the table's own source, as if the user
+// had written `read_parquet([...]) AS "logs"` there: the engine then plans
+// the scan directly, where through the view it keeps a constant projection
+// between the scan and a count(*) (one per vector; a tenth of a count(*)'s
+// time). Only those characters change, so column names, errors elsewhere and
+// the statement's meaning stay the user's; the source reads exactly the
+// view's files, under the same locked configuration. When the text at a
+// reported place is not that name, nothing is replaced (the views answer);
+// when the replaced text does not prepare, the user's own text is prepared
+// instead, so a refusal or an error is always about what the user sent.
 
 import { StatementType, type DuckDBConnection, type DuckDBPreparedStatement } from '@duckdb/node-api';
 import { engineError } from './engine-errors.js';
 import { QueryError } from './query-error.js';
-import type { EngineConnection, TenantEngine } from './tenant-engine.js';
+import type { EngineConnection, TableRefAt, TenantEngine } from './tenant-engine.js';
 
 /**
  * Table functions a query may call. The file readers are here on purpose:
@@ -112,16 +126,20 @@ export async function prepareReadOnly(engine: TenantEngine, conn: EngineConnecti
     throw new QueryError('SIGLAKE_SQL_REFUSED', `EXPLAIN ANALYZE runs the statement and is not allowed (send EXPLAIN without ANALYZE): ${ONE_READ_ONLY}`);
   }
   const checked = engine.checked;
-  if (!checked.has(sql)) {
-    await checkParseTree(conn.conn, inner ?? sql);
+  let refs = checked.get(sql);
+  if (refs === undefined) {
+    const tree = await checkParseTree(conn.conn, inner ?? sql);
+    // An EXPLAIN's inner statement starts after the keyword: its places are shifted by the keyword's length.
+    refs = tableRefs(tree, inner ?? sql, sql.length - (inner ?? sql).length);
     if (sql.length <= CHECKED_MAX_CHARS) {
-      checked.add(sql);
-      if (checked.size > CHECKED_ENTRIES) checked.delete(checked.values().next().value as string);
+      checked.set(sql, refs);
+      if (checked.size > CHECKED_ENTRIES) checked.delete(checked.keys().next().value as string);
     }
   }
   let prepared: DuckDBPreparedStatement;
   try {
-    prepared = await conn.conn.prepare(sql);
+    const direct = withSources(sql, refs, engine.sources);
+    prepared = direct === undefined ? await conn.conn.prepare(sql) : await conn.conn.prepare(direct).catch(() => conn.conn.prepare(sql));
   } catch (e) {
     throw engineError(e);
   }
@@ -145,8 +163,8 @@ interface SerializedSql {
   statements?: unknown[];
 }
 
-/** Steps 1 to 3: the request's parse tree, from the engine's parser. */
-async function checkParseTree(conn: DuckDBConnection, sql: string): Promise<void> {
+/** Steps 1 to 3: the request's parse tree, from the engine's parser (returned once checked). */
+async function checkParseTree(conn: DuckDBConnection, sql: string): Promise<SerializedSql> {
   let tree: SerializedSql;
   try {
     const reader = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS tree', [sql]);
@@ -164,6 +182,89 @@ async function checkParseTree(conn: DuckDBConnection, sql: string): Promise<void
   for (const name of tableFunctions(tree)) {
     if (!READ_ONLY_TABLE_FUNCTIONS.has(name)) throw new QueryError('SIGLAKE_SQL_REFUSED', `table function ${name} is not allowed in a query`);
   }
+  return tree;
+}
+
+/** A bare table name as the scanner reads it at `at`: an identifier or a double-quoted one. */
+const PLAIN_NAME = /[A-Za-z_\u0080-\uffff][A-Za-z0-9_$\u0080-\uffff]*/y;
+
+/** The name written at `at` in `sql` and the characters it takes, or undefined when no name starts there. */
+function nameAt(sql: string, at: number): { name: string; length: number } | undefined {
+  if (sql[at] === '"') {
+    let name = '';
+    for (let i = at + 1; i < sql.length; i++) {
+      if (sql[i] !== '"') name += sql[i];
+      else if (sql[i + 1] === '"') {
+        name += '"';
+        i++;
+      } else return { name, length: i + 1 - at };
+    }
+    return undefined;
+  }
+  PLAIN_NAME.lastIndex = at;
+  const m = PLAIN_NAME.exec(sql);
+  return m === null ? undefined : { name: m[0], length: m[0].length };
+}
+
+/** The parser's places are byte offsets into the UTF-8 text: as indexes into the JavaScript string. */
+function charIndex(text: string): (byteOffset: number) => number {
+  if (/^[\x00-\x7f]*$/.test(text)) return (b) => b;
+  const bytes = Buffer.from(text, 'utf8');
+  return (b) => bytes.subarray(0, b).toString('utf8').length;
+}
+
+/**
+ * Where the request names a table by its bare name (see the header), from
+ * the checked parse tree of `text`, which starts `shift` characters into the
+ * request. Empty when any reported place does not hold the reported name.
+ */
+function tableRefs(tree: SerializedSql, text: string, shift: number): readonly TableRefAt[] {
+  const ctes = new Set<string>();
+  const found: { at: number; name: string; aliased: boolean }[] = [];
+  const walk = (node: unknown): void => {
+    if (Array.isArray(node)) {
+      for (const n of node) walk(n);
+      return;
+    }
+    if (node === null || typeof node !== 'object') return;
+    const o = node as Record<string, unknown>;
+    // DESCRIBE / SHOW / SUMMARIZE of a table name describe the table itself: left to the view.
+    if (o['type'] === 'SHOW_REF') return;
+    const map = (o['cte_map'] as { map?: { key?: unknown }[] } | undefined)?.map;
+    if (Array.isArray(map)) for (const e of map) ctes.add(String(e.key).toLowerCase());
+    if (o['type'] === 'BASE_TABLE' && o['schema_name'] === '' && o['catalog_name'] === '' && typeof o['query_location'] === 'number') {
+      found.push({ at: o['query_location'], name: String(o['table_name']), aliased: o['alias'] !== '' });
+    }
+    for (const v of Object.values(o)) walk(v);
+  };
+  walk(tree.statements);
+  const index = charIndex(text);
+  const refs: TableRefAt[] = [];
+  for (const f of found) {
+    if (ctes.has(f.name.toLowerCase())) continue;
+    const at = index(f.at);
+    const written = nameAt(text, at);
+    if (written === undefined || written.name !== f.name) return [];
+    refs.push({ at: at + shift, length: written.length, name: f.name.toLowerCase(), aliased: f.aliased });
+  }
+  return refs.sort((a, b) => a.at - b.at);
+}
+
+/** `sql` with each reference to a table of the context replaced by its source; undefined when none is. */
+function withSources(sql: string, refs: readonly TableRefAt[], sources: ReadonlyMap<string, string>): string | undefined {
+  let out = '';
+  let from = 0;
+  let replaced = 0;
+  for (const r of refs) {
+    const source = sources.get(r.name);
+    if (source === undefined || r.at < from) continue;
+    // Unaliased, the source takes the name as written, so `logs.body` and `SELECT logs` still mean the table.
+    const written = sql.slice(r.at, r.at + r.length);
+    out += sql.slice(from, r.at) + source + (r.aliased ? '' : ` AS ${written}`);
+    from = r.at + r.length;
+    replaced++;
+  }
+  return replaced === 0 ? undefined : out + sql.slice(from);
 }
 
 /** The names of every table function called anywhere in a serialised parse tree. */

@@ -72,8 +72,8 @@ export interface ContextTable {
 
 export interface TenantEngineOptions {
   readonly memoryLimitMib: number;
-  /** The statement texts the tenant's previous context had checked (carried over: the check depends on the text only). */
-  readonly checked?: Set<string> | undefined;
+  /** The statement texts the tenant's previous context had checked, with their table references (carried over: both depend on the text only). */
+  readonly checked?: Map<string, readonly TableRefAt[]> | undefined;
 }
 
 /** A SQL string literal. */
@@ -86,18 +86,34 @@ export function sqlIdent(s: string): string {
   return `"${s.replace(/"/g, '""')}"`;
 }
 
+/**
+ * Where a statement's text names one of the context's tables by its bare
+ * name (from the engine's parser: statement-guard.ts): `length` characters
+ * at `at`; `aliased` when the reference has an alias of its own.
+ */
+export interface TableRefAt {
+  readonly at: number;
+  readonly length: number;
+  /** The table's name, lower case. */
+  readonly name: string;
+  readonly aliased: boolean;
+}
+
 export class TenantEngine {
   readonly #db: DuckDBInstance;
   readonly tables: readonly string[];
+  /** Each table's source, `read_parquet([...])` over its data files, by its name in lower case. */
+  readonly sources: ReadonlyMap<string, string>;
   /** Connections whose last query ended normally, ready for the next one. */
   readonly #idle: EngineConnection[] = [];
-  /** Statement texts of this tenant that passed the parse-tree check (statement-guard.ts); this tenant's only. */
-  readonly checked: Set<string>;
+  /** Statement texts of this tenant that passed the parse-tree check (statement-guard.ts), with their table references; this tenant's only. */
+  readonly checked: Map<string, readonly TableRefAt[]>;
   #closed = false;
 
-  private constructor(db: DuckDBInstance, tables: readonly string[], checked: Set<string>) {
+  private constructor(db: DuckDBInstance, sources: ReadonlyMap<string, string>, checked: Map<string, readonly TableRefAt[]>) {
     this.#db = db;
-    this.tables = tables;
+    this.tables = [...sources.keys()];
+    this.sources = sources;
     this.checked = checked;
   }
 
@@ -111,13 +127,14 @@ export class TenantEngine {
     const setup = await db.connect();
     try {
       const allowed: string[] = [];
-      const named: string[] = [];
+      const sources = new Map<string, string>();
       for (const t of tables) {
         // A table without data files (all of them expired) has no schema to read; it is left out.
         if (t.files.length === 0) continue;
-        await setup.run(`CREATE VIEW ${sqlIdent(t.name)} AS SELECT * FROM read_parquet([${t.files.map(sqlString).join(', ')}])`);
+        const source = `read_parquet([${t.files.map(sqlString).join(', ')}])`;
+        await setup.run(`CREATE VIEW ${sqlIdent(t.name)} AS SELECT * FROM ${source}`);
         allowed.push(...t.files);
-        named.push(t.name);
+        sources.set(t.name.toLowerCase(), source);
       }
       // Parquet footers are read once per context, not once per query (the files never change).
       // GLOBAL: a plain SET of this option holds for the setting-up connection only, and the
@@ -128,7 +145,7 @@ export class TenantEngine {
       await setup.run('SET enable_external_access = false');
       await setup.run('SET lock_configuration = true');
       setup.closeSync();
-      return new TenantEngine(db, named, opts.checked ?? new Set());
+      return new TenantEngine(db, sources, opts.checked ?? new Map());
     } catch (e) {
       setup.closeSync();
       db.closeSync();
