@@ -5,9 +5,8 @@
 // DECIMAL, HUGEINT and timestamps as strings, MAPs as [{key, value}] arrays.
 
 import { JsonDuckDBValueConverter, type Json } from '@duckdb/node-api';
-import { engineError } from './engine-errors.js';
 import { QueryError } from './query-error.js';
-import { prepareReadOnly, type ReadOnlyStatement } from './statement-guard.js';
+import { executionError, prepareReadOnly, type ReadOnlyStatement } from './statement-guard.js';
 import type { TenantEngine } from './tenant-engine.js';
 
 export interface QueryColumn {
@@ -66,7 +65,7 @@ export async function runQuery(engine: TenantEngine, sql: string, opts: RunOptio
   } catch (e) {
     if (timedOut) throw new QueryError('SIGLAKE_QUERY_TIMEOUT', `query cancelled after query.timeoutSecs (${opts.timeoutMs / 1000} s)`);
     if (opts.signal?.aborted === true) throw new QueryError('SIGLAKE_UNAVAILABLE', 'query cancelled: the server is stopping or the caller hung up', { retryAfterSecs: 1 });
-    throw engineError(e);
+    throw executionError(e, statement?.prepared);
   } finally {
     clearTimeout(timer);
     opts.signal?.removeEventListener('abort', onAbort);

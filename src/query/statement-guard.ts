@@ -41,10 +41,20 @@
 // between the scan and a count(*) (one per vector; a tenth of a count(*)'s
 // time). Only those characters change, so column names, errors elsewhere and
 // the statement's meaning stay the user's; the source reads exactly the
-// view's files, under the same locked configuration. When the text at a
-// reported place is not that name, nothing is replaced (the views answer);
-// when the replaced text does not prepare, the user's own text is prepared
-// instead, so a refusal or an error is always about what the user sent.
+// view's files, under the same locked configuration. Both texts are
+// prepared (once per connection: the statement is kept): the user's own
+// first, so a refusal or a binding error is always about what was sent; the
+// replaced one is used only when it prepares with the same result columns
+// (names and types: an unaliased subquery is named after its text, which
+// would show the files). Nothing is replaced when the statement names a
+// column the direct source has and the view does not (read_parquet's
+// virtual `filename`, `file_index`, `file_row_number`, which would capture
+// an outer or a NATURAL join's column of that name), has a NATURAL join, or
+// holds a character the parser reads as a space (it rewrites those before
+// parsing, so its places would not be the text's); nor when the text at a
+// reported place is not the reported name. An error while running a
+// replaced statement is the engine's message without its excerpt of the
+// text (which would be the replaced text).
 
 import { StatementType, type DuckDBConnection, type DuckDBPreparedStatement } from '@duckdb/node-api';
 import { engineError } from './engine-errors.js';
@@ -138,8 +148,7 @@ export async function prepareReadOnly(engine: TenantEngine, conn: EngineConnecti
   }
   let prepared: DuckDBPreparedStatement;
   try {
-    const direct = withSources(sql, refs, engine.sources);
-    prepared = direct === undefined ? await conn.conn.prepare(sql) : await conn.conn.prepare(direct).catch(() => conn.conn.prepare(sql));
+    prepared = await conn.conn.prepare(sql);
   } catch (e) {
     throw engineError(e);
   }
@@ -153,10 +162,44 @@ export async function prepareReadOnly(engine: TenantEngine, conn: EngineConnecti
     prepared.destroySync();
     throw new QueryError('SIGLAKE_BAD_SQL', 'the statement has parameters; send it with literal values');
   }
+  const direct = withSources(sql, refs, engine.sources);
+  if (direct !== undefined) {
+    const bound = await conn.conn.prepare(direct).catch(() => undefined);
+    if (bound !== undefined && bound.statementType === expected && sameColumns(prepared, bound)) {
+      prepared.destroySync();
+      prepared = bound;
+      REPLACED.add(bound);
+    } else {
+      bound?.destroySync();
+    }
+  }
   return { prepared, kept: conn.keep(sql, prepared) };
 }
 
-interface SerializedSql {
+/** Statements prepared from a text with table names replaced by their sources. */
+const REPLACED = new WeakSet<DuckDBPreparedStatement>();
+
+/** The same result columns, by name and type. */
+function sameColumns(a: DuckDBPreparedStatement, b: DuckDBPreparedStatement): boolean {
+  if (a.columnCount !== b.columnCount) return false;
+  for (let i = 0; i < a.columnCount; i++) {
+    if (a.columnName(i) !== b.columnName(i) || a.columnType(i).toString() !== b.columnType(i).toString()) return false;
+  }
+  return true;
+}
+
+/**
+ * An error while running `prepared`, as the answer: for a statement whose
+ * table names were replaced, without the engine's excerpt of the text it ran.
+ */
+export function executionError(e: unknown, prepared: DuckDBPreparedStatement | undefined): QueryError {
+  if (prepared !== undefined && REPLACED.has(prepared) && e instanceof Error) {
+    return engineError(new Error(e.message.replace(/\n*LINE \d+:[\s\S]*$/, '')));
+  }
+  return engineError(e);
+}
+
+export interface SerializedSql {
   error?: boolean;
   error_type?: string;
   error_message?: string;
@@ -206,11 +249,33 @@ function nameAt(sql: string, at: number): { name: string; length: number } | und
   return m === null ? undefined : { name: m[0], length: m[0].length };
 }
 
-/** The parser's places are byte offsets into the UTF-8 text: as indexes into the JavaScript string. */
-function charIndex(text: string): (byteOffset: number) => number {
-  if (/^[\x00-\x7f]*$/.test(text)) return (b) => b;
-  const bytes = Buffer.from(text, 'utf8');
-  return (b) => bytes.subarray(0, b).toString('utf8').length;
+/** read_parquet's virtual columns: a direct source has them, the view does not. */
+const VIRTUAL_COLUMNS: ReadonlySet<string> = new Set(['filename', 'file_index', 'file_row_number']);
+/** Characters the parser turns into a space before parsing (its places then count the spaces' bytes). */
+const PARSER_SPACES = /[\u0085\u00a0\u1680\u180e\u2000-\u200f\u2028-\u202f\u205f-\u2064\u3000\ufeff]/;
+
+/**
+ * The parser's places are byte offsets into the UTF-8 text: `offsets`
+ * (ascending) as indexes into the JavaScript string, in one pass.
+ */
+function charIndexes(text: string, offsets: readonly number[]): number[] {
+  const out: number[] = [];
+  let bytes = 0;
+  let i = 0;
+  for (const want of offsets) {
+    while (bytes < want && i < text.length) {
+      const c = text.charCodeAt(i);
+      if (c < 0x80) bytes += 1;
+      else if (c < 0x800) bytes += 2;
+      else if (c >= 0xd800 && c < 0xdc00 && i + 1 < text.length) {
+        bytes += 4; // a surrogate pair: one code point of four bytes
+        i++;
+      } else bytes += 3;
+      i++;
+    }
+    out.push(bytes === want ? i : -1);
+  }
+  return out;
 }
 
 /**
@@ -218,16 +283,27 @@ function charIndex(text: string): (byteOffset: number) => number {
  * the checked parse tree of `text`, which starts `shift` characters into the
  * request. Empty when any reported place does not hold the reported name.
  */
-function tableRefs(tree: SerializedSql, text: string, shift: number): readonly TableRefAt[] {
+export function tableRefs(tree: SerializedSql, text: string, shift: number): readonly TableRefAt[] {
+  if (PARSER_SPACES.test(text)) return [];
   const ctes = new Set<string>();
   const found: { at: number; name: string; aliased: boolean }[] = [];
+  let unsafe = false;
   const walk = (node: unknown): void => {
+    if (unsafe) return;
+    if (typeof node === 'string') {
+      if (VIRTUAL_COLUMNS.has(node.toLowerCase())) unsafe = true;
+      return;
+    }
     if (Array.isArray(node)) {
       for (const n of node) walk(n);
       return;
     }
     if (node === null || typeof node !== 'object') return;
     const o = node as Record<string, unknown>;
+    if (o['ref_type'] === 'NATURAL' || o['join_type'] === 'NATURAL') {
+      unsafe = true;
+      return;
+    }
     // DESCRIBE / SHOW / SUMMARIZE of a table name describe the table itself: left to the view.
     if (o['type'] === 'SHOW_REF') return;
     const map = (o['cte_map'] as { map?: { key?: unknown }[] } | undefined)?.map;
@@ -238,16 +314,23 @@ function tableRefs(tree: SerializedSql, text: string, shift: number): readonly T
     for (const v of Object.values(o)) walk(v);
   };
   walk(tree.statements);
-  const index = charIndex(text);
+  if (unsafe) return [];
+  found.sort((a, b) => a.at - b.at);
+  const places = charIndexes(
+    text,
+    found.map((f) => f.at),
+  );
   const refs: TableRefAt[] = [];
-  for (const f of found) {
+  for (let k = 0; k < found.length; k++) {
+    const f = found[k]!;
     if (ctes.has(f.name.toLowerCase())) continue;
-    const at = index(f.at);
+    const at = places[k]!;
+    if (at < 0) return [];
     const written = nameAt(text, at);
     if (written === undefined || written.name !== f.name) return [];
     refs.push({ at: at + shift, length: written.length, name: f.name.toLowerCase(), aliased: f.aliased });
   }
-  return refs.sort((a, b) => a.at - b.at);
+  return refs;
 }
 
 /** `sql` with each reference to a table of the context replaced by its source; undefined when none is. */

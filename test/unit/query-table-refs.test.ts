@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { DuckDBInstance, JsonDuckDBValueConverter, type DuckDBConnection } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runQuery, type QueryResult } from '../../src/query/query-runner.js';
+import { tableRefs, type SerializedSql } from '../../src/query/statement-guard.js';
 import { sqlIdent, sqlString, TenantEngine } from '../../src/query/tenant-engine.js';
 
 let dir: string;
@@ -65,6 +66,18 @@ describe('table references bound to their sources', () => {
     ['the name inside a string literal and a comment is left alone', "SELECT 'logs' AS logs, count(*) /* FROM logs */ FROM logs"],
     ['non-ASCII text before the table name', "SELECT 'é€😀' AS \"ünï\", count(*) FROM logs WHERE service_name <> 'ö'"],
     ['a sample clause after the name', 'SELECT count(*) FROM logs USING SAMPLE 100 ROWS'],
+    // read_parquet's virtual columns must not capture a name the view would not have.
+    ['an outer filename in a correlated subquery', "WITH t AS (SELECT 'x' AS filename) SELECT (SELECT count(*) FROM logs WHERE filename = 'x') AS c FROM t"],
+    ['an outer file_index in a correlated subquery', 'WITH t AS (SELECT 1 AS file_index) SELECT (SELECT count(*) FROM logs WHERE file_index = 1) AS c FROM t'],
+    ['an outer file_row_number in a correlated subquery', 'WITH t AS (SELECT 1 AS file_row_number) SELECT (SELECT count(*) FROM logs WHERE file_row_number = 1) AS c FROM t'],
+    ['a NATURAL join with a filename column', "WITH t AS (SELECT 0::BIGINT AS n, 'a' AS filename) SELECT count(*) FROM t NATURAL JOIN logs"],
+    // An unaliased subquery is named after its text: the replaced text would name it after the files.
+    ['an unaliased scalar subquery', 'SELECT (SELECT count(*) FROM spans)'],
+    ['unaliased EXISTS and IN subqueries', 'SELECT EXISTS (SELECT 1 FROM spans), 3 IN (SELECT n FROM logs)'],
+    // The parser turns these into spaces before parsing: its places would not be the text's.
+    ['no-break spaces before a quoted alias named like the table', 'SELECT' + '\u00a0'.repeat(12) + ' count(*) AS "logs" FROM logs'],
+    ['an ideographic space', 'SELECT\u3000count(*) FROM logs'],
+    ['emoji and accents before several references', "SELECT '😀é' AS a, (SELECT count(*) FROM spans) AS s, count(*) AS c FROM logs JOIN spans USING (n)"],
     ['DESCRIBE of a table', 'DESCRIBE logs'],
     ['SUMMARIZE of a query', 'SUMMARIZE SELECT n FROM spans'],
   ];
@@ -87,6 +100,24 @@ describe('table references bound to their sources', () => {
     // The same with a multi-byte character before the name (the parser's places are UTF-8 byte offsets).
     const unicode = await plan(await run("EXPLAIN SELECT count(*) AS \"ñ€\" FROM logs"));
     expect(unicode).not.toMatch(/PROJECTION/);
+  });
+
+  it('an error while running a replaced statement shows none of the replaced text', async () => {
+    const err = await run('SELECT CAST(service_name AS INT) FROM logs').then(
+      () => undefined,
+      (e: Error) => e,
+    );
+    expect(err?.message).toMatch(/^Conversion Error: Could not convert string 'svc\d' to INT32/);
+    expect(err?.message).not.toMatch(/read_parquet|\.parquet/);
+  });
+
+  it('many references after a multi-byte character are all replaced (one pass over the text)', async () => {
+    const sql = `SELECT 'ü' AS u, ${Array.from({ length: 200 }, (_, i) => `(SELECT count(*) FROM logs WHERE n > ${i}) AS c${i}`).join(', ')}`;
+    expect(await run(sql)).toEqual(await throughViews(sql));
+    const tree = JSON.parse(String((await oracle.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR)', [sql])).getRows()[0]![0])) as SerializedSql;
+    const refs = tableRefs(tree, sql, 0);
+    expect(refs).toHaveLength(200);
+    for (const r of refs) expect(sql.slice(r.at, r.at + r.length)).toBe('logs');
   });
 
   it('a kept statement answers the same on its next execution', async () => {
