@@ -14,6 +14,8 @@
 // S seconds and/or N requests, e.g. one per tenant so every lane exists) runs
 // before the profiled window: a steady-state profile, without lane creation.
 //   node perf/run-ts.mjs perf/flame.ts --render FILE.cpuprofile...   (render existing profiles)
+//   FLAME_INGEST_FLAGS="--trust-tenant-header --ingest-max-lanes 20000 --wal-max-open-files 512" \
+//     node perf/run-ts.mjs perf/flame.ts --warmup-requests 20000 -- --tenants 10000   (the P5 row's shape)
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -134,6 +136,9 @@ async function main(): Promise<number> {
     '--wal-fsync',
     args.fsync!,
     ...(args.workers !== undefined ? ['--workers', args.workers] : []),
+    // More ingester flags, split on spaces (e.g. the 10,000-tenant row's
+    // `--trust-tenant-header --ingest-max-lanes 20000 --wal-max-open-files 512`).
+    ...(process.env['FLAME_INGEST_FLAGS'] ?? '').split(' ').filter((f) => f !== ''),
   ];
   process.stderr.write(`flame: node ${ingestArgs.join(' ')}\n`);
   const ing = spawn(process.execPath, ingestArgs, { stdio: ['ignore', 'pipe', 'inherit'] });
