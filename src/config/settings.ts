@@ -185,6 +185,14 @@ export const SETTINGS = {
     doc: 'fdatasync period in `interval` mode: the window of acknowledged data a machine crash can lose.',
     parse: integer({ min: 1, max: 60_000 }),
   }),
+  walRoundsInFlight: def<number>({
+    key: 'ingester.wal.roundsInFlight',
+    flag: '--wal-rounds-in-flight',
+    category: 'wal',
+    default: 1,
+    doc: '`batch` mode: rounds a writer worker keeps in flight. 2 writes the next round while the last one\'s commit-journal fdatasync runs (on the thread pool), for disks whose fdatasync is slow next to a round\'s work (network block storage); on a local disk with a fast fdatasync it measured slower (docs/performance.md). Acknowledgement still follows each round\'s own fdatasync.',
+    parse: integer({ min: 1, max: 2 }),
+  }),
   walSegmentBytes: def<number>({
     key: 'ingester.wal.segmentBytes',
     flag: '--wal-segment-bytes',

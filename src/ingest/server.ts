@@ -95,6 +95,7 @@ export class Ingester {
       walDir: s.walDir,
       walFsync: s.walFsync,
       walFsyncIntervalMs: s.walFsyncIntervalMs,
+      walRoundsInFlight: s.walRoundsInFlight,
       walSegmentBytes: s.walSegmentBytes,
       walSegmentMaxAgeSecs: s.walSegmentMaxAgeSecs,
       maxOpenFiles: Math.max(1, Math.floor(s.walMaxOpenFiles / s.workers)),

@@ -8,6 +8,8 @@ export interface WorkerSettings {
   walDir: string;
   walFsync: 'batch' | 'interval' | 'never';
   walFsyncIntervalMs: number;
+  /** `batch` mode: 2 writes round N+1 while round N's journal fdatasync runs. */
+  walRoundsInFlight: number;
   walSegmentBytes: number;
   walSegmentMaxAgeSecs: number;
   /** This worker's share of --wal-max-open-files. */

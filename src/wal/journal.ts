@@ -36,6 +36,8 @@ export interface ShardJournalOptions {
   /** `<walDir>/.journal/shard-<k>-of-<W>` */
   readonly dir: string;
   readonly ops?: FileOps;
+  /** Test-only: every fdatasync of the journal takes this much longer (a slow disk). */
+  readonly syncDelayMs?: number;
   readonly now?: () => number;
 }
 
@@ -43,6 +45,7 @@ export class ShardJournal {
   readonly #dir: string;
   readonly #ops: FileOps;
   readonly #now: () => number;
+  readonly #syncDelayMs: number;
   #fd = -1;
   #number = 0;
   #size = 0;
@@ -56,11 +59,15 @@ export class ShardJournal {
   readonly #iov: Uint8Array[] = [];
   #stagedBytes = 0;
   readonly #fileHeader = Buffer.alloc(JOURNAL_HEADER_SIZE);
+  /** sync() calls in flight, and the descriptors given up meanwhile (closed when none is). */
+  #syncing = 0;
+  readonly #closeAfterSync: number[] = [];
 
   constructor(opts: ShardJournalOptions) {
     this.#dir = opts.dir;
     this.#ops = opts.ops ?? NODE_FILE_OPS;
     this.#now = opts.now ?? Date.now;
+    this.#syncDelayMs = opts.syncDelayMs ?? 0;
     // Replay ran before: any file left is one this life must not reuse the number of.
     for (const n of listJournalFiles(this.#dir)) {
       this.#files.push(n);
@@ -144,11 +151,35 @@ export class ShardJournal {
   syncNow(): void {
     if (this.#fd < 0) return;
     try {
+      if (this.#syncDelayMs > 0) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, this.#syncDelayMs);
       this.#ops.fdatasyncSync(this.#fd);
     } catch (err) {
       const path = this.#path();
       this.#giveUpFile();
       throw new WalWriteError('fdatasync', path, err);
+    }
+  }
+
+  /**
+   * fdatasync of the open file on libuv's thread pool, so that the shard
+   * writes its next round meanwhile. After a failure the file is given up
+   * (if it is still the open one). A file given up while a sync is in flight
+   * keeps its descriptor until every sync in flight returned: its number must
+   * not be reused by another file under a sync that has not started yet.
+   */
+  async sync(): Promise<void> {
+    if (this.#fd < 0) return;
+    const fd = this.#fd;
+    const number = this.#number;
+    this.#syncing++;
+    try {
+      if (this.#syncDelayMs > 0) await new Promise((r) => setTimeout(r, this.#syncDelayMs));
+      await this.#ops.fdatasync(fd);
+    } catch (err) {
+      if (this.#fd === fd && this.#number === number) this.#giveUpFile();
+      throw new WalWriteError('fdatasync', join(this.#dir, formatJournalName(number)), err);
+    } finally {
+      if (--this.#syncing === 0) for (const f of this.#closeAfterSync.splice(0)) this.#closeQuietly(f);
     }
   }
 
@@ -195,6 +226,11 @@ export class ShardJournal {
     const fd = this.#fd;
     this.#fd = -1;
     this.#size = 0;
+    if (this.#syncing > 0) this.#closeAfterSync.push(fd);
+    else this.#closeQuietly(fd);
+  }
+
+  #closeQuietly(fd: number): void {
     try {
       this.#ops.close(fd);
     } catch {

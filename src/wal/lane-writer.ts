@@ -75,6 +75,19 @@ export interface LaneWriterOptions {
    * a new segment starts at offset 0 with the segment header.
    */
   readonly journaled?: boolean;
+  /**
+   * Journaled: flushes that may be written before the earlier one is
+   * confirmed durable (flushDurable) or refused (refuseLastFlush): 2 when the
+   * shard writes round N+1 while round N's journal fdatasync runs. Default 1.
+   */
+  readonly unconfirmedFlushes?: 1 | 2;
+}
+
+/** Where a flush began (see LaneWriter's #marks). */
+interface FlushMark {
+  segment: number;
+  start: number;
+  pendingFrom: number;
 }
 
 /** What one checkpoint makes durable for a lane (journaled mode): see LaneWriter.takeCheckpoint. */
@@ -114,8 +127,15 @@ export class LaneWriter {
   #finishedPending = 0;
   /** Journaled: the live segment's header, not written yet (it goes out with the first run). */
   #headerPending: Buffer | null = null;
-  /** Journaled: #pending's length when the last flush began (segments it rotated are after it). */
-  #flushPendingFrom = 0;
+  /**
+   * Journaled: where each flush not yet confirmed durable (flushDurable) or
+   * refused (refuseLastFlush) began, oldest first: its segment (0: none was
+   * live), that segment's size then, and #pending's length then (segments it
+   * rotated are after it). At most #unconfirmed entries: with 1 (the default)
+   * each flush replaces the last one's.
+   */
+  #marks: FlushMark[] = [];
+  readonly #unconfirmed: number;
 
   /** 0 until the first open of this life has chosen the number. */
   #next: number;
@@ -134,9 +154,6 @@ export class LaneWriter {
   #deferred: Error | null = null;
   /** A segment seal() is making durable: the next segment may not exist before it is. */
   #sealing: FdHandle | null = null;
-  /** Where the last flush began: its segment (0: none was live) and that segment's size then. */
-  #flushSegment = 0;
-  #flushStart = 0;
 
   // Staging: header slab, one 24-byte view per slot, payload views.
   #slab: Buffer;
@@ -162,6 +179,8 @@ export class LaneWriter {
     this.#now = opts.now ?? Date.now;
     this.#onWritten = opts.onWritten;
     this.#journaled = opts.journaled === true;
+    this.#unconfirmed = opts.unconfirmedFlushes ?? 1;
+    if (this.#unconfirmed !== 1 && this.#unconfirmed !== 2) throw new WalArgumentError(`unconfirmedFlushes ${this.#unconfirmed} must be 1 or 2`);
     this.#next = next;
     this.#slab = Buffer.alloc(0);
     this.#growSlab(Math.max(1, opts.slabRecords ?? 64));
@@ -309,6 +328,11 @@ export class LaneWriter {
     }
   }
 
+  /** The oldest flush not yet confirmed is durable (its round's journal fdatasync returned): it can no longer be refused. */
+  flushDurable(): void {
+    this.#marks.shift();
+  }
+
   /**
    * The last flush's records were refused after it returned (the commit
    * journal could not make them durable): cut the live segment back to where
@@ -324,11 +348,14 @@ export class LaneWriter {
    */
   refuseLastFlush(): void {
     let first: WalWriteError | null = null;
+    // With two flushes unconfirmed, both are refused: from where the older began.
+    const mark = this.#marks[0] ?? { segment: 0, start: 0, pendingFrom: this.#pending.length };
+    this.#marks.length = 0;
     if (this.#journaled) {
       // Segments this flush rotated away from hold some of its records after
       // acknowledged ones, and are no longer the lane's last: make them
       // durable now, as a rotation did before, so that none can end torn.
-      for (let k = this.#flushPendingFrom; k < this.#pending.length; k++) {
+      for (let k = mark.pendingFrom; k < this.#pending.length; k++) {
         const p = this.#pending[k]!;
         try {
           this.#cache.syncNow(p);
@@ -340,7 +367,7 @@ export class LaneWriter {
     }
     const h = this.#handle;
     if (h !== null) {
-      const start = this.#segment === this.#flushSegment ? this.#flushStart : SEGMENT_HEADER_SIZE;
+      const start = this.#segment === mark.segment ? mark.start : SEGMENT_HEADER_SIZE;
       const path = this.#path;
       const segment = this.#segment;
       try {
@@ -380,7 +407,7 @@ export class LaneWriter {
   takeCheckpoint(): LaneCheckpoint {
     const handles = this.#pending;
     this.#pending = [];
-    this.#flushPendingFrom = 0;
+    for (const m of this.#marks) m.pendingFrom = 0;
     if (this.#handle !== null) handles.push(this.#handle);
     const cp: LaneCheckpoint = { handles, dir: this.#dirPending, sealed: this.#sealedPending, finished: this.#finishedPending };
     this.#dirPending = false;
@@ -446,9 +473,8 @@ export class LaneWriter {
         this.#deferred = new WalWriteError('fdatasync', this.#path, evictionError);
       }
     }
-    this.#flushSegment = this.#segment;
-    this.#flushStart = this.#size;
-    this.#flushPendingFrom = this.#pending.length;
+    if (this.#marks.length === this.#unconfirmed) this.#marks.shift();
+    this.#marks.push({ segment: this.#segment, start: this.#size, pendingFrom: this.#pending.length });
     const n = this.#staged;
     const payloads = this.#payloads;
     const limit = this.#segmentBytes;

@@ -22,6 +22,16 @@
 // rotated and sealed without a sync: the checkpoint also syncs the rotated and
 // sealed ones and the directories that gained a segment, and writes the
 // `.sealed` markers only after it deleted the journal files.
+//
+// Two rounds in flight (journaled, --wal-rounds-in-flight 2): when more requests are waiting once a
+// round is written, its journal fdatasync goes to libuv's pool and the next
+// round is read, validated and written meanwhile; that round then waits for
+// the first one's sync before starting its own, so at most one sync is in
+// flight and completions still follow durability. A failed sync refuses
+// both rounds (the second's entries follow the first's in the file that
+// failed) and cuts every lane they touched back to where the first began
+// (LaneWriter's unconfirmed flushes). With nothing waiting, the round syncs
+// on this thread as before (a pool hop only adds thread wake-ups).
 
 import { BodyError, walFailureCode, type ErrorCode } from '../errors.js';
 import { ByteRing, type Frame } from '../lanes/byte-ring.js';
@@ -71,6 +81,15 @@ function checkpointMs(): number {
   const v = Number(process.env['SIGLAKE_TEST_CHECKPOINT_MS']);
   return process.env['SIGLAKE_TEST_HOOKS'] === '1' && Number.isInteger(v) && v > 0 ? v : CHECKPOINT_MS;
 }
+/**
+ * Test-only (SIGLAKE_TEST_HOOKS=1): SIGLAKE_TEST_JOURNAL_SYNC_DELAY_MS=<ms>
+ * makes every journal fdatasync that much slower (a slow disk), so that
+ * requests queue while a round syncs and two rounds overlap under test.
+ */
+function journalSyncDelayMs(): number {
+  const v = Number(process.env['SIGLAKE_TEST_JOURNAL_SYNC_DELAY_MS']);
+  return process.env['SIGLAKE_TEST_HOOKS'] === '1' && Number.isFinite(v) && v > 0 ? v : 0;
+}
 /** Lane fdatasyncs a checkpoint keeps in flight at once (each may hold a descriptor), with 64 or more descriptors per worker; else 1. */
 const CHECKPOINT_PARALLEL = 16;
 
@@ -97,6 +116,24 @@ class LaneState {
   ) {}
 }
 
+/** One round's requests, in arrival order (parallel arrays, reused), and the lanes it touched. */
+class Round {
+  readonly reqIds = new Int32Array(MAX_ROUND_REQUESTS);
+  readonly records = new Int32Array(MAX_ROUND_REQUESTS);
+  /** Completion code per request: 0 accepted, else a code's wire number. */
+  readonly codes = new Int32Array(MAX_ROUND_REQUESTS);
+  readonly reqLane: (LaneState | undefined)[] = new Array(MAX_ROUND_REQUESTS);
+  readonly messages: (string | undefined)[] = new Array(MAX_ROUND_REQUESTS);
+  n = 0;
+  readonly touched: LaneState[] = [];
+}
+
+/** A written round whose journal fdatasync runs on the pool: resolves to its failure, or undefined. */
+interface InFlight {
+  readonly round: Round;
+  readonly sync: Promise<LaneFailure | undefined>;
+}
+
 export class ShardLoop {
   readonly #a: ShardTaskArgs;
   readonly #ring: ByteRing;
@@ -112,15 +149,15 @@ export class ShardLoop {
   readonly #lanes = new Map<number, LaneState>();
   readonly #nextSegment = new Map<string, number>();
   readonly #frame: Frame = { offset: 0, length: 0, tag: 0 };
-  // The round's requests, in arrival order (parallel arrays, reused).
-  #reqIds = new Int32Array(MAX_ROUND_REQUESTS);
-  #records = new Int32Array(MAX_ROUND_REQUESTS);
-  /** Completion code per request: 0 accepted, else a code's wire number. */
-  #codes = new Int32Array(MAX_ROUND_REQUESTS);
-  #reqLane: (LaneState | undefined)[] = new Array(MAX_ROUND_REQUESTS);
-  #messages: (string | undefined)[] = new Array(MAX_ROUND_REQUESTS);
-  #n = 0;
-  readonly #touched: LaneState[] = [];
+  /** The round being read and written, and the other one (free, or in flight). */
+  #round = new Round();
+  #other = new Round();
+  /** Journaled: the round whose journal fdatasync is in flight. */
+  #inFlight: InFlight | null = null;
+  /** The round being read opened or forgot a lane. */
+  #lanesChanged = false;
+  /** `batch` mode with --wal-rounds-in-flight 2: a round's journal sync may overlap the next round's writes. */
+  readonly #pipelined: boolean;
   readonly #dirty = new Set<LaneState>();
   #served = 0;
   #stopping = false;
@@ -157,7 +194,8 @@ export class ShardLoop {
     this.#checkpointParallel = budget >= 64 ? CHECKPOINT_PARALLEL : 1;
     const cached = journaled ? Math.max(1, budget - 2 - this.#checkpointParallel) : budget;
     this.#fds = new FdCache(cached, undefined, { lazyEviction: journaled });
-    this.#journal = journaled ? new ShardJournal({ dir: this.#journalDir() }) : null;
+    this.#journal = journaled ? new ShardJournal({ dir: this.#journalDir(), syncDelayMs: journalSyncDelayMs() }) : null;
+    this.#pipelined = journaled && args.settings.walRoundsInFlight === 2;
     this.#decoder = new BodyDecoder(args.settings.maxRequestBytes);
     Atomics.store(this.#control, ControlWord.THREAD_ID, threadId);
   }
@@ -174,6 +212,11 @@ export class ShardLoop {
     this.#log.debug({ incarnation: this.#a.incarnation, lanes: this.#lanes.size }, 'shard ready');
 
     while (!this.#stopping) {
+      if (this.#ring.isEmpty() && this.#inFlight !== null) {
+        await this.#finishInFlight();
+        await this.#housekeeping();
+        continue;
+      }
       if (this.#ring.isEmpty()) {
         // Nothing of this thread's is pending while it waits (every fdatasync
         // and seal was awaited, a checkpoint aside: then it waits briefly), so
@@ -187,10 +230,16 @@ export class ShardLoop {
       }
       this.#readRound();
       await this.#commitRound();
+      // Two rounds in flight: read the next one unless housekeeping is due.
+      if (this.#inFlight !== null) {
+        if (!this.#stopping && !this.#housekeepingDue()) continue;
+        await this.#finishInFlight();
+      }
       // A checkpoint's fdatasyncs complete on the event loop: give it a turn.
       if (this.#checkpoint !== null) await new Promise<void>((r) => setImmediate(r));
       await this.#housekeeping();
     }
+    if (this.#inFlight !== null) await this.#finishInFlight();
     // Everything before the SHUTDOWN frame was served; seal and close every lane.
     for (const lane of this.#lanes.values()) {
       try {
@@ -297,6 +346,8 @@ export class ShardLoop {
       segmentBytes: this.#a.settings.walSegmentBytes,
       fdCache: this.#fds,
       journaled: journal !== null,
+      // Round N+1 is written while round N's journal fdatasync runs.
+      ...(this.#pipelined ? { unconfirmedFlushes: 2 as const } : {}),
       // Most lanes see a handful of records per round; the slab doubles when one needs more.
       slabRecords: 4,
       ...(next !== undefined ? { nextSegment: next } : {}),
@@ -325,19 +376,22 @@ export class ShardLoop {
     const f = this.#frame;
     const now = Date.now();
     let roundBytes = 0;
-    this.#n = 0;
-    while (this.#n < MAX_ROUND_REQUESTS && roundBytes < MAX_ROUND_BYTES && ring.read(f)) {
+    const round = this.#round;
+    round.n = 0;
+    while (round.n < MAX_ROUND_REQUESTS && roundBytes < MAX_ROUND_BYTES && ring.read(f)) {
       roundBytes += f.length;
       const off = f.offset;
       const kind = frameKind(bytes, off);
       const laneId = frameLaneId(bytes, off);
       const payload = bytes.subarray(off + FRAME_PREFIX_BYTES, off + f.length);
       if (kind === FrameKind.DATA) {
-        this.#stageRequest(f.tag, frameFlags(bytes, off), laneId, payload, now);
+        this.#stageRequest(round, f.tag, frameFlags(bytes, off), laneId, payload, now);
       } else if (kind === FrameKind.LANE_OPEN) {
         this.#open(decodeLaneSpec(payload));
+        this.#lanesChanged = true;
       } else if (kind === FrameKind.LANE_FORGET) {
         this.#lanes.delete(laneId);
+        this.#lanesChanged = true;
       } else if (kind === FrameKind.SHUTDOWN) {
         this.#stopping = true;
         break;
@@ -345,16 +399,16 @@ export class ShardLoop {
     }
   }
 
-  #stageRequest(reqId: number, flags: number, laneId: number, body: Uint8Array, now: number): void {
-    const i = this.#n++;
-    this.#reqIds[i] = reqId;
-    this.#records[i] = 0;
-    this.#messages[i] = undefined;
-    this.#reqLane[i] = undefined;
+  #stageRequest(round: Round, reqId: number, flags: number, laneId: number, body: Uint8Array, now: number): void {
+    const i = round.n++;
+    round.reqIds[i] = reqId;
+    round.records[i] = 0;
+    round.messages[i] = undefined;
+    round.reqLane[i] = undefined;
     const lane = this.#lanes.get(laneId);
     if (lane === undefined) {
-      this.#codes[i] = UNKNOWN_LANE;
-      this.#messages[i] = 'write failed: the writer does not know this lane; the request was not stored';
+      round.codes[i] = UNKNOWN_LANE;
+      round.messages[i] = 'write failed: the writer does not know this lane; the request was not stored';
       this.#log.error({ laneId }, 'request for a lane this worker was never told about');
       return;
     }
@@ -363,39 +417,44 @@ export class ShardLoop {
       records = this.#decoder.decode(flags, body);
     } catch (e) {
       if (e instanceof BodyError) {
-        this.#codes[i] = completionCode(e.code);
-        this.#messages[i] = e.message;
+        round.codes[i] = completionCode(e.code);
+        round.messages[i] = e.message;
         return;
       }
-      this.#codes[i] = DECODER_CRASH;
-      this.#messages[i] = 'write failed: internal error while decoding; the request was not stored';
+      round.codes[i] = DECODER_CRASH;
+      round.messages[i] = 'write failed: internal error while decoding; the request was not stored';
       this.#log.error({ err: (e as Error).message }, 'unexpected error decoding a body');
       return;
     }
     if ((flags & FLAG_BUDGET_EXHAUSTED) !== 0) {
       // A valid body against an exhausted budget (contract §4: step 11, then 12): refused, nothing staged.
-      this.#codes[i] = BUDGET_EXHAUSTED;
+      round.codes[i] = BUDGET_EXHAUSTED;
       return;
     }
-    this.#codes[i] = ACCEPTED;
-    this.#records[i] = records;
+    round.codes[i] = ACCEPTED;
+    round.records[i] = records;
     if (this.#decoder.payload.length === 0) return; // an empty export request writes nothing
-    this.#reqLane[i] = lane;
+    round.reqLane[i] = lane;
     const type = signalOfFlags(flags) === 'traces' ? RecordType.TRACES : RecordType.LOGS;
     lane.writer.stage(type, records, now, this.#decoder.payload);
     if (!lane.touched) {
       lane.touched = true;
       lane.failure = undefined;
-      this.#touched.push(lane);
+      round.touched.push(lane);
     }
   }
 
-  /** Writes, releases the ring, syncs (batch mode) and answers the round. */
+  /** Writes, releases the ring, syncs (batch mode) and answers the round (or leaves it in flight). */
   async #commitRound(): Promise<void> {
-    const touched = this.#touched;
+    const round = this.#round;
+    const touched = round.touched;
     const mode = this.#a.settings.walFsync;
     const journal = this.#journal;
     const journaled = journal !== null && touched.length > 0;
+    // A lane opened again (forgotten, then admitted) gets a new writer on the
+    // same directory: the old one's flush in flight is settled before it writes.
+    if (this.#lanesChanged && this.#inFlight !== null) await this.#finishInFlight();
+    this.#lanesChanged = false;
     this.#journaling = journaled;
     for (const lane of touched) {
       try {
@@ -423,8 +482,36 @@ export class ShardLoop {
     this.#ring.release();
 
     if (journaled) {
-      // One fdatasync for the round, whatever the number of lanes it touched.
+      // The lanes' own write failures are this round's: the lanes may be in the next one.
+      this.#settleLaneFailures(round);
+      for (const lane of touched) {
+        // Even a lane whose write failed may have rotated to (and created) segments the checkpoint must sync.
+        this.#sinceCheckpoint.add(lane);
+      }
+      const earlier = this.#inFlight;
+      if (earlier !== null) {
+        // This round's entries follow the earlier round's in the journal: if
+        // its sync failed, this round cannot be made durable by another.
+        const failure = await this.#finishInFlight();
+        journalFailure ??= failure;
+      }
       if (journalFailure === undefined) {
+        if (this.#pipelined && !this.#ring.isEmpty() && !this.#stopping) {
+          // More requests wait: sync on the pool and write them meanwhile.
+          const t0 = performance.now();
+          const sync = journal.sync().then(
+            () => {
+              this.#stats.observeFsync((performance.now() - t0) / 1000);
+              return undefined;
+            },
+            (e: unknown) => this.#journalFailed(e, 'fdatasync'),
+          );
+          this.#inFlight = { round, sync };
+          this.#round = this.#other;
+          this.#other = round;
+          return;
+        }
+        // One fdatasync for the round, whatever the number of lanes it touched.
         const t0 = performance.now();
         try {
           journal.syncNow();
@@ -433,22 +520,7 @@ export class ShardLoop {
           journalFailure = this.#journalFailed(e, 'fdatasync');
         }
       }
-      for (const lane of touched) {
-        // Even a lane whose write failed may have rotated to (and created) segments the checkpoint must sync.
-        this.#sinceCheckpoint.add(lane);
-        if (journalFailure === undefined) continue;
-        // A lane whose own write failed is refused already; still cut it back
-        // (segments it rotated away from are synced there).
-        lane.failure ??= journalFailure;
-        // The round's lane bytes have no durable journal entry: take them out
-        // of the segment, so that no later acknowledged record sits behind
-        // bytes a crash may lose (replay would leave a hole the tail repair cuts).
-        try {
-          lane.writer.refuseLastFlush();
-        } catch (e) {
-          this.#pinJournal(lane, e, 'cutting back a refused round');
-        }
-      }
+      this.#endJournaled(round, journalFailure);
     } else if (mode === 'batch') {
       if (touched.length === 1) {
         // One file: fdatasync right here. A thread-pool hop would only add two
@@ -458,31 +530,91 @@ export class ShardLoop {
         // Several files: their fdatasyncs run in parallel on libuv's pool.
         await Promise.all(touched.map((lane) => (lane.failure === undefined ? this.#sync(lane) : undefined)));
       }
+      this.#settleLaneFailures(round);
     } else {
       for (const lane of touched) if (lane.failure === undefined) this.#dirty.add(lane);
+      this.#settleLaneFailures(round);
     }
+    await this.#answer(round);
+  }
 
-    const n = this.#n;
+  /** Waits for the round in flight, ends it and answers it; returns its journal failure, if any. */
+  async #finishInFlight(): Promise<LaneFailure | undefined> {
+    const f = this.#inFlight!;
+    const failure = await f.sync;
+    this.#inFlight = null;
+    this.#endJournaled(f.round, failure);
+    await this.#answer(f.round);
+    return failure;
+  }
+
+  /** A journaled round's sync returned: its lanes' flushes are durable, or refused with `failure`. */
+  #endJournaled(round: Round, failure: LaneFailure | undefined): void {
+    if (failure === undefined) {
+      for (const lane of round.touched) lane.writer.flushDurable();
+      return;
+    }
+    for (let i = 0; i < round.n; i++) {
+      if (round.codes[i] === ACCEPTED && round.reqLane[i] !== undefined) {
+        round.codes[i] = failure.code;
+        round.messages[i] = failure.message;
+      }
+    }
+    for (const lane of round.touched) {
+      // The round's lane bytes have no durable journal entry: take them out
+      // of the segment (with a later round's, when two are in flight), so that
+      // no later acknowledged record sits behind bytes a crash may lose
+      // (replay would leave a hole the tail repair cuts). A lane whose own
+      // write failed is refused already; it is cut back too (segments it
+      // rotated away from are synced there).
+      try {
+        lane.writer.refuseLastFlush();
+      } catch (e) {
+        this.#pinJournal(lane, e, 'cutting back a refused round');
+      }
+    }
+  }
+
+  /** Folds each touched lane's write or sync failure into its requests' codes; the lanes leave the round. */
+  #settleLaneFailures(round: Round): void {
+    for (let i = 0; i < round.n; i++) {
+      const lane = round.reqLane[i];
+      if (round.codes[i] === ACCEPTED && lane !== undefined && lane.failure !== undefined) {
+        round.codes[i] = lane.failure.code;
+        round.messages[i] = lane.failure.message;
+      }
+    }
+    for (const lane of round.touched) {
+      lane.touched = false;
+      lane.failure = undefined;
+    }
+  }
+
+  /** Posts the round's completions and frees it. */
+  async #answer(round: Round): Promise<void> {
+    const n = round.n;
     for (let i = 0; i < n; i++) {
-      const lane = this.#reqLane[i];
-      let code = this.#codes[i]!;
-      let message = this.#messages[i];
-      if (code === ACCEPTED && lane !== undefined && lane.failure !== undefined) {
-        code = lane.failure.code;
-        message = lane.failure.message;
+      const code = round.codes[i]!;
+      const message = round.messages[i];
+      const records = code === ACCEPTED ? round.records[i]! : 0;
+      if (!this.#compl.push(round.reqIds[i]!, code, records, message)) {
+        await this.#postWhenRoom(round.reqIds[i]!, code, records, message);
       }
-      const records = code === ACCEPTED ? this.#records[i]! : 0;
-      if (!this.#compl.push(this.#reqIds[i]!, code, records, message)) {
-        await this.#postWhenRoom(this.#reqIds[i]!, code, records, message);
-      }
-      this.#reqLane[i] = undefined;
-      this.#messages[i] = undefined;
+      round.reqLane[i] = undefined;
+      round.messages[i] = undefined;
     }
     this.#served += n;
-    this.#n = 0;
-    for (const lane of touched) lane.touched = false;
-    touched.length = 0;
+    round.n = 0;
+    round.touched.length = 0;
     if (n > 0) this.#bell.ring();
+  }
+
+  /** Housekeeping has work now: a checkpoint, an interval sync or the age seals are due. */
+  #housekeepingDue(): boolean {
+    const now = Date.now();
+    const journal = this.#journal;
+    if (journal !== null && this.#checkpoint === null && (journal.fileSize >= CHECKPOINT_BYTES || now - this.#lastCheckpoint >= this.#checkpointMs)) return true;
+    return now - this.#lastHousekeeping >= HOUSEKEEPING_MS;
   }
 
   /**

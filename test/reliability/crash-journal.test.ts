@@ -3,7 +3,10 @@
 // and signals; the real `siglake ingest --wal-fsync batch` is killed with
 // SIGKILL at a random moment, almost always between a round's journal sync
 // and the next checkpoint (every 10 s; in half the lives every 200 ms, through
-// a test hook, so kills land during and after checkpoints too). A SIGKILL
+// a test hook, so kills land during and after checkpoints too). Every other
+// life keeps two rounds in flight (--wal-rounds-in-flight 2, each journal
+// sync made 1 ms slower by a test hook so that rounds overlap), so kills land
+// while one round syncs and the next is written. A SIGKILL
 // leaves the page cache, so
 // the lane segments would hold everything written; this suite then takes
 // away what a power loss could take. Segments are created, rotated and
@@ -58,6 +61,8 @@ const figures = {
   markersChecked: 0,
   recordsReplayed: 0,
   ackedRequests: 0,
+  /** Lives run with --wal-rounds-in-flight 2. */
+  livesTwoRoundsInFlight: 0,
 };
 
 afterAll(async () => {
@@ -234,7 +239,15 @@ describe('kill -9 between the journal sync and the checkpoint, then a power loss
         // while a checkpoint syncs lanes, and after one deleted journal files.
         checkpointMs = prng.pick(['200', '10000']);
         if (first) checkpointMs = '200';
-        const ing = await startWalIngester({ dataDir, workers: prng.pick([1, 2]), args, indexes: ALL_INDEXES, env: { SIGLAKE_TEST_CHECKPOINT_MS: checkpointMs } });
+        // Every other life keeps two rounds in flight, its journal syncs made 1 ms slower (a
+        // test hook) so that requests queue while one syncs and rounds do overlap.
+        const env: Record<string, string> = { SIGLAKE_TEST_CHECKPOINT_MS: checkpointMs };
+        if (prng.pick([false, true])) {
+          args.push('--wal-rounds-in-flight', '2');
+          env['SIGLAKE_TEST_JOURNAL_SYNC_DELAY_MS'] = '1';
+          figures.livesTwoRoundsInFlight++;
+        }
+        const ing = await startWalIngester({ dataDir, workers: prng.pick([1, 2]), args, indexes: ALL_INDEXES, env });
         live.add(ing);
         if (expectedReplay >= 0) {
           const fromWorkers = (await ing.metric('siglake_wal_journal_replayed_records_total')) ?? 0;

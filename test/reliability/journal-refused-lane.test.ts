@@ -23,20 +23,6 @@ afterAll(async () => {
   mount?.unmount();
 });
 
-/** Fills the file system under `dir` with one ballast file until it refuses more. */
-function fill(dir: string): string {
-  const ballast = path.join(dir, 'ballast');
-  const fd = fs.openSync(ballast, 'w');
-  const chunk = Buffer.alloc(4096, 1);
-  try {
-    for (;;) fs.writeSync(fd, chunk);
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== 'ENOSPC') throw e;
-  } finally {
-    fs.closeSync(fd);
-  }
-  return ballast;
-}
 
 describe('a lane refused by the commit journal, then opened again', () => {
   it('is answered 503 while the journal cannot be written, and 200 once it can (not 500 on a segment number taken)', async () => {
@@ -53,7 +39,7 @@ describe('a lane refused by the commit journal, then opened again', () => {
     fs.rmSync(journalRoot, { recursive: true, force: true });
     mount = new TmpfsMount(journalRoot, 64 * 1024);
     mount.mount();
-    const ballast = fill(journalRoot);
+    const ballast = mount.fill();
 
     const second = await startIngester({ dataDir, args });
     live.add(second);

@@ -12,33 +12,16 @@ import { mkdtempSync, rmSync, truncateSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { FdCache } from '../../src/wal/fd-cache.js';
 import { NODE_FILE_OPS, type FileOps } from '../../src/wal/file-ops.js';
 import { formatSegmentName, RecordType, SEGMENT_HEADER_SIZE } from '../../src/wal/format.js';
-import { JOURNAL_ROOT, journalDirName } from '../../src/wal/journal-format.js';
-import { laneTag, replayJournalDir, ShardJournal } from '../../src/wal/journal.js';
-import { LaneWriter } from '../../src/wal/lane-writer.js';
-import { laneDir, LOGS_TABLE } from '../../src/wal/layout.js';
-import { repairLane } from '../../src/wal/repair.js';
 import { listLaneFiles } from '../../src/wal/segment-files.js';
-import { SegmentReader } from '../../src/wal/segment-reader.js';
-
-const eio = () => Object.assign(new Error('EIO: i/o error'), { code: 'EIO' });
+import { eio, journaledLane, laneRecords } from '../helpers/wal-records.js';
 
 let wal: string;
 beforeEach(() => {
   wal = mkdtempSync(join(tmpdir(), 'siglake-journal-fail-'));
 });
 afterEach(() => rmSync(wal, { recursive: true, force: true }));
-
-/** Every record of the lane, in segment order, as text. */
-function records(dir: string): string[] {
-  const out: string[] = [];
-  for (const s of listLaneFiles(dir).segments) {
-    for (const r of new SegmentReader(join(dir, formatSegmentName(s.number)))) out.push(Buffer.from(r.payload).toString());
-  }
-  return out;
-}
 
 /** A lane and its shard's journal wired as the shard loop wires them; faults through the flags. */
 function rig(segmentBytes = 1 << 20) {
@@ -64,17 +47,7 @@ function rig(segmentBytes = 1 << 20) {
       NODE_FILE_OPS.fdatasyncSync(fd);
     },
   };
-  const journalDir = join(wal, JOURNAL_ROOT, journalDirName(0, 1));
-  const journal = new ShardJournal({ dir: journalDir, ops: jops });
-  const dir = laneDir(wal, 'acme', LOGS_TABLE);
-  const tag = laneTag(wal, dir);
-  const lane = new LaneWriter({
-    dir,
-    segmentBytes,
-    fdCache: new FdCache(8, lops, { lazyEviction: true }),
-    journaled: true,
-    onWritten: (seg, off, iov, n, bytes, recs) => journal.stage(tag, seg, off, iov, 0, n, bytes, recs),
-  });
+  const { journal, dir, lane, powerLoss, restart } = journaledLane(wal, { journalOps: jops, laneOps: lops, segmentBytes });
   /** One round as #commitRound runs it: true when acknowledged. */
   const round = (...texts: string[]): boolean => {
     for (const text of texts) lane.stage(RecordType.LOGS, 1, 1, Buffer.from(text));
@@ -87,10 +60,6 @@ function rig(segmentBytes = 1 << 20) {
       lane.refuseLastFlush();
       return false;
     }
-  };
-  const powerLoss = (...segments: number[]) => {
-    journal.close();
-    for (const n of segments) truncateSync(join(dir, formatSegmentName(n)), SEGMENT_HEADER_SIZE);
   };
   /** A checkpoint whose fdatasync of the lane fails: the journal rotates, the segment is given up. */
   const failedCheckpoint = async () => {
@@ -105,11 +74,6 @@ function rig(segmentBytes = 1 << 20) {
     await lane.syncCheckpoint(lane.takeCheckpoint());
     journal.retireUpTo(upTo);
   };
-  const restart = () => {
-    const replay = replayJournalDir(wal, journalDir);
-    const repair = repairLane(dir);
-    return { replay, repair, records: records(dir) };
-  };
   return { fault, laneSyncsNow, journal, lane, dir, round, powerLoss, failedCheckpoint, checkpoint, restart };
 }
 
@@ -122,7 +86,7 @@ describe('commit journal under disk faults', () => {
     r.fault.journalWrite = false;
     expect(r.round('r3-acked')).toBe(true);
     // Before any crash the refused record is gone already: no duplicate if the client retries.
-    expect(records(r.dir)).toEqual(['r1-acked', 'r3-acked']);
+    expect(laneRecords(r.dir)).toEqual(['r1-acked', 'r3-acked']);
     // r1's segment was made durable when r2 was refused; r3 went to a new one, lost unsynced.
     expect(listLaneFiles(r.dir).segments.map((s) => s.number)).toEqual([1, 2]);
     r.powerLoss(2);

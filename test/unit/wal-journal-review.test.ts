@@ -11,33 +11,22 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SealRule } from '../../src/compactor/seal-rule.js';
 import { walVerify } from '../../src/wal/commands.js';
-import { FdCache } from '../../src/wal/fd-cache.js';
 import { NODE_FILE_OPS, type FileOps } from '../../src/wal/file-ops.js';
 import { formatSegmentName, RecordType, SEGMENT_HEADER_SIZE } from '../../src/wal/format.js';
 import { formatJournalName, JOURNAL_ROOT, journalDirName } from '../../src/wal/journal-format.js';
-import { hasShardJournal, laneTag, listJournalFiles, replayJournalDir, ShardJournal } from '../../src/wal/journal.js';
+import { hasShardJournal, listJournalFiles, replayJournalDir } from '../../src/wal/journal.js';
 import { LaneWriter } from '../../src/wal/lane-writer.js';
 import { laneDir, LOGS_TABLE } from '../../src/wal/layout.js';
 import { repairLane } from '../../src/wal/repair.js';
 import { readSealedMarker, writeSealedMarker } from '../../src/wal/sealed-marker.js';
 import { listLaneFiles } from '../../src/wal/segment-files.js';
-import { SegmentReader } from '../../src/wal/segment-reader.js';
-
-const eio = () => Object.assign(new Error('EIO: i/o error'), { code: 'EIO' });
+import { eio, journaledLane, laneRecords } from '../helpers/wal-records.js';
 
 let wal: string;
 beforeEach(() => {
   wal = mkdtempSync(join(tmpdir(), 'siglake-journal-review-'));
 });
 afterEach(() => rmSync(wal, { recursive: true, force: true }));
-
-function records(dir: string): string[] {
-  const out: string[] = [];
-  for (const s of listLaneFiles(dir).segments) {
-    for (const r of new SegmentReader(join(dir, formatSegmentName(s.number)))) out.push(Buffer.from(r.payload).toString());
-  }
-  return out;
-}
 
 /**
  * One lane on a shard journal in `journalName` (the shard's by default), as
@@ -70,17 +59,7 @@ function rig(segmentBytes: number, journalName = journalDirName(0, 1)) {
     },
     fdatasync: (fd) => (fault.failSync.has(paths.get(fd) ?? '') ? Promise.reject(eio()) : NODE_FILE_OPS.fdatasync(fd)),
   };
-  const journalDir = join(wal, JOURNAL_ROOT, journalName);
-  const journal = new ShardJournal({ dir: journalDir, ops: jops });
-  const dir = laneDir(wal, 'acme', LOGS_TABLE);
-  const tag = laneTag(wal, dir);
-  const lane = new LaneWriter({
-    dir,
-    segmentBytes,
-    fdCache: new FdCache(8, lops, { lazyEviction: true }),
-    journaled: true,
-    onWritten: (seg, off, iov, n, bytes, recs) => journal.stage(tag, seg, off, iov, 0, n, bytes, recs),
-  });
+  const { journalDir, journal, dir, lane } = journaledLane(wal, { journalName, journalOps: jops, laneOps: lops, segmentBytes });
   const seg = (n: number) => join(dir, formatSegmentName(n));
   /** One acknowledged round (throws if the journal refuses it). */
   const round = (...texts: string[]): void => {
@@ -179,7 +158,7 @@ describe('a refused round whose rotated segment fails to sync', () => {
     expect(statSync(r.seg(2)).size).toBe(SEGMENT_HEADER_SIZE);
     r.round('r4-acked-');
     expect(r.lane.segment).toBe(3);
-    expect(records(r.dir)).toEqual(['r1-acked-', 'r2-refuse', 'r4-acked-']);
+    expect(laneRecords(r.dir)).toEqual(['r1-acked-', 'r2-refuse', 'r4-acked-']);
   });
 });
 
@@ -249,7 +228,7 @@ describe('a torn unacknowledged tail in a segment before the last (machine crash
     expect(rec.earlierCuts.map((c) => [c.segment, c.kind, c.offset, c.bytes])).toEqual([[r.seg(1), 'torn', SEGMENT_HEADER_SIZE + 33, 10]]);
     expect(rec.truncatedBytes).toBe(10);
     expect(await walVerify(wal, () => undefined)).toBe(0);
-    expect(records(r.dir)).toEqual(['r1-acked-']);
+    expect(laneRecords(r.dir)).toEqual(['r1-acked-']);
   });
 
   it('a segment at or below the marker, or ending corrupt, is never cut', () => {

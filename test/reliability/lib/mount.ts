@@ -4,6 +4,7 @@
 
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import path from 'node:path';
 
 export class TmpfsMount {
   #mounted = false;
@@ -25,6 +26,21 @@ export class TmpfsMount {
       );
     }
     this.#mounted = true;
+  }
+
+  /** Fills the file system with one ballast file until it refuses more; returns its path (remove it to free the space). */
+  fill(): string {
+    const ballast = path.join(this.dir, 'ballast');
+    const fd = fs.openSync(ballast, 'w');
+    const chunk = Buffer.alloc(4096, 1);
+    try {
+      for (;;) fs.writeSync(fd, chunk);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOSPC') throw e;
+    } finally {
+      fs.closeSync(fd);
+    }
+    return ballast;
   }
 
   /** Bytes free on the mounted file system. */
