@@ -243,8 +243,11 @@ export class LaneWriter {
    * WalWriteError is thrown. Not durable until sync() (or a rotation) says so.
    */
   flush(): number {
-    if (this.#closed) throw new WalWriteError('closed', this.#dir);
     if (this.#staged === 0) return 0;
+    // Every flush of staged records leaves exactly one mark, whatever it then
+    // throws: flushDurable() and refuseLastFlush() take the oldest, one per round.
+    if (this.#journaled) this.#mark();
+    if (this.#closed) throw new WalWriteError('closed', this.#dir);
     try {
       return this.#writeBatch();
     } finally {
@@ -328,6 +331,16 @@ export class LaneWriter {
     }
   }
 
+  /** Where the next flush begins: a cut-back still owed (#truncateTo) counts as done. */
+  #mark(): void {
+    if (this.#marks.length === this.#unconfirmed) this.#marks.shift();
+    this.#marks.push(this.#here());
+  }
+
+  #here(): FlushMark {
+    return { segment: this.#segment, start: this.#truncateTo >= 0 ? this.#truncateTo : this.#size, pendingFrom: this.#pending.length };
+  }
+
   /** The oldest flush not yet confirmed is durable (its round's journal fdatasync returned): it can no longer be refused. */
   flushDurable(): void {
     this.#marks.shift();
@@ -349,7 +362,8 @@ export class LaneWriter {
   refuseLastFlush(): void {
     let first: WalWriteError | null = null;
     // With two flushes unconfirmed, both are refused: from where the older began.
-    const mark = this.#marks[0] ?? { segment: 0, start: 0, pendingFrom: this.#pending.length };
+    // Without a mark (no flush since the last confirmed one) nothing is cut.
+    const mark = this.#marks[0] ?? this.#here();
     this.#marks.length = 0;
     if (this.#journaled) {
       // Segments this flush rotated away from hold some of its records after
@@ -473,8 +487,7 @@ export class LaneWriter {
         this.#deferred = new WalWriteError('fdatasync', this.#path, evictionError);
       }
     }
-    if (this.#marks.length === this.#unconfirmed) this.#marks.shift();
-    this.#marks.push({ segment: this.#segment, start: this.#size, pendingFrom: this.#pending.length });
+
     const n = this.#staged;
     const payloads = this.#payloads;
     const limit = this.#segmentBytes;

@@ -453,7 +453,10 @@ export class ShardLoop {
     const journaled = journal !== null && touched.length > 0;
     // A lane opened again (forgotten, then admitted) gets a new writer on the
     // same directory: the old one's flush in flight is settled before it writes.
-    if (this.#lanesChanged && this.#inFlight !== null) await this.#finishInFlight();
+    // A round that writes nothing is answered at once: the round in flight is
+    // answered first (its sync's completion needs the event loop, which a run
+    // of such rounds would never give a turn).
+    if (this.#inFlight !== null && (this.#lanesChanged || !journaled)) await this.#finishInFlight();
     this.#lanesChanged = false;
     this.#journaling = journaled;
     for (const lane of touched) {

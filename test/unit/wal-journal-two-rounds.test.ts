@@ -125,6 +125,63 @@ describe('two rounds in flight under the commit journal', () => {
     expect(after.repair.damaged).toEqual([]);
   });
 
+  // Found in review: a flush that threw before it wrote (a cut-back still owed
+  // failing again) left no mark, and the refusal that followed cut the live
+  // segment back to its header, acknowledged records and all.
+  for (const unconfirmed of [1, 2] as const) {
+    it(`unconfirmedFlushes ${unconfirmed}: a flush that threw before writing still marks its start; the refusal keeps earlier acknowledged records`, () => {
+      const f = { writev: false, ftruncate: false, jsync: false };
+      const laneOps: FileOps = {
+        ...NODE_FILE_OPS,
+        writev: (fd, b, p) => {
+          if (f.writev) throw eio();
+          return NODE_FILE_OPS.writev(fd, b, p);
+        },
+        ftruncate: (fd, n) => {
+          if (f.ftruncate) throw eio();
+          NODE_FILE_OPS.ftruncate(fd, n);
+        },
+      };
+      const journalOps: FileOps = {
+        ...NODE_FILE_OPS,
+        fdatasyncSync: (fd) => {
+          if (f.jsync) throw eio();
+          NODE_FILE_OPS.fdatasyncSync(fd);
+        },
+      };
+      const { journal, dir, lane } = journaledLane(wal, { journalOps, laneOps, segmentBytes: 1 << 20, unconfirmedFlushes: unconfirmed });
+      const write = (text: string) => {
+        lane.stage(RecordType.LOGS, 1, 1, Buffer.from(text));
+        try {
+          lane.flush();
+        } catch {
+          // the lane's own failure: its requests are refused by the shard
+        }
+        journal.write();
+      };
+      for (const text of ['acked-1', 'acked-2']) {
+        write(text);
+        journal.syncNow();
+        lane.flushDurable();
+      }
+      // The lane's write fails and so does its cut-back (owed); the round's journal sync succeeds.
+      f.writev = true;
+      f.ftruncate = true;
+      write('refused-3');
+      journal.syncNow();
+      lane.flushDurable();
+      f.writev = false;
+      // The owed cut-back fails again: the flush throws before writing. This round's journal sync fails.
+      write('refused-4');
+      f.ftruncate = false;
+      f.jsync = true;
+      expect(() => journal.syncNow()).toThrow(/fdatasync/);
+      f.jsync = false;
+      lane.refuseLastFlush();
+      expect(laneRecords(dir)).toEqual(['acked-1', 'acked-2']);
+    });
+  }
+
   it('with one unconfirmed flush (the default) each flush replaces the last one\'s mark', () => {
     const dir = laneDir(wal, 'acme', LOGS_TABLE);
     const lane = new LaneWriter({ dir, segmentBytes: 1 << 20, fdCache: new FdCache(8, NODE_FILE_OPS, { lazyEviction: true }), journaled: true });
