@@ -243,11 +243,11 @@ export class LaneWriter {
    * WalWriteError is thrown. Not durable until sync() (or a rotation) says so.
    */
   flush(): number {
-    if (this.#staged === 0) return 0;
     // Every flush of staged records leaves exactly one mark, whatever it then
     // throws: flushDurable() and refuseLastFlush() take the oldest, one per round.
-    if (this.#journaled) this.#mark();
+    if (this.#journaled && this.#staged > 0) this.#mark();
     if (this.#closed) throw new WalWriteError('closed', this.#dir);
+    if (this.#staged === 0) return 0;
     try {
       return this.#writeBatch();
     } finally {
