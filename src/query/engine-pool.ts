@@ -129,13 +129,18 @@ export class EnginePool {
   }
 
   async #build(tenant: string, ns: string, fingerprint: string, tables: { name: string; location: string }[], seq: number): Promise<Context> {
-    const resolved = await Promise.all(tables.map(async (t) => ({ name: t.name, files: (await this.#reader.read(ns, t.location)).files })));
+    const resolved = await Promise.all(
+      tables.map(async (t) => {
+        const { files, rowCount } = await this.#reader.read(ns, t.location);
+        return { name: t.name, files, rowCount };
+      }),
+    );
     const locations = resolved.flatMap((t) => t.files);
     const lease = await this.#files.acquire(locations);
     let engine: TenantEngine;
     try {
       engine = await TenantEngine.open(
-        resolved.map((t) => ({ name: t.name, files: t.files.map((f) => lease.paths.get(f)!) })),
+        resolved.map((t) => ({ name: t.name, files: t.files.map((f) => lease.paths.get(f)!), rowCount: t.rowCount })),
         { memoryLimitMib: this.#memoryLimitMib, checked: this.#current.get(tenant)?.engine.checked },
       );
     } catch (e) {

@@ -26,6 +26,20 @@
 // returns the engine's profile); a plain EXPLAIN plans it and runs nothing.
 // Each refusal is a 400 before anything runs.
 //
+// Counts from the metadata. A statement that is exactly a count of all the
+// rows of one table of the context (`SELECT count(*) FROM logs`, with any
+// alias for the column or the table, and nothing else: no WHERE, GROUP BY,
+// HAVING, QUALIFY, sample, time travel, DISTINCT, FILTER, ORDER BY, LIMIT or
+// OFFSET, no CTE, one select item, one table) is answered from the Iceberg
+// metadata the context was built from: the sum of the live data files'
+// `record_count`, the same snapshot as the files the context reads (the
+// count-aggregate push-down of Iceberg readers such as Spark's). The
+// prepared statement is then `SELECT CAST(<count> AS BIGINT) AS "<column>"`,
+// used, as a replaced text is, only when its result columns are the user's
+// statement's (names and types). A table whose metadata has delete files is
+// never in a context (table-files.ts refuses it), so the sum is exact. An
+// EXPLAIN is never answered this way: it shows the plan of the scan.
+//
 // A statement that passed steps 1 to 3 is remembered by its text in its
 // tenant context (TenantEngine.checked): the check is a pure function of the
 // text, and a repeated query then skips a round trip to the engine. Kept per
@@ -59,7 +73,7 @@
 import { StatementType, type DuckDBConnection, type DuckDBPreparedStatement } from '@duckdb/node-api';
 import { engineError } from './engine-errors.js';
 import { QueryError } from './query-error.js';
-import type { EngineConnection, TableRefAt, TenantEngine } from './tenant-engine.js';
+import { sqlIdent, type CheckedText, type EngineConnection, type TableRefAt, type TenantEngine } from './tenant-engine.js';
 
 /**
  * Table functions a query may call. The file readers are here on purpose:
@@ -136,13 +150,16 @@ export async function prepareReadOnly(engine: TenantEngine, conn: EngineConnecti
     throw new QueryError('SIGLAKE_SQL_REFUSED', `EXPLAIN ANALYZE runs the statement and is not allowed (send EXPLAIN without ANALYZE): ${ONE_READ_ONLY}`);
   }
   const checked = engine.checked;
-  let refs = checked.get(sql);
-  if (refs === undefined) {
+  let found = checked.get(sql);
+  if (found === undefined) {
     const tree = await checkParseTree(conn.conn, inner ?? sql);
-    // An EXPLAIN's inner statement starts after the keyword: its places are shifted by the keyword's length.
-    refs = tableRefs(tree, inner ?? sql, sql.length - (inner ?? sql).length);
+    found = {
+      // An EXPLAIN's inner statement starts after the keyword: its places are shifted by the keyword's length.
+      refs: tableRefs(tree, inner ?? sql, sql.length - (inner ?? sql).length),
+      counts: inner === undefined ? countedTable(tree) : undefined,
+    } satisfies CheckedText;
     if (sql.length <= CHECKED_MAX_CHARS) {
-      checked.set(sql, refs);
+      checked.set(sql, found);
       if (checked.size > CHECKED_ENTRIES) checked.delete(checked.keys().next().value as string);
     }
   }
@@ -162,7 +179,11 @@ export async function prepareReadOnly(engine: TenantEngine, conn: EngineConnecti
     prepared.destroySync();
     throw new QueryError('SIGLAKE_BAD_SQL', 'the statement has parameters; send it with literal values');
   }
-  const direct = withSources(sql, refs, engine.sources);
+  const count = found.counts === undefined ? undefined : engine.rowCounts.get(found.counts);
+  const direct =
+    count !== undefined && prepared.columnCount === 1
+      ? `SELECT CAST(${count} AS BIGINT) AS ${sqlIdent(prepared.columnName(0))}`
+      : withSources(sql, found.refs, engine.sources);
   if (direct !== undefined) {
     const bound = await conn.conn.prepare(direct).catch(() => undefined);
     if (bound !== undefined && bound.statementType === expected && sameColumns(prepared, bound)) {
@@ -331,6 +352,92 @@ export function tableRefs(tree: SerializedSql, text: string, shift: number): rea
     refs.push({ at: at + shift, length: written.length, name: f.name.toLowerCase(), aliased: f.aliased });
   }
   return refs;
+}
+
+/** Every key each part of a plain count's tree may have: one more (a newer engine's clause) is not a plain count. */
+const STATEMENT_KEYS: ReadonlySet<string> = new Set(['node', 'named_param_map']);
+const NODE_KEYS: ReadonlySet<string> = new Set([
+  'type',
+  'modifiers',
+  'cte_map',
+  'select_list',
+  'from_table',
+  'where_clause',
+  'group_expressions',
+  'group_sets',
+  'aggregate_handling',
+  'having',
+  'sample',
+  'qualify',
+]);
+const COUNT_KEYS: ReadonlySet<string> = new Set([
+  'class',
+  'type',
+  'alias',
+  'query_location',
+  'function_name',
+  'schema',
+  'children',
+  'filter',
+  'order_bys',
+  'distinct',
+  'is_operator',
+  'export_state',
+  'catalog',
+]);
+const TABLE_KEYS: ReadonlySet<string> = new Set(['type', 'alias', 'sample', 'query_location', 'schema_name', 'table_name', 'column_name_alias', 'catalog_name', 'at_clause']);
+
+/** Keys of a SELECT node that must hold exactly these (empty) values for a plain count. */
+const PLAIN_NODE: readonly [string, unknown][] = [
+  ['type', 'SELECT_NODE'],
+  ['where_clause', null],
+  ['having', null],
+  ['qualify', null],
+  ['sample', null],
+  ['aggregate_handling', 'STANDARD_HANDLING'],
+];
+
+/**
+ * The table (lower case) when the checked tree is exactly `SELECT count(*)
+ * FROM <bare table name>` (see the header, "Counts from the metadata"), else
+ * undefined. Anything not recognised, or any key this does not know to be
+ * harmless, is not a plain count.
+ */
+export function countedTable(tree: SerializedSql): string | undefined {
+  const statements = tree.statements;
+  if (!Array.isArray(statements) || statements.length !== 1) return undefined;
+  const stmt = statements[0] as Record<string, unknown> | null;
+  if (!onlyKeys(stmt, STATEMENT_KEYS)) return undefined;
+  const params = stmt['named_param_map'];
+  if (!Array.isArray(params) || params.length !== 0) return undefined;
+  const node = stmt['node'];
+  if (!onlyKeys(node, NODE_KEYS)) return undefined;
+  for (const [k, v] of PLAIN_NODE) if (node[k] !== v) return undefined;
+  if (!isEmptyList(node['modifiers']) || !isEmptyList(node['group_expressions']) || !isEmptyList(node['group_sets'])) return undefined;
+  if (!isEmptyList((node['cte_map'] as { map?: unknown } | undefined)?.map)) return undefined;
+  const items = node['select_list'];
+  if (!Array.isArray(items) || items.length !== 1) return undefined;
+  const item: unknown = items[0];
+  if (!onlyKeys(item, COUNT_KEYS)) return undefined;
+  if (item['class'] !== 'FUNCTION' || item['type'] !== 'FUNCTION' || item['function_name'] !== 'count_star') return undefined;
+  if (item['schema'] !== '' || item['catalog'] !== '' || item['distinct'] !== false || item['is_operator'] !== false || item['filter'] !== null || item['export_state'] !== false) return undefined;
+  if (!isEmptyList(item['children']) || !isEmptyList((item['order_bys'] as { orders?: unknown } | undefined)?.orders)) return undefined;
+  const from = node['from_table'];
+  if (!onlyKeys(from, TABLE_KEYS) || from['type'] !== 'BASE_TABLE') return undefined;
+  if (from['schema_name'] !== '' || from['catalog_name'] !== '' || from['sample'] !== null || from['at_clause'] !== null) return undefined;
+  if (!isEmptyList(from['column_name_alias']) || typeof from['table_name'] !== 'string') return undefined;
+  return from['table_name'].toLowerCase();
+}
+
+/** `o` is an object whose keys are all in `keys`. */
+function onlyKeys(o: unknown, keys: ReadonlySet<string>): o is Record<string, unknown> {
+  if (o === null || typeof o !== 'object' || Array.isArray(o)) return false;
+  for (const k of Object.keys(o)) if (!keys.has(k)) return false;
+  return true;
+}
+
+function isEmptyList(v: unknown): boolean {
+  return Array.isArray(v) && v.length === 0;
 }
 
 /** `sql` with each reference to a table of the context replaced by its source; undefined when none is. */

@@ -68,12 +68,18 @@ export class EngineConnection {
 export interface ContextTable {
   readonly name: string;
   readonly files: readonly string[];
+  /**
+   * The rows of those files, from the Iceberg metadata (the live entries'
+   * `record_count`); when given, `SELECT count(*) FROM <table>` is answered
+   * from it (statement-guard.ts, "Counts from the metadata").
+   */
+  readonly rowCount?: number;
 }
 
 export interface TenantEngineOptions {
   readonly memoryLimitMib: number;
   /** The statement texts the tenant's previous context had checked, with their table references (carried over: both depend on the text only). */
-  readonly checked?: Map<string, readonly TableRefAt[]> | undefined;
+  readonly checked?: Map<string, CheckedText> | undefined;
 }
 
 /** A SQL string literal. */
@@ -99,21 +105,32 @@ export interface TableRefAt {
   readonly aliased: boolean;
 }
 
+/** What the parse-tree check of one statement text found (statement-guard.ts); a function of the text only. */
+export interface CheckedText {
+  /** Where the text names a table of the context by its bare name. */
+  readonly refs: readonly TableRefAt[];
+  /** The table (lower case) when the statement is a plain count of all its rows, else undefined. */
+  readonly counts: string | undefined;
+}
+
 export class TenantEngine {
   readonly #db: DuckDBInstance;
   readonly tables: readonly string[];
   /** Each table's source, `read_parquet([...])` over its data files, by its name in lower case. */
   readonly sources: ReadonlyMap<string, string>;
+  /** Each table's row count from the Iceberg metadata, by its name in lower case (tables opened with one). */
+  readonly rowCounts: ReadonlyMap<string, number>;
   /** Connections whose last query ended normally, ready for the next one. */
   readonly #idle: EngineConnection[] = [];
   /** Statement texts of this tenant that passed the parse-tree check (statement-guard.ts), with their table references; this tenant's only. */
-  readonly checked: Map<string, readonly TableRefAt[]>;
+  readonly checked: Map<string, CheckedText>;
   #closed = false;
 
-  private constructor(db: DuckDBInstance, sources: ReadonlyMap<string, string>, checked: Map<string, readonly TableRefAt[]>) {
+  private constructor(db: DuckDBInstance, sources: ReadonlyMap<string, string>, rowCounts: ReadonlyMap<string, number>, checked: Map<string, CheckedText>) {
     this.#db = db;
     this.tables = [...sources.keys()];
     this.sources = sources;
+    this.rowCounts = rowCounts;
     this.checked = checked;
   }
 
@@ -128,6 +145,7 @@ export class TenantEngine {
     try {
       const allowed: string[] = [];
       const sources = new Map<string, string>();
+      const rowCounts = new Map<string, number>();
       for (const t of tables) {
         // A table without data files (all of them expired) has no schema to read; it is left out.
         if (t.files.length === 0) continue;
@@ -135,6 +153,7 @@ export class TenantEngine {
         await setup.run(`CREATE VIEW ${sqlIdent(t.name)} AS SELECT * FROM ${source}`);
         allowed.push(...t.files);
         sources.set(t.name.toLowerCase(), source);
+        if (t.rowCount !== undefined && Number.isSafeInteger(t.rowCount) && t.rowCount >= 0) rowCounts.set(t.name.toLowerCase(), t.rowCount);
       }
       // Parquet footers are read once per context, not once per query (the files never change).
       // GLOBAL: a plain SET of this option holds for the setting-up connection only, and the
@@ -145,7 +164,7 @@ export class TenantEngine {
       await setup.run('SET enable_external_access = false');
       await setup.run('SET lock_configuration = true');
       setup.closeSync();
-      return new TenantEngine(db, sources, opts.checked ?? new Map());
+      return new TenantEngine(db, sources, rowCounts, opts.checked ?? new Map());
     } catch (e) {
       setup.closeSync();
       db.closeSync();

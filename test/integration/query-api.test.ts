@@ -102,6 +102,19 @@ describe('siglake query: tenant-routed SQL over the landed tables', () => {
         [`r1-${tenant}-span-0`, `svc-${tenant}`],
         [`r1-${tenant}-span-1`, `svc-${tenant}`],
       ]);
+
+      // A plain count is answered from the Iceberg metadata (docs/query.md): the rows the files hold.
+      const counted = await duckQuery(`SELECT count(*)::VARCHAR AS n FROM ${duckParquet(files.map((f) => `file://${f}`))}`);
+      const n = await postSql(q.url, 'SELECT count(*) AS n FROM logs', { token: tokens[tenant] });
+      expect(n.status, n.text).toBe(200);
+      expect(n.body['columns']).toEqual([{ name: 'n', type: 'BIGINT' }]);
+      expect(n.body['rows']).toEqual([[counted[0]!['n']]]);
+      expect(n.body['rows']).toEqual([[String(N)]]);
+      const spanFiles = await tableFiles(dataDir, tenant, 'traces');
+      const spanCount = await duckQuery(`SELECT count(*)::VARCHAR AS n FROM ${duckParquet(spanFiles.map((f) => `file://${f}`))}`);
+      expect((await postSql(q.url, 'SELECT count(*) FROM traces', { token: tokens[tenant], accept: 'application/x-ndjson' })).text).toBe(
+        `${JSON.stringify({ 'count_star()': spanCount[0]!['n'] })}\n`,
+      );
     }
   });
 

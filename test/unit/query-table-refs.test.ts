@@ -10,11 +10,16 @@ import { join } from 'node:path';
 import { DuckDBInstance, JsonDuckDBValueConverter, type DuckDBConnection } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runQuery, type QueryResult } from '../../src/query/query-runner.js';
-import { tableRefs, type SerializedSql } from '../../src/query/statement-guard.js';
+import { countedTable, tableRefs, type SerializedSql } from '../../src/query/statement-guard.js';
 import { sqlIdent, sqlString, TenantEngine } from '../../src/query/tenant-engine.js';
 
 let dir: string;
 let engine: TenantEngine;
+/** The same tables with their true row counts from the metadata. */
+let counted: TenantEngine;
+/** The same files, opened with a metadata count of logs that is not theirs: shows which path answered. */
+let skewed: TenantEngine;
+const SKEWED_COUNT = 123_456;
 let oracleDb: DuckDBInstance;
 let oracle: DuckDBConnection;
 const tables: { name: string; files: string[] }[] = [];
@@ -31,10 +36,20 @@ beforeAll(async () => {
   tables.push({ name: 'logs', files: logs }, { name: 'spans', files: spans });
   for (const t of tables) await oracle.run(`CREATE VIEW ${sqlIdent(t.name)} AS SELECT * FROM read_parquet([${t.files.map(sqlString).join(', ')}])`);
   engine = await TenantEngine.open(tables, { memoryLimitMib: 256 });
+  counted = await TenantEngine.open(
+    tables.map((t) => ({ ...t, rowCount: t.name === 'logs' ? 800 : 40 })),
+    { memoryLimitMib: 256 },
+  );
+  skewed = await TenantEngine.open(
+    tables.map((t) => ({ ...t, rowCount: t.name === 'logs' ? SKEWED_COUNT : 40 })),
+    { memoryLimitMib: 256 },
+  );
 });
 
 afterAll(() => {
   engine?.close();
+  counted?.close();
+  skewed?.close();
   oracle?.closeSync();
   oracleDb?.closeSync();
   rmSync(dir, { recursive: true, force: true });
@@ -125,5 +140,84 @@ describe('table references bound to their sources', () => {
     const first = await run(sql);
     expect(await run(sql)).toEqual(first);
     expect(first).toEqual(await throughViews(sql));
+  });
+});
+
+describe('a plain count of one table answered from the Iceberg metadata', () => {
+  const onEngine = (e: TenantEngine, sql: string) => runQuery(e, sql, { maxRows: 10_000, timeoutMs: 30_000 });
+  const treeOf = async (sql: string) => JSON.parse(String((await oracle.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR)', [sql])).getRows()[0]![0])) as SerializedSql;
+
+  // Each answered from the metadata: the skewed engine gives its metadata count, not the files'.
+  const plain: [string, string][] = [
+    ['count(*)', 'SELECT count(*) FROM logs'],
+    ['an alias for the column', 'SELECT count(*) AS n FROM logs'],
+    ['count_star() by name', 'SELECT count_star() FROM logs'],
+    ['an alias for the table, upper case, quoted', 'SELECT COUNT(*) AS "N" FROM "LOGS" AS l'],
+    ['FROM-first', 'FROM logs SELECT count(*)'],
+    ['a comment and new lines', 'SELECT /* all */ count(*)\nFROM\nlogs -- rows'],
+  ];
+  it.each(plain)('%s: %s', async (_what, sql) => {
+    expect(countedTable(await treeOf(sql))).toBe('logs');
+    const oracleAnswer = await throughViews(sql);
+    expect(await onEngine(counted, sql)).toEqual(oracleAnswer);
+    const fromMetadata = await onEngine(skewed, sql);
+    expect(fromMetadata.columns).toEqual(oracleAnswer.columns);
+    expect(fromMetadata.rows).toEqual([[String(SKEWED_COUNT)]]);
+  });
+
+  // Anything else is planned by the engine over the files: the skewed engine answers what the views do.
+  const other: [string, string][] = [
+    ['a WHERE clause', 'SELECT count(*) FROM logs WHERE true'],
+    ['LIMIT 0 (no row at all)', 'SELECT count(*) FROM logs LIMIT 0'],
+    ['OFFSET 1 (no row at all)', 'SELECT count(*) FROM logs OFFSET 1'],
+    ['HAVING', 'SELECT count(*) FROM logs HAVING count(*) > 1000000'],
+    ['QUALIFY', 'SELECT count(*) FROM logs QUALIFY row_number() OVER () = 2'],
+    ['GROUP BY', 'SELECT count(*) FROM logs GROUP BY service_name ORDER BY 1'],
+    ['GROUP BY ALL', 'SELECT count(*) FROM logs GROUP BY ALL'],
+    ['GROUP BY ()', 'SELECT count(*) FROM logs GROUP BY ()'],
+    ['DISTINCT', 'SELECT DISTINCT count(*) FROM logs'],
+    ['ORDER BY', 'SELECT count(*) FROM logs ORDER BY 1'],
+    ['FILTER', 'SELECT count(*) FILTER (WHERE n > 10) FROM logs'],
+    ['a window', 'SELECT count(*) OVER () FROM logs LIMIT 1'],
+    ['count of a column', 'SELECT count(n) FROM logs'],
+    ['count(1)', 'SELECT count(1) FROM logs'],
+    ['count(DISTINCT …)', 'SELECT count(DISTINCT service_name) FROM logs'],
+    ['an expression on the count', 'SELECT count(*) + 0 FROM logs'],
+    ['two select items', 'SELECT count(*), count(*) FROM logs'],
+    ['a sample', 'SELECT count(*) FROM logs USING SAMPLE 10 ROWS'],
+    ['a table sample', 'SELECT count(*) FROM logs TABLESAMPLE 10 ROWS'],
+    ['a join', 'SELECT count(*) FROM logs, spans'],
+    ['a subquery', 'SELECT count(*) FROM (SELECT * FROM logs)'],
+    ['a CTE named like the table', 'WITH logs AS (SELECT 1 AS n) SELECT count(*) FROM logs'],
+    ['a CTE beside the table', 'WITH x AS (SELECT 1) SELECT count(*) FROM logs'],
+    ['a set operation', 'SELECT count(*) FROM logs UNION ALL SELECT count(*) FROM logs'],
+    ['column aliases on the table', 'SELECT count(*) FROM logs AS l(a)'],
+    ['a table function', "SELECT count(*) FROM range(5)"],
+  ];
+  it.each(other)('%s: %s', async (_what, sql) => {
+    expect(countedTable(await treeOf(sql))).toBeUndefined();
+    const oracleAnswer = await throughViews(sql);
+    expect(await onEngine(counted, sql)).toEqual(oracleAnswer);
+    expect(await onEngine(skewed, sql)).toEqual(oracleAnswer);
+  });
+
+  it('EXPLAIN of a plain count shows the scan of the files, not a constant', async () => {
+    const plan = (await onEngine(skewed, 'EXPLAIN SELECT count(*) FROM logs')).rows.map((r) => r.join('\n')).join('\n');
+    expect(plan).toMatch(/READ_PARQUET|PARQUET_SCAN|TABLE_SCAN/);
+    expect(plan).not.toContain(String(SKEWED_COUNT));
+  });
+
+  it('a table with no metadata count, and an unknown table, take the engine\'s path', async () => {
+    expect(await onEngine(skewed, 'SELECT count(*) FROM spans')).toEqual(await throughViews('SELECT count(*) FROM spans'));
+    expect(await onEngine(engine, 'SELECT count(*) FROM logs')).toEqual(await throughViews('SELECT count(*) FROM logs'));
+    await expect(onEngine(skewed, 'SELECT count(*) FROM metrics_sum')).rejects.toThrow(/metrics_sum/);
+  });
+
+  it('a kept statement is answered from the metadata of its own context on its next execution', async () => {
+    const sql = 'SELECT count(*) AS kept FROM logs';
+    for (let i = 0; i < 3; i++) {
+      expect((await onEngine(skewed, sql)).rows).toEqual([[String(SKEWED_COUNT)]]);
+      expect((await onEngine(counted, sql)).rows).toEqual([['800']]);
+    }
   });
 });
