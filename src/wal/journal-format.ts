@@ -184,11 +184,8 @@ function allZero(b: Uint8Array, from: number): boolean {
 
 /**
  * Decodes a whole journal file. Stops at the first entry that is not whole
- * and valid: `torn` when the file ends inside it, `corrupt` otherwise (but
- * `torn` when only zero bytes follow where it starts). Where only zero bytes
- * follow the last whole entry, that is the end (the writer extends the file
- * ahead of its entries): `end`, at the offset after that entry. Nothing
- * after a stop is trusted.
+ * and valid: `torn` when the file ends inside it (or only zero bytes remain),
+ * `corrupt` otherwise. Nothing after a stop is trusted.
  */
 export function decodeJournal(b: Uint8Array, expectedNumber = 0): DecodedJournal {
   if (b.length === 0) return { number: 0, version: 0, entries: [], stop: { kind: 'torn', offset: 0, why: 'empty journal file' } };
@@ -207,9 +204,6 @@ export function decodeJournal(b: Uint8Array, expectedNumber = 0): DecodedJournal
     stop: { kind: kind === 'corrupt' && allZero(b, at) ? 'torn' : kind, offset: at, why },
   });
   while (at < b.length) {
-    // The writer lengthens the file ahead of its entries (journal.ts): a tail
-    // of zeros after the last whole entry is the end, not a torn entry.
-    if (b[at] === 0 && allZero(b, at)) break;
     if (b.length - at < ENTRY_HEADER_SIZE) return stop('torn', 'entry header cut short');
     const bodyLength = readU32(b, at);
     const tagLength = readU16(b, at + 8);

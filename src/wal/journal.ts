@@ -38,31 +38,17 @@ export interface ShardJournalOptions {
   readonly ops?: FileOps;
   /** Test-only: every fdatasync of the journal takes this much longer (a slow disk). */
   readonly syncDelayMs?: number;
-  /** How far ahead of its entries the open file is lengthened (default JOURNAL_EXTEND_BYTES; 0: never, each round appends). */
-  readonly extendBytes?: number;
   readonly now?: () => number;
 }
-
-/**
- * The open journal file is extended (sparse, by ftruncate) this far ahead of
- * its entries, so that a round's fdatasync has no file size to commit: on
- * ext4 an fdatasync of a write inside the file's size is markedly cheaper
- * than one of an append (docs/wal-format.md "Journal file"). Blocks are only
- * allocated as entries are written; a reader stops at the zero tail.
- */
-export const JOURNAL_EXTEND_BYTES = 16 * 1024 * 1024;
 
 export class ShardJournal {
   readonly #dir: string;
   readonly #ops: FileOps;
   readonly #now: () => number;
   readonly #syncDelayMs: number;
-  readonly #extendBytes: number;
   #fd = -1;
   #number = 0;
   #size = 0;
-  /** The open file's length on disk (its entries end at #size; zeros follow). */
-  #extent = 0;
   #next = 1;
   #dirReady = false;
   /** Numbers of files on disk that a checkpoint has not retired yet (the open one included). */
@@ -82,7 +68,6 @@ export class ShardJournal {
     this.#ops = opts.ops ?? NODE_FILE_OPS;
     this.#now = opts.now ?? Date.now;
     this.#syncDelayMs = opts.syncDelayMs ?? 0;
-    this.#extendBytes = opts.extendBytes ?? JOURNAL_EXTEND_BYTES;
     // Replay ran before: any file left is one this life must not reuse the number of.
     for (const n of listJournalFiles(this.#dir)) {
       this.#files.push(n);
@@ -146,16 +131,12 @@ export class ShardJournal {
       if (this.#fd < 0) this.#openNext();
       const start = this.#size;
       try {
-        if (this.#extendBytes > 0 && start + this.#stagedBytes > this.#extent) this.#extend(start + this.#stagedBytes);
         const done = writevAll(this.#ops, this.#fd, this.#iov, start);
         this.#size = start + done;
         return done;
       } catch (err) {
-        // Cut back to the last whole entry (the file ends there again; the
-        // next write extends it anew), so that no torn bytes precede a later entry.
         try {
           this.#ops.ftruncate(this.#fd, start);
-          this.#extent = start;
         } catch {
           this.#giveUpFile();
         }
@@ -241,18 +222,10 @@ export class ShardJournal {
     return join(this.#dir, formatJournalName(this.#number));
   }
 
-  /** Lengthens the open file to cover `end` and the extension more (a hole: nothing is written). */
-  #extend(end: number): void {
-    const to = end + this.#extendBytes;
-    this.#ops.ftruncate(this.#fd, to);
-    this.#extent = to;
-  }
-
   #giveUpFile(): void {
     const fd = this.#fd;
     this.#fd = -1;
     this.#size = 0;
-    this.#extent = 0;
     if (this.#syncing > 0) this.#closeAfterSync.push(fd);
     else this.#closeQuietly(fd);
   }
@@ -278,8 +251,6 @@ export class ShardJournal {
     try {
       fd = this.#ops.open(path, 'wx');
       writevAll(this.#ops, fd, [this.#fileHeader], 0);
-      // Extended before the first sync: that sync commits the file's length once.
-      if (this.#extendBytes > 0) this.#ops.ftruncate(fd, JOURNAL_HEADER_SIZE + this.#extendBytes);
       this.#ops.fdatasyncSync(fd);
       this.#files.push(n);
       this.#ops.fsyncDir(this.#dir);
@@ -296,7 +267,6 @@ export class ShardJournal {
     this.#fd = fd;
     this.#number = n;
     this.#size = JOURNAL_HEADER_SIZE;
-    this.#extent = this.#extendBytes > 0 ? JOURNAL_HEADER_SIZE + this.#extendBytes : 0;
   }
 }
 
