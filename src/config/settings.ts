@@ -193,6 +193,22 @@ export const SETTINGS = {
     doc: '`batch` mode: rounds a writer worker keeps in flight. 2 writes the next round while the last one\'s commit-journal fdatasync runs (on the thread pool), for disks whose fdatasync is slow next to a round\'s work (network block storage); on a local disk with a fast fdatasync it measured slower (docs/performance.md). Acknowledgement still follows each round\'s own fdatasync.',
     parse: integer({ min: 1, max: 2 }),
   }),
+  walJournalRecycle: def<boolean>({
+    key: 'ingester.wal.journalRecycle',
+    flag: '--wal-journal-recycle',
+    category: 'wal',
+    default: true,
+    doc: "`batch` mode: a checkpoint keeps up to two retired commit-journal files per worker as spares, and the next files reuse them, instead of deleting them. A round's fdatasync then overwrites allocated blocks (on ext4 about half the time of an append's), and no checkpoint frees a large file's blocks (with the `discard` mount option that held every other fdatasync for the trim). Costs up to two journal files of disk per worker (each up to 10 s or 256 MiB of records). Off on copy-on-write file systems (btrfs, ZFS), where reusing blocks gains nothing.",
+    parse: boolean,
+  }),
+  walJournalPrefillMib: def<number>({
+    key: 'ingester.wal.journalPrefillMib',
+    flag: '--wal-journal-prefill-mib',
+    category: 'wal',
+    default: 32,
+    doc: "`batch` mode: the first spare of each worker's commit journal (until recycling provides them) is a file of this many MiB of zeros, written and fdatasynced on the thread pool after start-up. 0: the journal appends to new files until the first checkpoint retires one.",
+    parse: integer({ min: 0, max: 1024 }),
+  }),
   walSegmentBytes: def<number>({
     key: 'ingester.wal.segmentBytes',
     flag: '--wal-segment-bytes',

@@ -96,6 +96,8 @@ export class Ingester {
       walFsync: s.walFsync,
       walFsyncIntervalMs: s.walFsyncIntervalMs,
       walRoundsInFlight: s.walRoundsInFlight,
+      walJournalRecycle: s.walJournalRecycle,
+      walJournalPrefillBytes: s.walJournalPrefillMib * 1024 * 1024,
       walSegmentBytes: s.walSegmentBytes,
       walSegmentMaxAgeSecs: s.walSegmentMaxAgeSecs,
       maxOpenFiles: Math.max(1, Math.floor(s.walMaxOpenFiles / s.workers)),

@@ -183,6 +183,18 @@ export class IngestMetrics {
       sum((s) => s.checkpoints),
     );
     computed(
+      'siglake_wal_writebacks_total',
+      "Early fdatasyncs of a lane's live segment between checkpoints, one per MiB the lane wrote, so that a checkpoint has little left to write (batch mode).",
+      'counter',
+      sum((s) => s.writebacks),
+    );
+    computed(
+      'siglake_wal_journal_spare_uses_total',
+      'Commit journal files made from a spare (a retired file reused, or the prefilled first one) instead of a new file (batch mode).',
+      'counter',
+      sum((s) => s.journalSpareUses),
+    );
+    computed(
       'siglake_wal_write_errors_total',
       'WAL writes or fdatasyncs that failed; their requests were answered 500.',
       'counter',

@@ -12,10 +12,12 @@ const WAL_BYTES = 0;
 const TRUNCATED_BYTES = 1;
 const FSYNC_COUNT = 2;
 const FSYNC_SUM = 3;
+const WRITEBACKS = 4;
 const WRITE_ERRORS = 5;
 const JOURNAL_REPLAYED_RECORDS = 6;
 const CHECKPOINTS = 7;
-const FSYNC_BUCKET0 = 8;
+const JOURNAL_SPARE_USES = 8;
+const FSYNC_BUCKET0 = 9;
 const SLOTS = FSYNC_BUCKET0 + FSYNC_BUCKETS.length + 1;
 
 export class WorkerStats {
@@ -51,6 +53,14 @@ export class WorkerStats {
     this.#f[CHECKPOINTS]! += 1;
   }
 
+  addWriteback(): void {
+    this.#f[WRITEBACKS]! += 1;
+  }
+
+  addJournalSpareUse(): void {
+    this.#f[JOURNAL_SPARE_USES]! += 1;
+  }
+
   observeFsync(seconds: number): void {
     const f = this.#f;
     f[FSYNC_COUNT]! += 1;
@@ -74,6 +84,12 @@ export class WorkerStats {
   }
   get checkpoints(): number {
     return this.#f[CHECKPOINTS]!;
+  }
+  get writebacks(): number {
+    return this.#f[WRITEBACKS]!;
+  }
+  get journalSpareUses(): number {
+    return this.#f[JOURNAL_SPARE_USES]!;
   }
   get fsyncCount(): number {
     return this.#f[FSYNC_COUNT]!;

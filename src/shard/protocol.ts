@@ -10,6 +10,10 @@ export interface WorkerSettings {
   walFsyncIntervalMs: number;
   /** `batch` mode: 2 writes round N+1 while round N's journal fdatasync runs. */
   walRoundsInFlight: number;
+  /** `batch` mode: keep retired commit-journal files as spares for reuse. */
+  walJournalRecycle: boolean;
+  /** `batch` mode: bytes of zeros the journal's first spare is prefilled with (0: none). */
+  walJournalPrefillBytes: number;
   walSegmentBytes: number;
   walSegmentMaxAgeSecs: number;
   /** This worker's share of --wal-max-open-files. */

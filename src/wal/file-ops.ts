@@ -6,6 +6,7 @@
 import {
   close,
   closeSync,
+  write,
   fdatasync,
   fsync,
   open,
@@ -40,6 +41,8 @@ export interface FileOps {
   fsyncDir(path: string): void;
   /** fsyncDir on the libuv thread pool (a checkpoint's); without it, fsyncDirAsync() calls fsyncDir. */
   fsyncDirAsync?(path: string): Promise<void>;
+  /** One pwrite at `position` on the libuv thread pool (a journal file's prefill); without it, writeAsync() calls writev. */
+  writeAsync?(fd: number, buffer: Uint8Array, position: number): Promise<number>;
 }
 
 export const NODE_FILE_OPS: FileOps = Object.freeze({
@@ -61,6 +64,8 @@ export const NODE_FILE_OPS: FileOps = Object.freeze({
       closeSync(fd);
     }
   },
+  writeAsync: (fd: number, buffer: Uint8Array, position: number) =>
+    new Promise<number>((resolve, reject) => write(fd, buffer, 0, buffer.length, position, (err, n) => (err ? reject(err) : resolve(n)))),
   fsyncDirAsync: (path: string) =>
     new Promise<void>((resolve, reject) =>
       open(path, 'r', (err, fd) => {
@@ -76,6 +81,16 @@ export function fsyncDirAsync(ops: FileOps, path: string): Promise<void> {
   try {
     ops.fsyncDir(path);
     return Promise.resolve();
+  } catch (err) {
+    return Promise.reject(err);
+  }
+}
+
+/** ops.writeAsync, or one ops.writev for an implementation without it. */
+export function writeAsync(ops: FileOps, fd: number, buffer: Uint8Array, position: number): Promise<number> {
+  if (ops.writeAsync !== undefined) return ops.writeAsync(fd, buffer, position);
+  try {
+    return Promise.resolve(ops.writev(fd, [buffer], position));
   } catch (err) {
     return Promise.reject(err);
   }

@@ -14,11 +14,18 @@
 // field) and the tag; the body is covered by its records' own
 // CRCs, which a reader checks, so the payload is not summed twice.
 //
-// Version 2 (this writer): the lane segments are created without a sync, so
-// the round that creates a segment journals its header too: that entry has
-// offset 0 and its body is the 32-byte segment header followed by the
-// records, again byte for byte what went to the segment. Version 1 files
-// (written before) are still read; they never hold an offset-0 entry.
+// Version 2: the lane segments are created without a sync, so the round
+// that creates a segment journals its header too: that entry has offset 0
+// and its body is the 32-byte segment header followed by the records, again
+// byte for byte what went to the segment. Version 1 files (written before)
+// are still read; they never hold an offset-0 entry.
+//
+// Version 3 (this writer): a file may be a spare, a retired file (or one of
+// zeros) used again (journal.ts), flagged in the header. So that nothing it
+// held before is ever read as an entry of its new number, each entry's CRC
+// is seeded with the file's number, and every round's entries are followed
+// by a terminator (32 zero bytes, where the next round's entries start):
+// the entries end there.
 
 import { crc32c } from '@node-rs/crc32';
 import {
@@ -40,10 +47,14 @@ import { WalArgumentError } from './wal-argument-error.js';
 export const JOURNAL_ROOT = '.journal';
 /** "SLJN" */
 export const JOURNAL_MAGIC: readonly number[] = Object.freeze([0x53, 0x4c, 0x4a, 0x4e]);
-/** The version this writer writes; decodeJournal also reads JOURNAL_VERSION_1. */
-export const JOURNAL_VERSION = 2;
+/** The version this writer writes; decodeJournal also reads JOURNAL_VERSION_2 and JOURNAL_VERSION_1. */
+export const JOURNAL_VERSION = 3;
+/** Entries' CRCs not seeded, no terminator, no spares. */
+export const JOURNAL_VERSION_2 = 2;
 /** Written before segments were created without a sync: no entry carries a segment header. */
 export const JOURNAL_VERSION_1 = 1;
+/** Version 3 header flag: the file was a spare; past its entries lie bytes of its earlier use, or zeros. */
+export const JOURNAL_FLAG_REUSED = 1;
 export const JOURNAL_HEADER_SIZE = 32;
 export const ENTRY_HEADER_SIZE = 32;
 /** Longest lane tag (bytes). */
@@ -82,18 +93,18 @@ function crcOf(b: Uint8Array, from: number, to: number, crc = 0): number {
 
 /**
  * ```
- *  0 magic "SLJN" | 4 u16 version 2 (or 1) | 6 u16 header size 32 | 8 u64 file number
- * 16 u64 created ms | 24 u32 reserved 0 | 28 u32 CRC-32C of [0, 28)
+ *  0 magic "SLJN" | 4 u16 version 3 (or 2, 1) | 6 u16 header size 32 | 8 u64 file number
+ * 16 u64 created ms | 24 u32 flags (version 3: JOURNAL_FLAG_REUSED; before: reserved 0) | 28 u32 CRC-32C of [0, 28)
  * ```
  */
-export function encodeJournalHeader(target: Uint8Array, offset: number, number: number, createdMs: number): void {
+export function encodeJournalHeader(target: Uint8Array, offset: number, number: number, createdMs: number, flags = 0): void {
   if (!Number.isSafeInteger(number) || number < 1) throw new WalArgumentError(`journal number ${number} out of range`);
   for (let i = 0; i < 4; i++) target[offset + i] = JOURNAL_MAGIC[i];
   writeU16(target, offset + 4, JOURNAL_VERSION);
   writeU16(target, offset + 6, JOURNAL_HEADER_SIZE);
   writeU64(target, offset + 8, number);
   writeU64(target, offset + 16, createdMs);
-  writeU32(target, offset + 24, 0);
+  writeU32(target, offset + 24, flags);
   writeU32(target, offset + 28, crcOf(target, offset, offset + 28));
 }
 
@@ -102,10 +113,11 @@ export function decodeJournalHeader(b: Uint8Array, expected: number): number | s
   if (b.length < JOURNAL_HEADER_SIZE) return 'journal header cut short';
   for (let i = 0; i < 4; i++) if (b[i] !== JOURNAL_MAGIC[i]) return 'bad journal magic';
   const version = readU16(b, 4);
-  if (version !== JOURNAL_VERSION && version !== JOURNAL_VERSION_1) return `unsupported journal version ${version}`;
+  if (version !== JOURNAL_VERSION && version !== JOURNAL_VERSION_2 && version !== JOURNAL_VERSION_1) return `unsupported journal version ${version}`;
   if (readU16(b, 6) !== JOURNAL_HEADER_SIZE) return 'bad journal header size';
   if (readU32(b, 28) !== crcOf(b, 0, 28)) return 'journal header CRC mismatch';
-  if (readU32(b, 24) !== 0) return 'non-zero reserved field in journal header';
+  const flags = readU32(b, 24);
+  if (version === JOURNAL_VERSION ? (flags & ~JOURNAL_FLAG_REUSED) !== 0 : flags !== 0) return 'unknown flags in journal header';
   const n = readU64(b, 8);
   if (n < 1 || readU64(b, 16) < 0) return 'journal header value out of range';
   if (expected !== 0 && n !== expected) return `journal number ${n} does not match file name (${expected})`;
@@ -114,9 +126,27 @@ export function decodeJournalHeader(b: Uint8Array, expected: number): number | s
 
 // ---------------------------------------------------------------- entries
 
-/** The CRC of the entry header at `b[at]` and its tag: bytes [0, 4) and [8, 32), then the tag. */
-function entryCrc(b: Uint8Array, at: number, tag: Uint8Array): number {
-  return crc32c(tag, crcOf(b, at + 8, at + ENTRY_HEADER_SIZE, crcOf(b, at, at + 4)));
+/**
+ * The CRC of the entry header at `b[at]` and its tag: bytes [0, 4) and [8,
+ * 32), then the tag, from `seed` (version 3: the file's number, see seedOf;
+ * before: 0).
+ */
+function entryCrc(b: Uint8Array, at: number, tag: Uint8Array, seed: number): number {
+  return crc32c(tag, crcOf(b, at + 8, at + ENTRY_HEADER_SIZE, crcOf(b, at, at + 4, seed)));
+}
+
+/**
+ * A version-3 entry's CRC seed: its file's number (low 32 bits, never 0).
+ * For the same bytes, two seeds always give two CRCs, so an entry a spare
+ * held under an earlier number never checks under its new one.
+ */
+function seedOf(fileNumber: number): number {
+  return fileNumber >>> 0;
+}
+
+/** Writes the CRC of the entry header at `target[offset]` (fields already written) for a version-3 file numbered `fileNumber`. */
+export function stampEntryCrc(target: Uint8Array, offset: number, tag: Uint8Array, fileNumber: number): void {
+  writeU32(target, offset + 4, entryCrc(target, offset, tag, seedOf(fileNumber)));
 }
 
 /**
@@ -142,7 +172,7 @@ export function encodeEntryHeader(
   writeU32(target, offset + 12, records);
   writeU64(target, offset + 16, segment);
   writeU64(target, offset + 24, segmentOffset);
-  writeU32(target, offset + 4, entryCrc(target, offset, tag));
+  writeU32(target, offset + 4, entryCrc(target, offset, tag, 0));
 }
 
 /** One whole, checked entry of a journal file. */
@@ -177,33 +207,70 @@ export interface DecodedJournal {
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
+const ZERO_RUN = new Uint8Array(64 * 1024);
+
+function isTerminator(b: Uint8Array, at: number): boolean {
+  return Buffer.compare(b.subarray(at, at + ENTRY_HEADER_SIZE), ZERO_RUN.subarray(0, ENTRY_HEADER_SIZE)) === 0;
+}
+
 function allZero(b: Uint8Array, from: number): boolean {
-  for (let i = from; i < b.length; i++) if (b[i] !== 0) return false;
-  return true;
+  return zeroTailStart(b) <= from;
 }
 
 /**
- * Decodes a whole journal file. Stops at the first entry that is not whole
- * and valid: `torn` when the file ends inside it (or only zero bytes remain),
- * `corrupt` otherwise. Nothing after a stop is trusted.
+ * Where the run of zero bytes that ends the file starts (b.length when the
+ * last byte is not zero). A prefilled file (journal.ts) ends in zeros after
+ * its entries; compared a block at a time, natively.
+ */
+function zeroTailStart(b: Uint8Array): number {
+  let end = b.length;
+  while (end > 0) {
+    const from = Math.max(0, end - ZERO_RUN.length);
+    if (Buffer.compare(b.subarray(from, end), ZERO_RUN.subarray(0, end - from)) !== 0) {
+      while (b[end - 1] === 0) end--;
+      return end;
+    }
+    end = from;
+  }
+  return 0;
+}
+
+/**
+ * Decodes a whole journal file. The entries end cleanly (`end`) at the end
+ * of the file, at a terminator (version 3), or where only zero bytes follow
+ * the last whole entry. Otherwise it stops at the first entry that is not
+ * whole and valid: `torn` when the file ends inside it, when only zero bytes
+ * follow where it starts, or in a spare (version 3,
+ * flagged reused: past its entries lie its earlier bytes, and a page a crash
+ * lost reads as those); `corrupt` otherwise. Nothing after a stop is trusted.
  */
 export function decodeJournal(b: Uint8Array, expectedNumber = 0): DecodedJournal {
   if (b.length === 0) return { number: 0, version: 0, entries: [], stop: { kind: 'torn', offset: 0, why: 'empty journal file' } };
   const head = decodeJournalHeader(b, expectedNumber);
   if (typeof head === 'string') {
-    const kind = b.length < JOURNAL_HEADER_SIZE || allZero(b, 0) ? 'torn' : 'corrupt';
+    // A spare renamed to its new number whose new header never reached the disk
+    // (a crash right after the rename) still has its earlier, lower number: nothing in it is this file's.
+    const earlier = decodeJournalHeader(b, 0);
+    const kind = b.length < JOURNAL_HEADER_SIZE || allZero(b, 0) || (typeof earlier === 'number' && earlier < expectedNumber) ? 'torn' : 'corrupt';
     return { number: 0, version: 0, entries: [], stop: { kind, offset: 0, why: head } };
   }
   const version = readU16(b, 4);
+  const seed = version === JOURNAL_VERSION ? seedOf(head) : 0;
+  /** Past the entries of a spare lie bytes of its earlier use: a stop there, or in a round a crash cut, is torn. */
+  const reused = version === JOURNAL_VERSION && (readU32(b, 24) & JOURNAL_FLAG_REUSED) !== 0;
   const entries: JournalEntry[] = [];
   let at = JOURNAL_HEADER_SIZE;
+  const zeroTail = zeroTailStart(b);
   const stop = (kind: 'torn' | 'corrupt', why: string): DecodedJournal => ({
     number: head,
     version,
     entries,
-    stop: { kind: kind === 'corrupt' && allZero(b, at) ? 'torn' : kind, offset: at, why },
+    stop: { kind: kind === 'corrupt' && (reused || zeroTail <= at) ? 'torn' : kind, offset: at, why },
   });
   while (at < b.length) {
+    if (zeroTail <= at) break;
+    // Version 3: the terminator after the last round's entries.
+    if (version === JOURNAL_VERSION && b.length - at >= ENTRY_HEADER_SIZE && isTerminator(b, at)) break;
     if (b.length - at < ENTRY_HEADER_SIZE) return stop('torn', 'entry header cut short');
     const bodyLength = readU32(b, at);
     const tagLength = readU16(b, at + 8);
@@ -211,7 +278,7 @@ export function decodeJournal(b: Uint8Array, expectedNumber = 0): DecodedJournal
     if (readU16(b, at + 10) !== 0) return stop('corrupt', 'non-zero reserved field in entry header');
     const tagEnd = at + ENTRY_HEADER_SIZE + tagLength;
     if (tagEnd > b.length) return stop('torn', 'entry tag cut short');
-    const crc = entryCrc(b, at, b.subarray(at + ENTRY_HEADER_SIZE, tagEnd));
+    const crc = entryCrc(b, at, b.subarray(at + ENTRY_HEADER_SIZE, tagEnd), seed);
     if (crc !== readU32(b, at + 4)) return stop('corrupt', 'entry CRC mismatch');
     const segment = readU64(b, at + 16);
     const offset = readU64(b, at + 24);

@@ -6,16 +6,31 @@
 // appends to one file; a checkpoint rotates to the next (`rotate`), makes
 // every lane segment written before the rotation durable, then deletes the
 // files up to it (`retireUpTo`).
+//
+// Spares (docs/wal-format.md "Spares: reused journal files"): with `recycle`,
+// a retired file is renamed to a spare instead of deleted, and the next file
+// is a spare renamed to its number when one is ready; with `prefillBytes`,
+// the life's first spare is a file of zeros written and synced on libuv's
+// pool. A round's entries then overwrite blocks the file system has already
+// allocated and written: their fdatasync commits no allocation and no size
+// (about half the time of an append's on ext4), and no checkpoint frees the
+// blocks of a large file (which, on a file system mounted with `discard`,
+// held every other fdatasync for as long as the unlink's trim took). What a
+// spare held before is never read as entries of its new number: each
+// entry's CRC is seeded with its file's number, and every round ends with a
+// terminator.
 
-import { closeSync, constants, fstatSync, fsyncSync, openSync, readdirSync, readFileSync, readSync, rmdirSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, constants, fstatSync, fsyncSync, openSync, readdirSync, readFileSync, readSync, rmdirSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { dirname, join, relative, sep } from 'node:path';
-import { errnoCode, NODE_FILE_OPS, writevAll, type FileOps } from './file-ops.js';
+import { errnoCode, NODE_FILE_OPS, writeAsync, writevAll, type FileOps } from './file-ops.js';
 import { formatSegmentName, SEGMENT_HEADER_SIZE } from './format.js';
 import {
   decodeJournal,
   ENTRY_HEADER_SIZE,
   encodeEntryHeader,
   encodeJournalHeader,
+  JOURNAL_FLAG_REUSED,
+  stampEntryCrc,
   formatJournalName,
   JOURNAL_HEADER_SIZE,
   JOURNAL_ROOT,
@@ -32,6 +47,37 @@ export function laneTag(walDir: string, laneDir: string): Uint8Array {
   return Buffer.from(rel, 'utf8');
 }
 
+/** A spare: a retired journal file kept for reuse, or the life's first file prefilled with zeros (`spare-00000000.jnl`). */
+const SPARE_NAME_RE = /^spare-(\d{8,})\.jnl$/;
+/** A spare being prefilled (renamed to spare-00000000.jnl once synced). */
+export const SPARE_TMP_NAME = 'spare-00000000.jnl.tmp';
+
+export function formatSpareName(n: number): string {
+  return `spare-${String(n).padStart(8, '0')}.jnl`;
+}
+
+/** Whether `name` is a spare's or a spare being prefilled (replay deletes them: they hold no entry this life needs). */
+export function isSpareName(name: string): boolean {
+  return SPARE_NAME_RE.test(name) || name === SPARE_TMP_NAME;
+}
+
+/** Spares kept at most (the largest): a checkpoint retires about one file and the next rotation takes one. */
+const MAX_SPARES = 2;
+/** A retired file shorter than this is deleted rather than kept (reusing it would save little and cost a rotation). */
+const MIN_SPARE_BYTES = 1024 * 1024;
+/**
+ * Zeros written per call while prefilling a spare, each write then
+ * fdatasynced, so that no one sync holds the disk long (rounds sync
+ * meanwhile). Each step completes on the event loop, which the writer
+ * worker turns once per round while a spare is prefilled (shard-loop.ts).
+ */
+const PREFILL_CHUNK = 4 * 1024 * 1024;
+const ZEROS = new Uint8Array(PREFILL_CHUNK);
+/** The first spare is prefilled once the life's first file holds this much (a journal under load, not one that took a few requests). */
+const PREFILL_AFTER_BYTES = 1024 * 1024;
+/** Written after every round's entries: where a reader finds it, the file's entries end. */
+const TERMINATOR = new Uint8Array(ENTRY_HEADER_SIZE);
+
 export interface ShardJournalOptions {
   /** `<walDir>/.journal/shard-<k>-of-<W>` */
   readonly dir: string;
@@ -39,6 +85,13 @@ export interface ShardJournalOptions {
   /** Test-only: every fdatasync of the journal takes this much longer (a slow disk). */
   readonly syncDelayMs?: number;
   readonly now?: () => number;
+  /**
+   * Keep retired files (up to two) as spares and reuse them as the next
+   * files, instead of deleting them (`ingester.wal.journalRecycle`).
+   */
+  readonly recycle?: boolean;
+  /** The life's first spare: a file of this many zero bytes, written and synced on the pool (`ingester.wal.journalPrefillMib`); 0: none. */
+  readonly prefillBytes?: number;
 }
 
 export class ShardJournal {
@@ -46,9 +99,24 @@ export class ShardJournal {
   readonly #ops: FileOps;
   readonly #now: () => number;
   readonly #syncDelayMs: number;
+  readonly #recycle: boolean;
+  readonly #prefillBytes: number;
   #fd = -1;
   #number = 0;
+  /** Where the open file's entries end (its last round's terminator starts here). */
   #size = 0;
+  /** The open file's length when it was opened: a spare's earlier bytes lie below it (0: a new file). */
+  #reusedLength = 0;
+  /** Entry bytes written since the last rotate() (the checkpoint's size trigger). */
+  #sinceRotate = 0;
+  /** Spares ready to become the next file, largest first. */
+  readonly #spares: { name: string; size: number }[] = [];
+  #prefillStarted = false;
+  /** Files made from a spare, this life. */
+  #spareUses = 0;
+  #prefill: Promise<void> = Promise.resolve();
+  #prefilling = false;
+  #closed = false;
   #next = 1;
   #dirReady = false;
   /** Numbers of files on disk that a checkpoint has not retired yet (the open one included). */
@@ -57,6 +125,9 @@ export class ShardJournal {
   #slab = Buffer.alloc(64 * ENTRY_HEADER_SIZE);
   #entries = 0;
   readonly #iov: Uint8Array[] = [];
+  /** Each staged entry's header and tag: their CRC is stamped when the round is written, with the file's number. */
+  readonly #heads: Uint8Array[] = [];
+  readonly #tags: Uint8Array[] = [];
   #stagedBytes = 0;
   readonly #fileHeader = Buffer.alloc(JOURNAL_HEADER_SIZE);
   /** sync() calls in flight, and the descriptors given up meanwhile (closed when none is). */
@@ -68,7 +139,9 @@ export class ShardJournal {
     this.#ops = opts.ops ?? NODE_FILE_OPS;
     this.#now = opts.now ?? Date.now;
     this.#syncDelayMs = opts.syncDelayMs ?? 0;
-    // Replay ran before: any file left is one this life must not reuse the number of.
+    this.#recycle = opts.recycle ?? false;
+    this.#prefillBytes = opts.prefillBytes ?? 0;
+    // Replay runs before the first write: any file left is one this life must not reuse the number of.
     for (const n of listJournalFiles(this.#dir)) {
       this.#files.push(n);
       if (n >= this.#next) this.#next = n + 1;
@@ -79,9 +152,39 @@ export class ShardJournal {
     return this.#dir;
   }
 
-  /** Bytes in the open file (0 when none is open). */
+  /** Bytes of entries (and the header) in the open file (0 when none is open). */
   get fileSize(): number {
     return this.#size;
+  }
+
+  /** Entry bytes written since the last rotate(), in every file (a checkpoint starts past CHECKPOINT_BYTES). */
+  get bytesSinceRotate(): number {
+    return this.#sinceRotate;
+  }
+
+  /** Whether the open file was a spare (its entries overwrite bytes the file system has already allocated). */
+  get reused(): boolean {
+    return this.#fd >= 0 && this.#reusedLength > 0;
+  }
+
+  /** Journal files made from a spare in this life. */
+  get spareUses(): number {
+    return this.#spareUses;
+  }
+
+  /** Spares ready now. */
+  get spareCount(): number {
+    return this.#spares.length;
+  }
+
+  /** Whether the first spare is being prefilled now (its steps complete on the event loop). */
+  get sparePreparing(): boolean {
+    return this.#prefilling;
+  }
+
+  /** Resolves once the prefill begun (if any) is done or has failed. */
+  spareSettled(): Promise<void> {
+    return this.#prefill;
   }
 
   /** Files on disk not retired yet. */
@@ -108,6 +211,8 @@ export class ShardJournal {
     const head = this.#slab.subarray(i * ENTRY_HEADER_SIZE, (i + 1) * ENTRY_HEADER_SIZE);
     encodeEntryHeader(head, 0, tag, segment, offset, bytes, records);
     this.#iov.push(head, tag);
+    this.#heads.push(head);
+    this.#tags.push(tag);
     for (let k = from; k < to; k++) if (iov[k]!.length > 0) this.#iov.push(iov[k]!);
     this.#entries = i + 1;
     this.#stagedBytes += ENTRY_HEADER_SIZE + tag.length + bytes;
@@ -116,27 +221,44 @@ export class ShardJournal {
   /** Drops what was staged (a round whose lanes all failed, say). */
   clearStaged(): void {
     this.#iov.length = 0;
+    this.#heads.length = 0;
+    this.#tags.length = 0;
     this.#entries = 0;
     this.#stagedBytes = 0;
   }
 
   /**
    * Appends the staged entries to the open file (opening the next one first
-   * when none is). Returns the bytes written. On failure the file is cut back,
-   * or given up when that fails too, and a WalWriteError is thrown.
+   * when none is), then a terminator, which the next round overwrites.
+   * Returns the entry bytes written. On failure the file is cut back, or
+   * given up when that fails too or when it is a spare, and a WalWriteError
+   * is thrown.
    */
   write(): number {
     if (this.#entries === 0) return 0;
     try {
+      // A spare is ready and the open file is appended to (a new file, or a
+      // spare whose earlier length is used up): go on in the spare (not while
+      // a round's sync of this file is in flight: a round and the one written
+      // behind it stay in one file, docs/wal-format.md "A round, in order").
+      if (this.#fd >= 0 && this.#spares.length > 0 && this.#syncing === 0 && this.#size + this.#stagedBytes > this.#reusedLength) this.#giveUpFile();
       if (this.#fd < 0) this.#openNext();
+      for (let k = 0; k < this.#heads.length; k++) stampEntryCrc(this.#heads[k]!, 0, this.#tags[k]!, this.#number);
+      this.#iov.push(TERMINATOR);
       const start = this.#size;
       try {
-        const done = writevAll(this.#ops, this.#fd, this.#iov, start);
+        const done = writevAll(this.#ops, this.#fd, this.#iov, start) - TERMINATOR.length;
         this.#size = start + done;
+        this.#sinceRotate += done;
+        if (!this.#prefillStarted && this.#size >= PREFILL_AFTER_BYTES) this.#startPrefill();
         return done;
       } catch (err) {
+        // A new file is cut back to its last whole entry. A spare is given
+        // up: past the failed write it holds its earlier bytes, and only a
+        // terminator written again would end its entries there.
         try {
-          this.#ops.ftruncate(this.#fd, start);
+          if (this.#reusedLength > 0) this.#giveUpFile();
+          else this.#ops.ftruncate(this.#fd, start);
         } catch {
           this.#giveUpFile();
         }
@@ -190,19 +312,36 @@ export class ShardJournal {
    */
   rotate(): number {
     if (this.#fd >= 0) this.#giveUpFile();
+    this.#sinceRotate = 0;
     let max = 0;
     for (const n of this.#files) if (n > max) max = n;
     return max;
   }
 
-  /** Deletes the files numbered up to `upTo` (never the open one), then fsyncs the directory. */
+  /**
+   * Retires the files numbered up to `upTo` (never the open one): each is
+   * kept as a spare while recycling and fewer than MAX_SPARES are ready (a
+   * rename: what it holds is never read as entries again, see
+   * stampEntryCrc), else deleted; then fsyncs the directory.
+   */
   retireUpTo(upTo: number): number {
     let removed = 0;
     for (let i = this.#files.length - 1; i >= 0; i--) {
       const n = this.#files[i]!;
       if (n > upTo || (n === this.#number && this.#fd >= 0)) continue;
+      const path = join(this.#dir, formatJournalName(n));
       try {
-        this.#ops.unlink(join(this.#dir, formatJournalName(n)));
+        const size = this.#recycle && !this.#closed ? sizeOf(path) : 0;
+        if (size >= MIN_SPARE_BYTES && (this.#spares.length < MAX_SPARES || size > this.#spares[this.#spares.length - 1]!.size)) {
+          const name = formatSpareName(n);
+          this.#ops.rename(path, join(this.#dir, name));
+          this.#spares.push({ name, size });
+          this.#spares.sort((a, b) => b.size - a.size);
+          // Keep the largest: the smallest one beyond MAX_SPARES goes.
+          for (const gone of this.#spares.splice(MAX_SPARES)) this.#ops.unlink(join(this.#dir, gone.name));
+        } else {
+          this.#ops.unlink(path);
+        }
       } catch (err) {
         if (errnoCode(err) !== 'ENOENT') throw err;
       }
@@ -213,9 +352,11 @@ export class ShardJournal {
     return removed;
   }
 
-  /** Closes the open file without deleting anything. */
+  /** Closes the open file without deleting any journal file; the spares go (a next life makes its own). */
   close(): void {
+    this.#closed = true;
     if (this.#fd >= 0) this.#giveUpFile();
+    for (const { name } of this.#spares.splice(0)) unlinkQuietly(this.#ops, join(this.#dir, name));
   }
 
   #path(): string {
@@ -226,6 +367,7 @@ export class ShardJournal {
     const fd = this.#fd;
     this.#fd = -1;
     this.#size = 0;
+    this.#reusedLength = 0;
     if (this.#syncing > 0) this.#closeAfterSync.push(fd);
     else this.#closeQuietly(fd);
   }
@@ -238,7 +380,11 @@ export class ShardJournal {
     }
   }
 
-  /** Creates the next journal file: header, fdatasync, fsync of the directory. */
+  /**
+   * Makes the next journal file: the oldest spare renamed (its earlier bytes
+   * stay, past a terminator), else a new file; then its header and a
+   * terminator, fdatasync, fsync of the directory.
+   */
   #openNext(): void {
     if (!this.#dirReady) {
       mkdirp(this.#ops, this.#dir);
@@ -246,13 +392,25 @@ export class ShardJournal {
     }
     const n = this.#next++;
     const path = join(this.#dir, formatJournalName(n));
-    encodeJournalHeader(this.#fileHeader, 0, n, this.#now());
+    const spare = this.#spares.shift()?.name;
+    encodeJournalHeader(this.#fileHeader, 0, n, this.#now(), spare !== undefined ? JOURNAL_FLAG_REUSED : 0);
     let fd = -1;
+    let length = 0;
     try {
-      fd = this.#ops.open(path, 'wx');
-      writevAll(this.#ops, fd, [this.#fileHeader], 0);
+      if (spare !== undefined) {
+        this.#ops.rename(join(this.#dir, spare), path);
+        // Named now: a checkpoint retires it like any other. A crash before
+        // its header is on disk leaves a file under this name with its earlier
+        // header (a lower number): replay reads it as torn and empty.
+        this.#files.push(n);
+        fd = this.#ops.open(path, 'r+');
+        length = fstatSync(fd).size;
+      } else {
+        fd = this.#ops.open(path, 'wx');
+      }
+      writevAll(this.#ops, fd, [this.#fileHeader, TERMINATOR], 0);
       this.#ops.fdatasyncSync(fd);
-      this.#files.push(n);
+      if (spare === undefined) this.#files.push(n);
       this.#ops.fsyncDir(this.#dir);
     } catch (err) {
       if (fd >= 0) {
@@ -267,6 +425,92 @@ export class ShardJournal {
     this.#fd = fd;
     this.#number = n;
     this.#size = JOURNAL_HEADER_SIZE;
+    this.#reusedLength = length;
+    if (spare !== undefined) this.#spareUses++;
+  }
+
+  /**
+   * The life's first spare, when prefilling is on and the first file holds
+   * PREFILL_AFTER_BYTES: a file of zeros written
+   * and fdatasynced in steps on libuv's pool (so that no one sync holds the
+   * disk long while rounds sync), then named as a spare. Until it is ready,
+   * and whenever it fails, the journal appends to new files as before; from
+   * the first checkpoint on, recycling keeps spares coming.
+   */
+  #startPrefill(): void {
+    if (this.#prefillBytes <= 0 || this.#prefillStarted || this.#closed) return;
+    this.#prefillStarted = true;
+    this.#prefilling = true;
+    this.#prefill = this.#prefillSpare().then(
+      (name) => {
+        this.#prefilling = false;
+        if (name === undefined) return;
+        if (this.#closed) unlinkQuietly(this.#ops, join(this.#dir, name));
+        else {
+          this.#spares.push({ name, size: this.#prefillBytes });
+          this.#spares.sort((a, b) => b.size - a.size);
+        }
+      },
+      () => {
+        this.#prefilling = false;
+      },
+    );
+  }
+
+  /** The spare's name once it is ready; undefined when the journal was closed meanwhile (nothing left behind). */
+  async #prefillSpare(): Promise<string | undefined> {
+    const ops = this.#ops;
+    const tmp = join(this.#dir, SPARE_TMP_NAME);
+    unlinkQuietly(ops, tmp);
+    let fd = ops.open(tmp, 'wx');
+    try {
+      for (let at = 0; at < this.#prefillBytes; at += PREFILL_CHUNK) {
+        if (this.#closed) break;
+        const chunk = ZEROS.subarray(0, Math.min(PREFILL_CHUNK, this.#prefillBytes - at));
+        for (let done = 0; done < chunk.length; ) {
+          const w = await writeAsync(ops, fd, chunk.subarray(done), at + done);
+          if (w <= 0) throw Object.assign(new Error('write made no progress'), { code: 'EIO' });
+          done += w;
+        }
+        await ops.fdatasync(fd);
+      }
+      ops.close(fd);
+      fd = -1;
+      if (this.#closed) {
+        unlinkQuietly(ops, tmp);
+        return undefined;
+      }
+      const name = formatSpareName(0);
+      ops.rename(tmp, join(this.#dir, name));
+      return name;
+    } catch (err) {
+      if (fd >= 0) {
+        try {
+          ops.close(fd);
+        } catch {
+          // already failing
+        }
+      }
+      unlinkQuietly(ops, tmp);
+      throw err;
+    }
+  }
+}
+
+/** A file's length, 0 when it cannot be read (it is then deleted, not kept). */
+function sizeOf(path: string): number {
+  try {
+    return statSync(path).size;
+  } catch {
+    return 0;
+  }
+}
+
+function unlinkQuietly(ops: FileOps, path: string): void {
+  try {
+    ops.unlink(path);
+  } catch {
+    // Not there, or the directory is going: nothing to keep.
   }
 }
 
@@ -303,6 +547,16 @@ export function listJournalFiles(dir: string): number[] {
     .map(parseJournalName)
     .filter((n) => n > 0)
     .sort((a, b) => a - b);
+}
+
+/** Spare file names in `dir` (and a spare being prefilled); empty when it does not exist. */
+export function listSpares(dir: string): string[] {
+  try {
+    return readdirSync(dir).filter(isSpareName);
+  } catch (err) {
+    if (errnoCode(err) === 'ENOENT') return [];
+    throw err;
+  }
 }
 
 /**
@@ -436,6 +690,8 @@ export function replayJournalDir(
   }
   for (const laneDir of created) NODE_FILE_OPS.fsyncDir(laneDir);
   for (const n of files) unlinkSync(join(dir, formatJournalName(n)));
+  // A spare holds no entry this life needs (what it held was retired by a checkpoint): the next life makes its own.
+  for (const name of listSpares(dir)) unlinkQuietly(ops, join(dir, name));
   if (opts.removeDir) {
     try {
       rmdirSync(dir);

@@ -68,8 +68,10 @@ import { BodyDecoder } from './body-decoder.js';
 const MAX_ROUND_REQUESTS = 4096;
 const MAX_ROUND_BYTES = 64 * 1024 * 1024;
 const HOUSEKEEPING_MS = 1000;
-/** A checkpoint starts when the journal's open file reaches this size… */
+/** A checkpoint starts when the journal has taken this many bytes since the last one began (in any number of files)… */
 const CHECKPOINT_BYTES = 256 * 1024 * 1024;
+/** Journaled: a lane that wrote this much since its last sync has its live segment fdatasynced early (#writeBack). */
+const WRITEBACK_BYTES = 1024 * 1024;
 /** …or this long after the last one began, if anything was journaled since. */
 const CHECKPOINT_MS = 10_000;
 /**
@@ -108,6 +110,10 @@ class LaneState {
   failure: LaneFailure | undefined = undefined;
   touched = false;
   dirty = false;
+  /** Journaled: bytes written since the lane's last early writeback or checkpoint began. */
+  unsyncedBytes = 0;
+  /** Journaled: an early writeback of its live segment is in flight. */
+  writingBack = false;
   writer!: LaneWriter;
   constructor(
     readonly key: LaneKey,
@@ -174,6 +180,8 @@ export class ShardLoop {
   #checkpoint: Promise<void> | null = null;
   /** A checkpoint's lane sync failed: keep every journal file of this life. */
   #journalPinned = false;
+  /** Early writebacks in flight (their completions need the event loop). */
+  #writebacks = 0;
   /** Lane fdatasyncs a checkpoint keeps in flight (bounded by the descriptor budget). */
   readonly #checkpointParallel: number;
 
@@ -189,12 +197,20 @@ export class ShardLoop {
     const budget = Math.max(1, args.settings.maxOpenFiles);
     // --wal-max-open-files covers the journal too: in batch mode one descriptor
     // is the journal's, one is for a sync of a closed segment on the request
-    // path (a refused round's), and the checkpoint's syncs in flight hold at most
-    // #checkpointParallel more (a fresh one or a cached one kept open).
+    // path (a refused round's), one for the spare being prefilled (or a journal
+    // file given up while its sync is in flight), and the checkpoint's syncs in
+    // flight hold at most #checkpointParallel more (a fresh one or a cached one kept open).
     this.#checkpointParallel = budget >= 64 ? CHECKPOINT_PARALLEL : 1;
-    const cached = journaled ? Math.max(1, budget - 2 - this.#checkpointParallel) : budget;
+    const cached = journaled ? Math.max(1, budget - 3 - this.#checkpointParallel) : budget;
     this.#fds = new FdCache(cached, undefined, { lazyEviction: journaled });
-    this.#journal = journaled ? new ShardJournal({ dir: this.#journalDir(), syncDelayMs: journalSyncDelayMs() }) : null;
+    this.#journal = journaled
+      ? new ShardJournal({
+          dir: this.#journalDir(),
+          syncDelayMs: journalSyncDelayMs(),
+          recycle: args.settings.walJournalRecycle,
+          prefillBytes: args.settings.walJournalPrefillBytes,
+        })
+      : null;
     this.#pipelined = journaled && args.settings.walRoundsInFlight === 2;
     this.#decoder = new BodyDecoder(args.settings.maxRequestBytes);
     Atomics.store(this.#control, ControlWord.THREAD_ID, threadId);
@@ -219,8 +235,8 @@ export class ShardLoop {
       }
       if (this.#ring.isEmpty()) {
         // Nothing of this thread's is pending while it waits (every fdatasync
-        // and seal was awaited, a checkpoint aside: then it waits briefly), so
-        // it blocks: the acceptor's notify wakes it.
+        // and seal was awaited, a checkpoint and a journal spare's prefill
+        // aside: then it waits briefly), so it blocks: the acceptor's notify wakes it.
         this.#ring.waitForDataSync(this.#idleWaitMs());
         // Still idle after the wait: give the event loop a turn (messages from
         // Piscina, timers) before blocking again.
@@ -235,8 +251,8 @@ export class ShardLoop {
         if (!this.#stopping && !this.#housekeepingDue()) continue;
         await this.#finishInFlight();
       }
-      // A checkpoint's fdatasyncs complete on the event loop: give it a turn.
-      if (this.#checkpoint !== null) await new Promise<void>((r) => setImmediate(r));
+      // A checkpoint's fdatasyncs, early writebacks and a journal spare's prefill steps complete on the event loop: give it a turn.
+      if (this.#checkpoint !== null || this.#writebacks > 0 || this.#journal?.sparePreparing === true) await new Promise<void>((r) => setImmediate(r));
       await this.#housekeeping();
     }
     if (this.#inFlight !== null) await this.#finishInFlight();
@@ -365,7 +381,7 @@ export class ShardLoop {
 
   #idleWaitMs(): number {
     const s = this.#a.settings;
-    if (this.#checkpoint !== null) return 1;
+    if (this.#checkpoint !== null || this.#writebacks > 0 || this.#journal?.sparePreparing === true) return 1;
     return s.walFsync === 'interval' && this.#dirty.size > 0 ? s.walFsyncIntervalMs : HOUSEKEEPING_MS;
   }
 
@@ -461,8 +477,13 @@ export class ShardLoop {
     this.#journaling = journaled;
     for (const lane of touched) {
       try {
-        this.#stats.addWalBytes(lane.writer.flush());
+        const bytes = lane.writer.flush();
+        this.#stats.addWalBytes(bytes);
         lane.dirty = true;
+        if (journal !== null) {
+          lane.unsyncedBytes += bytes;
+          if (lane.unsyncedBytes >= WRITEBACK_BYTES && !lane.writingBack) this.#writeBack(lane);
+        }
       } catch (e) {
         lane.failure = writeFailure(e);
         this.#stats.addWriteError();
@@ -475,11 +496,13 @@ export class ShardLoop {
     this.#journaling = false;
     let journalFailure: LaneFailure | undefined;
     if (journaled) {
+      const uses = journal.spareUses;
       try {
         journal.write();
       } catch (e) {
         journalFailure = this.#journalFailed(e, 'write');
       }
+      if (journal.spareUses !== uses) this.#stats.addJournalSpareUse();
     }
     // The payload views are in the kernel now (or dropped): give the ring space back.
     this.#ring.release();
@@ -616,7 +639,7 @@ export class ShardLoop {
   #housekeepingDue(): boolean {
     const now = Date.now();
     const journal = this.#journal;
-    if (journal !== null && this.#checkpoint === null && (journal.fileSize >= CHECKPOINT_BYTES || now - this.#lastCheckpoint >= this.#checkpointMs)) return true;
+    if (journal !== null && this.#checkpoint === null && (journal.bytesSinceRotate >= CHECKPOINT_BYTES || now - this.#lastCheckpoint >= this.#checkpointMs)) return true;
     return now - this.#lastHousekeeping >= HOUSEKEEPING_MS;
   }
 
@@ -655,7 +678,10 @@ export class ShardLoop {
     const upTo = journal.rotate();
     // What each lane wrote before the rotation: its live segment, the ones it
     // rotated or sealed, whether it created one (directory), its seal.
-    const lanes = [...this.#sinceCheckpoint].map((lane) => ({ lane, cp: lane.writer.takeCheckpoint() }));
+    const lanes = [...this.#sinceCheckpoint].map((lane) => {
+      lane.unsyncedBytes = 0;
+      return { lane, cp: lane.writer.takeCheckpoint() };
+    });
     this.#sinceCheckpoint = new Set();
     if (upTo === 0 && lanes.length === 0) return;
     this.#checkpoint = this.#runCheckpoint(journal, upTo, lanes).finally(() => {
@@ -710,6 +736,34 @@ export class ShardLoop {
     await Promise.all(Array.from({ length: Math.min(this.#checkpointParallel, sealed.length) }, mark));
   }
 
+  /**
+   * Journaled: an fdatasync of the lane's live segment on the pool, ahead of
+   * the checkpoint (docs/wal-format.md "Early writeback"). It changes nothing
+   * the checkpoint relies on (the checkpoint still syncs every segment written
+   * since it last ran, waiting for this one when it is still in flight), but
+   * it writes the lane's bytes back a megabyte at a time instead of a
+   * checkpoint's worth at once, which held every round's journal fdatasync
+   * behind it. A failure is a checkpoint's: the segment is given up and the
+   * journal kept until the next start.
+   */
+  #writeBack(lane: LaneState): void {
+    lane.unsyncedBytes = 0;
+    lane.writingBack = true;
+    this.#writebacks++;
+    this.#stats.addWriteback();
+    // Not in siglake_wal_fsync_seconds: that is the request path's syncs.
+    void lane.writer
+      .sync()
+      .catch((e: unknown) => {
+        this.#stats.addWriteError();
+        this.#pinJournal(lane, e, 'an early fdatasync of a segment');
+      })
+      .finally(() => {
+        lane.writingBack = false;
+        this.#writebacks--;
+      });
+  }
+
   #syncNow(lane: LaneState): void {
     const t0 = performance.now();
     try {
@@ -758,7 +812,7 @@ export class ShardLoop {
     if (
       journal !== null &&
       this.#checkpoint === null &&
-      (journal.fileSize >= CHECKPOINT_BYTES || (now - this.#lastCheckpoint >= this.#checkpointMs && (this.#sinceCheckpoint.size > 0 || journal.fileCount > 0)))
+      (journal.bytesSinceRotate >= CHECKPOINT_BYTES || (now - this.#lastCheckpoint >= this.#checkpointMs && (this.#sinceCheckpoint.size > 0 || journal.fileCount > 0)))
     ) {
       this.#startCheckpoint();
     }

@@ -33,7 +33,16 @@ export function laneRecords(dir: string): string[] {
  */
 export function journaledLane(
   wal: string,
-  opts: { journalName?: string; journalOps: FileOps; laneOps: FileOps; segmentBytes: number; unconfirmedFlushes?: 1 | 2 },
+  opts: {
+    journalName?: string;
+    journalOps: FileOps;
+    laneOps: FileOps;
+    segmentBytes: number;
+    unconfirmedFlushes?: 1 | 2;
+    /** The journal's spares (ShardJournalOptions): off unless given. */
+    recycle?: boolean;
+    prefillBytes?: number;
+  },
 ): {
   journalDir: string;
   journal: ShardJournal;
@@ -45,7 +54,7 @@ export function journaledLane(
   restart: () => { replay: ReturnType<typeof replayJournalDir>; repair: ReturnType<typeof repairLane>; records: string[] };
 } {
   const journalDir = join(wal, JOURNAL_ROOT, opts.journalName ?? journalDirName(0, 1));
-  const journal = new ShardJournal({ dir: journalDir, ops: opts.journalOps });
+  const journal = new ShardJournal({ dir: journalDir, ops: opts.journalOps, recycle: opts.recycle ?? false, prefillBytes: opts.prefillBytes ?? 0 });
   const dir = laneDir(wal, 'acme', LOGS_TABLE);
   const tag = laneTag(wal, dir);
   const lane = new LaneWriter({

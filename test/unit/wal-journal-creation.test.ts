@@ -14,7 +14,7 @@ import { walVerify } from '../../src/wal/commands.js';
 import { FdCache } from '../../src/wal/fd-cache.js';
 import { NODE_FILE_OPS, type FileOps } from '../../src/wal/file-ops.js';
 import { formatSegmentName, RecordType, SEGMENT_HEADER_SIZE } from '../../src/wal/format.js';
-import { decodeJournal, formatJournalName, JOURNAL_ROOT, JOURNAL_VERSION, journalDirName } from '../../src/wal/journal-format.js';
+import { decodeJournal, encodeEntryHeader, formatJournalName, JOURNAL_ROOT, JOURNAL_VERSION, journalDirName } from '../../src/wal/journal-format.js';
 import { laneTag, listJournalFiles, replayJournalDir, ShardJournal } from '../../src/wal/journal.js';
 import { LaneWriter } from '../../src/wal/lane-writer.js';
 import { laneDir, listLaneDirs, LOGS_TABLE, TRACES_TABLE } from '../../src/wal/layout.js';
@@ -242,12 +242,20 @@ describe('a machine crash before the checkpoint', () => {
 });
 
 describe('journal version 1 (written before segments were created unsynced)', () => {
-  /** Rewrites the journal file's header as version 1 (with its CRC). */
+  /**
+   * Rewrites the journal file as version 1 wrote it: its header's version
+   * (with its CRC), each entry's CRC unseeded, and no terminator after the entries.
+   */
   function asVersion1(file: string): void {
     const b = readFileSync(file);
+    const j = decodeJournal(b);
+    for (const e of j.entries) {
+      const tag = Buffer.from(e.tag, 'utf8');
+      encodeEntryHeader(b, e.at, tag, e.segment, e.offset, e.body.length, e.records);
+    }
     b.writeUInt16LE(1, 4);
     b.writeUInt32LE(crc32c(b.subarray(0, 28)), 28);
-    writeFileSync(file, b);
+    writeFileSync(file, b.subarray(0, j.stop.offset));
   }
 
   it('still skips an entry whose segment is gone or shorter than a header: there the compactor retired it', () => {
