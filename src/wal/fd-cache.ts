@@ -32,8 +32,10 @@ export interface FdHandle {
   readonly busy: number;
   /** No longer a lane's live segment: never reopened. */
   readonly retired: boolean;
-  /** A failed fdatasync at eviction, kept for the owner's next sync(). */
+  /** A failed fdatasync (at eviction, or an async one), kept for the owner's next sync(). */
   readonly error: Error | null;
+  /** What waits for every async fdatasync of the handle in flight, or null when none is. */
+  readonly inflight: Promise<void> | null;
 }
 
 interface Entry {
@@ -44,7 +46,11 @@ interface Entry {
   retired: boolean;
   error: Error | null;
   inLru: boolean;
-  /** The newest async fdatasync in flight; it covers every write made before it started. */
+  /**
+   * Every async fdatasync in flight, together: the newest covers every write
+   * made before it started, but an error only one of them reports (Linux
+   * reports a writeback error once per open file) is learnt by waiting on all.
+   */
   inflight: Promise<void> | null;
 }
 
@@ -113,7 +119,9 @@ export class FdCache {
 
   /**
    * Makes everything written through this handle durable: an async fdatasync
-   * if it is dirty, else the one already in flight, if any.
+   * if it is dirty, and every one already in flight. A failure stays on the
+   * handle (a later sync() rejects with it once more): after a failed
+   * fdatasync the file's pages may be gone, and a new fdatasync would say 0.
    */
   sync(handle: FdHandle): Promise<void> {
     const e = handle as Entry;
@@ -123,13 +131,33 @@ export class FdCache {
     if (!e.dirty || e.fd < 0) return e.inflight ?? Promise.resolve();
     e.dirty = false;
     e.busy++;
-    const p = this.#ops.fdatasync(e.fd).finally(() => {
-      e.busy--;
-      if (e.inflight === p) e.inflight = null;
-      this.#closeIfIdle(e);
-    });
-    e.inflight = p;
-    return p;
+    const p = this.#ops
+      .fdatasync(e.fd)
+      .catch((failure: unknown) => {
+        e.error ??= failure as Error;
+        throw failure;
+      })
+      .finally(() => {
+        e.busy--;
+        this.#closeIfIdle(e);
+      });
+    return this.#track(e, p);
+  }
+
+  /** Makes `e.inflight` wait for `p` too, until every sync in flight has returned. */
+  #track(e: Entry, p: Promise<void>): Promise<void> {
+    const prev = e.inflight;
+    const all = prev === null ? p : Promise.all([prev, p]).then(() => undefined);
+    e.inflight = all;
+    all.then(
+      () => {
+        if (e.inflight === all) e.inflight = null;
+      },
+      () => {
+        if (e.inflight === all) e.inflight = null;
+      },
+    );
+    return all;
   }
 
   /**
@@ -225,15 +253,13 @@ export class FdCache {
     const p = this.#ops
       .fdatasync(fd)
       .catch((err: unknown) => {
-        e.dirty = true;
+        e.error ??= err as Error;
         throw err;
       })
       .finally(() => {
-        if (e.inflight === p) e.inflight = null;
         this.#ops.close(fd);
       });
-    e.inflight = p;
-    return p;
+    return this.#track(e, p);
   }
 
   /** As #syncClosed, blocking this thread. */

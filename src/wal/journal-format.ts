@@ -199,7 +199,7 @@ export type JournalStop =
 export interface DecodedJournal {
   /** 0 when the header is bad or torn (then there are no entries). */
   readonly number: number;
-  /** The header's version (1 or 2); 0 when the header is bad or torn. */
+  /** The header's version (1, 2 or 3); 0 when the header is bad or torn. */
   readonly version: number;
   readonly entries: JournalEntry[];
   readonly stop: JournalStop;

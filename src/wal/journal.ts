@@ -73,7 +73,7 @@ const MIN_SPARE_BYTES = 1024 * 1024;
  */
 const PREFILL_CHUNK = 4 * 1024 * 1024;
 const ZEROS = new Uint8Array(PREFILL_CHUNK);
-/** The first spare is prefilled once the life's first file holds this much (a journal under load, not one that took a few requests). */
+/** The first spare is prefilled once a journal file of the life holds this much (a journal under load, not one that took a few requests). */
 const PREFILL_AFTER_BYTES = 1024 * 1024;
 /** Written after every round's entries: where a reader finds it, the file's entries end. */
 const TERMINATOR = new Uint8Array(ENTRY_HEADER_SIZE);
@@ -253,12 +253,12 @@ export class ShardJournal {
         if (!this.#prefillStarted && this.#size >= PREFILL_AFTER_BYTES) this.#startPrefill();
         return done;
       } catch (err) {
-        // A new file is cut back to its last whole entry. A spare is given
-        // up: past the failed write it holds its earlier bytes, and only a
-        // terminator written again would end its entries there.
+        // Cut back to the last whole entry (a spare too: whole entries of the
+        // failed round would check under its seed, and its earlier bytes
+        // would be read past them), or give the file up when that fails.
         try {
-          if (this.#reusedLength > 0) this.#giveUpFile();
-          else this.#ops.ftruncate(this.#fd, start);
+          this.#ops.ftruncate(this.#fd, start);
+          this.#reusedLength = Math.min(this.#reusedLength, start);
         } catch {
           this.#giveUpFile();
         }
@@ -330,26 +330,40 @@ export class ShardJournal {
       const n = this.#files[i]!;
       if (n > upTo || (n === this.#number && this.#fd >= 0)) continue;
       const path = join(this.#dir, formatJournalName(n));
-      try {
-        const size = this.#recycle && !this.#closed ? sizeOf(path) : 0;
-        if (size >= MIN_SPARE_BYTES && (this.#spares.length < MAX_SPARES || size > this.#spares[this.#spares.length - 1]!.size)) {
-          const name = formatSpareName(n);
-          this.#ops.rename(path, join(this.#dir, name));
-          this.#spares.push({ name, size });
-          this.#spares.sort((a, b) => b.size - a.size);
-          // Keep the largest: the smallest one beyond MAX_SPARES goes.
-          for (const gone of this.#spares.splice(MAX_SPARES)) this.#ops.unlink(join(this.#dir, gone.name));
-        } else {
+      if (!this.#keepAsSpare(n, path)) {
+        try {
           this.#ops.unlink(path);
+        } catch (err) {
+          if (errnoCode(err) !== 'ENOENT') throw err;
         }
-      } catch (err) {
-        if (errnoCode(err) !== 'ENOENT') throw err;
       }
       this.#files.splice(i, 1);
       removed++;
     }
     if (removed > 0) this.#ops.fsyncDir(this.#dir);
     return removed;
+  }
+
+  /**
+   * Renames retired file `n` to a spare when recycling, it is long enough and
+   * one of the two largest; false when it is to be deleted instead (a failed
+   * rename too: the file is then deleted like any other).
+   */
+  #keepAsSpare(n: number, path: string): boolean {
+    if (!this.#recycle || this.#closed) return false;
+    const size = sizeOf(path);
+    if (size < MIN_SPARE_BYTES || (this.#spares.length >= MAX_SPARES && size <= this.#spares[this.#spares.length - 1]!.size)) return false;
+    const name = formatSpareName(n);
+    try {
+      this.#ops.rename(path, join(this.#dir, name));
+    } catch {
+      return false;
+    }
+    this.#spares.push({ name, size });
+    this.#spares.sort((a, b) => b.size - a.size);
+    // Keep the largest: the smallest one beyond MAX_SPARES goes (left behind if that fails: replay deletes it).
+    for (const gone of this.#spares.splice(MAX_SPARES)) unlinkQuietly(this.#ops, join(this.#dir, gone.name));
+    return true;
   }
 
   /** Closes the open file without deleting any journal file; the spares go (a next life makes its own). */
@@ -381,7 +395,7 @@ export class ShardJournal {
   }
 
   /**
-   * Makes the next journal file: the oldest spare renamed (its earlier bytes
+   * Makes the next journal file: the largest spare renamed (its earlier bytes
    * stay, past a terminator), else a new file; then its header and a
    * terminator, fdatasync, fsync of the directory.
    */
@@ -430,8 +444,8 @@ export class ShardJournal {
   }
 
   /**
-   * The life's first spare, when prefilling is on and the first file holds
-   * PREFILL_AFTER_BYTES: a file of zeros written
+   * The life's first spare, when prefilling is on and a journal file of
+   * this life first holds PREFILL_AFTER_BYTES: a file of zeros written
    * and fdatasynced in steps on libuv's pool (so that no one sync holds the
    * disk long while rounds sync), then named as a spare. Until it is ready,
    * and whenever it fails, the journal appends to new files as before; from
@@ -691,7 +705,8 @@ export function replayJournalDir(
   for (const laneDir of created) NODE_FILE_OPS.fsyncDir(laneDir);
   for (const n of files) unlinkSync(join(dir, formatJournalName(n)));
   // A spare holds no entry this life needs (what it held was retired by a checkpoint): the next life makes its own.
-  for (const name of listSpares(dir)) unlinkQuietly(ops, join(dir, name));
+  const spares = listSpares(dir);
+  for (const name of spares) unlinkQuietly(ops, join(dir, name));
   if (opts.removeDir) {
     try {
       rmdirSync(dir);
@@ -699,7 +714,7 @@ export function replayJournalDir(
       if (errnoCode(err) !== 'ENOENT') throw err;
     }
     NODE_FILE_OPS.fsyncDir(dirname(dir));
-  } else if (files.length > 0) {
+  } else if (files.length > 0 || spares.length > 0) {
     NODE_FILE_OPS.fsyncDir(dir);
   }
   return { files: files.length, entries, present, rewritten, rewrittenRecords, skipped, recreated, stops };

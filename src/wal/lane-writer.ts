@@ -387,6 +387,9 @@ export class LaneWriter {
       try {
         this.#ops.ftruncate(this.#cache.fd(h), start);
         this.#size = start;
+        // The cut is a change to sync, even when a sync in flight (an early
+        // writeback) had made the handle clean.
+        this.#cache.markDirty(h);
         this.#cache.syncNow(h);
         if (this.#journaled && first === null) this.#finished(segment);
       } catch (err) {
@@ -473,7 +476,9 @@ export class LaneWriter {
     } catch {
       // Not thrown without `durable`; a close error stays on the handle for the checkpoint's sync.
     }
-    if (h.dirty || h.error !== null) this.#pending.push(h);
+    // Also one whose fdatasync is in flight (an early writeback): the
+    // checkpoint must wait for it, and learn of its failure.
+    if (h.dirty || h.error !== null || h.inflight !== null) this.#pending.push(h);
   }
 
   // ---------------------------------------------------------------- writing
@@ -629,6 +634,10 @@ export class LaneWriter {
     } catch {
       // Closing a descriptor we are giving up on: nothing more to learn from it.
     }
+    // Journaled: a segment given up with a sync in flight (an early writeback)
+    // or unsynced bytes stays the checkpoint's to wait for, so that its
+    // failure is learnt before the journal that holds its records is retired.
+    if (this.#journaled && (h.dirty || h.error !== null || h.inflight !== null) && !this.#pending.includes(h)) this.#pending.push(h);
   }
 
   // ---------------------------------------------------------------- segments

@@ -72,6 +72,8 @@ const HOUSEKEEPING_MS = 1000;
 const CHECKPOINT_BYTES = 256 * 1024 * 1024;
 /** Journaled: a lane that wrote this much since its last sync has its live segment fdatasynced early (#writeBack). */
 const WRITEBACK_BYTES = 1024 * 1024;
+/** Early writebacks in flight per worker at most (each may hold a descriptor the LRU evicted meanwhile). */
+const MAX_WRITEBACKS = 2;
 /** …or this long after the last one began, if anything was journaled since. */
 const CHECKPOINT_MS = 10_000;
 /**
@@ -197,11 +199,13 @@ export class ShardLoop {
     const budget = Math.max(1, args.settings.maxOpenFiles);
     // --wal-max-open-files covers the journal too: in batch mode one descriptor
     // is the journal's, one is for a sync of a closed segment on the request
-    // path (a refused round's), one for the spare being prefilled (or a journal
-    // file given up while its sync is in flight), and the checkpoint's syncs in
-    // flight hold at most #checkpointParallel more (a fresh one or a cached one kept open).
+    // path (a refused round's), one for the spare being prefilled, one for a
+    // journal file given up while its sync is in flight, MAX_WRITEBACKS for
+    // segments the LRU evicted while their early writeback runs, and the
+    // checkpoint's syncs in flight hold at most #checkpointParallel more (a
+    // fresh one or a cached one kept open).
     this.#checkpointParallel = budget >= 64 ? CHECKPOINT_PARALLEL : 1;
-    const cached = journaled ? Math.max(1, budget - 3 - this.#checkpointParallel) : budget;
+    const cached = journaled ? Math.max(1, budget - 4 - MAX_WRITEBACKS - this.#checkpointParallel) : budget;
     this.#fds = new FdCache(cached, undefined, { lazyEviction: journaled });
     this.#journal = journaled
       ? new ShardJournal({
@@ -482,7 +486,7 @@ export class ShardLoop {
         lane.dirty = true;
         if (journal !== null) {
           lane.unsyncedBytes += bytes;
-          if (lane.unsyncedBytes >= WRITEBACK_BYTES && !lane.writingBack) this.#writeBack(lane);
+          if (lane.unsyncedBytes >= WRITEBACK_BYTES && !lane.writingBack && this.#writebacks < MAX_WRITEBACKS) this.#writeBack(lane);
         }
       } catch (e) {
         lane.failure = writeFailure(e);
