@@ -206,7 +206,7 @@ export const SETTINGS = {
     flag: '--wal-journal-prefill-mib',
     category: 'wal',
     default: 32,
-    doc: "`batch` mode: the first spare of each worker's commit journal (until recycling provides them) is a file of this many MiB of zeros, written and fdatasynced on the thread pool after start-up. 0: the journal appends to new files until the first checkpoint retires one.",
+    doc: "`batch` mode: the first spare of each worker's commit journal (until recycling provides them) is a file of this many MiB of zeros, written and fdatasynced on the thread pool once a journal file of the life holds 1 MiB. 0: the journal appends to new files until the first checkpoint retires one.",
     parse: integer({ min: 0, max: 1024 }),
   }),
   walSegmentBytes: def<number>({
