@@ -326,16 +326,21 @@ async function siglakeCounts(port) {
   let ok = 0;
   let all = 0;
   let syncs = 0;
+  // 499: the client closed the connection before the answer. wrk does that to
+  // the requests in flight when its time is up (at most one per connection);
+  // its own timeouts it reports as socket errors, which count.
+  let abandoned = 0;
   for (const line of text.split('\n')) {
     const f = /^siglake_wal_fsync_seconds_count(?:\{[^}]*\})? (\d+)/.exec(line);
     if (f) syncs += Number(f[1]);
     const m = /^siglake_ingest_requests_total\{endpoint="[^"]+",status="(\d+)"\} (\d+)/.exec(line);
     if (m) {
-      all += Number(m[2]);
+      if (m[1] === '499') abandoned += Number(m[2]);
+      else all += Number(m[2]);
       if (m[1] === '200') ok += Number(m[2]);
     }
   }
-  return { ok, all, syncs };
+  return { ok, all, syncs, abandoned };
 }
 
 // ---- measuring a row ---------------------------------------------------------
@@ -384,9 +389,10 @@ async function measureServer(row, srv, extra) {
       r.errors = Math.max(r.errors, after.all - before.all - (after.ok - before.ok));
       // Group commit at work: requests answered per fdatasync (batch mode).
       r.reqPerSync = after.syncs > before.syncs ? (after.all - before.all) / (after.syncs - before.syncs) : NaN;
+      r.abandoned = after.abandoned - before.abandoned;
     }
     runs.push(r);
-    log(`    run ${i + 1}/${RUNS}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, errors ${r.errors}; CPU µs/request: main thread ${r.cpuMainUs.toFixed(1)}, process ${r.cpuAllUs.toFixed(1)}${Number.isFinite(r.reqPerSync) ? `; ${r.reqPerSync.toFixed(1)} requests per fdatasync` : ''}`);
+    log(`    run ${i + 1}/${RUNS}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, errors ${r.errors}${r.abandoned > 0 ? ` (and ${r.abandoned} abandoned by the client when its time was up, 499)` : ''}; CPU µs/request: main thread ${r.cpuMainUs.toFixed(1)}, process ${r.cpuAllUs.toFixed(1)}${Number.isFinite(r.reqPerSync) ? `; ${r.reqPerSync.toFixed(1)} requests per fdatasync` : ''}`);
   }
   const ps = procStatus(srv.child.pid);
   const rps = median(runs.map((r) => r.rps));
