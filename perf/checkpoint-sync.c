@@ -8,10 +8,14 @@
 // (utime + stime of every thread, getrusage) and the machine's busy time
 // (/proc/stat: syncfs hands its writeback to the kernel's flusher threads,
 // which the process is not charged for; anything else running is counted
-// too) per method, medians over the rounds. Node has no syncfs; this measures whether an addon would pay.
+// too) per method, medians over the rounds.
 //
 //   cc -O2 -pthread -o /tmp/checkpoint-sync perf/checkpoint-sync.c
 //   /tmp/checkpoint-sync DIR [FILES=10000] [BYTES=1100] [THREADS=4] [ROUNDS=6]
+//
+// Alone, one syncfs is 20-40x faster; inside Siglake (a prototype addon) it
+// did not pay, since the writeback burst it starts holds the rounds' journal
+// fdatasyncs: docs/performance.md, "Where the 10,000-tenant row's CPU goes".
 //
 // DIR should be on the file system the WAL would use; syncfs writes back every
 // dirty file of that file system, other processes' included.
