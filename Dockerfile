@@ -8,10 +8,18 @@
 # Checked without a Docker engine by test/integration/docker-image.test.ts.
 
 FROM node:20-bookworm-slim AS build
+# node-gyp builds Siglake's native addon (native/: the OTLP walk and the WAL's
+# page-cache release) with a C compiler, make and python3; the build fails
+# rather than ship an image without it.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gcc g++ make python3 \
+ && rm -rf /var/lib/apt/lists/*
+ENV SIGLAKE_NATIVE_BUILD=required
 WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json ./
+COPY native ./native
 COPY src ./src
 COPY proto ./proto
 RUN npm run build && npm prune --omit=dev
@@ -26,6 +34,7 @@ RUN groupadd --system --gid 10001 siglake \
 COPY --from=build --chown=siglake:siglake /src/package.json ./
 COPY --from=build --chown=siglake:siglake /src/node_modules ./node_modules
 COPY --from=build --chown=siglake:siglake /src/dist ./dist
+COPY --from=build --chown=siglake:siglake /src/native/build/Release/siglake_native.node ./native/build/Release/siglake_native.node
 COPY --from=build --chown=siglake:siglake /src/proto ./proto
 USER siglake
 ENV SIGLAKE_WAL_DIR=/var/lib/siglake/wal

@@ -161,6 +161,14 @@ export const SETTINGS = {
     doc: 'Writer worker threads. Each owns a shard of the (tenant, index) lanes and their WAL files.',
     parse: integer({ min: 1, max: 256 }),
   }),
+  otlpWalk: def<'auto' | 'native' | 'js'>({
+    key: 'ingester.otlpWalk',
+    flag: '--otlp-walk',
+    category: 'ingester',
+    default: 'auto',
+    doc: "The fast protobuf walk that validates every OTLP body before the exact one (which words refusals): `native`, the C addon `npm run build` compiles (about twice as fast on large bodies; start-up fails when it does not load); `js`, the JavaScript walk; `auto`, the addon when it loads, else the JavaScript walk with a warning. Both accept and refuse exactly the same bodies.",
+    parse: oneOf(['auto', 'native', 'js'] as const),
+  }),
   walDir: def<string>({
     key: 'ingester.walDir',
     flag: '--wal-dir',
@@ -192,6 +200,14 @@ export const SETTINGS = {
     default: 1,
     doc: '`batch` mode: rounds a writer worker keeps in flight. 2 writes the next round while the last one\'s commit-journal fdatasync runs (on the thread pool), for disks whose fdatasync is slow next to a round\'s work (network block storage); on a local disk with a fast fdatasync it measured slower (docs/performance.md). Acknowledgement still follows each round\'s own fdatasync.',
     parse: integer({ min: 1, max: 2 }),
+  }),
+  walDropSyncedPages: def<boolean>({
+    key: 'ingester.wal.dropSyncedPages',
+    flag: '--wal-drop-synced-pages',
+    category: 'wal',
+    default: true,
+    doc: "Once a WAL segment's bytes are durable, drop their pages from the page cache (posix_fadvise DONTNEED, as PostgreSQL does for its WAL): segments are written once and read again only by the compactor, which then reads them from disk. Needs the native addon `npm run build` compiles; without it (a warning at start-up) pages are left to the kernel. `--wal-drop-synced-pages=false` turns it off.",
+    parse: boolean,
   }),
   walJournalRecycle: def<boolean>({
     key: 'ingester.wal.journalRecycle',

@@ -29,6 +29,9 @@ import { SHARD_TASK_URL, type WorkerSettings } from '../shard/protocol.js';
 import { GrpcAcceptor } from './grpc-acceptor.js';
 import { HttpAcceptor } from './http-acceptor.js';
 import { loadUws } from './uws-loader.js';
+import { useOtlpWalk } from '../otlp/wire-validator.js';
+import { ConfigError } from '../errors.js';
+import { dropSyncedPagesOps } from '../wal/page-cache.js';
 import { replayForeignJournals } from '../wal/journal.js';
 
 export interface IngesterOptions {
@@ -62,6 +65,14 @@ export class Ingester {
     const log = opts.log;
     const { uws, native, failure } = loadUws(s.allowUwsFallback);
     if (!native) log.warn({ reason: failure }, 'uWebSockets.js runs on its JavaScript fallback: expect a fraction of the throughput');
+    const walk = useOtlpWalk(s.otlpWalk);
+    if (walk.failure !== undefined) {
+      if (s.otlpWalk === 'native') throw new ConfigError(`${walk.failure}; refusing to start with --otlp-walk native (auto falls back to the JavaScript walk)`);
+      log.warn({ reason: walk.failure }, 'OTLP bodies are validated by the JavaScript walk: slower on large bodies');
+    }
+    const dropPages = s.walDropSyncedPages ? dropSyncedPagesOps() : undefined;
+    if (dropPages?.failure !== undefined) log.warn({ reason: dropPages.failure }, 'WAL segment pages are left in the page cache (--wal-drop-synced-pages needs the native addon)');
+    log.info({ walk: walk.walk, dropSyncedPages: dropPages !== undefined && dropPages.failure === undefined }, 'native code');
 
     const registry = new client.Registry();
     this.#compactor = s.compactorEnabled ? new InProcessCompactor({ settings: s, log, registry }) : undefined;
@@ -97,11 +108,13 @@ export class Ingester {
       walFsyncIntervalMs: s.walFsyncIntervalMs,
       walRoundsInFlight: s.walRoundsInFlight,
       walJournalRecycle: s.walJournalRecycle,
+      walDropSyncedPages: s.walDropSyncedPages,
       walJournalPrefillBytes: s.walJournalPrefillMib * 1024 * 1024,
       walSegmentBytes: s.walSegmentBytes,
       walSegmentMaxAgeSecs: s.walSegmentMaxAgeSecs,
       maxOpenFiles: Math.max(1, Math.floor(s.walMaxOpenFiles / s.workers)),
       maxRequestBytes: s.maxRequestBytes,
+      otlpWalk: s.otlpWalk,
       logLevel: s.logLevel,
     };
     this.#pool = new Piscina({

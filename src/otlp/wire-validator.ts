@@ -34,6 +34,11 @@
 //   is synchronous, so one is enough for all calls of a thread).
 // Rare encodings it gives up on, leaving them to the exact walk: tags of 3 or
 // more bytes (field numbers from 2048), lengths of 5 or more bytes.
+//
+// The fast walk also exists in C (native/otlp-walk.c, src/native/otlp-walk.ts),
+// with the same table, rules and give-ups: --otlp-walk picks it (`native`),
+// this file's (`js`), or the native one when it loads (`auto`, the default).
+// useOtlpWalk() sets it for the thread; until then `auto` holds.
 
 import { isUtf8 } from 'node:buffer';
 import {
@@ -56,6 +61,7 @@ import {
   type Signal,
 } from './schema.js';
 import { unknownSignal, validateExportRequestExact } from './wire-validator-exact.js';
+import { loadNativeWalk, type NativeWalk } from '../native/otlp-walk.js';
 
 export { unknownSignal, validateExportRequestExact } from './wire-validator-exact.js';
 
@@ -67,8 +73,40 @@ export { unknownSignal, validateExportRequestExact } from './wire-validator-exac
 export function validateExportRequest(signal: Signal, bytes: Uint8Array): number {
   const msg = ROOT_MSG[signal];
   if (msg === undefined) throw unknownSignal(signal);
-  const n = fastWalk(msg, bytes);
+  const n = nativeWalk !== null ? nativeWalk.walk(msg, bytes) : fastWalk(msg, bytes);
   return n >= 0 ? n : validateExportRequestExact(signal, bytes);
+}
+
+/** --otlp-walk: which fast walk runs in front of the exact one. */
+export type OtlpWalk = 'auto' | 'native' | 'js';
+
+/** The walk validateExportRequest runs: `native` (the addon) or `js`, and why the addon is not used. */
+export interface OtlpWalkChoice {
+  walk: 'native' | 'js';
+  /** Set when `auto` or `native` was asked for and the addon did not load. */
+  failure?: string;
+}
+
+/**
+ * Chooses this thread's fast walk. `native` and `auto` load the addon (once
+ * per thread); when it does not load, the JS walk is used and `failure` says
+ * why (the caller refuses to start for `native`).
+ */
+export function useOtlpWalk(mode: OtlpWalk): OtlpWalkChoice {
+  if (mode === 'js') {
+    nativeWalk = null;
+    return { walk: 'js' };
+  }
+  if (nativeLoad === undefined) {
+    const r = loadNativeWalk({ actions: ACTIONS, anyValue: ANY_VALUE, maxAnyDepth: MAX_ANY_DEPTH, stackCap: STACK.length, layout: WALK_LAYOUT });
+    nativeLoad = r.walk !== null ? r.walk : r.failure;
+  }
+  if (typeof nativeLoad === 'string') {
+    nativeWalk = null;
+    return { walk: 'js', failure: nativeLoad };
+  }
+  nativeWalk = nativeLoad;
+  return { walk: 'native' };
 }
 
 // ---- the action table ----------------------------------------------------------
@@ -87,11 +125,13 @@ const ACT_ID_SHIFT = 4;
 const ACT_COUNTS = 1 << 9;
 const ACT_ANY = 1 << 10;
 const ACT_MSG_SHIFT = 16;
+/** The op codes and action bits, in the order native/otlp-walk.c checks them. */
+const WALK_LAYOUT = Int32Array.from([OP_GIVE_UP, OP_VARINT, OP_I64, OP_I32, OP_SKIP, OP_STRING, OP_ID, OP_MSG, ACT_ID_SHIFT, ACT_COUNTS, ACT_ANY, ACT_MSG_SHIFT]);
 
 /** What an unknown field of each wire type does: skipped, or given up on (groups, 6, 7). */
 const UNKNOWN_ACTION: Int32Array = Int32Array.from([OP_VARINT, OP_I64, OP_SKIP, OP_GIVE_UP, OP_GIVE_UP, OP_I32, OP_GIVE_UP, OP_GIVE_UP]);
 
-/** ACTIONS[msg << 8 | tag] for each message and each tag value below 256 (field numbers 0-31); exported for perf/native-walk. */
+/** ACTIONS[msg << 8 | tag] for each message and each tag value below 256 (field numbers 0-31); exported for the tests, and handed to the native walk (native/otlp-walk.c). */
 export const ACTIONS: Int32Array = (() => {
   const maxField = MSG_MAX_FIELD.reduce((a, b) => Math.max(a, b), 0);
   if (maxField > 31) throw new Error(`wire-validator: field ${maxField} does not fit the 256-tag action table`);
@@ -133,6 +173,11 @@ const MAX_ANY_DEPTH: number = MAX_ANY_VALUE_DEPTH;
 const STACK = new Int32Array(2 * (16 + 3 * (MAX_ANY_VALUE_DEPTH + 1)));
 
 const utf8 = isUtf8;
+
+/** The addon's walk when this thread uses it. */
+let nativeWalk: NativeWalk | null = null;
+/** The addon once loaded, or why it did not load; undefined: not tried yet. */
+let nativeLoad: NativeWalk | string | undefined;
 
 /** Runs longer than this are scanned for plain ASCII a word at a time (shorter ones byte by byte). */
 const WORD_SCAN_MIN = 16;
@@ -302,3 +347,6 @@ function utf8Run(bytes: Uint8Array, words: Int32Array, start: number, end: numbe
   if (i === end) return true;
   return utf8(new Uint8Array(bytes.buffer, bytes.byteOffset + start, end - start));
 }
+
+// `auto` until the thread chooses (every constant the loader reads is set by now).
+useOtlpWalk('auto');

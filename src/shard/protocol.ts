@@ -12,6 +12,8 @@ export interface WorkerSettings {
   walRoundsInFlight: number;
   /** `batch` mode: keep retired commit-journal files as spares for reuse. */
   walJournalRecycle: boolean;
+  /** Segment files: drop the pages an fdatasync made durable (the acceptor checked the addon loads). */
+  walDropSyncedPages: boolean;
   /** `batch` mode: bytes of zeros the journal's first spare is prefilled with (0: none). */
   walJournalPrefillBytes: number;
   walSegmentBytes: number;
@@ -19,6 +21,8 @@ export interface WorkerSettings {
   /** This worker's share of --wal-max-open-files. */
   maxOpenFiles: number;
   maxRequestBytes: number;
+  /** --otlp-walk (the acceptor checked that `native` loads). */
+  otlpWalk: 'auto' | 'native' | 'js';
   logLevel: string;
 }
 

@@ -53,6 +53,8 @@ import { ControlWord, type ShardExit, type ShardTaskArgs } from '../shard/protoc
 import { createLogger, LogThrottle, type Logger } from '../log.js';
 import { WorkerStats } from '../metrics/worker-stats.js';
 import { FdCache } from '../wal/fd-cache.js';
+import { useOtlpWalk } from '../otlp/wire-validator.js';
+import { dropSyncedPagesOps } from '../wal/page-cache.js';
 import { laneTag, replayJournalDir, ShardJournal } from '../wal/journal.js';
 import { JOURNAL_ROOT, journalDirName } from '../wal/journal-format.js';
 import { join } from 'node:path';
@@ -206,7 +208,7 @@ export class ShardLoop {
     // fresh one or a cached one kept open).
     this.#checkpointParallel = budget >= 64 ? CHECKPOINT_PARALLEL : 1;
     const cached = journaled ? Math.max(1, budget - 4 - MAX_WRITEBACKS - this.#checkpointParallel) : budget;
-    this.#fds = new FdCache(cached, undefined, { lazyEviction: journaled });
+    this.#fds = new FdCache(cached, args.settings.walDropSyncedPages ? dropSyncedPagesOps().ops : undefined, { lazyEviction: journaled });
     this.#journal = journaled
       ? new ShardJournal({
           dir: this.#journalDir(),
@@ -217,6 +219,9 @@ export class ShardLoop {
       : null;
     this.#pipelined = journaled && args.settings.walRoundsInFlight === 2;
     this.#decoder = new BodyDecoder(args.settings.maxRequestBytes);
+    // The acceptor loaded the addon already when it is to be used; a thread may still fail to.
+    const walk = useOtlpWalk(args.settings.otlpWalk);
+    if (walk.failure !== undefined && args.settings.otlpWalk === 'native') this.#log.error({ reason: walk.failure }, 'native OTLP walk did not load in this worker: the JavaScript walk validates its bodies');
     Atomics.store(this.#control, ControlWord.THREAD_ID, threadId);
   }
 

@@ -240,9 +240,10 @@ describe('the Dockerfile build, without Docker', () => {
         made.add(path.posix.join(buildWorkdir, src));
       }
     }
-    // What the build stage's RUN lines make: node_modules (npm ci) and dist (npm run build).
+    // What the build stage's RUN lines make: node_modules (npm ci), dist and the native addon (npm run build).
     made.add(path.posix.join(buildWorkdir, 'node_modules'));
     made.add(path.posix.join(buildWorkdir, 'dist'));
+    made.add(path.posix.join(buildWorkdir, 'native/build/Release/siglake_native.node'));
     const fromBuild = stages[1]!.instructions.filter((i) => i.op === 'COPY');
     expect(fromBuild.length).toBeGreaterThan(0);
     for (const ins of fromBuild) {

@@ -8,8 +8,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SETTINGS, envName, settingNames } from '../../src/config/settings.js';
-import { get } from '../helpers/http.js';
-import { CLI, REPO, listFiles, runCli, startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
+import { get, post } from '../helpers/http.js';
+import { CLI, REPO, listFiles, runCli, startIngester, tempDir, walDump, type RunningIngester } from '../helpers/ingester.js';
+import { logsProto } from '../helpers/otlp-bodies.js';
 
 describe('start-up', () => {
   let ing: RunningIngester;
@@ -209,5 +210,58 @@ describe('configuration errors stop start-up with exit code 2 and one line', () 
       expect(row.startsWith(`| \`${SETTINGS[n].key}\` |`), row).toBe(true);
       expect(row).toContain(envName(SETTINGS[n].flag));
     }
+  });
+});
+
+describe('the native addon (--otlp-walk, --wal-drop-synced-pages)', () => {
+  const nativeLine = (ing: RunningIngester) => ing.logs.find((l) => l.msg === 'native code');
+
+  it('is used by default: the native walk validates, and synced segment pages are dropped', async () => {
+    const ing = await startIngester();
+    try {
+      expect(nativeLine(ing)).toMatchObject({ walk: 'native', dropSyncedPages: true });
+      const ok = await post(ing.url, '/v1/logs', logsProto(['native walk']));
+      expect(ok.status).toBe(200);
+      // A body the walk refuses is refused with the exact walk's words.
+      const bad = await post(ing.url, '/v1/logs', Uint8Array.from([0x0a, 0x05, 0x12, 0x03, 0x1a, 0x01, 0xff]));
+      expect(bad.status).toBe(400);
+      expect(new TextDecoder().decode(bad.body)).toContain('SIGLAKE_BAD_BODY');
+      expect(walDump(ing.walDir).map((d) => d.texts)).toEqual([['native walk']]);
+    } finally {
+      expect(await ing.stop()).toBe(0);
+    }
+  });
+
+  it('without the addon, auto falls back with a warning for each, and serves the same', async () => {
+    const ing = await startIngester({ env: { SIGLAKE_TEST_NATIVE_PATH: '/nonexistent/siglake_native.node' } });
+    try {
+      const warnings = ing.logs.filter((l) => l.level === 40).map((l) => l.msg);
+      expect(warnings).toContain('OTLP bodies are validated by the JavaScript walk: slower on large bodies');
+      expect(warnings).toContain('WAL segment pages are left in the page cache (--wal-drop-synced-pages needs the native addon)');
+      expect(nativeLine(ing)).toMatchObject({ walk: 'js', dropSyncedPages: false });
+      expect((await post(ing.url, '/v1/logs', logsProto(['js walk']))).status).toBe(200);
+      expect(walDump(ing.walDir).map((d) => d.texts)).toEqual([['js walk']]);
+    } finally {
+      expect(await ing.stop()).toBe(0);
+    }
+  });
+
+  it('--otlp-walk js and --wal-drop-synced-pages=false turn each off', async () => {
+    const ing = await startIngester({ args: ['--otlp-walk', 'js', '--wal-drop-synced-pages=false'] });
+    try {
+      expect(nativeLine(ing)).toMatchObject({ walk: 'js', dropSyncedPages: false });
+      expect(ing.logs.filter((l) => l.level === 40)).toEqual([]);
+      expect((await post(ing.url, '/v1/logs', logsProto(['plain']))).status).toBe(200);
+    } finally {
+      expect(await ing.stop()).toBe(0);
+    }
+  });
+
+  it('--otlp-walk native refuses to start without the addon, in one line', () => {
+    const r = ingestMustFail(['--otlp-walk', 'native'], { SIGLAKE_TEST_HOOKS: '1', SIGLAKE_TEST_NATIVE_PATH: '/nonexistent/siglake_native.node' });
+    expect(r.status).toBe(2);
+    expect(oneLine(r.stderr)).toContain(
+      'native addon siglake_native.node: not built (npm run build builds it; it needs a C compiler, make and python3); refusing to start with --otlp-walk native (auto falls back to the JavaScript walk)',
+    );
   });
 });

@@ -1,0 +1,9 @@
+/* The parts of the siglake_native addon (native/addon.c registers them). */
+#ifndef SIGLAKE_ADDON_H
+#define SIGLAKE_ADDON_H
+#include <node_api.h>
+/* otlp-walk.c: init(), walk(). */
+int siglake_register_walk(napi_env env, napi_value exports);
+/* page-cache.c: fdatasyncDrop(), fdatasyncDropSync(). */
+int siglake_register_page_cache(napi_env env, napi_value exports);
+#endif

@@ -1,0 +1,10 @@
+{
+  "targets": [
+    {
+      "target_name": "siglake_native",
+      "sources": ["addon.c", "otlp-walk.c", "page-cache.c"],
+      "cflags": ["-O2", "-Wall", "-Wextra"],
+      "defines": ["NAPI_VERSION=8"]
+    }
+  ]
+}

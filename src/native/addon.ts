@@ -1,0 +1,47 @@
+// Siglake's native addon (native/*.c, built by `npm run build` with node-gyp
+// into native/build/Release/siglake_native.node): the OTLP fast walk
+// (./otlp-walk.ts) and the WAL's fdatasync-and-drop (src/wal/page-cache.ts).
+// Optional: when it was not built or does not load, loadAddon() says why and
+// each user falls back (the JavaScript walk; pages left to the kernel).
+
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** What native/addon.c exports. */
+export interface Addon {
+  init(actions: Int32Array, anyValue: number, maxAnyDepth: number, stackCap: number, layout: Int32Array): boolean;
+  walk(rootMsg: number, bytes: Uint8Array): number;
+  /** fdatasync, then drop the pages it made durable, on libuv's pool; the callback gets an errno (0: done). */
+  fdatasyncDrop(fd: number, callback: (errno: number) => void): void;
+  /** The same on this thread; returns the errno (0: done). */
+  fdatasyncDropSync(fd: number): number;
+}
+
+export type AddonLoad = { addon: Addon; failure?: undefined } | { addon: null; failure: string };
+
+/** Where `npm run build` leaves the addon: native/build/Release, two levels above this module (src/native or dist/native). */
+export const ADDON_PATH = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'native', 'build', 'Release', 'siglake_native.node');
+
+/** Tests point the loader elsewhere to see a missing addon (SIGLAKE_TEST_HOOKS only). */
+function addonPath(): string {
+  const p = process.env['SIGLAKE_TEST_HOOKS'] === '1' ? process.env['SIGLAKE_TEST_NATIVE_PATH'] : undefined;
+  return p !== undefined && p !== '' ? p : ADDON_PATH;
+}
+
+const loaded = new Map<string, AddonLoad>();
+
+/** Loads the addon (once per thread and file), or says why it did not load. */
+export function loadAddon(file: string = addonPath()): AddonLoad {
+  let r = loaded.get(file);
+  if (r === undefined) {
+    try {
+      r = { addon: createRequire(import.meta.url)(file) as Addon };
+    } catch (e) {
+      const why = (e as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND' ? 'not built (npm run build builds it; it needs a C compiler, make and python3)' : (e as Error).message.split('\n')[0]!;
+      r = { addon: null, failure: `native addon ${path.basename(file)}: ${why}` };
+    }
+    loaded.set(file, r);
+  }
+  return r;
+}
