@@ -4,14 +4,27 @@
 // What `batch` durability can reach at best with that many bytes per sync.
 // Prints one JSON line: block, ops, secs, opsPerSec, mbPerSec, p50Ms, p99Ms.
 //
-//   node native-bench/disk-ceiling.mjs --block 262144 --secs 5 --dir DIR
+//   node native-bench/disk-ceiling.mjs --block 262144 --secs 5 --dir DIR [--keep-pages]
+//
+// After each fdatasync the written pages leave the page cache (posix_fadvise
+// DONTNEED, through Siglake's native addon, as --wal-drop-synced-pages does
+// for WAL segments), so that the figure is the disk's and not the time the
+// kernel takes to find fresh pages for the next write, which on this
+// project's VMs is most of a 256 KiB write's cost (docs/performance.md,
+// "Releasing synced WAL pages"). --keep-pages (or no addon built) leaves
+// them cached; the JSON says which (`dropPages`).
 
-import { closeSync, fdatasyncSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
-import { join } from 'node:path';
+import { closeSync, existsSync, fdatasyncSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
 import { parseArgs } from 'node:util';
 
-const { values } = parseArgs({ options: { block: { type: 'string', default: '4096' }, secs: { type: 'string', default: '5' }, dir: { type: 'string', default: tmpdir() } } });
+const { values } = parseArgs({ options: { block: { type: 'string', default: '4096' }, secs: { type: 'string', default: '5' }, dir: { type: 'string', default: tmpdir() }, 'keep-pages': { type: 'boolean', default: false } } });
+const ADDON = join(dirname(fileURLToPath(import.meta.url)), '..', 'native', 'build', 'Release', 'siglake_native.node');
+let addon = null;
+if (!values['keep-pages'] && existsSync(ADDON)) addon = createRequire(import.meta.url)(ADDON);
 const block = Number(values.block);
 const secs = Number(values.secs);
 const dir = mkdtempSync(join(values.dir, 'siglake-disk-ceiling-'));
@@ -29,7 +42,12 @@ try {
   while (now < end) {
     const t0 = now;
     writeSync(fd, buf, 0, block, written % maxFile);
-    fdatasyncSync(fd);
+    if (addon !== null) {
+      const errno = addon.fdatasyncDropSync(fd);
+      if (errno !== 0) throw new Error(`fdatasync failed: errno ${errno}`);
+    } else {
+      fdatasyncSync(fd);
+    }
     written += block;
     ops++;
     now = process.hrtime.bigint();
@@ -42,4 +60,4 @@ try {
 lat.sort((a, b) => a - b);
 const elapsed = Number(now - start) / 1e9;
 const pct = (p) => lat[Math.min(lat.length - 1, Math.ceil((p / 100) * lat.length) - 1)];
-console.log(JSON.stringify({ block, ops, secs: elapsed, opsPerSec: ops / elapsed, mbPerSec: (ops * block) / 1e6 / elapsed, p50Ms: pct(50), p99Ms: pct(99) }));
+console.log(JSON.stringify({ block, dropPages: addon !== null, ops, secs: elapsed, opsPerSec: ops / elapsed, mbPerSec: (ops * block) / 1e6 / elapsed, p50Ms: pct(50), p99Ms: pct(99) }));

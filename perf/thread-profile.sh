@@ -11,6 +11,7 @@
 #   perf/thread-profile.sh CLI TENANTS [SECS=10]
 #   e.g. perf/thread-profile.sh dist/cli.js 0 && perf/thread-profile.sh dist/cli.js 10000
 #   INGEST_FLAGS="..." perf/thread-profile.sh ...   (extra ingest flags)
+#   BODY=native-bench/fixtures/logs-256k.pb perf/thread-profile.sh ...   (another body, e.g. P2's)
 #
 # The main thread (tid = pid) is the acceptor; the busiest other one is the
 # writer worker; four alike with fdatasync are libuv's pool (the checkpoint's
@@ -28,7 +29,7 @@ SIGLAKE_COMPACTOR=${SIGLAKE_COMPACTOR:-false} node --perf-basic-prof-only-functi
 PID=$!
 trap 'kill -TERM $PID 2>/dev/null || true' EXIT
 for _ in $(seq 1 150); do curl -s -o /dev/null "127.0.0.1:$PORT/readyz" && break; sleep 0.2; done
-BODY=$HERE/native-bench/fixtures/logs-1k.pb
+BODY=${BODY:-$HERE/native-bench/fixtures/logs-1k.pb}
 LUA=$HERE/native-bench/wrk-post.lua
 if [ "$T" -gt 0 ]; then
   node "$CLI" loadgen --target "http://127.0.0.1:$PORT" --tenants "$T" --tenant-prefix t --requests "$T" --connections 64 --threads 1 \
