@@ -4,6 +4,7 @@
 // Optional: when it was not built or does not load, loadAddon() says why and
 // each user falls back (the JavaScript walk; pages left to the kernel).
 
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,8 +21,25 @@ export interface Addon {
 
 export type AddonLoad = { addon: Addon; failure?: undefined } | { addon: null; failure: string };
 
-/** Where `npm run build` leaves the addon: native/build/Release, two levels above this module (src/native or dist/native). */
-export const ADDON_PATH = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'native', 'build', 'Release', 'siglake_native.node');
+const ADDON_FILE = path.join('native', 'build', 'Release', 'siglake_native.node');
+
+/**
+ * Where `npm run build` leaves the addon: native/build/Release of the
+ * checkout, two levels above this module (src/native or dist/native), or
+ * further up when this module was compiled elsewhere in the tree (perf/'s
+ * tsc output).
+ */
+export const ADDON_PATH = ((): string => {
+  const here = path.dirname(fileURLToPath(import.meta.url));
+  const near = path.resolve(here, '..', '..', ADDON_FILE);
+  for (let dir = here; ; ) {
+    const candidate = path.join(dir, ADDON_FILE);
+    if (existsSync(candidate)) return candidate;
+    const up = path.dirname(dir);
+    if (up === dir) return near;
+    dir = up;
+  }
+})();
 
 /** Tests point the loader elsewhere to see a missing addon (SIGLAKE_TEST_HOOKS only). */
 function addonPath(): string {
