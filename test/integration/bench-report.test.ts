@@ -1,5 +1,7 @@
-// The side-by-side bench's report, rebuilt from the saved full run
-// (native-bench/results/latest.json) without running the bench: the goal
+// The side-by-side bench's report, rebuilt from a saved full run
+// (test/fixtures/bench-run-2026-11-29.json, a copy of the run of that day,
+// whose figures the assertions name; and the tracked latest.json, whichever
+// run it holds) without running the bench: the goal
 // table has a verdict column with partial verdicts, the charts are grouped by
 // body size with p99 on a log axis and P4's 5 ms line, P4's loadgen runs are
 // charted, the rows are an HTML table; rendered by headless Chromium. A
@@ -16,22 +18,30 @@ afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 const RUN = path.join(REPO, 'native-bench', 'run.mjs');
 const LATEST = path.join(REPO, 'native-bench', 'results', 'latest.json');
+/** A full run kept as the fixture: its P3 runs disagree, so one verdict says how many met. */
+const SAVED = path.join(REPO, 'test', 'fixtures', 'bench-run-2026-11-29.json');
 
 describe('native-bench report from a saved run', () => {
   it('prints the goals with verdicts that say which part is met and by how much', () => {
-    const before = fs.readFileSync(LATEST, 'utf8');
-    const r = spawnSync(process.execPath, [RUN, '--render', LATEST], { encoding: 'utf8', timeout: 60_000 });
+    const before = fs.readFileSync(SAVED, 'utf8');
+    const r = spawnSync(process.execPath, [RUN, '--render', SAVED], { encoding: 'utf8', timeout: 60_000 });
     expect(r.status).toBe(0);
     expect(r.stdout).toMatch(/^P4 {2}latency at half of P1 best rate\n {4}measured .*\n {4}goal {6}p99 ≤ 5 ms, fsync included\n {4}verdict {3}p99 short \(428\.03 ms vs 5\.00 ms, 1 % of the goal\); rate met$/m);
     expect(r.stdout).toMatch(/^ {4}verdict {3}rate short \(25\.0 % vs 80\.0 %, 31 % of the goal\); RSS met; fds met$/m);
     expect(r.stdout).toMatch(/^ {4}verdict {3}short \(69\.0 % vs 70\.0 %, 99 % of the goal\) \(on the median; 1 of 3 runs met\)$/m);
     expect(r.stdout).toMatch(/^P7 .*\n.*\n.*\n {4}verdict {3}met$/m);
-    expect(fs.readFileSync(LATEST, 'utf8')).toBe(before);
+    expect(fs.readFileSync(SAVED, 'utf8')).toBe(before);
+  });
+
+  it('renders the tracked latest.json too: a verdict for every goal, P1 to P7', () => {
+    const r = spawnSync(process.execPath, [RUN, '--render', LATEST], { encoding: 'utf8', timeout: 60_000 });
+    expect(r.status).toBe(0);
+    for (const id of ['P1', 'P2', 'P3', 'P4', 'P5', 'P6', 'P7']) expect(r.stdout).toMatch(new RegExp(`^${id} .*\\n {4}measured .*\\n {4}goal .*\\n {4}verdict {3}\\S`, 'm'));
   });
 
   it('the HTML page, rendered by Chromium: grouped charts, log p99 with the 5 ms line, P4 runs, legend, verdict column, row table', () => {
     const out = path.join(dir, 'bench.html');
-    const r = spawnSync(process.execPath, [RUN, '--render', LATEST, '--out', out], { encoding: 'utf8', timeout: 60_000 });
+    const r = spawnSync(process.execPath, [RUN, '--render', SAVED, '--out', out], { encoding: 'utf8', timeout: 60_000 });
     expect(r.status).toBe(0);
     const dom = spawnSync('chromium', ['--headless', '--no-sandbox', '--disable-gpu', '--dump-dom', `file://${out}`], { encoding: 'utf8', timeout: 60_000 });
     expect(dom.status).toBe(0);
@@ -48,7 +58,7 @@ describe('native-bench report from a saved run', () => {
     expect(html).toMatch(/siglake at ½ \(30,934\/s\)/);
     expect(html).toMatch(/class="legend"><span><i style="background:#7f7f7f"><\/i>uWS discard \(HTTP ceiling\)/);
     // Every measured row but the micro-benchmarks is a row of the HTML table.
-    const rows = (JSON.parse(fs.readFileSync(LATEST, 'utf8')) as { rows: { kind: string }[] }).rows.filter((x) => x.kind !== 'micro').length;
+    const rows = (JSON.parse(fs.readFileSync(SAVED, 'utf8')) as { rows: { kind: string }[] }).rows.filter((x) => x.kind !== 'micro').length;
     const table = html.slice(html.indexOf('<h3>All rows</h3>'));
     expect(table.match(/<tr>/g)).toHaveLength(rows + 1);
     expect(html).not.toMatch(/<pre>/);
