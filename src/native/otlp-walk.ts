@@ -1,7 +1,7 @@
 // The native fast walk (native/otlp-walk.c, in the addon `npm run build`
 // makes): the same contract as fastWalk() in src/otlp/wire-validator.ts, a
 // record count or -1 (give up: the exact walk decides), at about twice the
-// JS walk's speed on large bodies (docs/performance.md, "The native walk").
+// JS walk's speed on large bodies (docs/performance.md, "Releasing synced WAL pages, and the native walk").
 
 import { loadAddon } from './addon.js';
 

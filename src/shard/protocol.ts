@@ -2,6 +2,7 @@
 // control words they share, and what the task returns. The frames are in
 // ./frames.ts, the completion record in ./completion-ring.ts.
 
+import type { OtlpWalk } from '../otlp/wire-validator.js';
 import type { LaneSpec } from './frames.js';
 
 export interface WorkerSettings {
@@ -22,7 +23,7 @@ export interface WorkerSettings {
   maxOpenFiles: number;
   maxRequestBytes: number;
   /** --otlp-walk (the acceptor checked that `native` loads). */
-  otlpWalk: 'auto' | 'native' | 'js';
+  otlpWalk: OtlpWalk;
   logLevel: string;
 }
 

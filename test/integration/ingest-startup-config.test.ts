@@ -263,5 +263,6 @@ describe('the native addon (--otlp-walk, --wal-drop-synced-pages)', () => {
     expect(oneLine(r.stderr)).toContain(
       'native addon siglake_native.node: not built (npm run build builds it; it needs a C compiler, make and python3); refusing to start with --otlp-walk native (auto falls back to the JavaScript walk)',
     );
+    expect(listFiles(r.dir)).toEqual([]);
   });
 });

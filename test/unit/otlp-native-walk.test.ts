@@ -15,7 +15,7 @@ import { loadNativeWalk, type NativeWalk } from '../../src/native/otlp-walk.js';
 import { MAX_ANY_VALUE_DEPTH, Msg, ROOT_MSG, type Signal } from '../../src/otlp/schema.js';
 import { ACTIONS, fastWalk, useOtlpWalk, validateExportRequest, validateExportRequestExact } from '../../src/otlp/wire-validator.js';
 import { proto } from '../helpers/otlp-bodies.js';
-import { ProtoMutator } from '../reliability/lib/otlp-mutator.js';
+import { mutatedCases, ProtoMutator } from '../reliability/lib/otlp-mutator.js';
 import { OtlpOracle } from '../reliability/lib/otlp-oracle.js';
 import { Prng } from '../reliability/lib/prng.js';
 
@@ -53,23 +53,11 @@ describe('the native walk', () => {
   it('agrees with the oracle and with the JS fast walk on thousands of mutated bodies, with zero mismatches', () => {
     const prng = new Prng(0x5eed_0b);
     const gen = new FixtureGenerator(prng.u32(), proto);
-    const pool = (signal: Signal) =>
-      Array.from({ length: 24 }, () =>
-        gen.request(signal, {
-          targetBytes: prng.pick([120, 400, 1024, 3000, 9000]),
-          resources: prng.range(1, 3),
-          allValueKinds: prng.chance(0.5),
-          logBodyBytes: prng.pick([16, 160, 600]),
-        }).protobuf,
-      );
-    const pools: Record<Signal, Uint8Array[]> = { logs: pool('logs'), traces: pool('traces') };
     const mismatches: string[] = [];
     let valid = 0;
     let accepted = 0;
     const CASES = 3000;
-    for (let i = 0; i < CASES; i++) {
-      const signal: Signal = i & 1 ? 'traces' : 'logs';
-      const { body, kinds } = mutator.mutate(signal, prng.pick(pools[signal]), prng.pick(pools[signal]), prng);
+    for (const { i, signal, body, kinds } of mutatedCases(mutator, gen, prng, CASES)) {
       const o = oracle.check(signal, body);
       const n = nativeOf(signal, body);
       const js = fastWalk(ROOT_MSG[signal]!, body);

@@ -11,6 +11,7 @@
 
 import type { OtlpOracle, Signal } from './otlp-oracle.js';
 import type { Prng } from './prng.js';
+import type { FixtureGenerator } from '../../../src/otlp/fixtures.js';
 
 interface FieldRule {
   name: string;
@@ -637,5 +638,33 @@ export function mutateJson(obj: Obj, prng: Prng): { body: Uint8Array; kind: Json
       const lone = esc === '\\ud800' || esc === '\\udfff';
       return { body: new TextEncoder().encode(text), kind, expect: lone ? 'either' : 200 };
     }
+  }
+}
+
+/**
+ * `cases` mutated protobuf bodies, logs and traces taking turns, each made
+ * from two of 24 generator requests per signal (the walk tests' corpus: small
+ * to 9 KB, one to three resources, every value kind half the time).
+ */
+export function* mutatedCases(
+  mutator: ProtoMutator,
+  gen: FixtureGenerator,
+  prng: Prng,
+  cases: number,
+): Generator<{ i: number; signal: Signal; body: Uint8Array; kinds: ProtoMutation[] }> {
+  const pool = (signal: Signal) =>
+    Array.from({ length: 24 }, () =>
+      gen.request(signal, {
+        targetBytes: prng.pick([120, 400, 1024, 3000, 9000]),
+        resources: prng.range(1, 3),
+        allValueKinds: prng.chance(0.5),
+        logBodyBytes: prng.pick([16, 160, 600]),
+      }).protobuf,
+    );
+  const pools: Record<Signal, Uint8Array[]> = { logs: pool('logs'), traces: pool('traces') };
+  for (let i = 0; i < cases; i++) {
+    const signal: Signal = i & 1 ? 'traces' : 'logs';
+    const { body, kinds } = mutator.mutate(signal, prng.pick(pools[signal]), prng.pick(pools[signal]), prng);
+    yield { i, signal, body, kinds };
   }
 }
