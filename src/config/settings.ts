@@ -201,6 +201,14 @@ export const SETTINGS = {
     doc: '`batch` mode: rounds a writer worker keeps in flight. 2 writes the next round while the last one\'s commit-journal fdatasync runs (on the thread pool), for disks whose fdatasync is slow next to a round\'s work (network block storage); on a local disk with a fast fdatasync it measured slower (docs/performance.md). Acknowledgement still follows each round\'s own fdatasync.',
     parse: integer({ min: 1, max: 2 }),
   }),
+  walDirectRoundKib: def<number>({
+    key: 'ingester.wal.directRoundKib',
+    flag: '--wal-direct-round-kib',
+    category: 'wal',
+    default: 1024,
+    doc: "`batch` mode: a round that writes at least this many KiB, all to one lane, skips the commit journal: the writer fdatasyncs that lane's segments (and its directory, when the round created a segment) instead, so its bytes reach the disk once rather than twice (journal, then segment). Rounds of many lanes, and smaller ones, are journaled as before. 0: every round is journaled.",
+    parse: integer({ min: 0, max: 64 * 1024 }),
+  }),
   walDropSyncedPages: def<boolean>({
     key: 'ingester.wal.dropSyncedPages',
     flag: '--wal-drop-synced-pages',

@@ -195,6 +195,12 @@ export class IngestMetrics {
       sum((s) => s.journalSpareUses),
     );
     computed(
+      'siglake_wal_direct_rounds_total',
+      'Rounds of one lane, at least --wal-direct-round-kib, made durable by an fdatasync of their segments instead of the commit journal (batch mode).',
+      'counter',
+      sum((s) => s.directRounds),
+    );
+    computed(
       'siglake_wal_write_errors_total',
       'WAL writes or fdatasyncs that failed; their requests were answered 500.',
       'counter',

@@ -17,7 +17,8 @@ const WRITE_ERRORS = 5;
 const JOURNAL_REPLAYED_RECORDS = 6;
 const CHECKPOINTS = 7;
 const JOURNAL_SPARE_USES = 8;
-const FSYNC_BUCKET0 = 9;
+const DIRECT_ROUNDS = 9;
+const FSYNC_BUCKET0 = 10;
 const SLOTS = FSYNC_BUCKET0 + FSYNC_BUCKETS.length + 1;
 
 export class WorkerStats {
@@ -61,6 +62,10 @@ export class WorkerStats {
     this.#f[JOURNAL_SPARE_USES]! += 1;
   }
 
+  addDirectRound(): void {
+    this.#f[DIRECT_ROUNDS]! += 1;
+  }
+
   observeFsync(seconds: number): void {
     const f = this.#f;
     f[FSYNC_COUNT]! += 1;
@@ -90,6 +95,9 @@ export class WorkerStats {
   }
   get journalSpareUses(): number {
     return this.#f[JOURNAL_SPARE_USES]!;
+  }
+  get directRounds(): number {
+    return this.#f[DIRECT_ROUNDS]!;
   }
   get fsyncCount(): number {
     return this.#f[FSYNC_COUNT]!;

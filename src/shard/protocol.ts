@@ -13,6 +13,8 @@ export interface WorkerSettings {
   walRoundsInFlight: number;
   /** `batch` mode: keep retired commit-journal files as spares for reuse. */
   walJournalRecycle: boolean;
+  /** `batch` mode: a one-lane round of at least this many bytes fdatasyncs its segments instead of the journal (0: never). */
+  walDirectRoundBytes: number;
   /** Segment files: drop the pages an fdatasync made durable (the acceptor checked the addon loads). */
   walDropSyncedPages: boolean;
   /** `batch` mode: bytes of zeros the journal's first spare is prefilled with (0: none). */

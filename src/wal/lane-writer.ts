@@ -136,6 +136,9 @@ export class LaneWriter {
    */
   #marks: FlushMark[] = [];
   readonly #unconfirmed: number;
+  /** Journaled: segments created (unsynced, #openJournaled) in this life, and how many of them the last directory fsync of a direct round covered. */
+  #created = 0;
+  #dirSyncedUpTo = 0;
 
   /** 0 until the first open of this life has chosen the number. */
   #next: number;
@@ -398,6 +401,60 @@ export class LaneWriter {
       this.#abandon();
     }
     if (first !== null) throw first;
+  }
+
+  /**
+   * Journaled: makes the last flush durable by itself, without the commit
+   * journal (a direct round: docs/wal-format.md "Direct rounds"). fdatasyncs
+   * the segments the flush rotated away from, then the live one, then the
+   * lane directory when a segment was created since its last fsync here. The earlier journaled
+   * bytes of those segments become durable with them; earlier segments still
+   * rely on the journal until a checkpoint. On success the flush can no
+   * longer be refused (as flushDurable). Throws a WalWriteError at the first
+   * failure: then refuse the flush (refuseLastFlush cuts the live segment
+   * back and gives it up). `onDurable` hears each segment made durable.
+   */
+  syncFlushNow(onDurable?: (path: string) => void): void {
+    const mark = this.#marks[this.#marks.length - 1];
+    if (mark === undefined) return;
+    const deferred = this.#deferred;
+    if (deferred !== null) {
+      this.#deferred = null;
+      throw deferred;
+    }
+    for (let k = mark.pendingFrom; k < this.#pending.length; k++) {
+      const p = this.#pending[k]!;
+      try {
+        this.#cache.syncNow(p);
+      } catch (err) {
+        if (p.retired && errnoCode(err) === 'ENOENT') continue; // landed and retired by the compactor
+        throw new WalWriteError('fdatasync', p.path, err);
+      }
+      onDurable?.(p.path);
+    }
+    const h = this.#handle;
+    if (h !== null) {
+      try {
+        this.#cache.syncNow(h);
+      } catch (err) {
+        // Not given up here: refuseLastFlush cuts it back first.
+        throw new WalWriteError('fdatasync', h.path, err);
+      }
+      onDurable?.(h.path);
+    }
+    // A segment created since the last directory fsync (by this flush, or
+    // unsynced by a journaled round this one appended to or rotated away from):
+    // its name is not durable yet, so neither would these bytes be.
+    const created = this.#created;
+    if (this.#dirSyncedUpTo < created) {
+      try {
+        this.#ops.fsyncDir(this.#dir);
+      } catch (err) {
+        throw new WalWriteError('fdatasync', this.#dir, err);
+      }
+      this.#dirSyncedUpTo = created;
+    }
+    this.#marks.pop();
   }
 
   /** Seals the live segment and refuses further use. Staged records are dropped. */
@@ -725,6 +782,7 @@ export class LaneWriter {
     this.#createdMs = created;
     this.#headerPending = header;
     this.#dirPending = true;
+    this.#created++;
   }
 
   /** mkdir -p, fsyncing the parent of every directory made. */

@@ -58,7 +58,7 @@ import { dropSyncedPagesOps } from '../wal/page-cache.js';
 import { laneTag, replayJournalDir, ShardJournal } from '../wal/journal.js';
 import { JOURNAL_ROOT, journalDirName } from '../wal/journal-format.js';
 import { join } from 'node:path';
-import { existsSync, rmdirSync } from 'node:fs';
+import { appendFileSync, existsSync, rmdirSync, statSync } from 'node:fs';
 import { NODE_FILE_OPS } from '../wal/file-ops.js';
 import { RecordType } from '../wal/format.js';
 import { LaneWriter, type LaneCheckpoint } from '../wal/lane-writer.js';
@@ -95,6 +95,17 @@ function checkpointMs(): number {
 function journalSyncDelayMs(): number {
   const v = Number(process.env['SIGLAKE_TEST_JOURNAL_SYNC_DELAY_MS']);
   return process.env['SIGLAKE_TEST_HOOKS'] === '1' && Number.isFinite(v) && v > 0 ? v : 0;
+}
+/**
+ * Test-only (SIGLAKE_TEST_HOOKS=1): SIGLAKE_TEST_DIRECT_LEDGER=<file> gets a
+ * line `<segment path> <size>` for each segment a direct round made durable,
+ * appended before the round is answered, so that a crash suite's simulated
+ * power loss knows which bytes no journal entry holds but an fdatasync did.
+ */
+function directLedger(): ((path: string) => void) | undefined {
+  const file = process.env['SIGLAKE_TEST_DIRECT_LEDGER'];
+  if (process.env['SIGLAKE_TEST_HOOKS'] !== '1' || file === undefined || file === '') return undefined;
+  return (path) => appendFileSync(file, `${path} ${statSync(path).size}\n`);
 }
 /** Lane fdatasyncs a checkpoint keeps in flight at once (each may hold a descriptor), with 64 or more descriptors per worker; else 1. */
 const CHECKPOINT_PARALLEL = 16;
@@ -188,6 +199,10 @@ export class ShardLoop {
   #writebacks = 0;
   /** Lane fdatasyncs a checkpoint keeps in flight (bounded by the descriptor budget). */
   readonly #checkpointParallel: number;
+  /** `batch` mode: a round of one lane writing at least this much bypasses the journal (0: never). */
+  readonly #directBytes: number;
+  /** Test-only: hears each segment a direct round made durable. */
+  readonly #directLedger: ((path: string) => void) | undefined = directLedger();
 
   constructor(args: ShardTaskArgs, threadId: number) {
     this.#a = args;
@@ -218,6 +233,7 @@ export class ShardLoop {
         })
       : null;
     this.#pipelined = journaled && args.settings.walRoundsInFlight === 2;
+    this.#directBytes = journaled ? args.settings.walDirectRoundBytes : 0;
     this.#decoder = new BodyDecoder(args.settings.maxRequestBytes);
     // The acceptor loaded the addon already when it is to be used; a thread may still fail to.
     const walk = useOtlpWalk(args.settings.otlpWalk);
@@ -475,7 +491,9 @@ export class ShardLoop {
     const touched = round.touched;
     const mode = this.#a.settings.walFsync;
     const journal = this.#journal;
-    const journaled = journal !== null && touched.length > 0;
+    // A large round of one lane skips the journal: its own segments' fdatasync writes its bytes once.
+    const direct = journal !== null && touched.length === 1 && this.#directBytes > 0 && touched[0]!.writer.stagedBytes >= this.#directBytes;
+    const journaled = journal !== null && touched.length > 0 && !direct;
     // A lane opened again (forgotten, then admitted) gets a new writer on the
     // same directory: the old one's flush in flight is settled before it writes.
     // A round that writes nothing is answered at once: the round in flight is
@@ -489,7 +507,7 @@ export class ShardLoop {
         const bytes = lane.writer.flush();
         this.#stats.addWalBytes(bytes);
         lane.dirty = true;
-        if (journal !== null) {
+        if (journaled) {
           lane.unsyncedBytes += bytes;
           if (lane.unsyncedBytes >= WRITEBACK_BYTES && !lane.writingBack && this.#writebacks < MAX_WRITEBACKS) this.#writeBack(lane);
         }
@@ -556,6 +574,10 @@ export class ShardLoop {
         }
       }
       this.#endJournaled(round, journalFailure);
+    } else if (direct) {
+      // (Any round in flight was answered above: a direct round syncs the segments it shares.)
+      this.#commitDirect(touched[0]!);
+      this.#settleLaneFailures(round);
     } else if (mode === 'batch') {
       if (touched.length === 1) {
         // One file: fdatasync right here. A thread-pool hop would only add two
@@ -571,6 +593,37 @@ export class ShardLoop {
       this.#settleLaneFailures(round);
     }
     await this.#answer(round);
+  }
+
+  /**
+   * A direct round (one lane, at least --wal-direct-round-kib; docs/wal-format.md
+   * "Direct rounds"): no journal entry, the lane's segments are fdatasynced
+   * here instead. A failed write or sync refuses the round like a failed
+   * journal sync: its bytes are cut back and the live segment given up. A
+   * failed fdatasync also keeps the journal (the segment's earlier, journaled
+   * records may be lost from it).
+   */
+  #commitDirect(lane: LaneState): void {
+    // The next checkpoint still syncs what it rotated or sealed, and writes the marker.
+    this.#sinceCheckpoint.add(lane);
+    if (lane.failure === undefined) {
+      const t0 = performance.now();
+      try {
+        lane.writer.syncFlushNow(this.#directLedger);
+        lane.unsyncedBytes = 0;
+        this.#stats.observeFsync((performance.now() - t0) / 1000);
+        this.#stats.addDirectRound();
+        return;
+      } catch (e) {
+        this.#syncFailed(lane, e);
+        this.#pinJournal(lane, e, "a direct round's fdatasync");
+      }
+    }
+    try {
+      lane.writer.refuseLastFlush();
+    } catch (e) {
+      this.#pinJournal(lane, e, 'cutting back a refused round');
+    }
   }
 
   /** Waits for the round in flight, ends it and answers it; returns its journal failure, if any. */

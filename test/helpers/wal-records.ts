@@ -42,6 +42,8 @@ export function journaledLane(
     /** The journal's spares (ShardJournalOptions): off unless given. */
     recycle?: boolean;
     prefillBytes?: number;
+    /** Runs written go to the journal only while `on` (a direct round turns it off, as the shard loop does). */
+    journaling?: { on: boolean };
   },
 ): {
   journalDir: string;
@@ -63,7 +65,9 @@ export function journaledLane(
     fdCache: new FdCache(8, opts.laneOps, { lazyEviction: true }),
     journaled: true,
     ...(opts.unconfirmedFlushes !== undefined ? { unconfirmedFlushes: opts.unconfirmedFlushes } : {}),
-    onWritten: (seg, off, iov, n, bytes, recs) => journal.stage(tag, seg, off, iov, 0, n, bytes, recs),
+    onWritten: (seg, off, iov, n, bytes, recs) => {
+      if (opts.journaling?.on !== false) journal.stage(tag, seg, off, iov, 0, n, bytes, recs);
+    },
   });
   const powerLoss = (...segments: number[]) => {
     journal.close();

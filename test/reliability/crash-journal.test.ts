@@ -18,6 +18,14 @@
 // were written after the last completed checkpoint and only the journal made
 // them durable.
 //
+// Direct rounds (a one-lane round past --wal-direct-round-kib, which every
+// second life sets to 1, the others to 0 or 1024) write no journal entry and fdatasync their segments
+// instead; a test hook appends each segment such a sync covered, and its
+// size, to a ledger before the round is answered. The power loss keeps those
+// bytes: a segment is cut at the larger of its first journaled offset and
+// its synced size. (A segment no live entry names is left whole, as before:
+// a checkpoint may have synced it past the ledger's size.)
+//
 // While each life runs, and after its kill, no lane's `.sealed` marker names
 // a segment that a journal entry still holds: the checkpoint writes markers
 // only after it deleted the journal files up to it, so the compactor never
@@ -63,6 +71,10 @@ const figures = {
   ackedRequests: 0,
   /** Lives run with --wal-rounds-in-flight 2. */
   livesTwoRoundsInFlight: 0,
+  /** Rounds made durable by their own segments' fdatasync (siglake_wal_direct_rounds_total, scraped before each kill). */
+  directRounds: 0,
+  /** Segments cut at a direct round's synced size rather than their first journaled offset. */
+  directKept: 0,
 };
 
 afterAll(async () => {
@@ -75,8 +87,10 @@ interface PowerLoss {
   entries: number;
   segmentsCut: number;
   bytesCut: number;
-  /** Records in the journal entries of the segments cut: what replay must write back. */
+  /** Records in the journal entries past each cut: what replay must write back. */
   records: number;
+  /** Segments a direct round had synced past their first journaled offset (cut there instead). */
+  directKept: number;
   /** What became of the segments created since the last completed checkpoint. */
   fates: Record<Fate, number>;
 }
@@ -165,10 +179,35 @@ function highestSegments(walDir: string): Map<string, number> {
 
 type Fate = 'gone' | 'empty' | 'header only';
 
-/** Takes from each lane segment what only the journal made durable. */
-function losePageCache(walDir: string, prng: Prng): PowerLoss {
-  const out: PowerLoss = { journalFiles: 0, entries: 0, segmentsCut: 0, bytesCut: 0, records: 0, fates: { gone: 0, empty: 0, 'header only': 0 } };
-  const first = new Map<string, { offset: number; records: number }>();
+/**
+ * What the life's direct rounds made durable (the SIGLAKE_TEST_DIRECT_LEDGER
+ * test hook): each segment path and the size its last such fdatasync covered.
+ */
+function directDurable(ledger: string): Map<string, number> {
+  const out = new Map<string, number>();
+  let text: string;
+  try {
+    text = fs.readFileSync(ledger, 'utf8');
+  } catch {
+    return out; // no direct round this life
+  }
+  for (const line of text.split('\n')) {
+    const m = /^(.+) (\d+)$/.exec(line);
+    if (m === null) continue; // the last line, or one the kill cut short (its round was not answered)
+    const seg = path.resolve(m[1]!);
+    out.set(seg, Math.max(out.get(seg) ?? 0, Number(m[2])));
+  }
+  return out;
+}
+
+/**
+ * Takes from each lane segment what only the journal made durable: a segment
+ * keeps the bytes below its first journaled offset (a checkpoint synced them)
+ * and those a direct round's fdatasync covered (`direct`).
+ */
+function losePageCache(walDir: string, prng: Prng, direct: Map<string, number>): PowerLoss {
+  const out: PowerLoss = { journalFiles: 0, entries: 0, segmentsCut: 0, bytesCut: 0, records: 0, directKept: 0, fates: { gone: 0, empty: 0, 'header only': 0 } };
+  const first = new Map<string, { offset: number; entries: { offset: number; records: number }[] }>();
   const root = path.join(walDir, JOURNAL_ROOT);
   for (const shard of fs.existsSync(root) ? fs.readdirSync(root) : []) {
     for (const file of fs.readdirSync(path.join(root, shard))) {
@@ -178,9 +217,9 @@ function losePageCache(walDir: string, prng: Prng): PowerLoss {
       for (const e of j.entries) {
         out.entries++;
         const key = path.join(walDir, e.tag, `${String(e.segment).padStart(8, '0')}.seg`);
-        const f = first.get(key) ?? { offset: Number.MAX_SAFE_INTEGER, records: 0 };
+        const f = first.get(key) ?? { offset: Number.MAX_SAFE_INTEGER, entries: [] };
         f.offset = Math.min(f.offset, e.offset);
-        f.records += e.records;
+        f.entries.push({ offset: e.offset, records: e.records });
         first.set(key, f);
       }
     }
@@ -188,12 +227,16 @@ function losePageCache(walDir: string, prng: Prng): PowerLoss {
   for (const [seg, f] of first) {
     const size = fs.statSync(seg).size;
     expect(size, `${seg}: the lane write comes before its journal entry`).toBeGreaterThan(f.offset);
+    const synced = direct.get(seg) ?? 0;
+    const cut = Math.max(f.offset, synced);
+    if (synced > f.offset) out.directKept++;
     out.segmentsCut++;
-    out.bytesCut += size - f.offset;
-    out.records += f.records;
-    if (f.offset > 0) {
-      // It existed at the last completed checkpoint, which synced it up to here.
-      fs.truncateSync(seg, f.offset);
+    out.bytesCut += size - cut;
+    // Replay writes back the entries past the cut; those below it it finds present.
+    for (const e of f.entries) if (e.offset >= cut) out.records += e.records;
+    if (cut > 0) {
+      // It existed at the last completed checkpoint, which synced it up to here, or a direct round did.
+      fs.truncateSync(seg, cut);
       continue;
     }
     // Created since (its header is journaled): nothing of it was synced.
@@ -215,6 +258,9 @@ describe('kill -9 between the journal sync and the checkpoint, then a power loss
       const ledger = new Ledger();
       let expectedReplay = -1;
       let checkpointMs = '10000';
+      let directKib = 0;
+      let lives = 0;
+      const directLedgerFile = path.join(dataDir, 'direct-ledger');
 
       const start = async (): Promise<RunningIngester> => {
         const first = expectedReplay < 0;
@@ -247,6 +293,14 @@ describe('kill -9 between the journal sync and the checkpoint, then a power loss
           env['SIGLAKE_TEST_JOURNAL_SYNC_DELAY_MS'] = '1';
           figures.livesTwoRoundsInFlight++;
         }
+        // Direct rounds: a round of one lane past the threshold fdatasyncs its segments instead of
+        // the journal. Every second life sets 1 KiB, which makes many of them here (a marker with a
+        // pad, or a few markers); the others the default (1 MiB: almost none) or 0 (none). Their
+        // syncs go to a ledger the power loss reads.
+        directKib = lives++ % 2 === 1 ? 1 : prng.pick([0, 1024]);
+        args.push('--wal-direct-round-kib', String(directKib));
+        fs.rmSync(directLedgerFile, { force: true });
+        env['SIGLAKE_TEST_DIRECT_LEDGER'] = directLedgerFile;
         const ing = await startWalIngester({ dataDir, workers: prng.pick([1, 2]), args, indexes: ALL_INDEXES, env });
         live.add(ing);
         if (expectedReplay >= 0) {
@@ -297,11 +351,15 @@ describe('kill -9 between the journal sync and the checkpoint, then a power loss
           figures.markersChecked += expectNoMarkerAheadOfTheJournal(walDir, `round ${round}, running`);
           await sleep(100);
         } while (Date.now() < killAt);
+        const directRounds = (await ing.metric('siglake_wal_direct_rounds_total')) ?? 0;
+        if (directKib === 0) expect(directRounds, 'direct rounds with --wal-direct-round-kib 0').toBe(0);
+        figures.directRounds += directRounds;
         await ing.kill9();
         live.delete(ing);
         await load.stop();
         figures.markersChecked += expectNoMarkerAheadOfTheJournal(walDir, `round ${round}, killed`);
-        const loss = losePageCache(walDir, prng);
+        const loss = losePageCache(walDir, prng, directDurable(directLedgerFile));
+        figures.directKept += loss.directKept;
         if (checkpointMs === '10000') {
           // No checkpoint yet in so short a life: the journal holds every
           // acknowledged round, and lane bytes only it made durable.
@@ -329,6 +387,9 @@ describe('kill -9 between the journal sync and the checkpoint, then a power loss
       // Segments made since the last checkpoint were lost whole or in part, and replay made them again.
       expect(figures.segmentsGone + figures.segmentsEmptied + figures.segmentsHeaderOnly).toBeGreaterThan(0);
       expect(figures.markersChecked, 'sealed markers seen next to a live journal').toBeGreaterThan(0);
+      // Direct rounds ran, and some segment's synced bytes lay past its first journaled offset.
+      expect(figures.directRounds, 'direct rounds').toBeGreaterThan(0);
+      if (CHAOS) expect(figures.directKept, 'segments a direct round synced past the journal').toBeGreaterThan(0);
       // The last life takes some load, then stops cleanly: it seals every lane it wrote, and its last
       // checkpoint makes them durable, deletes the journal and writes every marker.
       const last = await start();
