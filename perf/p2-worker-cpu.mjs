@@ -9,10 +9,18 @@
 // reach: 262,144 bytes / (its CPU per request) is the lane's ceiling in MB/s
 // were that thread never to wait.
 //
-//   node perf/p2-worker-cpu.mjs [--compare DIR] [--secs 5] [--runs 3] [--fsync batch]
+//   node perf/p2-worker-cpu.mjs [--compare DIR] [--secs 5] [--runs 3] [--fsync batch] [--compactor off]
 //
 // DIR is another checkout with its dist/ built; its runs are interleaved with
 // this tree's, and medians per thread are printed side by side.
+//
+// Also the disk's side: bytes the block device under the WAL wrote
+// (/sys/class/block/<dev>/stat, sectors written) over each run, against the
+// WAL bytes the ingester wrote (siglake_wal_bytes_written_total). A journaled
+// round puts every byte on the disk twice (journal, then segment); a direct
+// round (docs/wal-format.md "Direct rounds") once. Other writers on the
+// machine count too (the compactor's Parquet files among them: `--compactor
+// off` leaves them out): read it as a ratio between trees in the same run.
 
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
@@ -24,7 +32,7 @@ import { parseArgs } from 'node:util';
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO = path.resolve(HERE, '..');
 const { values: args } = parseArgs({
-  options: { compare: { type: 'string' }, secs: { type: 'string', default: '5' }, runs: { type: 'string', default: '3' }, fsync: { type: 'string', default: 'batch' } },
+  options: { compare: { type: 'string' }, secs: { type: 'string', default: '5' }, runs: { type: 'string', default: '3' }, fsync: { type: 'string', default: 'batch' }, compactor: { type: 'string', default: 'on' } },
 });
 const SECS = Number(args.secs);
 const RUNS = Number(args.runs);
@@ -53,7 +61,7 @@ function threads(pid) {
 
 function start(cli, dir) {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [cli, 'ingest', '--http-listen', '127.0.0.1:0', '--grpc-listen', '127.0.0.1:0', '--wal-dir', path.join(dir, 'wal'), '--wal-fsync', args.fsync, '--log-level', 'info'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [cli, 'ingest', '--http-listen', '127.0.0.1:0', '--grpc-listen', '127.0.0.1:0', '--wal-dir', path.join(dir, 'wal'), '--wal-fsync', args.fsync, '--log-level', 'info', ...(args.compactor === 'off' ? ['--compactor=false'] : [])], { stdio: ['ignore', 'pipe', 'inherit'] });
     let buf = '';
     let port;
     child.stdout.on('data', (d) => {
@@ -74,6 +82,21 @@ function start(cli, dir) {
   });
 }
 
+/** Sectors (512 bytes) written by the block device holding `dir`, or NaN when it cannot be read. */
+function sectorsWritten(dir) {
+  const src = spawnSync('df', ['--output=source', dir], { encoding: 'utf8' }).stdout.trim().split('\n').pop() ?? '';
+  try {
+    return Number(readFileSync(`/sys/class/block/${path.basename(src)}/stat`, 'utf8').trim().split(/\s+/)[6]);
+  } catch {
+    return NaN;
+  }
+}
+
+async function walBytes(port) {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  return Number(/^siglake_wal_bytes_written_total (\S+)$/m.exec(text)?.[1] ?? NaN);
+}
+
 function wrk(port, secs) {
   const r = spawnSync('wrk', ['-t1', '-c64', `-d${secs}s`, '--timeout', '10s', '-s', LUA, `http://127.0.0.1:${port}/v1/logs`, '--', BODY, '0'], { encoding: 'utf8' });
   const total = Number(/(\d+) requests in/.exec(r.stdout)?.[1] ?? NaN);
@@ -89,8 +112,14 @@ for (let run = 0; run < RUNS; run++) {
     try {
       wrk(port, 1); // warm-up
       const before = threads(child.pid);
+      const disk0 = sectorsWritten(dir);
+      const wal0 = await walBytes(port);
       const w = wrk(port, SECS);
       const after = threads(child.pid);
+      // Bytes still in the page cache when the load stops are written within the next checkpoint.
+      const wal1 = await walBytes(port);
+      await new Promise((r) => setTimeout(r, 11_000));
+      const disk1 = sectorsWritten(dir);
       const per = {};
       for (const [tid, t] of after) {
         const d = t.ticks - (before.get(tid)?.ticks ?? 0);
@@ -108,9 +137,10 @@ for (let run = 0; run < RUNS; run++) {
         busiestName: busiest?.[0] ?? '-',
         busiestUsPerReq: busiest ? (busiest[1] * 1e6) / TICK / w.ok : 0,
         totalUsPerReq: (Object.values(per).reduce((a, b) => a + b, 0) * 1e6) / TICK / w.ok,
+        diskPerWal: ((disk1 - disk0) * 512) / (wal1 - wal0),
       };
       results.get(label).push(sample);
-      process.stderr.write(`${label} run ${run + 1}: ${w.rps.toFixed(0)} req/s; main ${sample.mainUsPerReq.toFixed(0)} us/req, busiest other (${sample.busiestName}) ${sample.busiestUsPerReq.toFixed(0)} us/req, all ${sample.totalUsPerReq.toFixed(0)} us/req\n`);
+      process.stderr.write(`${label} run ${run + 1}: ${w.rps.toFixed(0)} req/s; main ${sample.mainUsPerReq.toFixed(0)} us/req, busiest other (${sample.busiestName}) ${sample.busiestUsPerReq.toFixed(0)} us/req, all ${sample.totalUsPerReq.toFixed(0)} us/req; disk bytes per WAL byte ${sample.diskPerWal.toFixed(2)}\n`);
     } finally {
       child.kill('SIGTERM');
       await new Promise((r) => child.once('exit', r));
@@ -121,8 +151,8 @@ for (let run = 0; run < RUNS; run++) {
 
 const med = (a) => a.slice().sort((x, y) => x - y)[a.length >> 1];
 console.log(`\n${RUNS} runs of ${SECS} s, --wal-fsync ${args.fsync}, medians (CPU time per accepted 256 KiB request)`);
-console.log('tree'.padEnd(40), 'req/s'.padStart(8), 'acceptor us'.padStart(12), 'writer us'.padStart(10), 'all us'.padStart(8), 'writer-bound MB/s'.padStart(18));
+console.log('tree'.padEnd(40), 'req/s'.padStart(8), 'acceptor us'.padStart(12), 'writer us'.padStart(10), 'all us'.padStart(8), 'writer-bound MB/s'.padStart(18), 'disk/WAL'.padStart(9));
 for (const [label, rs] of results) {
   const w = med(rs.map((r) => r.busiestUsPerReq));
-  console.log(label.padEnd(40), med(rs.map((r) => r.rps)).toFixed(0).padStart(8), med(rs.map((r) => r.mainUsPerReq)).toFixed(0).padStart(12), w.toFixed(0).padStart(10), med(rs.map((r) => r.totalUsPerReq)).toFixed(0).padStart(8), (BODY_BYTES / w).toFixed(0).padStart(18));
+  console.log(label.padEnd(40), med(rs.map((r) => r.rps)).toFixed(0).padStart(8), med(rs.map((r) => r.mainUsPerReq)).toFixed(0).padStart(12), w.toFixed(0).padStart(10), med(rs.map((r) => r.totalUsPerReq)).toFixed(0).padStart(8), (BODY_BYTES / w).toFixed(0).padStart(18), med(rs.map((r) => r.diskPerWal)).toFixed(2).padStart(9));
 }

@@ -407,54 +407,94 @@ export class LaneWriter {
    * Journaled: makes the last flush durable by itself, without the commit
    * journal (a direct round: docs/wal-format.md "Direct rounds"). fdatasyncs
    * the segments the flush rotated away from, then the live one, then the
-   * lane directory when a segment was created since its last fsync here. The earlier journaled
-   * bytes of those segments become durable with them; earlier segments still
-   * rely on the journal until a checkpoint. On success the flush can no
-   * longer be refused (as flushDurable). Throws a WalWriteError at the first
-   * failure: then refuse the flush (refuseLastFlush cuts the live segment
-   * back and gives it up). `onDurable` hears each segment made durable.
+   * lane directory when a segment was created since its last fsync here
+   * (by this flush, or unsynced by a journaled round this one appended to or
+   * rotated away from: its name is not durable yet, nor these bytes with it).
+   * The earlier journaled bytes of those segments become durable with them;
+   * earlier segments still rely on the journal until a checkpoint. Then
+   * confirm the flush (flushDurable); on a WalWriteError refuse it
+   * (refuseLastFlush cuts the live segment back and gives it up).
+   * `onDurable` hears each segment made durable, with the size synced when
+   * known (a rotated segment no longer grows).
    */
-  syncFlushNow(onDurable?: (path: string) => void): void {
-    const mark = this.#marks[this.#marks.length - 1];
-    if (mark === undefined) return;
-    const deferred = this.#deferred;
-    if (deferred !== null) {
-      this.#deferred = null;
-      throw deferred;
-    }
-    for (let k = mark.pendingFrom; k < this.#pending.length; k++) {
-      const p = this.#pending[k]!;
+  syncFlushNow(onDurable?: (path: string, size: number | undefined) => void): void {
+    const job = this.#directJob();
+    if (job === null) return;
+    for (const p of job.rotated) {
       try {
         this.#cache.syncNow(p);
       } catch (err) {
         if (p.retired && errnoCode(err) === 'ENOENT') continue; // landed and retired by the compactor
         throw new WalWriteError('fdatasync', p.path, err);
       }
-      onDurable?.(p.path);
+      onDurable?.(p.path, undefined);
     }
-    const h = this.#handle;
-    if (h !== null) {
+    if (job.live !== null) {
       try {
-        this.#cache.syncNow(h);
+        this.#cache.syncNow(job.live);
       } catch (err) {
-        // Not given up here: refuseLastFlush cuts it back first.
-        throw new WalWriteError('fdatasync', h.path, err);
+        throw new WalWriteError('fdatasync', job.live.path, err);
       }
-      onDurable?.(h.path);
+      onDurable?.(job.live.path, job.size);
     }
-    // A segment created since the last directory fsync (by this flush, or
-    // unsynced by a journaled round this one appended to or rotated away from):
-    // its name is not durable yet, so neither would these bytes be.
-    const created = this.#created;
-    if (this.#dirSyncedUpTo < created) {
+    if (job.dir) {
       try {
         this.#ops.fsyncDir(this.#dir);
       } catch (err) {
         throw new WalWriteError('fdatasync', this.#dir, err);
       }
-      this.#dirSyncedUpTo = created;
+      this.#dirSynced(job.created);
     }
-    this.#marks.pop();
+  }
+
+  /**
+   * syncFlushNow on libuv's pool, in parallel. What it syncs is taken when it
+   * is called, so the next flush may be written meanwhile: that one needs its
+   * own sync (and is refused with this one if this one fails).
+   */
+  async syncFlush(onDurable?: (path: string, size: number | undefined) => void): Promise<void> {
+    const job = this.#directJob();
+    if (job === null) return;
+    const one = async (h: FdHandle, size: number | undefined): Promise<void> => {
+      try {
+        await this.#cache.sync(h);
+      } catch (err) {
+        if (h.retired && errnoCode(err) === 'ENOENT') return;
+        throw new WalWriteError('fdatasync', h.path, err);
+      }
+      onDurable?.(h.path, size);
+    };
+    const all = job.rotated.map((p) => one(p, undefined));
+    if (job.live !== null) all.push(one(job.live, job.size));
+    // Every sync is waited for before the first failure is thrown (none is left running unseen).
+    const settled = await Promise.allSettled(all);
+    const failed = settled.find((r) => r.status === 'rejected');
+    if (failed !== undefined) throw failed.reason;
+    if (job.dir) {
+      try {
+        await fsyncDirAsync(this.#ops, this.#dir);
+      } catch (err) {
+        throw new WalWriteError('fdatasync', this.#dir, err);
+      }
+      this.#dirSynced(job.created);
+    }
+  }
+
+  /** What a direct round's sync covers, taken now (null: nothing was flushed since the last confirmed flush). */
+  #directJob(): { rotated: FdHandle[]; live: FdHandle | null; size: number; dir: boolean; created: number } | null {
+    const mark = this.#marks[this.#marks.length - 1];
+    if (mark === undefined) return null;
+    const deferred = this.#deferred;
+    if (deferred !== null) {
+      this.#deferred = null;
+      throw deferred;
+    }
+    const created = this.#created;
+    return { rotated: this.#pending.slice(mark.pendingFrom), live: this.#handle, size: this.#size, dir: this.#dirSyncedUpTo < created, created };
+  }
+
+  #dirSynced(created: number): void {
+    if (created > this.#dirSyncedUpTo) this.#dirSyncedUpTo = created;
   }
 
   /** Seals the live segment and refuses further use. Staged records are dropped. */

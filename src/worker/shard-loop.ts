@@ -68,7 +68,17 @@ import { WalWriteError } from '../wal/wal-write-error.js';
 import { BodyDecoder } from './body-decoder.js';
 
 const MAX_ROUND_REQUESTS = 4096;
-const MAX_ROUND_BYTES = 64 * 1024 * 1024;
+/**
+ * A round stops reading frames once it holds this many bytes (at least one
+ * frame, whatever its size). Small enough that a busy lane's large bodies
+ * make several rounds, each synced while the next is written (a direct
+ * round's fdatasync is in flight then): P2's row made 2,060-2,160 requests/s
+ * with 64 MiB rounds (one round of ~54 requests, then its sync, then the
+ * next), 3,650 with 1 MiB, 3,770-3,950 with 2 MiB, 3,340 with 4 MiB
+ * (docs/performance.md "Direct rounds"). A round of 1 KiB requests reaches
+ * it at about 2,000 of them.
+ */
+const MAX_ROUND_BYTES = 2 * 1024 * 1024;
 const HOUSEKEEPING_MS = 1000;
 /** A checkpoint starts when the journal has taken this many bytes since the last one began (in any number of files)… */
 const CHECKPOINT_BYTES = 256 * 1024 * 1024;
@@ -102,10 +112,10 @@ function journalSyncDelayMs(): number {
  * appended before the round is answered, so that a crash suite's simulated
  * power loss knows which bytes no journal entry holds but an fdatasync did.
  */
-function directLedger(): ((path: string) => void) | undefined {
+function directLedger(): ((path: string, size: number | undefined) => void) | undefined {
   const file = process.env['SIGLAKE_TEST_DIRECT_LEDGER'];
   if (process.env['SIGLAKE_TEST_HOOKS'] !== '1' || file === undefined || file === '') return undefined;
-  return (path) => appendFileSync(file, `${path} ${statSync(path).size}\n`);
+  return (path, size) => appendFileSync(file, `${path} ${size ?? statSync(path).size}\n`);
 }
 /** Lane fdatasyncs a checkpoint keeps in flight at once (each may hold a descriptor), with 64 or more descriptors per worker; else 1. */
 const CHECKPOINT_PARALLEL = 16;
@@ -202,7 +212,7 @@ export class ShardLoop {
   /** `batch` mode: a round of one lane writing at least this much bypasses the journal (0: never). */
   readonly #directBytes: number;
   /** Test-only: hears each segment a direct round made durable. */
-  readonly #directLedger: ((path: string) => void) | undefined = directLedger();
+  readonly #directLedger: ((path: string, size: number | undefined) => void) | undefined = directLedger();
 
   constructor(args: ShardTaskArgs, threadId: number) {
     this.#a = args;
@@ -387,8 +397,9 @@ export class ShardLoop {
       segmentBytes: this.#a.settings.walSegmentBytes,
       fdCache: this.#fds,
       journaled: journal !== null,
-      // Round N+1 is written while round N's journal fdatasync runs.
-      ...(this.#pipelined ? { unconfirmedFlushes: 2 as const } : {}),
+      // Round N+1 is written while round N's journal (or direct) fdatasync runs.
+      // (A direct round's sync overlaps the next round whatever --wal-rounds-in-flight says.)
+      ...(journal !== null ? { unconfirmedFlushes: 2 as const } : {}),
       // Most lanes see a handful of records per round; the slab doubles when one needs more.
       slabRecords: 4,
       ...(next !== undefined ? { nextSegment: next } : {}),
@@ -499,7 +510,7 @@ export class ShardLoop {
     // A round that writes nothing is answered at once: the round in flight is
     // answered first (its sync's completion needs the event loop, which a run
     // of such rounds would never give a turn).
-    if (this.#inFlight !== null && (this.#lanesChanged || !journaled)) await this.#finishInFlight();
+    if (this.#inFlight !== null && (this.#lanesChanged || !(journaled || direct))) await this.#finishInFlight();
     this.#lanesChanged = false;
     this.#journaling = journaled;
     for (const lane of touched) {
@@ -534,50 +545,55 @@ export class ShardLoop {
     // The payload views are in the kernel now (or dropped): give the ring space back.
     this.#ring.release();
 
-    if (journaled) {
+    if (journaled || direct) {
+      // A direct round's lane whose write failed: the round is refused and cut back.
+      const lane0 = touched[0]!;
+      if (direct && lane0.failure !== undefined) journalFailure = lane0.failure;
       // The lanes' own write failures are this round's: the lanes may be in the next one.
       this.#settleLaneFailures(round);
       for (const lane of touched) {
         // Even a lane whose write failed may have rotated to (and created) segments the checkpoint must sync.
+        // (A direct round's lane too: the checkpoint still writes its marker.)
         this.#sinceCheckpoint.add(lane);
       }
       const earlier = this.#inFlight;
       if (earlier !== null) {
-        // This round's entries follow the earlier round's in the journal: if
-        // its sync failed, this round cannot be made durable by another.
+        // This round's entries (or a direct round's bytes) follow the earlier
+        // round's: if its sync failed, this round cannot be made durable by another.
         const failure = await this.#finishInFlight();
         journalFailure ??= failure;
       }
       if (journalFailure === undefined) {
-        if (this.#pipelined && !this.#ring.isEmpty() && !this.#stopping) {
+        // A direct round's sync always overlaps the next round when requests
+        // wait: it writes megabytes, against which the pool hop is nothing.
+        if ((this.#pipelined || direct) && !this.#ring.isEmpty() && !this.#stopping) {
           // More requests wait: sync on the pool and write them meanwhile.
           const t0 = performance.now();
-          const sync = journal.sync().then(
+          const sync = (direct ? this.#syncDirect(lane0) : journal.sync()).then(
             () => {
-              this.#stats.observeFsync((performance.now() - t0) / 1000);
+              this.#synced(direct, t0);
               return undefined;
             },
-            (e: unknown) => this.#journalFailed(e, 'fdatasync'),
+            (e: unknown) => (direct ? this.#directFailed(lane0, e) : this.#journalFailed(e, 'fdatasync')),
           );
           this.#inFlight = { round, sync };
           this.#round = this.#other;
           this.#other = round;
           return;
         }
-        // One fdatasync for the round, whatever the number of lanes it touched.
+        // One fdatasync for the round, whatever the number of lanes it touched
+        // (direct: one per segment it wrote, on this thread).
         const t0 = performance.now();
         try {
-          journal.syncNow();
-          this.#stats.observeFsync((performance.now() - t0) / 1000);
+          if (direct) lane0.writer.syncFlushNow(this.#directLedger);
+          else journal.syncNow();
+          this.#synced(direct, t0);
         } catch (e) {
-          journalFailure = this.#journalFailed(e, 'fdatasync');
+          journalFailure = direct ? this.#directFailed(lane0, e) : this.#journalFailed(e, 'fdatasync');
         }
       }
+      if (direct) lane0.unsyncedBytes = 0;
       this.#endJournaled(round, journalFailure);
-    } else if (direct) {
-      // (Any round in flight was answered above: a direct round syncs the segments it shares.)
-      this.#commitDirect(touched[0]!);
-      this.#settleLaneFailures(round);
     } else if (mode === 'batch') {
       if (touched.length === 1) {
         // One file: fdatasync right here. A thread-pool hop would only add two
@@ -595,35 +611,28 @@ export class ShardLoop {
     await this.#answer(round);
   }
 
+  /** A journaled or direct round's sync returned. */
+  #synced(direct: boolean, t0: number): void {
+    this.#stats.observeFsync((performance.now() - t0) / 1000);
+    if (direct) this.#stats.addDirectRound();
+  }
+
+  /** A direct round's segments, fdatasynced on libuv's pool (docs/wal-format.md "Direct rounds"). */
+  #syncDirect(lane: LaneState): Promise<void> {
+    return lane.writer.syncFlush(this.#directLedger);
+  }
+
   /**
-   * A direct round (one lane, at least --wal-direct-round-kib; docs/wal-format.md
-   * "Direct rounds"): no journal entry, the lane's segments are fdatasynced
-   * here instead. A failed write or sync refuses the round like a failed
-   * journal sync: its bytes are cut back and the live segment given up. A
-   * failed fdatasync also keeps the journal (the segment's earlier, journaled
-   * records may be lost from it).
+   * A direct round's fdatasync failed: the round is refused and cut back
+   * (#endJournaled), and the journal kept, since the segment's earlier,
+   * journaled records may be lost from its pages.
    */
-  #commitDirect(lane: LaneState): void {
-    // The next checkpoint still syncs what it rotated or sealed, and writes the marker.
-    this.#sinceCheckpoint.add(lane);
-    if (lane.failure === undefined) {
-      const t0 = performance.now();
-      try {
-        lane.writer.syncFlushNow(this.#directLedger);
-        lane.unsyncedBytes = 0;
-        this.#stats.observeFsync((performance.now() - t0) / 1000);
-        this.#stats.addDirectRound();
-        return;
-      } catch (e) {
-        this.#syncFailed(lane, e);
-        this.#pinJournal(lane, e, "a direct round's fdatasync");
-      }
-    }
-    try {
-      lane.writer.refuseLastFlush();
-    } catch (e) {
-      this.#pinJournal(lane, e, 'cutting back a refused round');
-    }
+  #directFailed(lane: LaneState, e: unknown): LaneFailure {
+    this.#stats.addWriteError();
+    const left = this.#throttle.take(`fdatasync:${(e as { errno?: string }).errno ?? (e as Error).message}`);
+    if (left >= 0) this.#log.error({ lane: lane.key.label, err: (e as Error).message, suppressed: left }, 'WAL fdatasync failed');
+    this.#pinJournal(lane, e, "a direct round's fdatasync");
+    return writeFailure(e);
   }
 
   /** Waits for the round in flight, ends it and answers it; returns its journal failure, if any. */
@@ -830,7 +839,7 @@ export class ShardLoop {
     const t0 = performance.now();
     try {
       lane.writer.syncNow();
-      this.#synced(lane, t0);
+      this.#laneSynced(lane, t0);
     } catch (e) {
       this.#syncFailed(lane, e);
     }
@@ -840,13 +849,13 @@ export class ShardLoop {
     const t0 = performance.now();
     try {
       await lane.writer.sync();
-      this.#synced(lane, t0);
+      this.#laneSynced(lane, t0);
     } catch (e) {
       this.#syncFailed(lane, e);
     }
   }
 
-  #synced(lane: LaneState, t0: number): void {
+  #laneSynced(lane: LaneState, t0: number): void {
     lane.dirty = false;
     this.#stats.observeFsync((performance.now() - t0) / 1000);
   }

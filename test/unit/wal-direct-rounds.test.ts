@@ -30,7 +30,7 @@ const pathOf = (fd: number): string => readlinkSync(`/proc/self/fd/${fd}`);
 
 /** A lane on its shard's journal, with what the lane's syncs made durable. */
 function rig(segmentBytes = 1 << 20) {
-  const fault = { laneSyncNow: false };
+  const fault = { laneSyncNow: false, laneSync: false };
   /** Segment path → its size at its last fdatasync. */
   const synced = new Map<string, number>();
   /** Segment names a directory fsync saw. */
@@ -49,6 +49,7 @@ function rig(segmentBytes = 1 << 20) {
       note(fd);
     },
     fdatasync: async (fd) => {
+      if (fault.laneSync) throw eio();
       await NODE_FILE_OPS.fdatasync(fd);
       note(fd);
     },
@@ -57,9 +58,15 @@ function rig(segmentBytes = 1 << 20) {
       for (const n of readdirSync(d)) entries.add(join(d, n));
       syncs.push(`dir ${basename(d)}`);
     },
+    fsyncDirAsync: async (d) => {
+      const names = readdirSync(d);
+      await NODE_FILE_OPS.fsyncDirAsync!(d);
+      for (const n of names) entries.add(join(d, n));
+      syncs.push(`dir ${basename(d)}`);
+    },
   };
   const journaling = { on: true };
-  const l = journaledLane(wal, { journalOps: NODE_FILE_OPS, laneOps: lops, segmentBytes, journaling });
+  const l = journaledLane(wal, { journalOps: NODE_FILE_OPS, laneOps: lops, segmentBytes, journaling, unconfirmedFlushes: 2 });
   const { journal, lane, dir } = l;
   const stage = (texts: string[]): void => {
     for (const t of texts) lane.stage(RecordType.LOGS, 1, 1, Buffer.from(t));
@@ -83,6 +90,7 @@ function rig(segmentBytes = 1 << 20) {
     }
     try {
       lane.syncFlushNow();
+      lane.flushDurable();
       return true;
     } catch (e) {
       expect(e).toBeInstanceOf(WalWriteError);
@@ -103,7 +111,17 @@ function rig(segmentBytes = 1 << 20) {
     (existsSync(l.journalDir) ? readdirSync(l.journalDir) : [])
       .filter((n) => /^\d+\.jnl$/.test(n))
       .reduce((a, n) => a + decodeJournal(readFileSync(join(l.journalDir, n))).entries.length, 0);
-  return { fault, synced, entries, syncs, journal, lane, dir, journaled, direct, powerLoss, restart: l.restart, journalEntries, journalDir: l.journalDir };
+  /** A direct round's records written, its sync not started (as the shard loop does before it puts one in flight). */
+  const writeDirect = (...texts: string[]): void => {
+    stage(texts);
+    journaling.on = false;
+    try {
+      lane.flush();
+    } finally {
+      journaling.on = true;
+    }
+  };
+  return { fault, synced, entries, syncs, journal, lane, dir, journaled, direct, writeDirect, stage, powerLoss, restart: l.restart, journalEntries, journalDir: l.journalDir };
 }
 
 /** Each segment of the lane: its number and size in bytes. */
@@ -223,5 +241,59 @@ describe('direct rounds: a one-lane round made durable by its own segments', () 
     r.lane.refuseLastFlush();
     expect(segments(r.dir)).toEqual([[1, size]]);
     expect(laneRecords(r.dir)).toEqual([rec('d1', 200)]);
+  });
+
+  it('in flight: the sync takes what was flushed when it began; the next round, written meanwhile, needs its own', async () => {
+    const r = rig();
+    r.writeDirect(rec('d1', 3000));
+    const sizeD1 = SEGMENT_HEADER_SIZE + 24 + 3000;
+    const sync = r.lane.syncFlush();
+    // Round 2 (journaled) is written while round 1's fdatasync runs on the pool.
+    r.stage([rec('j2', 100)]);
+    r.lane.flush();
+    r.journal.write();
+    await sync;
+    r.lane.flushDurable(); // round 1 answered
+    expect(r.synced.get(join(r.dir, formatSegmentName(1)))).toBeGreaterThanOrEqual(sizeD1);
+    r.journal.syncNow();
+    r.lane.flushDurable(); // round 2 answered
+    r.powerLoss();
+    const after = r.restart();
+    expect(after.records).toEqual([rec('d1', 3000), rec('j2', 100)]);
+    expect(after.repair.damaged).toEqual([]);
+  });
+
+  it('in flight and failed: the round behind it is refused with it, both cut back; the segment is given up', async () => {
+    const r = rig();
+    expect(r.direct(rec('d0', 500))).toBe(true);
+    r.writeDirect(rec('d1', 3000));
+    r.fault.laneSync = true;
+    const sync = r.lane.syncFlush();
+    r.writeDirect(rec('d2', 3000)); // written while round 1 syncs
+    await expect(sync).rejects.toThrow(WalWriteError);
+    r.fault.laneSync = false;
+    // As #endJournaled refuses both rounds: one cut from where the older began. Its own sync
+    // fails too: the cache keeps the failure on the handle, since after a failed fdatasync no
+    // later one can vouch for the file (the shard pins the journal on it).
+    expect(() => r.lane.refuseLastFlush()).toThrow(/fdatasync failed \(EIO\)/);
+    expect(segments(r.dir)).toEqual([[1, SEGMENT_HEADER_SIZE + 24 + 500]]);
+    expect(laneRecords(r.dir)).toEqual([rec('d0', 500)]);
+    // The next round starts a new segment.
+    expect(r.direct(rec('d3', 100))).toBe(true);
+    expect(segments(r.dir).map((x) => x[0])).toEqual([1, 2]);
+    r.powerLoss();
+    expect(r.restart().records).toEqual([rec('d0', 500), rec('d3', 100)]);
+  });
+
+  it('in flight, rotating: every segment it wrote is synced in parallel, then the directory', async () => {
+    const r = rig(SEGMENT_HEADER_SIZE + 2 * (24 + 100));
+    r.writeDirect(rec('d1', 100), rec('d2', 100), rec('d3', 100)); // segment 1 full, segment 2
+    r.syncs.length = 0;
+    await r.lane.syncFlush();
+    r.lane.flushDurable();
+    expect(r.syncs.slice(0, 2).sort()).toEqual([formatSegmentName(1), formatSegmentName(2)]);
+    expect(r.syncs[2]).toBe(`dir ${basename(r.dir)}`);
+    r.powerLoss();
+    expect(r.restart().records).toEqual([rec('d1', 100), rec('d2', 100), rec('d3', 100)]);
   });
 });
