@@ -198,7 +198,7 @@ export const SETTINGS = {
     flag: '--wal-rounds-in-flight',
     category: 'wal',
     default: 1,
-    doc: '`batch` mode: rounds a writer worker keeps in flight. 2 writes the next round while the last one\'s commit-journal fdatasync runs (on the thread pool), for disks whose fdatasync is slow next to a round\'s work (network block storage); on a local disk with a fast fdatasync it measured slower (docs/performance.md). Acknowledgement still follows each round\'s own fdatasync.',
+    doc: '`batch` mode: rounds a writer worker keeps in flight. 2 writes the next round while the last one\'s commit-journal fdatasync runs (on the thread pool), for disks whose fdatasync is slow next to a round\'s work (network block storage); on a local disk with a fast fdatasync it measured slower (docs/performance.md). Acknowledgement still follows each round\'s own fdatasync. (A direct round, --wal-direct-round-kib, is always synced on the pool while the next round is written when requests wait.)',
     parse: integer({ min: 1, max: 2 }),
   }),
   walDirectRoundKib: def<number>({
