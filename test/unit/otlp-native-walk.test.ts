@@ -8,14 +8,13 @@
 
 import { isUtf8 } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
-import { BodyError } from '../../src/errors.js';
 import { FixtureGenerator } from '../../src/otlp/fixtures.js';
 import { ADDON_PATH } from '../../src/native/addon.js';
 import { loadNativeWalk, type NativeWalk } from '../../src/native/otlp-walk.js';
 import { MAX_ANY_VALUE_DEPTH, Msg, ROOT_MSG, type Signal } from '../../src/otlp/schema.js';
 import { ACTIONS, fastWalk, useOtlpWalk, validateExportRequest, validateExportRequestExact } from '../../src/otlp/wire-validator.js';
 import { proto } from '../helpers/otlp-bodies.js';
-import { mutatedCases, ProtoMutator } from '../reliability/lib/otlp-mutator.js';
+import { mutatedCases, ProtoMutator, walkOutcome as outcome } from '../reliability/lib/otlp-mutator.js';
 import { OtlpOracle } from '../reliability/lib/otlp-oracle.js';
 import { Prng } from '../reliability/lib/prng.js';
 
@@ -33,15 +32,6 @@ function load(): NativeWalk {
 }
 const native = load();
 const nativeOf = (signal: Signal, body: Uint8Array): number => native.walk(ROOT_MSG[signal]!, body);
-
-function outcome(f: (s: Signal, b: Uint8Array) => number, signal: Signal, body: Uint8Array): number | string {
-  try {
-    return f(signal, body);
-  } catch (err) {
-    if (err instanceof BodyError && err.code === 'SIGLAKE_BAD_BODY') return err.message;
-    throw err;
-  }
-}
 
 describe('the native walk', () => {
   it('is what validateExportRequest runs by default (auto), and --otlp-walk js turns it off', () => {

@@ -10,27 +10,16 @@
 
 import { isUtf8 } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
-import { BodyError } from '../../src/errors.js';
 import { FixtureGenerator } from '../../src/otlp/fixtures.js';
 import { ROOT_MSG, type Signal } from '../../src/otlp/schema.js';
 import { fastWalk, validateExportRequest, validateExportRequestExact } from '../../src/otlp/wire-validator.js';
 import { proto } from '../helpers/otlp-bodies.js';
-import { mutatedCases, ProtoMutator } from '../reliability/lib/otlp-mutator.js';
+import { mutatedCases, ProtoMutator, walkOutcome as outcome } from '../reliability/lib/otlp-mutator.js';
 import { OtlpOracle } from '../reliability/lib/otlp-oracle.js';
 import { Prng } from '../reliability/lib/prng.js';
 
 const oracle = new OtlpOracle(proto);
 const mutator = new ProtoMutator(oracle);
-
-/** A count, or the message of the BodyError thrown (any other throw fails the test). */
-function outcome(f: (s: Signal, b: Uint8Array) => number, signal: Signal, body: Uint8Array): number | string {
-  try {
-    return f(signal, body);
-  } catch (err) {
-    if (err instanceof BodyError && err.code === 'SIGLAKE_BAD_BODY') return err.message;
-    throw err;
-  }
-}
 
 describe('the fast and the exact wire walk against the fuzz oracle', () => {
   it('agree with the oracle on thousands of mutated bodies, with zero mismatches', () => {

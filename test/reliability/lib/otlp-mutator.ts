@@ -9,6 +9,7 @@
 // What a mutated body should get is decided by the oracle, never by the kind
 // of mutation.
 
+import { BodyError } from '../../../src/errors.js';
 import type { OtlpOracle, Signal } from './otlp-oracle.js';
 import type { Prng } from './prng.js';
 import type { FixtureGenerator } from '../../../src/otlp/fixtures.js';
@@ -666,5 +667,15 @@ export function* mutatedCases(
     const signal: Signal = i & 1 ? 'traces' : 'logs';
     const { body, kinds } = mutator.mutate(signal, prng.pick(pools[signal]), prng.pick(pools[signal]), prng);
     yield { i, signal, body, kinds };
+  }
+}
+
+/** A count, or the message of the BodyError thrown (any other throw fails the test). */
+export function walkOutcome(f: (s: Signal, b: Uint8Array) => number, signal: Signal, body: Uint8Array): number | string {
+  try {
+    return f(signal, body);
+  } catch (err) {
+    if (err instanceof BodyError && err.code === 'SIGLAKE_BAD_BODY') return err.message;
+    throw err;
   }
 }
