@@ -60,6 +60,12 @@ describe(`hostile HTTP clients (--request-timeout-secs ${REQUEST_TIMEOUT_SECS})`
       clients: 2,
       pauseMs: 20,
       tenantHeader: false,
+      // An ordinary exporter batch: at most 32 KiB of padding keeps every body
+      // under 64 KiB, which --ingest-max-inflight-mib never refuses
+      // (docs/limits.md). The declared-largest-body test below fills that
+      // bound on purpose, and a larger body would then be rightly refused 503
+      // SIGLAKE_INFLIGHT_FULL (with the 64 KiB default, 2 of 2,420 were).
+      maxPadBytes: 32 * 1024,
     });
   });
 
