@@ -183,6 +183,12 @@ export class IngestMetrics {
       sum((s) => s.checkpoints),
     );
     computed(
+      'siglake_wal_checkpoint_seconds_total',
+      'Time spent in commit journal checkpoints (every one, failed ones too), from the lane syncs to the sealed markers; its rate is the share of time a checkpoint runs (batch mode).',
+      'counter',
+      sum((s) => s.checkpointSeconds),
+    );
+    computed(
       'siglake_wal_writebacks_total',
       "Early fdatasyncs of a lane's live segment between checkpoints, one per MiB the lane wrote, so that a checkpoint has little left to write (batch mode).",
       'counter',

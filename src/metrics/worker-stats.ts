@@ -18,7 +18,8 @@ const JOURNAL_REPLAYED_RECORDS = 6;
 const CHECKPOINTS = 7;
 const JOURNAL_SPARE_USES = 8;
 const DIRECT_ROUNDS = 9;
-const FSYNC_BUCKET0 = 10;
+const CHECKPOINT_SECONDS = 10;
+const FSYNC_BUCKET0 = 11;
 const SLOTS = FSYNC_BUCKET0 + FSYNC_BUCKETS.length + 1;
 
 export class WorkerStats {
@@ -52,6 +53,10 @@ export class WorkerStats {
 
   addCheckpoint(): void {
     this.#f[CHECKPOINTS]! += 1;
+  }
+
+  addCheckpointSeconds(seconds: number): void {
+    this.#f[CHECKPOINT_SECONDS]! += seconds;
   }
 
   addWriteback(): void {
@@ -89,6 +94,9 @@ export class WorkerStats {
   }
   get checkpoints(): number {
     return this.#f[CHECKPOINTS]!;
+  }
+  get checkpointSeconds(): number {
+    return this.#f[CHECKPOINT_SECONDS]!;
   }
   get writebacks(): number {
     return this.#f[WRITEBACKS]!;

@@ -119,6 +119,15 @@ function directLedger(): ((path: string, size: number | undefined) => void) | un
 }
 /** Lane fdatasyncs a checkpoint keeps in flight at once (each may hold a descriptor), with 64 or more descriptors per worker; else 1. */
 const CHECKPOINT_PARALLEL = 16;
+/**
+ * Test-only (SIGLAKE_TEST_HOOKS=1): SIGLAKE_TEST_CHECKPOINT_PARALLEL=<n> keeps
+ * n lane fdatasyncs of a checkpoint in flight instead (the measurement in
+ * docs/performance.md, "How many checkpoint syncs at once").
+ */
+function checkpointParallel(): number {
+  const v = Number(process.env['SIGLAKE_TEST_CHECKPOINT_PARALLEL']);
+  return process.env['SIGLAKE_TEST_HOOKS'] === '1' && Number.isInteger(v) && v > 0 && v <= 64 ? v : CHECKPOINT_PARALLEL;
+}
 
 /** Why a lane's requests of a round failed: the code and the message the client gets. */
 interface LaneFailure {
@@ -231,7 +240,7 @@ export class ShardLoop {
     // segments the LRU evicted while their early writeback runs, and the
     // checkpoint's syncs in flight hold at most #checkpointParallel more (a
     // fresh one or a cached one kept open).
-    this.#checkpointParallel = budget >= 64 ? CHECKPOINT_PARALLEL : 1;
+    this.#checkpointParallel = budget >= 64 ? checkpointParallel() : 1;
     const cached = journaled ? Math.max(1, budget - 4 - MAX_WRITEBACKS - this.#checkpointParallel) : budget;
     this.#fds = new FdCache(cached, args.settings.walDropSyncedPages ? dropSyncedPagesOps().ops : undefined, { lazyEviction: journaled });
     this.#journal = journaled
@@ -761,6 +770,15 @@ export class ShardLoop {
   }
 
   async #runCheckpoint(journal: ShardJournal, upTo: number, lanes: { lane: LaneState; cp: LaneCheckpoint }[]): Promise<void> {
+    const t0 = performance.now();
+    try {
+      await this.#checkpointLanes(journal, upTo, lanes);
+    } finally {
+      this.#stats.addCheckpointSeconds((performance.now() - t0) / 1000);
+    }
+  }
+
+  async #checkpointLanes(journal: ShardJournal, upTo: number, lanes: { lane: LaneState; cp: LaneCheckpoint }[]): Promise<void> {
     let failed = 0;
     let next = 0;
     const one = async (): Promise<void> => {

@@ -42,6 +42,7 @@ describe('commit journal spares and early writeback, in the real process', () =>
     const m0 = await ing.metrics();
     expect(m0.get('siglake_wal_writebacks_total')).toBe(0);
     expect(m0.get('siglake_wal_journal_spare_uses_total')).toBe(0);
+    expect(m0.get('siglake_wal_checkpoint_seconds_total')).toBe(0);
     const journalDir = path.join(ing.walDir, JOURNAL_ROOT, journalDirName(0, 1));
     const target = { url: ing.url, grpcAddress: ing.grpcAddress, headers: {} };
 
@@ -62,7 +63,11 @@ describe('commit journal spares and early writeback, in the real process', () =>
       if (Date.now() > deadline) throw new Error(`no writebacks or spare uses after ${sent} records: ${JSON.stringify([...m].filter(([k]) => k.startsWith('siglake_wal_')))}`);
     }
     expect(sawSpare).toBe(true);
-    expect((await ing.metrics()).get('siglake_wal_write_errors_total')).toBe(0);
+    const m1 = await ing.metrics();
+    expect(m1.get('siglake_wal_write_errors_total')).toBe(0);
+    // A spare is a journal file a checkpoint retired: the checkpoints took time, and it was counted.
+    expect(m1.get('siglake_wal_checkpoints_total') ?? 0).toBeGreaterThanOrEqual(1);
+    expect(m1.get('siglake_wal_checkpoint_seconds_total') ?? 0).toBeGreaterThan(0);
 
     // A crash while journal files made from spares hold the last rounds.
     await ing.kill9();
