@@ -121,8 +121,8 @@ function directLedger(): ((path: string, size: number | undefined) => void) | un
 const CHECKPOINT_PARALLEL = 16;
 /**
  * Test-only (SIGLAKE_TEST_HOOKS=1): SIGLAKE_TEST_CHECKPOINT_PARALLEL=<n> keeps
- * n lane fdatasyncs of a checkpoint in flight instead (the measurement in
- * docs/performance.md, "How many checkpoint syncs at once").
+ * n lane fdatasyncs of a checkpoint in flight instead (perf/checkpoint-parallel.sh;
+ * docs/performance.md, "Not the lever: fewer checkpoint syncs at once").
  */
 function checkpointParallel(): number {
   const v = Number(process.env['SIGLAKE_TEST_CHECKPOINT_PARALLEL']);
