@@ -37,6 +37,18 @@ describe('native-bench report from a saved run', () => {
     const r = spawnSync(process.execPath, [RUN, '--render', LATEST], { encoding: 'utf8', timeout: 60_000 });
     expect(r.status).toBe(0);
     for (const id of ['P1', 'P2', 'P3', 'P4', 'P5', 'P6', 'P7']) expect(r.stdout).toMatch(new RegExp(`^${id} .*\\n {4}measured .*\\n {4}goal .*\\n {4}verdict {3}\\S`, 'm'));
+    // P5 also says the ratio in CPU per request, one tenant's over the 10,000 tenants' row's.
+    const rows = (JSON.parse(fs.readFileSync(LATEST, 'utf8')) as { rows: { id: string; cpuAllUs?: number }[] }).rows;
+    const one = rows.find((x) => x.id === 'siglake-http-batch-1k')!.cpuAllUs!;
+    const many = rows.find((x) => x.id === 'siglake-http-batch-1k-10k')!.cpuAllUs!;
+    const byCpu = ((one / many) * 100).toFixed(1);
+    expect(r.stdout).toMatch(new RegExp(`^P5 .*\\n {4}measured .* of one tenant; .*; by CPU per request ${byCpu.replace('.', '\\.')} % \\(one tenant ${one.toFixed(1).replace('.', '\\.')} µs, 10,000 tenants ${many.toFixed(1).replace('.', '\\.')} µs\\)$`, 'm'));
+  });
+
+  it('leaves the CPU ratio out of P5 for a run that did not measure CPU per request', () => {
+    const r = spawnSync(process.execPath, [RUN, '--render', SAVED], { encoding: 'utf8', timeout: 60_000 });
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/^ {4}measured {2}25\.0 % of one tenant; RSS 231 MiB; 543 fds \(--wal-max-open-files 512\)$/m);
   });
 
   it('the HTML page, rendered by Chromium: grouped charts, log p99 with the 5 ms line, P4 runs, legend, verdict column, row table', () => {
