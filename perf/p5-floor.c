@@ -435,6 +435,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   dir = argv[1];
+  if (mkdir(dir, 0755) != 0 && errno != EEXIST) die("mkdir", dir);
   int many = argc > 2 ? atoi(argv[2]) : 10000;
   double secs = argc > 3 ? atof(argv[3]) : 5;
   int runs = argc > 4 ? atoi(argv[4]) : 3;
