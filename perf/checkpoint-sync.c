@@ -30,22 +30,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "probe-clock.h"
+
 static char **paths;
 static int nfiles, nthreads;
 static int next_file;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
-static double cpu_ms(void) {
-  struct rusage u;
-  getrusage(RUSAGE_SELF, &u);
-  return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
-}
 
 static void *sync_worker(void *arg) {
   (void)arg;
@@ -66,26 +56,6 @@ static void dirty_all(const char *buf, int bytes) {
     if (fd < 0 || write(fd, buf, bytes) != bytes) { perror(paths[i]); exit(1); }
     close(fd);
   }
-}
-
-/** Busy time of the whole machine (every CPU, kernel threads included) from /proc/stat, in ms. */
-static double machine_busy_ms(void) {
-  FILE *f = fopen("/proc/stat", "r");
-  unsigned long long v[8] = {0};
-  if (f == NULL || fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) != 8) { perror("/proc/stat"); exit(1); }
-  fclose(f);
-  // user nice system idle iowait irq softirq steal: busy = all but idle and iowait
-  return (double)(v[0] + v[1] + v[2] + v[5] + v[6]) * 1000.0 / sysconf(_SC_CLK_TCK);
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-  qsort(v, n, sizeof *v, cmp);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 int main(int argc, char **argv) {

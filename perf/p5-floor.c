@@ -15,8 +15,8 @@
 // over at offset 0. The two layouts, LANES=1 and LANES=N, take turns for
 // RUNS windows of SECS seconds each; printed per window: requests/s, process
 // CPU (getrusage, every thread) per request, the machine's busy time per
-// request (/proc/stat: the kernel's flusher and interrupt work is not the
-// process's; anything else running counts too), and checkpoints.
+// request (/proc/stat, steal excluded: the kernel's flusher and interrupt work
+// is not the process's; anything else running counts too), and checkpoints.
 //
 //   cc -O2 -pthread -o /tmp/p5-floor perf/p5-floor.c
 //   /tmp/p5-floor DIR [LANES=10000] [SECS=5] [RUNS=3] [FDS=512] [ROUND=22] [POOL=4] [CKPT_MS=10000] [MODE=inline]
@@ -43,6 +43,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "probe-clock.h"
+
 #define RECORD 1100
 #define JOURNAL_MAX (256L << 20)
 
@@ -50,30 +52,6 @@ static const char *dir;
 static int fd_cap, round_len, pool_threads;
 enum { INLINE, OVERLAP, DEFERRED } mode;
 static long ckpt_ms;
-
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
-static double cpu_ms(void) {
-  struct rusage u;
-  getrusage(RUSAGE_SELF, &u);
-  return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
-}
-
-/** Busy time of every CPU of the machine (/proc/stat: all but idle and iowait), ms. */
-static double machine_busy_ms(void) {
-  FILE *f = fopen("/proc/stat", "r");
-  if (f == NULL) return 0;
-  unsigned long long v[10] = { 0 };
-  int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9]);
-  fclose(f);
-  if (n < 8) return 0;
-  unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
-  return busy * 1e3 / sysconf(_SC_CLK_TCK);
-}
 
 static void die(const char *what, const char *path) {
   fprintf(stderr, "%s %s: %s\n", what, path, strerror(errno));
@@ -417,16 +395,6 @@ static result_t run_window(int n, double secs) {
   free(lane_count);
   teardown_lanes();
   return (result_t){ requests / (wall / 1e3), cpu * 1e3 / requests, busy * 1e3 / requests, checkpoints };
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-  qsort(v, n, sizeof *v, cmp);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 int main(int argc, char **argv) {
