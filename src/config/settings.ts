@@ -209,6 +209,14 @@ export const SETTINGS = {
     doc: "`batch` mode: a round that writes at least this many KiB, all to one lane, skips the commit journal: the writer fdatasyncs that lane's segments (and its directory, when the round created a segment) instead, so its bytes reach the disk once rather than twice (journal, then segment). Rounds of many lanes, and smaller ones, are journaled as before. 0: every round is journaled.",
     parse: integer({ min: 0, max: 64 * 1024 }),
   }),
+  walDeferLaneWrites: def<boolean>({
+    key: 'ingester.wal.deferLaneWrites',
+    flag: '--wal-defer-lane-writes',
+    category: 'wal',
+    default: true,
+    doc: "`batch` mode: a lane whose live segment's descriptor the LRU has closed (more lanes are written than --wal-max-open-files holds) writes a round's records to the commit journal only; the next checkpoint reads them back from the journal and writes them to the lane's segment, once per lane, before it syncs it. A round then opens no lane file, and the checkpoint writes each lane once instead of once per request. The lane segments of those lanes lag the journal by up to one checkpoint (every acknowledged record is durable in the journal meanwhile, and a restart replays it). Lanes whose descriptor is open write as before. `--wal-defer-lane-writes=false` writes every round to its lanes.",
+    parse: boolean,
+  }),
   walDropSyncedPages: def<boolean>({
     key: 'ingester.wal.dropSyncedPages',
     flag: '--wal-drop-synced-pages',

@@ -109,6 +109,7 @@ export class Ingester {
       walRoundsInFlight: s.walRoundsInFlight,
       walJournalRecycle: s.walJournalRecycle,
       walDropSyncedPages: s.walDropSyncedPages,
+      walDeferLaneWrites: s.walDeferLaneWrites,
       walDirectRoundBytes: s.walDirectRoundKib * 1024,
       walJournalPrefillBytes: s.walJournalPrefillMib * 1024 * 1024,
       walSegmentBytes: s.walSegmentBytes,

@@ -189,6 +189,12 @@ export class IngestMetrics {
       sum((s) => s.checkpointSeconds),
     );
     computed(
+      'siglake_wal_deferred_bytes_total',
+      "WAL bytes a round wrote to the commit journal only, leaving them out of their lane segment until the checkpoint writes them there (read back from the journal): lanes whose segment descriptor the LRU had closed, so that a round does not open one file per lane (batch mode, --wal-defer-lane-writes).",
+      'counter',
+      sum((s) => s.deferredBytes),
+    );
+    computed(
       'siglake_wal_writebacks_total',
       "Early fdatasyncs of a lane's live segment between checkpoints, one per MiB the lane wrote, so that a checkpoint has little left to write (batch mode).",
       'counter',

@@ -19,7 +19,8 @@ const CHECKPOINTS = 7;
 const JOURNAL_SPARE_USES = 8;
 const DIRECT_ROUNDS = 9;
 const CHECKPOINT_SECONDS = 10;
-const FSYNC_BUCKET0 = 11;
+const DEFERRED_BYTES = 11;
+const FSYNC_BUCKET0 = 12;
 const SLOTS = FSYNC_BUCKET0 + FSYNC_BUCKETS.length + 1;
 
 export class WorkerStats {
@@ -57,6 +58,10 @@ export class WorkerStats {
 
   addCheckpointSeconds(seconds: number): void {
     this.#f[CHECKPOINT_SECONDS]! += seconds;
+  }
+
+  addDeferredBytes(n: number): void {
+    this.#f[DEFERRED_BYTES]! += n;
   }
 
   addWriteback(): void {
@@ -97,6 +102,9 @@ export class WorkerStats {
   }
   get checkpointSeconds(): number {
     return this.#f[CHECKPOINT_SECONDS]!;
+  }
+  get deferredBytes(): number {
+    return this.#f[DEFERRED_BYTES]!;
   }
   get writebacks(): number {
     return this.#f[WRITEBACKS]!;

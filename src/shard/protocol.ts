@@ -15,6 +15,8 @@ export interface WorkerSettings {
   walJournalRecycle: boolean;
   /** `batch` mode: a one-lane round of at least this many bytes fdatasyncs its segments instead of the journal (0: never). */
   walDirectRoundBytes: number;
+  /** `batch` mode: lanes whose segment descriptor is closed leave a round's records to the checkpoint (journal only). */
+  walDeferLaneWrites: boolean;
   /** Segment files: drop the pages an fdatasync made durable (the acceptor checked the addon loads). */
   walDropSyncedPages: boolean;
   /** `batch` mode: bytes of zeros the journal's first spare is prefilled with (0: none). */

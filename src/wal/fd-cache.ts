@@ -18,7 +18,7 @@
 // opened after it as long as nobody has seen it yet (errseq), so the
 // checkpoint's sync still learns of it.
 
-import { NODE_FILE_OPS, type FileOps } from './file-ops.js';
+import { NODE_FILE_OPS, writevAll, type FileOps } from './file-ops.js';
 import { WalArgumentError } from './wal-argument-error.js';
 
 /** One segment file as the cache tracks it. Fields are written by the cache only. */
@@ -123,10 +123,21 @@ export class FdCache {
    * handle (a later sync() rejects with it once more): after a failed
    * fdatasync the file's pages may be gone, and a new fdatasync would say 0.
    */
-  sync(handle: FdHandle): Promise<void> {
+  sync(handle: FdHandle, before?: (fd: number) => void): Promise<void> {
     const e = handle as Entry;
     const err = this.takeError(e);
     if (err !== null) return Promise.reject(err);
+    if (before !== undefined) {
+      // Bytes to write first (a lane's deferred records): through the open
+      // descriptor, or one opened for this sync only (the LRU is left as it is).
+      if (e.fd < 0) return this.#syncClosed(e, before);
+      try {
+        before(e.fd);
+      } catch (failure) {
+        return Promise.reject(failure);
+      }
+      e.dirty = true;
+    }
     if (this.#lazy && e.dirty && e.fd < 0) return this.#syncClosed(e);
     if (!e.dirty || e.fd < 0) return e.inflight ?? Promise.resolve();
     e.dirty = false;
@@ -158,6 +169,23 @@ export class FdCache {
       },
     );
     return all;
+  }
+
+  /**
+   * Writes `iov` at `position` through the handle's descriptor, or through
+   * one opened for this write only when it is closed (the LRU is left as it
+   * is); the handle is then dirty. Throws what open and write throw.
+   */
+  writeNow(handle: FdHandle, iov: Uint8Array[], position: number): void {
+    const e = handle as Entry;
+    const own = e.fd < 0;
+    const fd = own ? this.#ops.open(e.path, 'r+') : e.fd;
+    try {
+      e.dirty = true;
+      writevAll(this.#ops, fd, iov, position);
+    } finally {
+      if (own) this.#ops.close(fd);
+    }
   }
 
   /**
@@ -241,7 +269,7 @@ export class FdCache {
   }
 
   /** A dirty handle whose descriptor was closed lazily: open the file again only to fdatasync it (thread pool). */
-  #syncClosed(e: Entry): Promise<void> {
+  #syncClosed(e: Entry, before?: (fd: number) => void): Promise<void> {
     e.dirty = false;
     let fd: number;
     try {
@@ -249,6 +277,15 @@ export class FdCache {
     } catch (err) {
       e.dirty = true;
       return Promise.reject(err);
+    }
+    if (before !== undefined) {
+      try {
+        before(fd);
+      } catch (err) {
+        e.dirty = true;
+        this.#ops.close(fd);
+        return Promise.reject(err);
+      }
     }
     const p = this.#ops
       .fdatasync(fd)

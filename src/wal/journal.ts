@@ -75,6 +75,9 @@ const PREFILL_CHUNK = 4 * 1024 * 1024;
 const ZEROS = new Uint8Array(PREFILL_CHUNK);
 /** The first spare is prefilled once a journal file of the life holds this much (a journal under load, not one that took a few requests). */
 const PREFILL_AFTER_BYTES = 1024 * 1024;
+/** Read-only journal descriptors readBack keeps open (counted in the worker's descriptor budget). */
+export const JOURNAL_READERS = 2;
+const READERS = JOURNAL_READERS;
 /** Written after every round's entries: where a reader finds it, the file's entries end. */
 const TERMINATOR = new Uint8Array(ENTRY_HEADER_SIZE);
 
@@ -128,6 +131,13 @@ export class ShardJournal {
   /** Each staged entry's header and tag: their CRC is stamped when the round is written, with the file's number. */
   readonly #heads: Uint8Array[] = [];
   readonly #tags: Uint8Array[] = [];
+  /** Each staged entry's body length (its records' bytes): where its body lands is known once written. */
+  #bodyLengths: number[] = [];
+  /** Where each entry of the last round written begins its body, in file #lastFile (see bodyOffset). */
+  #bodyAt: number[] = [];
+  #lastFile = 0;
+  /** Read-only descriptors of journal files, opened by readBack (at most READERS), oldest first. */
+  readonly #readers = new Map<number, number>();
   #stagedBytes = 0;
   readonly #fileHeader = Buffer.alloc(JOURNAL_HEADER_SIZE);
   /** sync() calls in flight, and the descriptors given up meanwhile (closed when none is). */
@@ -202,7 +212,7 @@ export class ShardJournal {
    * which went to `segment` at `offset`. The buffers are kept, not copied:
    * they must stay unchanged until write() returns.
    */
-  stage(tag: Uint8Array, segment: number, offset: number, iov: readonly Uint8Array[], from: number, to: number, bytes: number, records: number): void {
+  stage(tag: Uint8Array, segment: number, offset: number, iov: readonly Uint8Array[], from: number, to: number, bytes: number, records: number): number {
     const i = this.#entries;
     if ((i + 1) * ENTRY_HEADER_SIZE > this.#slab.length) {
       // A new slab: views already staged keep the old one alive until written.
@@ -214,8 +224,59 @@ export class ShardJournal {
     this.#heads.push(head);
     this.#tags.push(tag);
     for (let k = from; k < to; k++) if (iov[k]!.length > 0) this.#iov.push(iov[k]!);
+    this.#bodyLengths.push(bytes);
     this.#entries = i + 1;
     this.#stagedBytes += ENTRY_HEADER_SIZE + tag.length + bytes;
+    return i;
+  }
+
+  /** The number of the file the last round was written to (see bodyOffset). */
+  get lastFile(): number {
+    return this.#lastFile;
+  }
+
+  /**
+   * Where entry `i` (as stage() numbered it) of the last round written
+   * begins its body, in file lastFile. Valid from write()'s return until the
+   * next write().
+   */
+  bodyOffset(i: number): number {
+    return this.#bodyAt[i]!;
+  }
+
+  /**
+   * Reads `length` bytes of journal file `file` at `offset` into `into` at
+   * `at` (a lane's deferred records, which the journal holds until a
+   * checkpoint writes them to the segment: docs/wal-format.md "Deferred lane
+   * writes"). The file must not be retired yet. Throws what the read throws,
+   * and a short read (EIO).
+   */
+  readBack(file: number, offset: number, length: number, into: Uint8Array, at: number): void {
+    let fd = this.#readers.get(file);
+    if (fd === undefined) {
+      fd = openSync(join(this.#dir, formatJournalName(file)), 'r');
+      this.#readers.set(file, fd);
+      // A journal pinned by a failure grows file by file: keep only the newest few open.
+      for (const [n, old] of this.#readers) {
+        if (this.#readers.size <= READERS) break;
+        this.#readers.delete(n);
+        closeQuietly(old);
+      }
+    }
+    let got = 0;
+    while (got < length) {
+      const r = readSync(fd, into, at + got, length - got, offset + got);
+      if (r <= 0) throw Object.assign(new Error(`journal file ${formatJournalName(file)}: short read at ${offset + got}`), { code: 'EIO' });
+      got += r;
+    }
+  }
+
+  /** Closes the read-only descriptor of `file`, if one is open. */
+  #closeReader(file: number): void {
+    const fd = this.#readers.get(file);
+    if (fd === undefined) return;
+    this.#readers.delete(file);
+    closeQuietly(fd);
   }
 
   /** Drops what was staged (a round whose lanes all failed, say). */
@@ -223,6 +284,7 @@ export class ShardJournal {
     this.#iov.length = 0;
     this.#heads.length = 0;
     this.#tags.length = 0;
+    this.#bodyLengths.length = 0;
     this.#entries = 0;
     this.#stagedBytes = 0;
   }
@@ -248,6 +310,16 @@ export class ShardJournal {
       const start = this.#size;
       try {
         const done = writevAll(this.#ops, this.#fd, this.#iov, start) - TERMINATOR.length;
+        // Where each entry's body went: after its header and tag.
+        const at = this.#bodyAt;
+        at.length = this.#entries;
+        let pos = start;
+        for (let k = 0; k < this.#entries; k++) {
+          pos += ENTRY_HEADER_SIZE + this.#tags[k]!.length;
+          at[k] = pos;
+          pos += this.#bodyLengths[k]!;
+        }
+        this.#lastFile = this.#number;
         this.#size = start + done;
         this.#sinceRotate += done;
         if (!this.#prefillStarted && this.#size >= PREFILL_AFTER_BYTES) this.#startPrefill();
@@ -329,6 +401,7 @@ export class ShardJournal {
     for (let i = this.#files.length - 1; i >= 0; i--) {
       const n = this.#files[i]!;
       if (n > upTo || (n === this.#number && this.#fd >= 0)) continue;
+      this.#closeReader(n);
       const path = join(this.#dir, formatJournalName(n));
       if (!this.#keepAsSpare(n, path)) {
         try {
@@ -370,6 +443,7 @@ export class ShardJournal {
   close(): void {
     this.#closed = true;
     if (this.#fd >= 0) this.#giveUpFile();
+    for (const n of [...this.#readers.keys()]) this.#closeReader(n);
     for (const { name } of this.#spares.splice(0)) unlinkQuietly(this.#ops, join(this.#dir, name));
   }
 
@@ -517,6 +591,14 @@ function sizeOf(path: string): number {
     return statSync(path).size;
   } catch {
     return 0;
+  }
+}
+
+function closeQuietly(fd: number): void {
+  try {
+    closeSync(fd);
+  } catch {
+    // A read-only descriptor: nothing to learn from its close.
   }
 }
 

@@ -28,6 +28,7 @@
 
 import { writeSealedMarker } from './sealed-marker.js';
 import { dirname, join } from 'node:path';
+import { DeferredRuns } from './deferred-runs.js';
 import { FdCache, type FdHandle } from './fd-cache.js';
 import { errnoCode, fsyncDirAsync, NODE_FILE_OPS, writevAll, type FileOps } from './file-ops.js';
 import {
@@ -66,7 +67,15 @@ export interface LaneWriterOptions {
    * `offset`, `bytes` long, `records` records. The shard's commit journal
    * copies them (src/wal/journal.ts).
    */
-  readonly onWritten?: (segment: number, offset: number, iov: readonly Uint8Array[], n: number, bytes: number, records: number) => void;
+  readonly onWritten?: (segment: number, offset: number, iov: readonly Uint8Array[], n: number, bytes: number, records: number, deferredRun?: number) => void;
+  /**
+   * Journaled: reads back `length` bytes of commit-journal file `file` at
+   * `offset` into `into` at `at` (ShardJournal.readBack). With it, a flush
+   * may be deferred (flush(true)): its runs go to the journal only, and the
+   * segment gets them when the checkpoint (or an earlier need) reads them
+   * back (docs/wal-format.md "Deferred lane writes").
+   */
+  readonly readBack?: (file: number, offset: number, length: number, into: Uint8Array, at: number) => void;
   /**
    * The shard's commit journal (`onWritten`) holds every record until a
    * checkpoint: create, rotate and seal segments without any sync, and leave
@@ -88,12 +97,25 @@ interface FlushMark {
   segment: number;
   start: number;
   pendingFrom: number;
+  /** The first deferred run the flush made (an absolute index: see DeferredRuns). */
+  runsFrom: number;
+}
+
+/** Bytes of deferred runs read back and written per pwritev. */
+const READ_BACK_CHUNK = 1 << 20;
+/** Where deferred runs are read back into before they are written (writes are synchronous: one buffer serves every lane of the thread). */
+let scratch: Buffer | null = null;
+function readBackBuffer(bytes: number): Buffer {
+  if (scratch === null || scratch.length < bytes) scratch = Buffer.allocUnsafeSlow(Math.max(bytes, READ_BACK_CHUNK));
+  return scratch;
 }
 
 /** What one checkpoint makes durable for a lane (journaled mode): see LaneWriter.takeCheckpoint. */
 export interface LaneCheckpoint {
   /** Segments written since the last one was taken: the rotated and sealed ones, then the live one. */
   readonly handles: readonly FdHandle[];
+  /** Deferred runs up to this absolute index are the checkpoint's to write (see LaneWriter.flush). */
+  readonly runsUpTo: number;
   /** A segment was created since: fsync the lane directory. */
   readonly dir: boolean;
   /** The highest segment sealed since (0: none). */
@@ -136,6 +158,11 @@ export class LaneWriter {
    */
   #marks: FlushMark[] = [];
   readonly #unconfirmed: number;
+  readonly #readBack: LaneWriterOptions['readBack'];
+  /** Journaled: the runs deferred flushes left out of the segments, in order. */
+  readonly #runs = new DeferredRuns();
+  /** The flush being written is deferred. */
+  #deferring = false;
   /** Journaled: segments created (unsynced, #openJournaled) in this life, and how many of them the last directory fsync of a direct round covered. */
   #created = 0;
   #dirSyncedUpTo = 0;
@@ -183,6 +210,7 @@ export class LaneWriter {
     this.#onWritten = opts.onWritten;
     this.#journaled = opts.journaled === true;
     this.#unconfirmed = opts.unconfirmedFlushes ?? 1;
+    this.#readBack = this.#journaled ? opts.readBack : undefined;
     if (this.#unconfirmed !== 1 && this.#unconfirmed !== 2) throw new WalArgumentError(`unconfirmedFlushes ${this.#unconfirmed} must be 1 or 2`);
     this.#next = next;
     this.#slab = Buffer.alloc(0);
@@ -244,17 +272,106 @@ export class LaneWriter {
    * Writes the staged records and returns the bytes written. On failure the
    * batch is dropped, the segment is cut back to its last good size and a
    * WalWriteError is thrown. Not durable until sync() (or a rotation) says so.
+   * `defer` (journaled, with `readBack`): the records go to the journal only
+   * (onWritten hears each run with its index, whose journal place the shard
+   * gives placeRun once the round is written); the segment gets them at the
+   * checkpoint, or before anything that needs them there. Without `defer`,
+   * runs deferred earlier are written first.
    */
-  flush(): number {
+  flush(defer = false): number {
     // Every flush of staged records leaves exactly one mark, whatever it then
     // throws: flushDurable() and refuseLastFlush() take the oldest, one per round.
     if (this.#journaled && this.#staged > 0) this.#mark();
     if (this.#closed) throw new WalWriteError('closed', this.#dir);
     if (this.#staged === 0) return 0;
     try {
+      this.#deferring = defer && this.#readBack !== undefined;
+      if (!this.#deferring) this.writeDeferred();
       return this.#writeBatch();
     } finally {
+      this.#deferring = false;
       this.#clearStaged();
+    }
+  }
+
+  /**
+   * Whether the next flush is better deferred: runs deferred earlier still
+   * wait (the segment's end is not written yet), or the live segment's
+   * descriptor was evicted (writing would open the file again). A lane
+   * without a live segment creates one with a descriptor, and writes.
+   */
+  get prefersDeferral(): boolean {
+    if (this.#readBack === undefined) return false;
+    return this.#runs.waiting || (this.#handle !== null && this.#handle.fd < 0);
+  }
+
+  /** Bytes deferred flushes left out of the segments that are not written yet. */
+  get deferredBytes(): number {
+    return this.#runs.waitingBytes;
+  }
+
+  /** Whether runs deferred by flushes wait to be written to the segments. */
+  get hasDeferred(): boolean {
+    return this.#runs.waiting;
+  }
+
+  /** The commit journal holds deferred run `run` (as onWritten numbered it) in file `file` at `offset`. */
+  placeRun(run: number, file: number, offset: number): void {
+    this.#runs.place(run, file, offset);
+  }
+
+  /**
+   * Writes every deferred run whose journal place is known (read back from
+   * the journal) to its segment, on this thread, without a sync. Throws a
+   * WalWriteError at the first failure; the runs from there on stay deferred.
+   */
+  writeDeferred(): void {
+    const runs = this.#runs;
+    while (runs.waiting && runs.file(runs.next) !== 0) {
+      const h = runs.handle(runs.next);
+      this.#writeRuns(h, runs.end, (iov, at) => this.#cache.writeNow(h, iov, at), false);
+    }
+  }
+
+  /**
+   * Writes the runs from the first one waiting on that belong to `h` (and to
+   * no later segment), up to absolute index `upTo`, in chunks of
+   * READ_BACK_CHUNK bytes read back from the journal, each with `write`. A
+   * run with no journal place stops it: quietly, or (`strict`, a
+   * checkpoint's, which must write every run it covers) with a WalWriteError.
+   */
+  #writeRuns(h: FdHandle, upTo: number, write: (iov: Uint8Array[], at: number) => void, strict: boolean): void {
+    const runs = this.#runs;
+    const read = this.#readBack!;
+    while (runs.next < upTo && runs.handle(runs.next) === h) {
+      const first = runs.next;
+      if (runs.file(first) === 0) {
+        if (!strict) return;
+        throw new WalWriteError('write', h.path, Object.assign(new Error('a deferred run has no journal place'), { code: 'EIO' }));
+      }
+      // Runs that follow each other in the segment, up to a chunk.
+      const start = runs.at(first);
+      let k = first;
+      let bytes = 0;
+      while (k < upTo) {
+        const len = runs.length(k);
+        if (runs.handle(k) !== h || runs.file(k) === 0 || runs.at(k) !== start + bytes || (bytes > 0 && bytes + len > READ_BACK_CHUNK)) break;
+        bytes += len;
+        k++;
+      }
+      const buf = readBackBuffer(bytes);
+      let pos = 0;
+      try {
+        for (let i = first; i < k; i++) {
+          const len = runs.length(i);
+          read(runs.file(i), runs.offset(i), len, buf, pos);
+          pos += len;
+        }
+        write([buf.subarray(0, bytes)], start);
+      } catch (err) {
+        throw err instanceof WalWriteError ? err : new WalWriteError('write', h.path, err);
+      }
+      runs.written(k);
     }
   }
 
@@ -341,7 +458,7 @@ export class LaneWriter {
   }
 
   #here(): FlushMark {
-    return { segment: this.#segment, start: this.#truncateTo >= 0 ? this.#truncateTo : this.#size, pendingFrom: this.#pending.length };
+    return { segment: this.#segment, start: this.#truncateTo >= 0 ? this.#truncateTo : this.#size, pendingFrom: this.#pending.length, runsFrom: this.#runs.end };
   }
 
   /** The oldest flush not yet confirmed is durable (its round's journal fdatasync returned): it can no longer be refused. */
@@ -368,6 +485,23 @@ export class LaneWriter {
     // Without a mark (no flush since the last confirmed one) nothing is cut.
     const mark = this.#marks[0] ?? this.#here();
     this.#marks.length = 0;
+    if (this.#readBack !== undefined) {
+      // Deferred runs: the refused ones never reach their segments (those
+      // that started a segment leave its header), the earlier, acknowledged
+      // ones are written now, to be made durable below with the rest.
+      for (const { handle, header } of this.#runs.dropFrom(mark.runsFrom)) {
+        try {
+          this.#cache.writeNow(handle, [header], 0);
+        } catch (err) {
+          first ??= new WalWriteError('write', handle.path, err);
+        }
+      }
+      try {
+        this.writeDeferred();
+      } catch (err) {
+        first ??= err as WalWriteError;
+      }
+    }
     if (this.#journaled) {
       // Segments this flush rotated away from hold some of its records after
       // acknowledged ones, and are no longer the lane's last: make them
@@ -509,7 +643,7 @@ export class LaneWriter {
 
   /** Journaled: whether a checkpoint taken now would have anything to do for this lane. */
   get checkpointPending(): boolean {
-    return this.#handle !== null || this.#pending.length > 0 || this.#dirPending || this.#sealedPending > 0 || this.#finishedPending > 0;
+    return this.#handle !== null || this.#runs.waiting || this.#pending.length > 0 || this.#dirPending || this.#sealedPending > 0 || this.#finishedPending > 0;
   }
 
   /**
@@ -523,7 +657,7 @@ export class LaneWriter {
     this.#pending = [];
     for (const m of this.#marks) m.pendingFrom = 0;
     if (this.#handle !== null) handles.push(this.#handle);
-    const cp: LaneCheckpoint = { handles, dir: this.#dirPending, sealed: this.#sealedPending, finished: this.#finishedPending };
+    const cp: LaneCheckpoint = { handles, runsUpTo: this.#runs.end, dir: this.#dirPending, sealed: this.#sealedPending, finished: this.#finishedPending };
     this.#dirPending = false;
     this.#sealedPending = 0;
     this.#finishedPending = 0;
@@ -544,13 +678,24 @@ export class LaneWriter {
       throw deferred;
     }
     for (const h of cp.handles) {
+      // Deferred runs of this segment (read back from the journal) go in first, through the descriptor the sync uses.
+      const runs = this.#runs;
+      const write = runs.next < cp.runsUpTo && runs.handle(runs.next) === h
+        ? (fd: number) => this.#writeRuns(h, cp.runsUpTo, (iov, at) => writevAll(this.#ops, fd, iov, at), true)
+        : undefined;
       try {
-        await this.#cache.sync(h);
+        await this.#cache.sync(h, write);
       } catch (err) {
+        if (err instanceof WalWriteError) throw err;
         if (h.retired && errnoCode(err) === 'ENOENT') continue;
         if (this.#handle === h) this.#abandon();
         throw new WalWriteError('fdatasync', h.path, err);
       }
+    }
+    // Every run the checkpoint covers is in a segment now, or the journal must stay.
+    if (this.#runs.next < cp.runsUpTo) {
+      const left = this.#runs.handle(this.#runs.next);
+      throw new WalWriteError('write', left.path, Object.assign(new Error('deferred records of a segment the checkpoint did not sync'), { code: 'EIO' }));
     }
     if (!cp.dir) return;
     try {
@@ -628,14 +773,26 @@ export class LaneWriter {
       iov.push(this.#heads[k]);
       if (this.#payloads[k].length > 0) iov.push(this.#payloads[k]);
     }
+    const start = this.#size;
+    const at = header !== null ? 0 : start;
+    if (this.#deferring) {
+      // Deferred: the journal takes the run; the segment gets it later (no descriptor needed now).
+      let done = 0;
+      for (const b of iov) done += b.length;
+      const run = this.#runs.push(h, at, done, header);
+      this.#cache.markDirty(h);
+      this.#headerPending = null;
+      this.#size = at + done;
+      this.#onWritten?.(this.#segment, at, iov, iov.length, done, to - from, run);
+      iov.length = 0;
+      return;
+    }
     let fd: number;
     try {
       fd = this.#cache.fd(h);
     } catch (err) {
       throw new WalWriteError('open', this.#path, err);
     }
-    const start = this.#size;
-    const at = header !== null ? 0 : start;
     try {
       const done = writevAll(this.#ops, fd, iov, at);
       this.#cache.markDirty(h);

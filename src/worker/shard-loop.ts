@@ -55,7 +55,7 @@ import { WorkerStats } from '../metrics/worker-stats.js';
 import { FdCache } from '../wal/fd-cache.js';
 import { useOtlpWalk } from '../otlp/wire-validator.js';
 import { dropSyncedPagesOps } from '../wal/page-cache.js';
-import { laneTag, replayJournalDir, ShardJournal } from '../wal/journal.js';
+import { JOURNAL_READERS, laneTag, replayJournalDir, ShardJournal } from '../wal/journal.js';
 import { JOURNAL_ROOT, journalDirName } from '../wal/journal-format.js';
 import { join } from 'node:path';
 import { appendFileSync, existsSync, rmdirSync, statSync } from 'node:fs';
@@ -220,6 +220,12 @@ export class ShardLoop {
   readonly #checkpointParallel: number;
   /** `batch` mode: a round of one lane writing at least this much bypasses the journal (0: never). */
   readonly #directBytes: number;
+  /** `batch` mode with --wal-defer-lane-writes: lanes whose descriptor is closed defer their rounds' writes to the checkpoint. */
+  readonly #deferLanes: boolean;
+  /** The runs deferred flushes of the round being written made, and their entries' numbers in the journal's round (placed once it is written). */
+  readonly #placingLane: LaneWriter[] = [];
+  readonly #placingRun: number[] = [];
+  readonly #placingEntry: number[] = [];
   /** Test-only: hears each segment a direct round made durable. */
   readonly #directLedger: ((path: string, size: number | undefined) => void) | undefined = directLedger();
 
@@ -241,7 +247,9 @@ export class ShardLoop {
     // checkpoint's syncs in flight hold at most #checkpointParallel more (a
     // fresh one or a cached one kept open).
     this.#checkpointParallel = budget >= 64 ? checkpointParallel() : 1;
-    const cached = journaled ? Math.max(1, budget - 4 - MAX_WRITEBACKS - this.#checkpointParallel) : budget;
+    this.#deferLanes = journaled && args.settings.walDeferLaneWrites;
+    // (Deferred lane writes: the journal's read-only descriptors, JOURNAL_READERS of them, too.)
+    const cached = journaled ? Math.max(1, budget - 4 - MAX_WRITEBACKS - this.#checkpointParallel - (this.#deferLanes ? JOURNAL_READERS : 0)) : budget;
     this.#fds = new FdCache(cached, args.settings.walDropSyncedPages ? dropSyncedPagesOps().ops : undefined, { lazyEviction: journaled });
     this.#journal = journaled
       ? new ShardJournal({
@@ -414,14 +422,40 @@ export class ShardLoop {
       ...(next !== undefined ? { nextSegment: next } : {}),
       ...(journal !== null
         ? {
-            onWritten: (segment: number, offset: number, iov: readonly Uint8Array[], n: number, bytes: number, records: number) => {
-              if (this.#journaling) journal.stage(state.tag, segment, offset, iov, 0, n, bytes, records);
+            onWritten: (segment: number, offset: number, iov: readonly Uint8Array[], n: number, bytes: number, records: number, run?: number) => {
+              if (!this.#journaling) return;
+              const entry = journal.stage(state.tag, segment, offset, iov, 0, n, bytes, records);
+              if (run !== undefined) {
+                this.#placingLane.push(state.writer);
+                this.#placingRun.push(run);
+                this.#placingEntry.push(entry);
+              }
             },
           }
+        : {}),
+      ...(journal !== null && this.#deferLanes
+        ? { readBack: (file: number, offset: number, length: number, into: Uint8Array, at: number) => journal.readBack(file, offset, length, into, at) }
         : {}),
     });
     this.#lanes.set(spec.id, state);
     return state;
+  }
+
+  /**
+   * The acceptor forgot a lane. Its deferred records go to its segments now
+   * (read back from the journal, no sync: the checkpoint still syncs them),
+   * so that a writer opened on the lane again finds its segments whole.
+   */
+  #forget(laneId: number): void {
+    const lane = this.#lanes.get(laneId);
+    this.#lanes.delete(laneId);
+    if (lane === undefined || !lane.writer.hasDeferred) return;
+    try {
+      lane.writer.writeDeferred();
+    } catch (e) {
+      // They stay deferred: the checkpoint writes them, or keeps the journal.
+      this.#log.error({ lane: lane.key.label, err: (e as Error).message }, 'WAL deferred records of a forgotten lane not written');
+    }
   }
 
   #idleWaitMs(): number {
@@ -451,7 +485,7 @@ export class ShardLoop {
         this.#open(decodeLaneSpec(payload));
         this.#lanesChanged = true;
       } else if (kind === FrameKind.LANE_FORGET) {
-        this.#lanes.delete(laneId);
+        this.#forget(laneId);
         this.#lanesChanged = true;
       } else if (kind === FrameKind.SHUTDOWN) {
         this.#stopping = true;
@@ -522,14 +556,17 @@ export class ShardLoop {
     if (this.#inFlight !== null && (this.#lanesChanged || !(journaled || direct))) await this.#finishInFlight();
     this.#lanesChanged = false;
     this.#journaling = journaled;
+    const defer = journaled && this.#deferLanes;
     for (const lane of touched) {
       try {
-        const bytes = lane.writer.flush();
+        const deferred = defer && lane.writer.prefersDeferral;
+        const bytes = lane.writer.flush(deferred);
         this.#stats.addWalBytes(bytes);
         lane.dirty = true;
-        if (journaled) {
+        if (deferred) this.#stats.addDeferredBytes(bytes);
+        else if (journaled) {
           lane.unsyncedBytes += bytes;
-          if (lane.unsyncedBytes >= WRITEBACK_BYTES && !lane.writingBack && this.#writebacks < MAX_WRITEBACKS) this.#writeBack(lane);
+          if (lane.unsyncedBytes >= WRITEBACK_BYTES && !lane.writingBack && this.#writebacks < MAX_WRITEBACKS && !lane.writer.hasDeferred) this.#writeBack(lane);
         }
       } catch (e) {
         lane.failure = writeFailure(e);
@@ -546,8 +583,15 @@ export class ShardLoop {
       const uses = journal.spareUses;
       try {
         journal.write();
+        // Where the deferred runs lie in the journal: what the checkpoint reads back.
+        const file = journal.lastFile;
+        for (let k = 0; k < this.#placingRun.length; k++) this.#placingLane[k]!.placeRun(this.#placingRun[k]!, file, journal.bodyOffset(this.#placingEntry[k]!));
       } catch (e) {
         journalFailure = this.#journalFailed(e, 'write');
+      } finally {
+        this.#placingLane.length = 0;
+        this.#placingRun.length = 0;
+        this.#placingEntry.length = 0;
       }
       if (journal.spareUses !== uses) this.#stats.addJournalSpareUse();
     }

@@ -1,0 +1,208 @@
+// Deferred lane writes (docs/wal-format.md "Deferred lane writes"): a
+// journaled round of a lane whose segment descriptor the LRU closed writes
+// the commit journal only; the checkpoint reads the runs back from the journal
+// and writes them to the segments before it syncs them. Each case wires a real
+// ShardJournal, LaneWriters and a lazy FdCache as the shard loop wires them
+// (the runs' journal places filled in after each journal write), on the real
+// file system, and compares the segments with what an inline writer wrote, or
+// with what a restart (journal replay, tail repair) finds.
+
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { walVerify } from '../../src/wal/commands.js';
+import { FdCache } from '../../src/wal/fd-cache.js';
+import { formatSegmentName, RecordType, SEGMENT_HEADER_SIZE } from '../../src/wal/format.js';
+import { JOURNAL_ROOT, journalDirName } from '../../src/wal/journal-format.js';
+import { laneTag, listJournalFiles, replayJournalDir, ShardJournal } from '../../src/wal/journal.js';
+import { LaneWriter } from '../../src/wal/lane-writer.js';
+import { LOGS_TABLE, laneDir } from '../../src/wal/layout.js';
+import { repairLane } from '../../src/wal/repair.js';
+import { WalWriteError } from '../../src/wal/wal-write-error.js';
+import { laneRecords } from '../helpers/wal-records.js';
+
+let wal: string;
+beforeEach(() => {
+  wal = mkdtempSync(join(tmpdir(), 'siglake-deferred-'));
+});
+afterEach(() => rmSync(wal, { recursive: true, force: true }));
+
+const NOW = () => 1_700_000_000_000;
+
+/**
+ * A shard of named lanes (tenants' logs) on one journal and one lazy FdCache
+ * of `capacity` descriptors. `round` runs #commitRound's steps: every lane
+ * flushes (deferred when `defer` says so), the journal is written, the runs
+ * placed, then one fdatasync; `checkpoint` runs #startCheckpoint and
+ * #checkpointLanes.
+ */
+function rig(names: string[], opts: { segmentBytes?: number; capacity?: number; readBack?: (inner: ShardJournal['readBack']) => ShardJournal['readBack'] } = {}) {
+  const journal = new ShardJournal({ dir: join(wal, JOURNAL_ROOT, journalDirName(0, 1)) });
+  const cache = new FdCache(opts.capacity ?? 8, undefined, { lazyEviction: true });
+  const placing: { w: LaneWriter; run: number; entry: number }[] = [];
+  const read = (opts.readBack ?? ((f) => f))((f, o, l, into, at) => journal.readBack(f, o, l, into, at));
+  const lanes = new Map<string, LaneWriter>();
+  for (const name of names) {
+    const dir = laneDir(wal, name, LOGS_TABLE);
+    const tag = laneTag(wal, dir);
+    const w: LaneWriter = new LaneWriter({
+        dir,
+        segmentBytes: opts.segmentBytes ?? 1 << 20,
+        fdCache: cache,
+        journaled: true,
+        unconfirmedFlushes: 2,
+        now: NOW,
+        readBack: read,
+        onWritten: (seg, off, iov, n, bytes, recs, run) => {
+          const entry = journal.stage(tag, seg, off, iov, 0, n, bytes, recs);
+          if (run !== undefined) placing.push({ w, run, entry });
+        },
+      });
+    lanes.set(name, w);
+  }
+  const lane = (name: string) => lanes.get(name)!;
+  /** One round; `defer` picks the lanes that defer (default: the writer's own preference). */
+  const round = (texts: Record<string, string[]>, defer?: (name: string) => boolean): boolean => {
+    for (const [name, list] of Object.entries(texts)) {
+      for (const t of list) lane(name).stage(RecordType.LOGS, 1, 1_700_000_000_000, Buffer.from(t));
+      lane(name).flush(defer !== undefined ? defer(name) : lane(name).prefersDeferral);
+    }
+    journal.write();
+    for (const { w, run, entry } of placing.splice(0)) w.placeRun(run, journal.lastFile, journal.bodyOffset(entry));
+    journal.syncNow();
+    for (const name of Object.keys(texts)) lane(name).flushDurable();
+    return true;
+  };
+  const checkpoint = async (): Promise<void> => {
+    const upTo = journal.rotate();
+    const cps = [...lanes.values()].map((w) => ({ w, cp: w.takeCheckpoint() }));
+    for (const { w, cp } of cps) await w.syncCheckpoint(cp);
+    journal.retireUpTo(upTo);
+  };
+  const seg = (name: string, n = 1) => join(laneDir(wal, name, LOGS_TABLE), formatSegmentName(n));
+  const records = (name: string) => laneRecords(laneDir(wal, name, LOGS_TABLE));
+  return { journal, cache, lane, round, checkpoint, seg, records };
+}
+
+async function verifyClean(): Promise<void> {
+  const lines: string[] = [];
+  const code = await walVerify(wal, (l) => lines.push(l));
+  expect(code, lines.join('\n')).toBe(0);
+}
+
+describe('deferred lane writes', () => {
+  it('a deferred round writes the journal only; the checkpoint writes the segment byte for byte as an inline writer did', async () => {
+    const r = rig(['deferred', 'inline']);
+    const texts = (k: number) => [`rec-${k}-a`, `rec-${k}-b-${'x'.repeat(k * 7)}`];
+    for (let k = 0; k < 20; k++) r.round({ deferred: texts(k), inline: texts(k) }, (name) => name === 'deferred');
+    // Created (its name is the segment's), nothing written to it yet: the journal holds all of it.
+    expect(statSync(r.seg('deferred')).size).toBe(0);
+    expect(r.lane('deferred').hasDeferred).toBe(true);
+    expect(r.lane('deferred').deferredBytes).toBe(statSync(r.seg('inline')).size);
+    await r.checkpoint();
+    expect(r.lane('deferred').hasDeferred).toBe(false);
+    expect(readFileSync(r.seg('deferred')).equals(readFileSync(r.seg('inline')))).toBe(true);
+    expect(r.records('deferred')).toHaveLength(40);
+    expect(listJournalFiles(join(wal, JOURNAL_ROOT, journalDirName(0, 1)))).toEqual([]);
+    await verifyClean();
+  });
+
+  it('runs across rotations go to each segment in turn, and a lane that stops deferring writes what waits first', async () => {
+    const r = rig(['acme', 'twin'], { segmentBytes: 4096 });
+    const body = (k: number) => `r${k}-${'y'.repeat(300)}`;
+    for (let k = 0; k < 30; k++) r.round({ acme: [body(k)], twin: [body(k)] }, (name) => name === 'acme' && k < 25);
+    // The last five acme flushes were inline: the deferred runs before them went in first, in order.
+    expect(r.lane('acme').hasDeferred).toBe(false);
+    await r.checkpoint();
+    for (let n = 1; statSync(r.seg('twin', n), { throwIfNoEntry: false }) !== undefined; n++) {
+      expect(readFileSync(r.seg('acme', n)).equals(readFileSync(r.seg('twin', n))), `segment ${n}`).toBe(true);
+    }
+    expect(r.records('acme')).toEqual(Array.from({ length: 30 }, (_, k) => body(k)));
+    await verifyClean();
+  });
+
+  it('a crash before the checkpoint: replay writes the deferred runs back, a segment created empty included', async () => {
+    const r = rig(['acme', 'globex'], { segmentBytes: 4096 });
+    const sent: Record<string, string[]> = { acme: [], globex: [] };
+    for (let k = 0; k < 25; k++) {
+      const t = { acme: [`a${k}-${'z'.repeat(200)}`], globex: [`g${k}`] };
+      r.round(t, () => true);
+      sent.acme!.push(...t.acme);
+      sent.globex!.push(...t.globex);
+    }
+    r.journal.close();
+    expect(statSync(r.seg('acme', 1)).size).toBe(0);
+    const replay = replayJournalDir(wal, join(wal, JOURNAL_ROOT, journalDirName(0, 1)));
+    expect(replay.rewrittenRecords + replay.recreated).toBeGreaterThan(0);
+    expect(replay.stops).toEqual([]);
+    for (const name of ['acme', 'globex']) {
+      const repair = repairLane(laneDir(wal, name, LOGS_TABLE));
+      expect(repair.truncatedBytes).toBe(0);
+      expect(r.records(name)).toEqual(sent[name]);
+    }
+    await verifyClean();
+  });
+
+  it('a refused deferred round never reaches its segments; the acknowledged runs before it are written and synced; a segment it started keeps its header', async () => {
+    const r = rig(['acme'], { segmentBytes: 2048 });
+    for (let k = 0; k < 3; k++) r.round({ acme: [`ok-${k}-${'q'.repeat(400)}`] }, () => true);
+    // A round that rotates into segment 2, refused (its journal sync failed, say).
+    const w = r.lane('acme');
+    for (let k = 0; k < 4; k++) w.stage(RecordType.LOGS, 1, 1, Buffer.from(`refused-${k}-${'r'.repeat(400)}`));
+    w.flush(true);
+    expect(w.segment).toBe(2);
+    r.journal.clearStaged();
+    w.refuseLastFlush();
+    expect(w.hasDeferred).toBe(false);
+    // Segment 1: the acknowledged records and those of the refused round that fit before the rotation are not there.
+    expect(r.records('acme').filter((t) => t.startsWith('refused'))).toEqual([]);
+    expect(r.records('acme')).toEqual([0, 1, 2].map((k) => `ok-${k}-${'q'.repeat(400)}`));
+    expect(statSync(r.seg('acme', 2)).size).toBe(SEGMENT_HEADER_SIZE);
+    // The next round goes on in a new segment, and is stored.
+    r.round({ acme: ['after'] }, () => true);
+    await r.checkpoint();
+    expect(r.records('acme').at(-1)).toBe('after');
+    await verifyClean();
+  });
+
+  it('a checkpoint that cannot read a run back fails with a write error and leaves the runs to the next one', async () => {
+    let fail = true;
+    const r = rig(['acme'], {
+      readBack: (inner) => (f, o, l, into, at) => {
+        if (fail) throw Object.assign(new Error('injected'), { code: 'EIO' });
+        inner(f, o, l, into, at);
+      },
+    });
+    for (let k = 0; k < 5; k++) r.round({ acme: [`m${k}`] }, () => true);
+    const upTo = r.journal.rotate();
+    const cp = r.lane('acme').takeCheckpoint();
+    await expect(r.lane('acme').syncCheckpoint(cp)).rejects.toBeInstanceOf(WalWriteError);
+    expect(r.lane('acme').hasDeferred).toBe(true);
+    // The shard keeps the journal (pinned); a later checkpoint over the same files writes the runs.
+    fail = false;
+    r.round({ acme: ['m5'] }, () => true);
+    await r.checkpoint();
+    expect(upTo).toBeGreaterThan(0);
+    expect(r.records('acme')).toEqual(['m0', 'm1', 'm2', 'm3', 'm4', 'm5']);
+    await verifyClean();
+  });
+
+  it('a lane prefers deferral once the LRU closed its descriptor, and while runs wait', () => {
+    const r = rig(['acme', 'globex'], { capacity: 1 });
+    r.round({ acme: ['a0'] });
+    expect(r.lane('acme').prefersDeferral).toBe(false); // its new segment's descriptor is open
+    const written = statSync(r.seg('acme')).size;
+    expect(written).toBeGreaterThan(SEGMENT_HEADER_SIZE);
+    r.round({ globex: ['g0'] }); // globex's segment takes the one descriptor
+    expect(r.lane('acme').prefersDeferral).toBe(true);
+    expect(r.lane('globex').prefersDeferral).toBe(false);
+    r.round({ acme: ['a1'] });
+    expect(r.lane('acme').hasDeferred).toBe(true);
+    // a1 is in the journal only; globex, whose descriptor is open, wrote its segment.
+    expect(statSync(r.seg('acme')).size).toBe(written);
+    expect(r.records('globex')).toEqual(['g0']);
+    r.round({ globex: ['g1'] });
+    expect(r.records('globex')).toEqual(['g0', 'g1']);
+  });
+});
