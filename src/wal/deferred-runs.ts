@@ -40,6 +40,12 @@ export class DeferredRuns {
     return this.#done < this.#count;
   }
 
+  /** Whether a run not written yet belongs to `handle`'s segment. */
+  holds(handle: FdHandle): boolean {
+    for (let k = this.#count - 1; k >= this.#done; k--) if (this.#handles[k] === handle) return true;
+    return false;
+  }
+
   /** Bytes of the runs not written yet. */
   get waitingBytes(): number {
     let n = 0;

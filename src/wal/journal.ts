@@ -254,14 +254,15 @@ export class ShardJournal {
   readBack(file: number, offset: number, length: number, into: Uint8Array, at: number): void {
     let fd = this.#readers.get(file);
     if (fd === undefined) {
-      fd = openSync(join(this.#dir, formatJournalName(file)), 'r');
-      this.#readers.set(file, fd);
-      // A journal pinned by a failure grows file by file: keep only the newest few open.
+      // A journal pinned by a failure grows file by file: keep only the newest
+      // few open, closing the oldest first (never more than READERS at once).
       for (const [n, old] of this.#readers) {
-        if (this.#readers.size <= READERS) break;
+        if (this.#readers.size < READERS) break;
         this.#readers.delete(n);
         closeQuietly(old);
       }
+      fd = openSync(join(this.#dir, formatJournalName(file)), 'r');
+      this.#readers.set(file, fd);
     }
     let got = 0;
     while (got < length) {

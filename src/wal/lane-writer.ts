@@ -691,6 +691,14 @@ export class LaneWriter {
         if (this.#handle === h) this.#abandon();
         throw new WalWriteError('fdatasync', h.path, err);
       }
+      // Runs deferred into this segment after the checkpoint was taken are
+      // not written by it, but its sync left the handle clean: keep it dirty
+      // and the next checkpoint's (the live one is taken anyway), so that
+      // whoever writes those runs, a later checkpoint syncs them.
+      if (this.#runs.holds(h)) {
+        this.#cache.markDirty(h);
+        if (h !== this.#handle && !this.#pending.includes(h)) this.#pending.push(h);
+      }
     }
     // Every run the checkpoint covers is in a segment now, or the journal must stay.
     if (this.#runs.next < cp.runsUpTo) {
@@ -719,8 +727,10 @@ export class LaneWriter {
       // Not thrown without `durable`; a close error stays on the handle for the checkpoint's sync.
     }
     // Also one whose fdatasync is in flight (an early writeback): the
-    // checkpoint must wait for it, and learn of its failure.
-    if (h.dirty || h.error !== null || h.inflight !== null) this.#pending.push(h);
+    // checkpoint must wait for it, and learn of its failure. And one whose
+    // deferred runs are not written yet, even if a sync since left it clean:
+    // a later checkpoint writes and syncs them.
+    if (h.dirty || h.error !== null || h.inflight !== null || this.#runs.holds(h)) this.#pending.push(h);
   }
 
   // ---------------------------------------------------------------- writing
@@ -891,7 +901,7 @@ export class LaneWriter {
     // Journaled: a segment given up with a sync in flight (an early writeback)
     // or unsynced bytes stays the checkpoint's to wait for, so that its
     // failure is learnt before the journal that holds its records is retired.
-    if (this.#journaled && (h.dirty || h.error !== null || h.inflight !== null) && !this.#pending.includes(h)) this.#pending.push(h);
+    if (this.#journaled && (h.dirty || h.error !== null || h.inflight !== null || this.#runs.holds(h)) && !this.#pending.includes(h)) this.#pending.push(h);
   }
 
   // ---------------------------------------------------------------- segments

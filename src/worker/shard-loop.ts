@@ -79,6 +79,12 @@ const MAX_ROUND_REQUESTS = 4096;
  * it at about 2,000 of them.
  */
 const MAX_ROUND_BYTES = 2 * 1024 * 1024;
+/**
+ * A round defers lane writes only while the journal file is shorter than this:
+ * a deferred run's journal offset is 32 bits, and a round adds at most
+ * MAX_ROUND_BYTES and one request (--max-request-bytes is at most 512 MiB).
+ */
+const DEFER_MAX_JOURNAL_OFFSET = 2 ** 32 - 2 ** 30;
 const HOUSEKEEPING_MS = 1000;
 /** A checkpoint starts when the journal has taken this many bytes since the last one began (in any number of files)… */
 const CHECKPOINT_BYTES = 256 * 1024 * 1024;
@@ -556,7 +562,8 @@ export class ShardLoop {
     if (this.#inFlight !== null && (this.#lanesChanged || !(journaled || direct))) await this.#finishInFlight();
     this.#lanesChanged = false;
     this.#journaling = journaled;
-    const defer = journaled && this.#deferLanes;
+    // Deferred runs keep their journal offset in 32 bits: past that, rounds write their lanes.
+    const defer = journaled && this.#deferLanes && journal.fileSize < DEFER_MAX_JOURNAL_OFFSET;
     for (const lane of touched) {
       try {
         const deferred = defer && lane.writer.prefersDeferral;

@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { walVerify } from '../../src/wal/commands.js';
 import { FdCache } from '../../src/wal/fd-cache.js';
+import { NODE_FILE_OPS, type FileOps } from '../../src/wal/file-ops.js';
 import { formatSegmentName, RecordType, SEGMENT_HEADER_SIZE } from '../../src/wal/format.js';
 import { JOURNAL_ROOT, journalDirName } from '../../src/wal/journal-format.js';
 import { laneTag, listJournalFiles, replayJournalDir, ShardJournal } from '../../src/wal/journal.js';
@@ -37,9 +38,9 @@ const NOW = () => 1_700_000_000_000;
  * placed, then one fdatasync; `checkpoint` runs #startCheckpoint and
  * #checkpointLanes.
  */
-function rig(names: string[], opts: { segmentBytes?: number; capacity?: number; readBack?: (inner: ShardJournal['readBack']) => ShardJournal['readBack'] } = {}) {
+function rig(names: string[], opts: { segmentBytes?: number; capacity?: number; readBack?: (inner: ShardJournal['readBack']) => ShardJournal['readBack']; ops?: FileOps } = {}) {
   const journal = new ShardJournal({ dir: join(wal, JOURNAL_ROOT, journalDirName(0, 1)) });
-  const cache = new FdCache(opts.capacity ?? 8, undefined, { lazyEviction: true });
+  const cache = new FdCache(opts.capacity ?? 8, opts.ops, { lazyEviction: true });
   const placing: { w: LaneWriter; run: number; entry: number }[] = [];
   const read = (opts.readBack ?? ((f) => f))((f, o, l, into, at) => journal.readBack(f, o, l, into, at));
   const lanes = new Map<string, LaneWriter>();
@@ -74,15 +75,17 @@ function rig(names: string[], opts: { segmentBytes?: number; capacity?: number; 
     for (const name of Object.keys(texts)) lane(name).flushDurable();
     return true;
   };
-  const checkpoint = async (): Promise<void> => {
-    const upTo = journal.rotate();
-    const cps = [...lanes.values()].map((w) => ({ w, cp: w.takeCheckpoint() }));
-    for (const { w, cp } of cps) await w.syncCheckpoint(cp);
-    journal.retireUpTo(upTo);
+  /** #startCheckpoint: the journal rotates and every lane hands over what the checkpoint must make durable. */
+  const take = () => ({ upTo: journal.rotate(), cps: [...lanes.values()].map((w) => ({ w, cp: w.takeCheckpoint() })) });
+  /** #checkpointLanes, then the journal files up to the rotation retired. */
+  const finish = async (c: ReturnType<typeof take>): Promise<void> => {
+    for (const { w, cp } of c.cps) await w.syncCheckpoint(cp);
+    journal.retireUpTo(c.upTo);
   };
+  const checkpoint = (): Promise<void> => finish(take());
   const seg = (name: string, n = 1) => join(laneDir(wal, name, LOGS_TABLE), formatSegmentName(n));
   const records = (name: string) => laneRecords(laneDir(wal, name, LOGS_TABLE));
-  return { journal, cache, lane, round, checkpoint, seg, records };
+  return { journal, cache, lane, round, take, finish, checkpoint, seg, records };
 }
 
 async function verifyClean(): Promise<void> {
@@ -205,4 +208,57 @@ describe('deferred lane writes', () => {
     r.round({ globex: ['g1'] });
     expect(r.records('globex')).toEqual(['g0', 'g1']);
   });
+
+  /** FileOps that log each segment write and fdatasync (`write acme/00000001.seg`, `sync acme/00000001.seg`). */
+  function loggingOps(log: string[]): FileOps {
+    const names = new Map<number, string>();
+    const name = (fd: number) => names.get(fd) ?? 'journal';
+    return {
+      ...NODE_FILE_OPS,
+      open: (p, flags) => {
+        const fd = NODE_FILE_OPS.open(p, flags);
+        names.set(fd, p.split('/').slice(-3).filter((x) => x !== 'logs').join('/'));
+        return fd;
+      },
+      writev: (fd, b, pos) => {
+        log.push(`write ${name(fd)}`);
+        return NODE_FILE_OPS.writev(fd, b, pos);
+      },
+      fdatasyncSync: (fd) => {
+        log.push(`sync ${name(fd)}`);
+        NODE_FILE_OPS.fdatasyncSync(fd);
+      },
+      fdatasync: (fd) => {
+        log.push(`sync ${name(fd)}`);
+        return NODE_FILE_OPS.fdatasync(fd);
+      },
+    };
+  }
+
+  /** Whether every write of `file` in the log is followed by a sync of it. */
+  const syncedAfterLastWrite = (log: string[], file: string): boolean => log.lastIndexOf(`sync ${file}`) > log.lastIndexOf(`write ${file}`);
+
+  for (const early of [false, true]) {
+    it(`runs deferred after a checkpoint was taken into a segment then sealed are written and synced by the next checkpoint${early ? ', also when a forget wrote them first' : ''}`, async () => {
+      const log: string[] = [];
+      const r = rig(['acme', 'other'], { capacity: 1, ops: loggingOps(log) });
+      r.round({ acme: ['a0'] });
+      r.round({ other: ['o0'] }); // other's segment takes the one descriptor
+      const c0 = r.take();
+      r.round({ acme: ['a1'] }); // deferred, after C0 was taken: C0 does not write it
+      expect(r.lane('acme').hasDeferred).toBe(true);
+      await r.finish(c0); // syncs acme's segment, a1 not in it
+      expect(r.lane('acme').hasDeferred).toBe(true);
+      await r.lane('acme').seal(); // the segment leaves the live slot
+      if (early) r.lane('acme').writeDeferred(); // what #forget does: written, not synced
+      await r.checkpoint();
+      expect(r.lane('acme').hasDeferred).toBe(false);
+      expect(r.records('acme')).toEqual(['a0', 'a1']);
+      // The journal that held a1 is retired only after a1's segment was synced with it.
+      expect(listJournalFiles(join(wal, JOURNAL_ROOT, journalDirName(0, 1)))).toEqual([]);
+      expect(log).toContain('write acme/00000001.seg');
+      expect(syncedAfterLastWrite(log, 'acme/00000001.seg'), log.join('\n')).toBe(true);
+      await verifyClean();
+    });
+  }
 });
