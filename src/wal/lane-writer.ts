@@ -730,7 +730,12 @@ export class LaneWriter {
     // checkpoint must wait for it, and learn of its failure. And one whose
     // deferred runs are not written yet, even if a sync since left it clean:
     // a later checkpoint writes and syncs them.
-    if (h.dirty || h.error !== null || h.inflight !== null || this.#runs.holds(h)) this.#pending.push(h);
+    if (this.#owedToCheckpoint(h)) this.#pending.push(h);
+  }
+
+  /** Journaled: a segment the next checkpoint must still sync (or wait for, or learn the failure of). */
+  #owedToCheckpoint(h: FdHandle): boolean {
+    return h.dirty || h.error !== null || h.inflight !== null || this.#runs.holds(h);
   }
 
   // ---------------------------------------------------------------- writing
@@ -901,7 +906,7 @@ export class LaneWriter {
     // Journaled: a segment given up with a sync in flight (an early writeback)
     // or unsynced bytes stays the checkpoint's to wait for, so that its
     // failure is learnt before the journal that holds its records is retired.
-    if (this.#journaled && (h.dirty || h.error !== null || h.inflight !== null || this.#runs.holds(h)) && !this.#pending.includes(h)) this.#pending.push(h);
+    if (this.#journaled && this.#owedToCheckpoint(h) && !this.#pending.includes(h)) this.#pending.push(h);
   }
 
   // ---------------------------------------------------------------- segments
