@@ -6,4 +6,6 @@
 int siglake_register_walk(napi_env env, napi_value exports);
 /* page-cache.c: fdatasyncDrop(), fdatasyncDropSync(). */
 int siglake_register_page_cache(napi_env env, napi_value exports);
+/* deferred-runs.c: writeRuns(). */
+int siglake_register_deferred_runs(napi_env env, napi_value exports);
 #endif

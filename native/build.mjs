@@ -1,5 +1,5 @@
-// Builds Siglake's native addon (native/*.c: the OTLP walk and the WAL's
-// page-cache release, one Node-API addon) with node-gyp, before tsc:
+// Builds Siglake's native addon (native/*.c: the OTLP walk, the WAL's
+// page-cache release and the checkpoint's deferred-run writes, one Node-API addon) with node-gyp, before tsc:
 // `npm run build` runs it. The addon is optional: without it the ingester
 // uses the JavaScript walk (--otlp-walk auto, the default) and leaves the
 // page cache to the kernel, so a machine without a C toolchain still builds
@@ -19,7 +19,7 @@ import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const out = path.join(here, 'build', 'Release', 'siglake_native.node');
-const sources = ['addon.c', 'addon.h', 'otlp-walk.c', 'page-cache.c'].map((f) => path.join(here, f));
+const sources = ['addon.c', 'addon.h', 'otlp-walk.c', 'page-cache.c', 'deferred-runs.c'].map((f) => path.join(here, f));
 const required = process.env.SIGLAKE_NATIVE_BUILD === 'required';
 
 function give(why) {

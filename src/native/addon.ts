@@ -1,6 +1,7 @@
 // Siglake's native addon (native/*.c, built by `npm run build` with node-gyp
 // into native/build/Release/siglake_native.node): the OTLP fast walk
-// (./otlp-walk.ts) and the WAL's fdatasync-and-drop (src/wal/page-cache.ts).
+// (./otlp-walk.ts), the WAL's fdatasync-and-drop (src/wal/page-cache.ts) and
+// the checkpoint's write of deferred runs (src/wal/native-runs.ts).
 // Optional: when it was not built or does not load, loadAddon() says why and
 // each user falls back (the JavaScript walk; pages left to the kernel).
 
@@ -17,6 +18,14 @@ export interface Addon {
   fdatasyncDrop(fd: number, callback: (errno: number) => void): void;
   /** The same on this thread; returns the errno (0: done). */
   fdatasyncDropSync(fd: number): number;
+  /**
+   * A checkpoint's write of a segment's deferred runs (native/deferred-runs.c)
+   * on libuv's pool: `runs` holds four numbers a run (index into `journals`,
+   * offset there, length, offset in `segment`); flags 1 fdatasync, 2 drop
+   * the synced pages. The callback gets an errno (0: done) and the step that
+   * failed (1 open segment, 2 open journal, 3 read, 4 write, 5 fdatasync).
+   */
+  writeRuns(segment: string, journals: string[], runs: Uint32Array, flags: number, callback: (errno: number, op: number) => void): void;
 }
 
 export type AddonLoad = { addon: Addon; failure?: undefined } | { addon: null; failure: string };

@@ -24,6 +24,8 @@ export class DeferredRuns {
   #done = 0;
   /** Runs let go of from the front: a run's absolute index is #base + its place. */
   #base = 0;
+  /** The lowest place a dropFrom() cut at since writeBegun() (Infinity: none). */
+  #cutSince = Infinity;
 
   /** Absolute index of the next run pushed (where a flush's runs begin). */
   get end(): number {
@@ -108,8 +110,23 @@ export class DeferredRuns {
     this.#trim();
   }
 
+  /** A write of runs that ends after other code ran (the checkpoint's, on the thread pool) begins now. One at a time. */
+  writeBegun(): void {
+    this.#cutSince = Infinity;
+  }
+
+  /**
+   * That write has put the runs before `index` in their segments: up to
+   * `index`, or to the lowest place a drop since writeBegun() cut at (the
+   * runs there now are newer ones, which that write did not have).
+   */
+  writeEnded(index: number): void {
+    this.written(Math.min(index, this.#cutSince));
+  }
+
   /** Drops the runs from absolute index `from` on; returns the headers of segments they started that were not written. */
   dropFrom(from: number): { handle: FdHandle; header: Buffer }[] {
+    if (from < this.#cutSince) this.#cutSince = from;
     const keep = Math.max(0, from - this.#base);
     const headers: { handle: FdHandle; header: Buffer }[] = [];
     for (let k = keep; k < this.#count; k++) {

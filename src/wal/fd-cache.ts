@@ -155,6 +155,28 @@ export class FdCache {
     return this.#track(e, p);
   }
 
+  /**
+   * Makes the handle's file durable by `job`, which writes and fdatasyncs it
+   * through a descriptor of its own (a checkpoint's deferred runs, written in
+   * native code: src/wal/native-runs.ts), tracked as a sync in flight as
+   * sync() tracks its own. The handle is clean from the start (a write
+   * meanwhile makes it dirty again). A failed fdatasync stays on the handle
+   * as sync()'s does; after a failed write or read the handle is dirty again
+   * and keeps no error (the file's synced bytes are as they were).
+   */
+  syncBy(handle: FdHandle, job: () => Promise<void>): Promise<void> {
+    const e = handle as Entry;
+    const err = this.takeError(e);
+    if (err !== null) return Promise.reject(err);
+    e.dirty = false;
+    const p = job().catch((failure: unknown) => {
+      if ((failure as { syscall?: unknown }).syscall === 'fdatasync') e.error ??= failure as Error;
+      else e.dirty = true;
+      throw failure;
+    });
+    return this.#track(e, p);
+  }
+
   /** Makes `e.inflight` wait for `p` too, until every sync in flight has returned. */
   #track(e: Entry, p: Promise<void>): Promise<void> {
     const prev = e.inflight;

@@ -29,6 +29,7 @@
 import { writeSealedMarker } from './sealed-marker.js';
 import { dirname, join } from 'node:path';
 import { DeferredRuns } from './deferred-runs.js';
+import type { RunsWriter } from './native-runs.js';
 import { FdCache, type FdHandle } from './fd-cache.js';
 import { errnoCode, fsyncDirAsync, NODE_FILE_OPS, writevAll, type FileOps } from './file-ops.js';
 import {
@@ -77,6 +78,12 @@ export interface LaneWriterOptions {
    */
   readonly readBack?: (file: number, offset: number, length: number, into: Uint8Array, at: number) => void;
   /**
+   * With `readBack`: writes a segment's deferred runs from the journal and
+   * fdatasyncs it off this thread (src/wal/native-runs.ts), which the
+   * checkpoint then uses instead of reading the runs back here.
+   */
+  readonly writeRuns?: RunsWriter;
+  /**
    * The shard's commit journal (`onWritten`) holds every record until a
    * checkpoint: create, rotate and seal segments without any sync, and leave
    * their durability, the lane directory's fsync and the sealed marker to
@@ -103,6 +110,8 @@ interface FlushMark {
 
 /** Bytes of deferred runs read back and written per pwritev. */
 const READ_BACK_CHUNK = 1 << 20;
+/** Where a checkpoint lists a segment's runs for writeRuns (four numbers a run; the writer copies them). */
+let runSpec = new Uint32Array(64 * 4);
 /** Where deferred runs are read back into before they are written (writes are synchronous: one buffer serves every lane of the thread). */
 let scratch: Buffer | null = null;
 function readBackBuffer(bytes: number): Buffer {
@@ -159,6 +168,7 @@ export class LaneWriter {
   #marks: FlushMark[] = [];
   readonly #unconfirmed: number;
   readonly #readBack: LaneWriterOptions['readBack'];
+  readonly #writeRunsOff: RunsWriter | undefined;
   /** Journaled: the runs deferred flushes left out of the segments, in order. */
   readonly #runs = new DeferredRuns();
   /** The flush being written is deferred. */
@@ -211,6 +221,7 @@ export class LaneWriter {
     this.#journaled = opts.journaled === true;
     this.#unconfirmed = opts.unconfirmedFlushes ?? 1;
     this.#readBack = this.#journaled ? opts.readBack : undefined;
+    this.#writeRunsOff = this.#readBack !== undefined ? opts.writeRuns : undefined;
     if (this.#unconfirmed !== 1 && this.#unconfirmed !== 2) throw new WalArgumentError(`unconfirmedFlushes ${this.#unconfirmed} must be 1 or 2`);
     this.#next = next;
     this.#slab = Buffer.alloc(0);
@@ -373,6 +384,44 @@ export class LaneWriter {
       }
       runs.written(k);
     }
+  }
+
+  /**
+   * The checkpoint's write and sync of `h`'s deferred runs before `upTo`
+   * with `writeRuns` (off this thread). A run with no journal place throws
+   * as #writeRuns does; a failed read or write is a WalWriteError('write'),
+   * and leaves the runs waiting; a failed open or fdatasync is thrown as it
+   * came (the caller's to judge, as a sync's). Code that runs meanwhile may
+   * write the same runs again (writeDeferred: the same bytes at the same
+   * places) or drop some (a refused flush): DeferredRuns.writeEnded counts
+   * only what this write had.
+   */
+  async #syncRunsOff(h: FdHandle, upTo: number, writeRuns: RunsWriter): Promise<void> {
+    const runs = this.#runs;
+    let k = runs.next;
+    for (; k < upTo && runs.handle(k) === h; k++) {
+      if (runs.file(k) === 0) throw new WalWriteError('write', h.path, Object.assign(new Error('a deferred run has no journal place'), { code: 'EIO' }));
+      const o = (k - runs.next) * 4;
+      if (o + 4 > runSpec.length) {
+        const grown = new Uint32Array(runSpec.length * 2);
+        grown.set(runSpec);
+        runSpec = grown;
+      }
+      runSpec[o] = runs.file(k);
+      runSpec[o + 1] = runs.offset(k);
+      runSpec[o + 2] = runs.length(k);
+      runSpec[o + 3] = runs.at(k);
+    }
+    const count = k - runs.next;
+    runs.writeBegun();
+    try {
+      await this.#cache.syncBy(h, () => writeRuns(h.path, runSpec, count));
+    } catch (err) {
+      const step = (err as { syscall?: unknown }).syscall;
+      if (step === 'read' || step === 'write') throw new WalWriteError('write', h.path, err);
+      throw err;
+    }
+    runs.writeEnded(k);
   }
 
   /** fdatasync of the live segment if it was written since its last sync; rotations sync old segments themselves. */
@@ -678,13 +727,17 @@ export class LaneWriter {
       throw deferred;
     }
     for (const h of cp.handles) {
-      // Deferred runs of this segment (read back from the journal) go in first, through the descriptor the sync uses.
       const runs = this.#runs;
-      const write = runs.next < cp.runsUpTo && runs.handle(runs.next) === h
-        ? (fd: number) => this.#writeRuns(h, cp.runsUpTo, (iov, at) => writevAll(this.#ops, fd, iov, at), true)
-        : undefined;
+      const deferred = runs.next < cp.runsUpTo && runs.handle(runs.next) === h;
       try {
-        await this.#cache.sync(h, write);
+        if (deferred && this.#writeRunsOff !== undefined) {
+          // Deferred runs of this segment, written and synced on the pool.
+          await this.#syncRunsOff(h, cp.runsUpTo, this.#writeRunsOff);
+        } else {
+          // Deferred runs of this segment (read back from the journal) go in first, through the descriptor the sync uses.
+          const write = deferred ? (fd: number) => this.#writeRuns(h, cp.runsUpTo, (iov, at) => writevAll(this.#ops, fd, iov, at), true) : undefined;
+          await this.#cache.sync(h, write);
+        }
       } catch (err) {
         if (err instanceof WalWriteError) throw err;
         if (h.retired && errnoCode(err) === 'ENOENT') continue;

@@ -55,8 +55,9 @@ import { WorkerStats } from '../metrics/worker-stats.js';
 import { FdCache } from '../wal/fd-cache.js';
 import { useOtlpWalk } from '../otlp/wire-validator.js';
 import { dropSyncedPagesOps } from '../wal/page-cache.js';
+import { nativeRunsWriter, type RunsWriter } from '../wal/native-runs.js';
 import { JOURNAL_READERS, laneTag, replayJournalDir, ShardJournal } from '../wal/journal.js';
-import { JOURNAL_ROOT, journalDirName } from '../wal/journal-format.js';
+import { formatJournalName, JOURNAL_ROOT, journalDirName } from '../wal/journal-format.js';
 import { join } from 'node:path';
 import { appendFileSync, existsSync, rmdirSync, statSync } from 'node:fs';
 import { NODE_FILE_OPS } from '../wal/file-ops.js';
@@ -228,6 +229,8 @@ export class ShardLoop {
   readonly #directBytes: number;
   /** `batch` mode with --wal-defer-lane-writes: lanes whose descriptor is closed defer their rounds' writes to the checkpoint. */
   readonly #deferLanes: boolean;
+  /** Deferred lane writes: the checkpoint's native write of a segment's runs (null: in JavaScript, on this thread). */
+  #runsWriter: RunsWriter | null = null;
   /** The runs deferred flushes of the round being written made, and their entries' numbers in the journal's round (placed once it is written). */
   readonly #placingLane: LaneWriter[] = [];
   readonly #placingRun: number[] = [];
@@ -254,8 +257,16 @@ export class ShardLoop {
     // fresh one or a cached one kept open).
     this.#checkpointParallel = budget >= 64 ? checkpointParallel() : 1;
     this.#deferLanes = journaled && args.settings.walDeferLaneWrites;
-    // (Deferred lane writes: the journal's read-only descriptors, JOURNAL_READERS of them, too.)
-    const cached = journaled ? Math.max(1, budget - 4 - MAX_WRITEBACKS - this.#checkpointParallel - (this.#deferLanes ? JOURNAL_READERS : 0)) : budget;
+    // (Deferred lane writes: the journal's read-only descriptors, JOURNAL_READERS of them, too;
+    // and a checkpoint sync that writes a segment's runs in native code holds
+    // two, the segment's and a journal file's.)
+    if (this.#deferLanes) {
+      const journalDir = this.#journalDir();
+      const r = nativeRunsWriter((file) => join(journalDir, formatJournalName(file)), args.settings.walDropSyncedPages);
+      this.#runsWriter = r.writer;
+    }
+    const perSync = this.#runsWriter !== null ? 2 : 1;
+    const cached = journaled ? Math.max(1, budget - 4 - MAX_WRITEBACKS - this.#checkpointParallel * perSync - (this.#deferLanes ? JOURNAL_READERS : 0)) : budget;
     this.#fds = new FdCache(cached, args.settings.walDropSyncedPages ? dropSyncedPagesOps().ops : undefined, { lazyEviction: journaled });
     this.#journal = journaled
       ? new ShardJournal({
@@ -440,7 +451,10 @@ export class ShardLoop {
           }
         : {}),
       ...(journal !== null && this.#deferLanes
-        ? { readBack: (file: number, offset: number, length: number, into: Uint8Array, at: number) => journal.readBack(file, offset, length, into, at) }
+        ? {
+            readBack: (file: number, offset: number, length: number, into: Uint8Array, at: number) => journal.readBack(file, offset, length, into, at),
+            ...(this.#runsWriter !== null ? { writeRuns: this.#runsWriter } : {}),
+          }
         : {}),
     });
     this.#lanes.set(spec.id, state);
