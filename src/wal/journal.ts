@@ -75,6 +75,24 @@ const PREFILL_CHUNK = 4 * 1024 * 1024;
 const ZEROS = new Uint8Array(PREFILL_CHUNK);
 /** The first spare is prefilled once a journal file of the life holds this much (a journal under load, not one that took a few requests). */
 const PREFILL_AFTER_BYTES = 1024 * 1024;
+/** A checkpoint starts once the journal has taken this many bytes since the last one began (in any number of files)… */
+export const CHECKPOINT_BYTES = 256 * 1024 * 1024;
+/**
+ * …or, when more lanes were written since than CHECKPOINT_BYTES / this, this
+ * many bytes a lane, up to CHECKPOINT_MAX_BYTES. A checkpoint writes and
+ * fdatasyncs the segment of every lane written since the last one, a cost
+ * per file whatever it holds: with thousands of lanes it waits until each
+ * has about this much to write on average (docs/wal-format.md "When a
+ * checkpoint starts"; measured in docs/performance.md).
+ */
+export const CHECKPOINT_BYTES_PER_LANE = 64 * 1024;
+export const CHECKPOINT_MAX_BYTES = 1024 * 1024 * 1024;
+
+/** Journal bytes since the last checkpoint began that start the next one, with `lanes` lanes written since. */
+export function checkpointTriggerBytes(lanes: number): number {
+  return Math.min(CHECKPOINT_MAX_BYTES, Math.max(CHECKPOINT_BYTES, lanes * CHECKPOINT_BYTES_PER_LANE));
+}
+
 /** Read-only journal descriptors readBack keeps open (counted in the worker's descriptor budget). */
 export const JOURNAL_READERS = 2;
 const READERS = JOURNAL_READERS;

@@ -15,7 +15,7 @@
 // Commit journal (`batch` mode, docs/wal-format.md "Commit journal"): a round
 // also appends its records, tagged by lane, to the shard's journal and
 // fdatasyncs that one file instead of every touched lane's segment. A
-// checkpoint, in the background every CHECKPOINT_MS or CHECKPOINT_BYTES of
+// checkpoint, in the background every CHECKPOINT_MS or checkpointTriggerBytes() of
 // journal, fdatasyncs the lanes written since the last one and then deletes
 // the journal files before it. So every acknowledged byte a checkpoint has not
 // made durable in its segment is in the journal. Segments are then created,
@@ -56,7 +56,7 @@ import { FdCache } from '../wal/fd-cache.js';
 import { useOtlpWalk } from '../otlp/wire-validator.js';
 import { dropSyncedPagesOps } from '../wal/page-cache.js';
 import { nativeRunsWriter, type RunsWriter } from '../wal/native-runs.js';
-import { JOURNAL_READERS, laneTag, replayJournalDir, ShardJournal } from '../wal/journal.js';
+import { checkpointTriggerBytes, JOURNAL_READERS, laneTag, replayJournalDir, ShardJournal } from '../wal/journal.js';
 import { formatJournalName, JOURNAL_ROOT, journalDirName } from '../wal/journal-format.js';
 import { join } from 'node:path';
 import { appendFileSync, existsSync, rmdirSync, statSync } from 'node:fs';
@@ -87,8 +87,7 @@ const MAX_ROUND_BYTES = 2 * 1024 * 1024;
  */
 const DEFER_MAX_JOURNAL_OFFSET = 2 ** 32 - 2 ** 30;
 const HOUSEKEEPING_MS = 1000;
-/** A checkpoint starts when the journal has taken this many bytes since the last one began (in any number of files)… */
-const CHECKPOINT_BYTES = 256 * 1024 * 1024;
+// A checkpoint starts when the journal has taken checkpointTriggerBytes() since the last one began (src/wal/journal.ts)…
 /** Journaled: a lane that wrote this much since its last sync has its live segment fdatasynced early (#writeBack). */
 const WRITEBACK_BYTES = 1024 * 1024;
 /** Early writebacks in flight per worker at most (each may hold a descriptor the LRU evicted meanwhile). */
@@ -780,11 +779,16 @@ export class ShardLoop {
     if (n > 0) this.#bell.ring();
   }
 
+  /** Journal bytes since the last checkpoint began that start the next one. */
+  #checkpointBytes(): number {
+    return checkpointTriggerBytes(this.#sinceCheckpoint.size);
+  }
+
   /** Housekeeping has work now: a checkpoint, an interval sync or the age seals are due. */
   #housekeepingDue(): boolean {
     const now = Date.now();
     const journal = this.#journal;
-    if (journal !== null && this.#checkpoint === null && (journal.bytesSinceRotate >= CHECKPOINT_BYTES || now - this.#lastCheckpoint >= this.#checkpointMs)) return true;
+    if (journal !== null && this.#checkpoint === null && (journal.bytesSinceRotate >= this.#checkpointBytes() || now - this.#lastCheckpoint >= this.#checkpointMs)) return true;
     return now - this.#lastHousekeeping >= HOUSEKEEPING_MS;
   }
 
@@ -966,7 +970,7 @@ export class ShardLoop {
     if (
       journal !== null &&
       this.#checkpoint === null &&
-      (journal.bytesSinceRotate >= CHECKPOINT_BYTES || (now - this.#lastCheckpoint >= this.#checkpointMs && (this.#sinceCheckpoint.size > 0 || journal.fileCount > 0)))
+      (journal.bytesSinceRotate >= this.#checkpointBytes() || (now - this.#lastCheckpoint >= this.#checkpointMs && (this.#sinceCheckpoint.size > 0 || journal.fileCount > 0)))
     ) {
       this.#startCheckpoint();
     }

@@ -12,7 +12,7 @@ import { walVerify } from '../../src/wal/commands.js';
 import { FdCache } from '../../src/wal/fd-cache.js';
 import { NODE_FILE_OPS, type FileOps } from '../../src/wal/file-ops.js';
 import { formatSegmentName, RecordType, SEGMENT_HEADER_SIZE } from '../../src/wal/format.js';
-import { laneTag, listJournalFiles, replayForeignJournals, replayJournalDir, ShardJournal } from '../../src/wal/journal.js';
+import { checkpointTriggerBytes, laneTag, listJournalFiles, replayForeignJournals, replayJournalDir, ShardJournal } from '../../src/wal/journal.js';
 import {
   decodeJournal,
   ENTRY_HEADER_SIZE,
@@ -354,3 +354,14 @@ describe('siglake wal verify and the journal', () => {
     expect(v.out).toContain('DAMAGED: journal .journal/shard-0-of-1/00000001.jnl: 1 entries, 1 records, corrupt at offset');
   });
 });
+
+describe('when a checkpoint starts', () => {
+  it('after 256 MiB of journal for up to 4,096 lanes written since the last one, then 64 KiB a lane, at most 1 GiB', () => {
+    const MiB = 1024 * 1024;
+    expect([0, 1, 4096].map(checkpointTriggerBytes)).toEqual([256 * MiB, 256 * MiB, 256 * MiB]);
+    expect(checkpointTriggerBytes(4097)).toBe(256 * MiB + 64 * 1024);
+    expect(checkpointTriggerBytes(10_000)).toBe(625 * MiB);
+    expect([16_384, 100_000].map(checkpointTriggerBytes)).toEqual([1024 * MiB, 1024 * MiB]);
+  });
+});
+
