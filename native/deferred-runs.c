@@ -200,6 +200,12 @@ static char *copy_string(napi_env env, napi_value v) {
   return s;
 }
 
+static napi_value not_queued(napi_env env) {
+  bool pending = false;
+  if (napi_is_exception_pending(env, &pending) == napi_ok && !pending) napi_throw_error(env, "SIGLAKE_NATIVE_QUEUE", "writeRuns: the task could not be queued");
+  return NULL;
+}
+
 static napi_value bad_args(napi_env env) {
   napi_throw_type_error(env, "SIGLAKE_NATIVE_ARGS",
                         "writeRuns(segment, journals, runs, flags, callback) takes a path, an array of paths, a Uint32Array of "
@@ -235,7 +241,7 @@ static napi_value write_runs(napi_env env, napi_callback_info info) {
   j->runs = malloc(length > 0 ? length * sizeof(uint32_t) : 1);
   j->segment = copy_string(env, argv[0]);
   j->journals = calloc(njournals > 0 ? njournals : 1, sizeof(char *));
-  if (j->runs == NULL || j->segment == NULL || j->journals == NULL) goto oom;
+  if (j->runs == NULL || j->segment == NULL || j->journals == NULL) goto oom; /* copy_string fails on memory only: the string was checked */
   memcpy(j->runs, data, length * sizeof(uint32_t));
   for (uint32_t k = 0; k < njournals; k++) {
     napi_value e;
@@ -248,22 +254,23 @@ static napi_value write_runs(napi_env env, napi_callback_info info) {
     j->njournals = k + 1;
     if (j->journals[k] == NULL) goto oom;
   }
+  /* Not queued: say so (the caller's promise rejects), never leave it waiting for a callback. */
   napi_value name;
   if (napi_create_string_utf8(env, "siglake:writeRuns", NAPI_AUTO_LENGTH, &name) != napi_ok ||
       napi_create_reference(env, argv[4], 1, &j->callback) != napi_ok) {
     free_job(j);
-    return NULL;
+    return not_queued(env);
   }
   if (napi_create_async_work(env, NULL, name, job_execute, job_complete, j, &j->work) != napi_ok) {
     napi_delete_reference(env, j->callback);
     free_job(j);
-    return NULL;
+    return not_queued(env);
   }
   if (napi_queue_async_work(env, j->work) != napi_ok) {
     napi_delete_reference(env, j->callback);
     napi_delete_async_work(env, j->work);
     free_job(j);
-    return NULL;
+    return not_queued(env);
   }
   return NULL;
 oom:

@@ -93,6 +93,15 @@ export function checkpointTriggerBytes(lanes: number): number {
   return Math.min(CHECKPOINT_MAX_BYTES, Math.max(CHECKPOINT_BYTES, lanes * CHECKPOINT_BYTES_PER_LANE));
 }
 
+/**
+ * A journal file that holds this much goes on in a new one (or a spare) at
+ * the next round, checkpoint or not: replay reads a file whole (Node reads
+ * at most 2 GiB at once, and a worker's start holds the file in memory), so
+ * a checkpoint period of up to CHECKPOINT_MAX_BYTES, or one that ran long,
+ * spans several files of about this size instead of one large one.
+ */
+export const JOURNAL_FILE_BYTES = 256 * 1024 * 1024;
+
 /** Read-only journal descriptors readBack keeps open (counted in the worker's descriptor budget). */
 export const JOURNAL_READERS = 2;
 const READERS = JOURNAL_READERS;
@@ -113,6 +122,8 @@ export interface ShardJournalOptions {
   readonly recycle?: boolean;
   /** The life's first spare: a file of this many zero bytes, written and synced on the pool (`ingester.wal.journalPrefillMib`); 0: none. */
   readonly prefillBytes?: number;
+  /** Test-only: the size past which the next round starts a new file (default JOURNAL_FILE_BYTES). */
+  readonly fileBytes?: number;
 }
 
 export class ShardJournal {
@@ -122,6 +133,7 @@ export class ShardJournal {
   readonly #syncDelayMs: number;
   readonly #recycle: boolean;
   readonly #prefillBytes: number;
+  readonly #fileBytes: number;
   #fd = -1;
   #number = 0;
   /** Where the open file's entries end (its last round's terminator starts here). */
@@ -163,6 +175,7 @@ export class ShardJournal {
   readonly #closeAfterSync: number[] = [];
 
   constructor(opts: ShardJournalOptions) {
+    this.#fileBytes = opts.fileBytes ?? JOURNAL_FILE_BYTES;
     this.#dir = opts.dir;
     this.#ops = opts.ops ?? NODE_FILE_OPS;
     this.#now = opts.now ?? Date.now;
@@ -319,10 +332,17 @@ export class ShardJournal {
     if (this.#entries === 0) return 0;
     try {
       // A spare is ready and the open file is appended to (a new file, or a
-      // spare whose earlier length is used up): go on in the spare (not while
-      // a round's sync of this file is in flight: a round and the one written
-      // behind it stay in one file, docs/wal-format.md "A round, in order").
-      if (this.#fd >= 0 && this.#spares.length > 0 && this.#syncing === 0 && this.#size + this.#stagedBytes > this.#reusedLength) this.#giveUpFile();
+      // spare whose earlier length is used up), or the file is full: go on in
+      // the spare or a new file (not while a round's sync of this file is in
+      // flight: a round and the one written behind it stay in one file,
+      // docs/wal-format.md "A round, in order").
+      if (
+        this.#fd >= 0 &&
+        this.#syncing === 0 &&
+        ((this.#spares.length > 0 && this.#size + this.#stagedBytes > this.#reusedLength) || this.#size + this.#stagedBytes > this.#fileBytes)
+      ) {
+        this.#giveUpFile();
+      }
       if (this.#fd < 0) this.#openNext();
       for (let k = 0; k < this.#heads.length; k++) stampEntryCrc(this.#heads[k]!, 0, this.#tags[k]!, this.#number);
       this.#iov.push(TERMINATOR);

@@ -113,6 +113,15 @@ function journalSyncDelayMs(): number {
   return process.env['SIGLAKE_TEST_HOOKS'] === '1' && Number.isFinite(v) && v > 0 ? v : 0;
 }
 /**
+ * Test-only (SIGLAKE_TEST_HOOKS=1): SIGLAKE_TEST_JOURNAL_FILE_BYTES=<n> makes
+ * a journal file give way to the next past n bytes instead of
+ * JOURNAL_FILE_BYTES, so that a crash suite's short lives leave many files.
+ */
+function journalFileBytes(): { fileBytes: number } | Record<string, never> {
+  const v = Number(process.env['SIGLAKE_TEST_JOURNAL_FILE_BYTES']);
+  return process.env['SIGLAKE_TEST_HOOKS'] === '1' && Number.isInteger(v) && v > 0 ? { fileBytes: v } : {};
+}
+/**
  * Test-only (SIGLAKE_TEST_HOOKS=1): SIGLAKE_TEST_DIRECT_LEDGER=<file> gets a
  * line `<segment path> <size>` for each segment a direct round made durable,
  * appended before the round is answered, so that a crash suite's simulated
@@ -263,6 +272,7 @@ export class ShardLoop {
       const journalDir = this.#journalDir();
       const r = nativeRunsWriter((file) => join(journalDir, formatJournalName(file)), args.settings.walDropSyncedPages);
       this.#runsWriter = r.writer;
+      if (r.failure !== undefined) this.#log.info({ reason: r.failure }, "deferred lane writes: the checkpoint reads the runs back on the worker's thread (the native addon's writeRuns did not load)");
     }
     const perSync = this.#runsWriter !== null ? 2 : 1;
     const cached = journaled ? Math.max(1, budget - 4 - MAX_WRITEBACKS - this.#checkpointParallel * perSync - (this.#deferLanes ? JOURNAL_READERS : 0)) : budget;
@@ -271,6 +281,7 @@ export class ShardLoop {
       ? new ShardJournal({
           dir: this.#journalDir(),
           syncDelayMs: journalSyncDelayMs(),
+          ...journalFileBytes(),
           recycle: args.settings.walJournalRecycle,
           prefillBytes: args.settings.walJournalPrefillBytes,
         })

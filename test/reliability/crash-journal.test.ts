@@ -71,6 +71,9 @@ const figures = {
   ackedRequests: 0,
   /** Lives run with --wal-rounds-in-flight 2. */
   livesTwoRoundsInFlight: 0,
+  /** Lives whose journal files gave way to the next past 64 KiB (SIGLAKE_TEST_JOURNAL_FILE_BYTES), and the most files one left at its kill. */
+  livesSmallJournalFiles: 0,
+  mostJournalFilesAtKill: 0,
   /** Rounds made durable by their own segments' fdatasync (siglake_wal_direct_rounds_total, scraped before each kill). */
   directRounds: 0,
   /** Segments cut at a direct round's synced size rather than their first journaled offset. */
@@ -273,6 +276,7 @@ describe('kill -9 between the journal sync and the checkpoint, then a power loss
       let expectedReplay = -1;
       let checkpointMs = '10000';
       let directKib = 0;
+      let smallJournalFiles = false;
       let lives = 0;
       const directLedgerFile = path.join(dataDir, 'direct-ledger');
 
@@ -314,6 +318,13 @@ describe('kill -9 between the journal sync and the checkpoint, then a power loss
         // pad, or a few markers); the others the default (1 MiB: almost none) or 0 (none). Their
         // syncs go to a ledger the power loss reads.
         directKib = lives++ % 2 === 1 ? 1 : prng.pick([0, 1024]);
+        // Every other life, on average, has its journal files give way to the next past 64 KiB (a
+        // test hook; 256 MiB otherwise), so a kill leaves the journal in many files.
+        smallJournalFiles = prng.pick([false, true]);
+        if (smallJournalFiles) {
+          env['SIGLAKE_TEST_JOURNAL_FILE_BYTES'] = '65536';
+          figures.livesSmallJournalFiles++;
+        }
         args.push('--wal-direct-round-kib', String(directKib));
         fs.rmSync(directLedgerFile, { force: true });
         env['SIGLAKE_TEST_DIRECT_LEDGER'] = directLedgerFile;
@@ -393,6 +404,7 @@ describe('kill -9 between the journal sync and the checkpoint, then a power loss
         expectedReplay = loss.records;
         figures.rounds++;
         figures.journalFiles += loss.journalFiles;
+        if (smallJournalFiles) figures.mostJournalFilesAtKill = Math.max(figures.mostJournalFilesAtKill, loss.journalFiles);
         figures.journalEntries += loss.entries;
         figures.segmentsCut += loss.segmentsCut;
         figures.bytesCut += loss.bytesCut;
@@ -411,6 +423,7 @@ describe('kill -9 between the journal sync and the checkpoint, then a power loss
       expect(figures.directRounds, 'direct rounds').toBeGreaterThan(0);
       // Four descriptors for more lanes: rounds of lanes whose descriptor was closed go to the journal only.
       if (figures.livesFourDescriptors > 0) expect(figures.deferredBytes, 'bytes deferred to the checkpoint').toBeGreaterThan(0);
+      if (figures.livesSmallJournalFiles > 0) expect(figures.mostJournalFilesAtKill, 'journal files a life with 64 KiB files left at its kill').toBeGreaterThan(2);
       if (CHAOS) expect(figures.directKept, 'segments a direct round synced past the journal').toBeGreaterThan(0);
       // The last life takes some load, then stops cleanly: it seals every lane it wrote, and its last
       // checkpoint makes them durable, deletes the journal and writes every marker.

@@ -37,8 +37,8 @@ afterEach(() => {
 const jdir = () => join(wal, JOURNAL_ROOT, journalDirName(0, 1));
 
 /** Two lanes (tenant acme's logs, the default tenant's traces) feeding one journal, as a shard wires them. */
-function shard(opts: { segmentBytes?: number; cache?: FdCache } = {}) {
-  const journal = new ShardJournal({ dir: jdir() });
+function shard(opts: { segmentBytes?: number; cache?: FdCache; fileBytes?: number } = {}) {
+  const journal = new ShardJournal({ dir: jdir(), ...(opts.fileBytes !== undefined ? { fileBytes: opts.fileBytes } : {}) });
   const cache = opts.cache ?? new FdCache(8);
   const mk = (dir: string) =>
     new LaneWriter({
@@ -281,6 +281,33 @@ describe('ShardJournal files', () => {
     expect(s.journal.retireUpTo(upTo)).toBe(1);
     expect(listJournalFiles(jdir())).toEqual([2]);
     expect(decodeJournal(journalBytes()).entries.map((e) => e.offset)).toEqual([SEGMENT_HEADER_SIZE + 26]);
+  });
+
+  it('a full file goes on in a new one at the next round, checkpoint or not; replay reads every file, and the checkpoint trigger counts them all', async () => {
+    const s = shard({ fileBytes: 4096 });
+    const sent = Array.from({ length: 30 }, (_, k) => `r${k}-${'x'.repeat(300)}`);
+    for (const t of sent) s.round({ a: [t] });
+    const files = listJournalFiles(jdir());
+    expect(files.length).toBeGreaterThanOrEqual(3);
+    for (const n of files) expect(statSync(join(jdir(), formatJournalName(n))).size).toBeLessThanOrEqual(4096 + 512);
+    expect(s.journal.bytesSinceRotate).toBeGreaterThan(30 * 300);
+    // A machine crash lost the lane's writes: replay writes them back from every file, in order.
+    const acme = laneDir(wal, 'acme', LOGS_TABLE);
+    truncateSync(join(acme, formatSegmentName(1)), SEGMENT_HEADER_SIZE);
+    s.journal.close();
+    const r = replayJournalDir(wal, jdir());
+    expect(r).toMatchObject({ files: files.length, entries: 30, rewritten: 30, stops: [] });
+    expect(payloads(acme)).toEqual(sent);
+    expect((await verify()).code).toBe(0);
+  });
+
+  it('a checkpoint retires every file a full one gave way to', () => {
+    const s = shard({ fileBytes: 2048 });
+    for (let k = 0; k < 12; k++) s.round({ a: [`r${k}-${'y'.repeat(300)}`] });
+    expect(listJournalFiles(jdir()).length).toBeGreaterThan(1);
+    const upTo = s.journal.rotate();
+    expect(s.journal.retireUpTo(upTo)).toBeGreaterThan(1);
+    expect(listJournalFiles(jdir())).toEqual([]);
   });
 
   it('a new journal never reuses the number of a file left on disk', () => {
