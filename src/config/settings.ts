@@ -230,7 +230,7 @@ export const SETTINGS = {
     flag: '--wal-journal-recycle',
     category: 'wal',
     default: true,
-    doc: "`batch` mode: a checkpoint keeps up to two retired commit-journal files per worker as spares, and the next files reuse them, instead of deleting them. A round's fdatasync then overwrites allocated blocks (on ext4 about half the time of an append's), and no checkpoint frees a large file's blocks (with the `discard` mount option that held every other fdatasync for the trim). Costs up to two journal files of disk per worker (each up to 10 s or 256 MiB of records; up to 1 GiB with more than 4,096 lanes: docs/wal-format.md). Off on copy-on-write file systems (btrfs, ZFS), where reusing blocks gains nothing.",
+    doc: "`batch` mode: a checkpoint keeps up to two retired commit-journal files per worker as spares, and the next files reuse them, instead of deleting them. A round's fdatasync then overwrites allocated blocks (on ext4 about half the time of an append's), and no checkpoint frees a large file's blocks (with the `discard` mount option that held every other fdatasync for the trim). Costs up to two journal files of disk per worker (each at most about 256 MiB, the size at which a journal file gives way to the next). Off on copy-on-write file systems (btrfs, ZFS), where reusing blocks gains nothing.",
     parse: boolean,
   }),
   walJournalPrefillMib: def<number>({
