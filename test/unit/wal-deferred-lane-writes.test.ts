@@ -327,6 +327,24 @@ describe("deferred lane writes, the checkpoint's runs in native code: failures a
     await verifyClean();
   });
 
+  it('a flush refused while the pool writes the checkpoint\'s runs never reaches the segment; the acknowledged runs do', async () => {
+    const r = rig(['acme'], { native: true });
+    for (let k = 0; k < 4; k++) r.round({ acme: [`ok${k}`] }, () => true);
+    const pending = r.finish(r.take());
+    // Meanwhile a deferred flush whose round is refused (its journal write failed, say).
+    const w = r.lane('acme');
+    w.stage(RecordType.LOGS, 1, 1, Buffer.from('refused'));
+    w.flush(true);
+    r.journal.clearStaged();
+    w.refuseLastFlush();
+    await pending;
+    expect(r.nativeCalls()).toBe(1);
+    r.round({ acme: ['after'] }, () => true);
+    await r.checkpoint();
+    expect(r.records('acme')).toEqual(['ok0', 'ok1', 'ok2', 'ok3', 'after']);
+    await verifyClean();
+  });
+
   it('runs a refused flush drops while the pool writes stay waiting when newer runs take their places', () => {
     const runs = new DeferredRuns();
     const h = {} as FdHandle;
