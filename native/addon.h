@@ -6,6 +6,8 @@
 int siglake_register_walk(napi_env env, napi_value exports);
 /* page-cache.c: fdatasyncDrop(), fdatasyncDropSync(). */
 int siglake_register_page_cache(napi_env env, napi_value exports);
+/* page-cache.c: fdatasync `fd`, then drop the whole pages it made durable; 0 or an errno. */
+int siglake_fdatasync_drop(int fd);
 /* deferred-runs.c: writeRuns(). */
 int siglake_register_deferred_runs(napi_env env, napi_value exports);
 #endif

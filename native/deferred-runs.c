@@ -28,7 +28,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #define CHUNK (1u << 20)
@@ -142,16 +141,8 @@ static void run_job(runs_job *j) {
   if (jfd >= 0) close(jfd);
   free(buf);
   if (j->err == 0 && (j->flags & 1)) {
-    struct stat st;
-    int have = fstat(seg, &st) == 0;
-    if (fdatasync(seg) != 0) {
-      fail(j, errno, OP_FDATASYNC);
-    } else if ((j->flags & 2) && have) {
-      long page = sysconf(_SC_PAGESIZE);
-      if (page <= 0) page = 4096;
-      off_t end = st.st_size - st.st_size % page;
-      if (end > 0) (void)posix_fadvise(seg, 0, end, POSIX_FADV_DONTNEED);
-    }
+    int r = (j->flags & 2) ? siglake_fdatasync_drop(seg) : (fdatasync(seg) != 0 ? errno : 0);
+    if (r != 0) fail(j, r, OP_FDATASYNC);
   }
   /* A close error after a good fdatasync loses nothing; without one, the data may still be in flight. */
   if (close(seg) != 0 && j->err == 0 && !(j->flags & 1)) fail(j, errno, OP_WRITE);

@@ -24,7 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int sync_and_drop(int fd) {
+int siglake_fdatasync_drop(int fd) {
   struct stat st;
   if (fstat(fd, &st) != 0) return errno;
   if (fdatasync(fd) != 0) return errno;
@@ -45,7 +45,7 @@ typedef struct {
 static void job_execute(napi_env env, void *data) {
   (void)env;
   sync_job *j = data;
-  j->err = sync_and_drop(j->fd);
+  j->err = siglake_fdatasync_drop(j->fd);
 }
 
 static void job_complete(napi_env env, napi_status status, void *data) {
@@ -114,7 +114,7 @@ static napi_value fdatasync_drop_sync(napi_env env, napi_callback_info info) {
     return NULL;
   }
   napi_value out;
-  if (napi_create_int32(env, sync_and_drop(fd), &out) != napi_ok) return NULL;
+  if (napi_create_int32(env, siglake_fdatasync_drop(fd), &out) != napi_ok) return NULL;
   return out;
 }
 

@@ -238,7 +238,7 @@ export class ShardLoop {
   /** `batch` mode with --wal-defer-lane-writes: lanes whose descriptor is closed defer their rounds' writes to the checkpoint. */
   readonly #deferLanes: boolean;
   /** Deferred lane writes: the checkpoint's native write of a segment's runs (null: in JavaScript, on this thread). */
-  #runsWriter: RunsWriter | null = null;
+  readonly #runsWriter: RunsWriter | null = null;
   /** The runs deferred flushes of the round being written made, and their entries' numbers in the journal's round (placed once it is written). */
   readonly #placingLane: LaneWriter[] = [];
   readonly #placingRun: number[] = [];
