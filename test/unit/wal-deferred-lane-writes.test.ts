@@ -7,7 +7,9 @@
 // file system, and compares the segments with what an inline writer wrote, or
 // with what a restart (journal replay, tail repair) finds.
 
-import { mkdtempSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs';
+import * as fsp from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -96,6 +98,30 @@ function rig(
   const seg = (name: string, n = 1) => join(laneDir(wal, name, LOGS_TABLE), formatSegmentName(n));
   const records = (name: string) => laneRecords(laneDir(wal, name, LOGS_TABLE));
   return { journal, cache, lane, round, take, finish, checkpoint, seg, records, nativeCalls: () => nativeCalls };
+}
+
+/**
+ * Holds every thread of libuv's pool (this process's: vitest runs each file
+ * in a fork) in a FIFO's open(), which blocks until a writer opens it, so a
+ * native task queued after this cannot start before release(). queued()
+ * waits until the checkpoint has handed its segment to the native writer.
+ */
+function holdPool(): { queued(calls: () => number): Promise<void>; release(): void } {
+  const threads = Number(process.env.UV_THREADPOOL_SIZE ?? 4);
+  const fifos = Array.from({ length: threads }, (_, k) => join(wal, `hold-${k}.fifo`));
+  for (const f of fifos) execFileSync('mkfifo', [f]);
+  const opened = fifos.map((f) => fsp.open(f, 'r'));
+  return {
+    async queued(calls) {
+      for (let k = 0; k < 100 && calls() === 0; k++) await new Promise((res) => setImmediate(res));
+      expect(calls()).toBe(1);
+    },
+    release() {
+      // A writer's open on each FIFO lets its reader's open, and the pool thread, go.
+      for (const f of fifos) closeSync(openSync(f, 'w'));
+      void Promise.all(opened).then((hs) => Promise.all(hs.map((h) => h.close())));
+    },
+  };
 }
 
 async function verifyClean(): Promise<void> {
@@ -310,14 +336,51 @@ describe("deferred lane writes, the checkpoint's runs in native code: failures a
     await verifyClean();
   });
 
-  it('runs written again on the thread while the pool writes them (a forget), and a round deferred meanwhile, all land once, in order', async () => {
+  it('a segment whose fdatasync the kernel refuses fails the checkpoint with an fdatasync error and writes nothing there; the kept journal replays every acknowledged record', async () => {
+    const r = rig(['acme'], { native: true });
+    for (let k = 0; k < 5; k++) r.round({ acme: [`m${k}`] }, () => true);
+    // The segment's path now names /dev/null: the pool's pwrite succeeds, its fdatasync is EINVAL (a real refusal by the kernel).
+    const seg = r.seg('acme');
+    renameSync(seg, `${seg}.aside`);
+    symlinkSync('/dev/null', seg);
+    r.journal.rotate();
+    const cp = r.lane('acme').takeCheckpoint();
+    const err = await r.lane('acme').syncCheckpoint(cp).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(WalWriteError);
+    expect(r.nativeCalls()).toBe(1);
+    expect((err as WalWriteError).op).toBe('fdatasync');
+    expect(String((err as Error).message)).toMatch(/EINVAL/);
+    // Not synced, so not done: the runs still wait, and the shard keeps (pins) the journal.
+    expect(r.lane('acme').hasDeferred).toBe(true);
+    // A crash, then the next start with the disk whole again: the journal writes the records back.
+    r.journal.close();
+    unlinkSync(seg);
+    renameSync(`${seg}.aside`, seg);
+    expect(statSync(seg).size).toBe(0);
+    const replay = replayJournalDir(wal, join(wal, JOURNAL_ROOT, journalDirName(0, 1)));
+    expect(replay.stops).toEqual([]);
+    expect(repairLane(laneDir(wal, 'acme', LOGS_TABLE)).truncatedBytes).toBe(0);
+    expect(r.records('acme')).toEqual(['m0', 'm1', 'm2', 'm3', 'm4']);
+    await verifyClean();
+  });
+
+  for (const held of [false, true]) it(`runs written again on the thread while the pool writes them (a forget), and a round deferred meanwhile, all land once, in order${held ? '; the pool held until the thread is done' : ''}`, async () => {
     const r = rig(['acme'], { native: true });
     for (let k = 0; k < 6; k++) r.round({ acme: [`m${k}-${'p'.repeat(k * 50)}`] }, () => true);
     const c = r.take();
+    const pool = held ? holdPool() : null;
     const pending = r.finish(c);
+    if (pool !== null) {
+      await pool.queued(r.nativeCalls);
+      // The task is queued and does not run: nothing reached the segment.
+      await new Promise((res) => setTimeout(res, 30));
+      expect(statSync(r.seg('acme')).size).toBe(0);
+    }
     // While the pool writes m0..m5: a round deferred after the checkpoint was taken, then what #forget does.
     r.round({ acme: ['m6'] }, () => true);
     r.lane('acme').writeDeferred();
+    // Held: only now may the pool's write of m0..m5 start, after the thread wrote them and m6.
+    pool?.release();
     await pending;
     expect(r.nativeCalls()).toBe(1);
     expect(r.lane('acme').hasDeferred).toBe(false);
@@ -327,16 +390,19 @@ describe("deferred lane writes, the checkpoint's runs in native code: failures a
     await verifyClean();
   });
 
-  it('a flush refused while the pool writes the checkpoint\'s runs never reaches the segment; the acknowledged runs do', async () => {
+  for (const held of [false, true]) it(`a flush refused while the pool writes the checkpoint's runs never reaches the segment; the acknowledged runs do${held ? '; the pool held until the refusal' : ''}`, async () => {
     const r = rig(['acme'], { native: true });
     for (let k = 0; k < 4; k++) r.round({ acme: [`ok${k}`] }, () => true);
+    const pool = held ? holdPool() : null;
     const pending = r.finish(r.take());
+    if (pool !== null) await pool.queued(r.nativeCalls);
     // Meanwhile a deferred flush whose round is refused (its journal write failed, say).
     const w = r.lane('acme');
     w.stage(RecordType.LOGS, 1, 1, Buffer.from('refused'));
     w.flush(true);
     r.journal.clearStaged();
     w.refuseLastFlush();
+    pool?.release();
     await pending;
     expect(r.nativeCalls()).toBe(1);
     r.round({ acme: ['after'] }, () => true);

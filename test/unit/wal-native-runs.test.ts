@@ -100,6 +100,17 @@ describe('native write of deferred runs', () => {
     expect(fs.statSync(seg).size).toBe(0);
   });
 
+  it('a failed fdatasync rejects as one: a segment path naming /dev/null takes the write and refuses the sync (EINVAL)', async () => {
+    fs.writeFileSync(journalPath(5), bytes(1000, 5));
+    const seg = path.join(dir, 'null.seg');
+    fs.symlinkSync('/dev/null', seg);
+    const { writer } = nativeRunsWriter(journalPath, false);
+    await expect(writer!(seg, spec([[5, 0, 10, 0]]), 1)).rejects.toMatchObject({ code: 'EINVAL', syscall: 'fdatasync' });
+    // With page dropping asked for too (page-cache.c's sync), the same refusal.
+    const dropping = nativeRunsWriter(journalPath, true).writer!;
+    await expect(dropping(seg, spec([[5, 0, 10, 0]]), 1)).rejects.toMatchObject({ code: 'EINVAL', syscall: 'fdatasync' });
+  });
+
   it('refuses a malformed call with a TypeError', () => {
     const addon = loadAddon().addon!;
     const cb = () => undefined;
