@@ -19,6 +19,12 @@ export interface Lane extends LaneSpec {
   readonly tenantEntry: TenantEntry;
   /** True once a request on the lane was written. */
   committed: boolean;
+  /**
+   * The dispatcher's own mark: the epoch of its shard's worker that was told
+   * of the lane (0: none). A field, not a set of lane ids, so the check each
+   * request makes is no hash lookup among 10,000 lanes.
+   */
+  announcedEpoch: number;
 }
 
 export class TenantEntry {
@@ -91,6 +97,7 @@ export class LaneTable {
       shard: key.shard(this.workers),
       tenantEntry: entry,
       committed: false,
+      announcedEpoch: 0,
     };
     if (index === undefined) {
       if (signal === 'logs') entry.logs = lane;

@@ -45,8 +45,11 @@ class ShardHandle {
   readonly control: Int32Array;
   readonly stats = WorkerStats.create();
   readonly backlog: BacklogItem[] = [];
-  /** Lanes this incarnation of the worker has been told about. */
-  announced = new Set<number>();
+  /**
+   * The worker's life, as lanes remember being announced to it
+   * (Lane.announcedEpoch): a new one (renew) knows no lane until told.
+   */
+  epoch = 1;
   task: Promise<unknown> | undefined;
   incarnation = 0;
 
@@ -67,7 +70,7 @@ class ShardHandle {
   renew(): void {
     this.ring = ByteRing.create(this.ringBytes);
     this.compl = CompletionRing.create(this.complSlots);
-    this.announced = new Set();
+    this.epoch++;
     this.backlog.length = 0;
   }
 }
@@ -138,6 +141,7 @@ export class Dispatcher {
 
   #runShard(s: ShardHandle): void {
     s.incarnation++;
+    const known = this.#opts.lanes.lanesOfShard(s.shard);
     const args: ShardTaskArgs = {
       shard: s.shard,
       workers: this.#opts.workers,
@@ -148,9 +152,9 @@ export class Dispatcher {
       controlSab: s.control.buffer as SharedArrayBuffer,
       statsSab: s.stats.sab,
       settings: this.#opts.settings,
-      lanes: this.#opts.lanes.lanesOfShard(s.shard).map(toSpec),
+      lanes: known.map(toSpec),
     };
-    for (const l of args.lanes) s.announced.add(l.id);
+    for (const l of known) l.announcedEpoch = s.epoch;
     const incarnation = s.incarnation;
     s.task = this.#opts.pool.run(args).then(
       () => {
@@ -189,7 +193,7 @@ export class Dispatcher {
     this.#nextReqId = reqId >= 0x7ffffffe ? 1 : reqId + 1;
     this.#inflight.set(reqId, { req, lane, shard: lane.shard, bytes: body.length });
     const s = this.#shards[lane.shard]!;
-    if (!s.announced.has(lane.id)) this.#announce(s, lane);
+    if (lane.announcedEpoch !== s.epoch) this.#announce(s, lane);
     if (s.backlog.length === 0 && this.#tryPush(s.ring, FrameKind.DATA, flags, lane.id, body, reqId, foreign)) {
       s.ring.wake();
       return;
@@ -201,12 +205,13 @@ export class Dispatcher {
   /** Tells a lane's worker to forget a provisional lane that was released. */
   forget(lane: Lane): void {
     const s = this.#shards[lane.shard]!;
-    if (!s.announced.delete(lane.id)) return;
+    if (lane.announcedEpoch !== s.epoch) return;
+    lane.announcedEpoch = 0;
     this.#control(s, FrameKind.LANE_FORGET, lane.id, new Uint8Array(0));
   }
 
   #announce(s: ShardHandle, lane: Lane): void {
-    s.announced.add(lane.id);
+    lane.announcedEpoch = s.epoch;
     this.#control(s, FrameKind.LANE_OPEN, lane.id, encodeLaneSpec(lane));
   }
 

@@ -95,8 +95,12 @@ function makeCrc32cTable(): Uint32Array {
 /** Constant after load; only ever read. */
 const CRC_TABLE = makeCrc32cTable();
 
-/** CRC-32C of b[from, to), continuing from `crc` (a finished CRC, 0 to start), like crc32c(buf, crc). */
-function crcRun(crc: number, b: Uint8Array, from: number, to: number): number {
+/**
+ * CRC-32C of b[from, to), continuing from `crc` (a finished CRC, 0 to start),
+ * like crc32c(buf, crc), in JavaScript: for the few dozen bytes of a header,
+ * cheaper than a call into the native CRC and the view it needs.
+ */
+export function crcRun(crc: number, b: Uint8Array, from: number, to: number): number {
   let c = ~crc;
   for (let i = from; i < to; i++) c = CRC_TABLE[(c ^ b[i]) & 0xff] ^ (c >>> 8);
   return ~c >>> 0;

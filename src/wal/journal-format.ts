@@ -31,6 +31,7 @@ import { crc32c } from '@node-rs/crc32';
 import {
   RECORD_HEADER_SIZE,
   SEGMENT_HEADER_SIZE,
+  crcRun,
   decodeRecordHeader,
   decodeSegmentHeader,
   readU16,
@@ -132,8 +133,14 @@ export function decodeJournalHeader(b: Uint8Array, expected: number): number | s
  * before: 0).
  */
 function entryCrc(b: Uint8Array, at: number, tag: Uint8Array, seed: number): number {
-  return crc32c(tag, crcOf(b, at + 8, at + ENTRY_HEADER_SIZE, crcOf(b, at, at + 4, seed)));
+  // A round stamps one entry per lane it touched: the header and a short tag
+  // are summed in JavaScript, a long tag (up to MAX_TAG_LENGTH) natively.
+  const c = crcRun(crcRun(seed, b, at, at + 4), b, at + 8, at + ENTRY_HEADER_SIZE);
+  return tag.length <= SHORT_TAG ? crcRun(c, tag, 0, tag.length) : crc32c(tag, c);
 }
+
+/** Tags up to this many bytes are summed in JavaScript (entryCrc). */
+const SHORT_TAG = 128;
 
 /**
  * A version-3 entry's CRC seed: its file's number (low 32 bits, never 0).
@@ -165,14 +172,31 @@ export function encodeEntryHeader(
   bodyLength: number,
   records: number,
 ): void {
+  encodeEntryFields(target, offset, tag, segment, segmentOffset, bodyLength, records);
+  writeU32(target, offset + 4, entryCrc(target, offset, tag, 0));
+}
+
+/**
+ * The fields of encodeEntryHeader, CRC left 0: for a writer that stamps it
+ * once it knows the file the entry goes to (stampEntryCrc).
+ */
+export function encodeEntryFields(
+  target: Uint8Array,
+  offset: number,
+  tag: Uint8Array,
+  segment: number,
+  segmentOffset: number,
+  bodyLength: number,
+  records: number,
+): void {
   if (tag.length < 1 || tag.length > MAX_TAG_LENGTH) throw new WalArgumentError(`lane tag of ${tag.length} bytes`);
   writeU32(target, offset, bodyLength);
+  writeU32(target, offset + 4, 0);
   writeU16(target, offset + 8, tag.length);
   writeU16(target, offset + 10, 0);
   writeU32(target, offset + 12, records);
   writeU64(target, offset + 16, segment);
   writeU64(target, offset + 24, segmentOffset);
-  writeU32(target, offset + 4, entryCrc(target, offset, tag, 0));
 }
 
 /** One whole, checked entry of a journal file. */

@@ -27,7 +27,7 @@ import { formatSegmentName, SEGMENT_HEADER_SIZE } from './format.js';
 import {
   decodeJournal,
   ENTRY_HEADER_SIZE,
-  encodeEntryHeader,
+  encodeEntryFields,
   encodeJournalHeader,
   JOURNAL_FLAG_REUSED,
   stampEntryCrc,
@@ -250,7 +250,7 @@ export class ShardJournal {
       this.#slab = Buffer.alloc(this.#slab.length * 2);
     }
     const head = this.#slab.subarray(i * ENTRY_HEADER_SIZE, (i + 1) * ENTRY_HEADER_SIZE);
-    encodeEntryHeader(head, 0, tag, segment, offset, bytes, records);
+    encodeEntryFields(head, 0, tag, segment, offset, bytes, records); // its CRC once write() knows the file
     this.#iov.push(head, tag);
     this.#heads.push(head);
     this.#tags.push(tag);

@@ -163,6 +163,8 @@ class LaneState {
   unsyncedBytes = 0;
   /** Journaled: an early writeback of its live segment is in flight. */
   writingBack = false;
+  /** In ShardLoop's list of lanes written since the last checkpoint began. */
+  sinceCheckpoint = false;
   writer!: LaneWriter;
   constructor(
     readonly key: LaneKey,
@@ -222,8 +224,13 @@ export class ShardLoop {
   readonly #journal: ShardJournal | null;
   /** The lanes flushed during a journaled round (their runs go to the journal). */
   #journaling = false;
-  /** Lanes written by a journaled round since the last checkpoint began (forgotten lanes stay until synced). */
-  #sinceCheckpoint = new Set<LaneState>();
+  /**
+   * Lanes written by a journaled round since the last checkpoint began
+   * (forgotten lanes stay until synced), each once (LaneState.sinceCheckpoint):
+   * a list and a flag rather than a Set, as a round of a 10,000-tenant
+   * shard marks a lane for nearly every request.
+   */
+  #sinceCheckpoint: LaneState[] = [];
   #lastCheckpoint = Date.now();
   readonly #checkpointMs = checkpointMs();
   #checkpoint: Promise<void> | null = null;
@@ -340,7 +347,7 @@ export class ShardLoop {
       try {
         await lane.writer.close();
         // Journaled: sealed without a sync; the last checkpoint makes it durable and writes its marker.
-        if (this.#journal !== null && lane.writer.checkpointPending) this.#sinceCheckpoint.add(lane);
+        if (this.#journal !== null && lane.writer.checkpointPending) this.#markSinceCheckpoint(lane);
       } catch (e) {
         this.#log.error({ lane: lane.key.label, err: (e as Error).message }, 'closing a WAL segment failed');
         this.#pinJournal(lane, e, 'closing a segment');
@@ -638,7 +645,7 @@ export class ShardLoop {
       for (const lane of touched) {
         // Even a lane whose write failed may have rotated to (and created) segments the checkpoint must sync.
         // (A direct round's lane too: the checkpoint still writes its marker.)
-        this.#sinceCheckpoint.add(lane);
+        this.#markSinceCheckpoint(lane);
       }
       const earlier = this.#inFlight;
       if (earlier !== null) {
@@ -790,9 +797,15 @@ export class ShardLoop {
     if (n > 0) this.#bell.ring();
   }
 
+  #markSinceCheckpoint(lane: LaneState): void {
+    if (lane.sinceCheckpoint) return;
+    lane.sinceCheckpoint = true;
+    this.#sinceCheckpoint.push(lane);
+  }
+
   /** Journal bytes since the last checkpoint began that start the next one. */
   #checkpointBytes(): number {
-    return checkpointTriggerBytes(this.#sinceCheckpoint.size);
+    return checkpointTriggerBytes(this.#sinceCheckpoint.length);
   }
 
   /** Housekeeping has work now: a checkpoint, an interval sync or the age seals are due. */
@@ -838,11 +851,12 @@ export class ShardLoop {
     const upTo = journal.rotate();
     // What each lane wrote before the rotation: its live segment, the ones it
     // rotated or sealed, whether it created one (directory), its seal.
-    const lanes = [...this.#sinceCheckpoint].map((lane) => {
+    const lanes = this.#sinceCheckpoint.map((lane) => {
       lane.unsyncedBytes = 0;
+      lane.sinceCheckpoint = false;
       return { lane, cp: lane.writer.takeCheckpoint() };
     });
-    this.#sinceCheckpoint = new Set();
+    this.#sinceCheckpoint = [];
     if (upTo === 0 && lanes.length === 0) return;
     this.#checkpoint = this.#runCheckpoint(journal, upTo, lanes).finally(() => {
       this.#checkpoint = null;
@@ -981,7 +995,7 @@ export class ShardLoop {
     if (
       journal !== null &&
       this.#checkpoint === null &&
-      (journal.bytesSinceRotate >= this.#checkpointBytes() || (now - this.#lastCheckpoint >= this.#checkpointMs && (this.#sinceCheckpoint.size > 0 || journal.fileCount > 0)))
+      (journal.bytesSinceRotate >= this.#checkpointBytes() || (now - this.#lastCheckpoint >= this.#checkpointMs && (this.#sinceCheckpoint.length > 0 || journal.fileCount > 0)))
     ) {
       this.#startCheckpoint();
     }
@@ -1002,7 +1016,7 @@ export class ShardLoop {
         await lane.writer.seal();
         this.#dirty.delete(lane);
         // Journaled: the seal took no sync; the next checkpoint syncs it and writes its marker.
-        if (journal !== null) this.#sinceCheckpoint.add(lane);
+        if (journal !== null) this.#markSinceCheckpoint(lane);
       } catch (e) {
         this.#log.error({ lane: lane.key.label, err: (e as Error).message }, 'sealing a WAL segment failed');
         this.#pinJournal(lane, e, 'sealing a segment');

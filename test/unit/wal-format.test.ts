@@ -7,6 +7,7 @@ import {
   RECORD_HEADER_SIZE,
   RecordType,
   SEGMENT_HEADER_SIZE,
+  crcRun,
   decodeRecordHeader,
   decodeSegmentHeader,
   encodeRecordHeader,
@@ -19,6 +20,16 @@ import { LOGS_TABLE, TRACES_TABLE, indexTable, laneDir, listLaneDirs, locateLane
 import { WalArgumentError } from '../../src/wal/wal-argument-error.js';
 
 describe('format', () => {
+  it('crcRun, the JavaScript CRC of short headers, is the CRC-32C of the native one, continued from any CRC', () => {
+    const b = Buffer.alloc(300);
+    for (let i = 0; i < b.length; i++) b[i] = (i * 131 + 7) & 0xff;
+    for (const [from, to] of [[0, 0], [0, 1], [3, 35], [0, 300], [17, 200]] as const) {
+      for (const seed of [0, 1, 0xdeadbeef, 0xffffffff]) {
+        expect(crcRun(seed, b, from, to)).toBe(to > from ? crc32c(b.subarray(from, to), seed) : seed);
+      }
+    }
+  });
+
   it('encodes a segment header byte for byte as documented', () => {
     const b = Buffer.alloc(40, 0xee);
     encodeSegmentHeader(b, 4, 0x1_0000_0002, 1_767_225_600_123);

@@ -4,6 +4,7 @@
 // leave (lane bytes lost after the journal's sync, a torn or corrupt journal
 // tail, entries for segments sealed, retired or gone).
 
+import { crc32c } from '@node-rs/crc32';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,6 +16,7 @@ import { formatSegmentName, RecordType, SEGMENT_HEADER_SIZE } from '../../src/wa
 import { checkpointTriggerBytes, laneTag, listJournalFiles, replayForeignJournals, replayJournalDir, ShardJournal } from '../../src/wal/journal.js';
 import {
   decodeJournal,
+  encodeEntryHeader,
   ENTRY_HEADER_SIZE,
   formatJournalName,
   JOURNAL_HEADER_SIZE,
@@ -104,6 +106,16 @@ describe('journal format', () => {
     for (const e of j.entries) {
       const seg = readFileSync(join(wal, e.tag, formatSegmentName(e.segment)));
       expect(Buffer.from(e.body).equals(seg.subarray(e.offset, e.offset + e.body.length))).toBe(true);
+    }
+  });
+
+  it('an entry CRC is the CRC-32C of header bytes [0, 4) and [8, 32) and the tag, short tag or long', () => {
+    for (const len of [1, 9, 128, 129, 1024]) {
+      const tag = Buffer.alloc(len, 0x61 + (len % 26));
+      const h = Buffer.alloc(ENTRY_HEADER_SIZE);
+      encodeEntryHeader(h, 0, tag, 0x1_0000_0003, 4096, 700, 5);
+      const summed = Buffer.concat([h.subarray(0, 4), h.subarray(8, ENTRY_HEADER_SIZE), tag]);
+      expect(h.readUInt32LE(4)).toBe(crc32c(summed));
     }
   });
 
