@@ -10,10 +10,10 @@
 //
 // The tap sits between the TCP socket and HTTP/2 as a Duplex. It parses only
 // frame headers; DATA payloads are skipped without a copy, and only HEADERS and
-// CONTINUATION payloads are decoded (hpack.js keeps the dynamic table in step
-// with the client's encoder).
+// CONTINUATION payloads are decoded (hpack-decoder.ts keeps the dynamic table
+// in step with the client's encoder).
 
-import hpack from 'hpack.js';
+import { HpackDecoder } from './hpack-decoder.js';
 import type { Http2Stream } from 'node:http2';
 import type net from 'node:net';
 import { Duplex } from 'node:stream';
@@ -60,9 +60,17 @@ export class Http2HeaderTap {
   #block: Buffer[] = [];
   #blockBytes = 0;
   #blockStream = 0;
-  readonly #decoder = hpack.decompressor.create({ table: { size: HEADER_TABLE_BYTES } });
+  readonly #decoder = new HpackDecoder(HEADER_TABLE_BYTES, ROUTING);
+  readonly #onRouting = (name: string, value: string): void => {
+    if (name !== name.toLowerCase() || droppedByHttp2(value)) this.#remember(this.#blockStream, name.toLowerCase());
+  };
   /** Set when the byte stream stopped making sense; the connection is cut. */
   broken = false;
+
+  /** Entries in the connection's HPACK dynamic table as the tap follows it (bounded by HEADER_TABLE_BYTES). */
+  get tableEntries(): number {
+    return this.#decoder.entries;
+  }
 
   /** The routing header of `streamId` that HTTP/2 dropped, if any (forgotten once asked). */
   take(streamId: number): string | undefined {
@@ -150,13 +158,7 @@ export class Http2HeaderTap {
     this.#block = [];
     this.#blockBytes = 0;
     try {
-      this.#decoder.write(block);
-      this.#decoder.execute();
-      for (let h = this.#decoder.read(); h !== null; h = this.#decoder.read()) {
-        const lower = h.name.toLowerCase();
-        if (!ROUTING.has(lower)) continue;
-        if (lower !== h.name || droppedByHttp2(h.value)) this.#remember(this.#blockStream, lower);
-      }
+      this.#decoder.decode(block, this.#onRouting);
     } catch {
       this.broken = true;
     }
@@ -184,6 +186,17 @@ export function tapSocket(socket: net.Socket, first: Buffer): Duplex {
     },
     write(chunk: Buffer, _enc, cb) {
       socket.write(chunk, cb);
+    },
+    // HTTP/2 hands over what it has to send in one corked batch (several
+    // frames, often several calls' answers): one writev on the socket, not a
+    // write system call per buffer (docs/performance.md, "The gRPC port's
+    // header tap").
+    writev(chunks: { chunk: Buffer }[], cb) {
+      socket.cork();
+      const last = chunks.length - 1;
+      for (let i = 0; i < last; i++) socket.write(chunks[i]!.chunk);
+      socket.write(chunks[last]!.chunk, cb);
+      socket.uncork();
     },
     final(cb) {
       socket.end();
