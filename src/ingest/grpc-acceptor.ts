@@ -33,50 +33,6 @@ const identity = (b: Buffer): Buffer => b;
 /** The HTTP server (uWS) closes a connection idle this long; the gRPC port does the same. */
 const IDLE_SESSION_MS = 10_000;
 
-/**
- * grpc-js calls the handler only once a call's whole message arrived, so a
- * call whose message stalls would hold its stream (and the bytes buffered so
- * far) forever. This interceptor ends such a call with DEADLINE_EXCEEDED
- * after the same bound HTTP bodies have (--request-timeout-secs).
- */
-function receiveDeadline(timeoutMs: number): grpc.ServerInterceptor {
-  return (_method, call) => {
-    let timer: NodeJS.Timeout | undefined;
-    const clear = () => {
-      if (timer !== undefined) clearTimeout(timer);
-      timer = undefined;
-    };
-    return new grpc.ServerInterceptingCall(
-      call,
-      new grpc.ResponderBuilder()
-        .withStart((next) => {
-          timer = setTimeout(() => {
-            timer = undefined;
-            call.sendStatus({
-              code: requestTimeout.grpcCode,
-              details: requestTimeout.message,
-              metadata: refusalMetadata(requestTimeout),
-            });
-          }, timeoutMs);
-          timer.unref();
-          next(
-            new grpc.ServerListenerBuilder()
-              .withOnReceiveMessage((message, nextMessage) => {
-                clear();
-                nextMessage(message);
-              })
-              .withOnCancel(clear)
-              .build(),
-          );
-        })
-        .withSendStatus((status, nextStatus) => {
-          clear();
-          nextStatus(status);
-        })
-        .build(),
-    );
-  };
-}
 const EMPTY = Buffer.alloc(0);
 
 /** Trailing metadata of a refusal: `retry-after` when it has one, and its google.rpc.Status with the ErrorInfo. */
@@ -190,7 +146,7 @@ export class GrpcAcceptor {
       'grpc.max_connection_idle_ms': IDLE_SESSION_MS,
       'grpc.max_concurrent_streams': opts.maxStreamsPerConnection,
       // The admission interceptor first: it sees the call before anything reads its message.
-      interceptors: [(method, call) => this.#admitOnMetadata(method, call), receiveDeadline(opts.requestTimeoutSecs * 1000)],
+      interceptors: [(method, call) => this.#admitOnMetadata(method, call)],
     });
     this.#server.addService(LOGS_SERVICE, {
       Export: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => this.#ingest(call, cb, 0),
@@ -258,6 +214,13 @@ export class GrpcAcceptor {
    * tenant) so that an unauthenticated call never gets its message buffered
    * (contract §6). A refused call is answered at once and its message is
    * never read.
+   *
+   * It also bounds the wait for the message: grpc-js calls the handler only
+   * once a call's whole message arrived, so a call whose message stalls would
+   * hold its stream (and the bytes buffered so far) forever. Past
+   * --request-timeout-secs, the bound HTTP bodies have, the call ends with
+   * DEADLINE_EXCEEDED. (One interceptor for both: each is a layer of call
+   * objects per call.)
    */
   #admitOnMetadata(method: grpc.ServerMethodDefinition<unknown, unknown>, call: grpc.ServerInterceptingCallInterface): grpc.ServerInterceptingCall {
     const endpoint = method.path === TRACE_SERVICE.Export.path ? 1 : 0;
@@ -273,6 +236,11 @@ export class GrpcAcceptor {
     };
     let gotMessage = false;
     let refused = false;
+    let timer: NodeJS.Timeout | undefined;
+    const clear = () => {
+      if (timer !== undefined) clearTimeout(timer);
+      timer = undefined;
+    };
     const refuse = (err: unknown) => {
       refused = true;
       const e = asRefusal(err);
@@ -289,6 +257,11 @@ export class GrpcAcceptor {
             this.#open++;
             counted = true;
           }
+          timer = setTimeout(() => {
+            timer = undefined;
+            call.sendStatus(statusOf(requestTimeout));
+          }, this.#o.requestTimeoutSecs * 1000);
+          timer.unref();
           next(
             new grpc.ServerListenerBuilder()
               .withOnReceiveMetadata((md, nextMd) => {
@@ -328,6 +301,7 @@ export class GrpcAcceptor {
               })
               .withOnReceiveMessage((message, nextMessage) => {
                 gotMessage = true;
+                clear();
                 nextMessage(message);
               })
               .withOnReceiveHalfClose((nextHalfClose) => {
@@ -339,11 +313,15 @@ export class GrpcAcceptor {
                 }
                 nextHalfClose();
               })
-              .withOnCancel(release)
+              .withOnCancel(() => {
+                clear();
+                release();
+              })
               .build(),
           );
         })
         .withSendStatus((status, nextStatus) => {
+          clear();
           release();
           nextStatus(status);
         })
