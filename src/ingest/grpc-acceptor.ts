@@ -308,6 +308,9 @@ export class GrpcAcceptor {
                 // The client ended the stream inside a message (a length prefix longer than what
                 // followed): grpc-js would answer UNIMPLEMENTED; it is a bad request (contract §6).
                 if (!gotMessage && !refused) {
+                  // A stream reset or a connection closed mid-message ends its readable side too:
+                  // that call was abandoned (counted as aborted), not a bad request to answer.
+                  if (where !== undefined && (where.stream.aborted || where.stream.destroyed)) return;
                   refuse(shortMessage);
                   return;
                 }

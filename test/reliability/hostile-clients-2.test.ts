@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOGS_EXPORT, grpc, rawGrpcCall } from '../helpers/grpc-client.js';
 import { CLI, runCli, tempDir, type RunningIngester } from '../helpers/ingester.js';
 import { logsProto } from '../helpers/otlp-bodies.js';
+import { sleep } from '../helpers/wait.js';
 import {
   Client,
   TRANSPORTS,
@@ -353,6 +354,27 @@ describe('small ones (item 12)', () => {
     expect(await ing.metric('siglake_ingest_requests_total{endpoint="otlp",status="400"}')).toBeGreaterThanOrEqual(1);
     expect(topDirs(ing.walDir)).toEqual([]);
     figures['grpcShortMessage'] = code;
+  });
+
+  it('regression (grpc-abandoned-counted-400): calls whose stream is reset or whose connection closes mid-message are counted aborted, not refused 400; nothing stored', async () => {
+    const metric = async (name: string) => (await ing.metric(name)) ?? 0;
+    const bad0 = await metric('siglake_ingest_requests_total{endpoint="otlp",status="400"}');
+    const aborted0 = await metric('siglake_ingest_aborted_total{endpoint="otlp"}');
+    const part = logsProto(['abandoned-never-lands']);
+    // Four calls declaring 64 KiB and sending a part: two reset (RST_STREAM), two on a connection then closed.
+    const resets = await h2Session(ing.grpcAddress);
+    const reset = [h2Call(resets, {}, 64 * 1024, part), h2Call(resets, {}, 64 * 1024, part)];
+    const closed = await h2Session(ing.grpcAddress);
+    const cut = [h2Call(closed, {}, 64 * 1024, part), h2Call(closed, {}, 64 * 1024, part)];
+    await sleep(200);
+    for (const c of reset) c.close();
+    closed.destroy();
+    await until(async () => (await metric('siglake_ingest_aborted_total{endpoint="otlp"}')) >= aborted0 + 4, 5000, 'four calls counted aborted');
+    await sleep(200);
+    resets.close();
+    expect(await metric('siglake_ingest_requests_total{endpoint="otlp",status="400"}')).toBe(bad0);
+    expect(topDirs(ing.walDir)).toEqual([]);
+    figures['grpcAbandonedCounted'] = { aborted: (await metric('siglake_ingest_aborted_total{endpoint="otlp"}')) - aborted0, refused400: 0 };
   });
 
   it('regression (pipelined-counted-200): requests stored but never answered are not counted as 200', async () => {
