@@ -104,7 +104,6 @@ function statusOf(e: IngestError): grpc.StatusObject {
 }
 
 class GrpcIngest implements PendingRequest, BudgetSink {
-  cancelled = false;
   /** [declared tenants] a budget admission found exhausted: the worker validates the message, then this 429 is sent. */
   budget: BudgetRefusal | undefined = undefined;
   /** Bytes of its message this call holds of the in-flight bound. */
@@ -112,6 +111,8 @@ class GrpcIngest implements PendingRequest, BudgetSink {
   constructor(
     readonly acceptor: GrpcAcceptor,
     readonly endpoint: number,
+    /** Its `cancelled` is set by grpc-js once the client went away (read at the answer: no listener a call). */
+    readonly call: grpc.ServerUnaryCall<Buffer, Buffer>,
     readonly callback: grpc.sendUnaryData<Buffer>,
   ) {}
   complete(code: ErrorCode | undefined, records: number, message: string | undefined): void {
@@ -226,8 +227,6 @@ export class GrpcAcceptor {
     const endpoint = method.path === TRACE_SERVICE.Export.path ? 1 : 0;
     const where = tapOfCall(call);
     let counted = false;
-    // A call whose client reset it before its answer was abandoned (grpc-js reports every call's close as a cancel).
-    where?.stream.once('aborted', () => this.#o.metrics.aborted(endpoint));
     const release = () => {
       if (counted) {
         counted = false;
@@ -316,9 +315,12 @@ export class GrpcAcceptor {
                 }
                 nextHalfClose();
               })
+              // grpc-js reports every call's close as a cancel: one whose stream was
+              // aborted (reset, or its connection lost, before the answer) was abandoned.
               .withOnCancel(() => {
                 clear();
                 release();
+                if (where !== undefined && where.stream.aborted) this.#o.metrics.aborted(endpoint);
               })
               .build(),
           );
@@ -333,10 +335,7 @@ export class GrpcAcceptor {
   }
 
   #ingest(call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>, endpoint: number): void {
-    const state = new GrpcIngest(this, endpoint, cb);
-    call.on('cancelled', () => {
-      state.cancelled = true;
-    });
+    const state = new GrpcIngest(this, endpoint, call, cb);
     if (this.#o.isDraining()) {
       this.#refuse(state, DRAINING);
       return;
@@ -384,7 +383,7 @@ export class GrpcAcceptor {
   /** Called by the dispatcher when the worker answered. */
   answer(state: GrpcIngest, code: ErrorCode | undefined, records: number, message: string | undefined): void {
     this.#release(state);
-    if (code === undefined && state.cancelled) {
+    if (code === undefined && state.call.cancelled) {
       // Written, but the client cancelled before the answer: not counted as a 200 it never saw (499).
       this.#o.metrics.request(state.endpoint, 499);
       this.#o.metrics.records(state.endpoint, records);

@@ -336,6 +336,33 @@ describe('gRPC calls are authenticated on their headers, and streams are bounded
   });
 });
 
+describe('a gRPC call written, then cancelled before its answer (every journal fdatasync 400 ms slower)', () => {
+  let ing: RunningIngester;
+  beforeAll(async () => {
+    ing = await startWalIngester({ args: ['--trust-tenant-header'], env: { SIGLAKE_TEST_JOURNAL_SYNC_DELAY_MS: '400' } });
+    live.add(ing);
+  });
+  afterAll(async () => {
+    if (ing) await stop(ing);
+  });
+
+  it('is counted 499, not 200, and its records are stored (the client may retry: at least once)', async () => {
+    const metric = async (name: string) => (await ing.metric(name)) ?? 0;
+    const ok0 = await metric('siglake_ingest_requests_total{endpoint="otlp",status="200"}');
+    const gone0 = await metric('siglake_ingest_requests_total{endpoint="otlp",status="499"}');
+    const session = await h2Session(ing.grpcAddress);
+    const body = logsProto(['cancelled-after-write']);
+    const call = h2Call(session, { 'x-scope-orgid': 'acme' }, body.length, body);
+    // The message is in and written; its round waits on the slow fdatasync. Then the client resets the stream.
+    await sleep(150);
+    call.close();
+    await until(async () => (await metric('siglake_ingest_requests_total{endpoint="otlp",status="499"}')) === gone0 + 1, 5000, 'the call counted 499');
+    session.close();
+    expect(await metric('siglake_ingest_requests_total{endpoint="otlp",status="200"}')).toBe(ok0);
+    expect(textsUnder(path.join(ing.walDir, 'acme'))).toEqual(['cancelled-after-write']);
+  });
+});
+
 describe('small ones (item 12)', () => {
   let ing: RunningIngester;
   beforeAll(async () => {
