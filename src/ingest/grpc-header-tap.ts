@@ -62,7 +62,8 @@ export class Http2HeaderTap {
   #blockStream = 0;
   readonly #decoder = new HpackDecoder(HEADER_TABLE_BYTES, ROUTING);
   readonly #onRouting = (name: string, value: string): void => {
-    if (name !== name.toLowerCase() || droppedByHttp2(value)) this.#remember(this.#blockStream, name.toLowerCase());
+    const lower = name.toLowerCase();
+    if (lower !== name || droppedByHttp2(value)) this.#remember(this.#blockStream, lower);
   };
   /** Set when the byte stream stopped making sense; the connection is cut. */
   broken = false;
