@@ -14,8 +14,11 @@
 //   P4          `siglake loadgen --rate` at half and a quarter of P1's best rate, and the
 //               same generator against the uWS discard server (its own latency floor)
 //   P6, P7      the micro-benchmark probes of perf/check.ts
-//   acceptors   (not a goal) uWS discard with 1 and 2 threads on one port, wrk -t1 and -t2:
-//               the ceiling of a second acceptor thread (`--only acceptors`)
+//   acceptors   (not a goal) uWS discard with 1, 2 and 4 threads on one port, wrk -t1, -t2, -t4:
+//               the ceiling of more acceptor threads (`--only acceptors`)
+//   curve       (not a goal, not in a full run) siglake batch with 1, 2, 4, 8 writer workers
+//               (BENCH_CURVE_WORKERS), 64 tenants, 1 KiB and 256 KiB, wrk -t2
+//               (BENCH_CURVE_WRK_THREADS), beside the disk ceiling: `--only curve`
 //
 // and prints one table (requests/s, MB/s, records/s, p50/p99, peak RSS, each
 // siglake row's ratio to its ceiling and to the baseline) and the P1-P7 rows
@@ -32,7 +35,9 @@
 //   env: BENCH_SECS (5) seconds per measured run, BENCH_RUNS (3) runs per row
 //        (medians are reported), BENCH_WARMUP_SECS (1), BENCH_CONNECTIONS (64),
 //        BENCH_DIR (os.tmpdir()) where WALs, the baseline's file and the disk
-//        ceiling write, SIGLAKE_WORKERS (ingester --workers; default: its own).
+//        ceiling write, SIGLAKE_WORKERS (ingester --workers; default: its own),
+//        BENCH_LOADGEN_THREADS (1) P4's generator threads, BENCH_CURVE_WORKERS (1,2,4,8)
+//        and BENCH_CURVE_WRK_THREADS (2) for `--only curve`.
 
 import { spawn, spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -56,6 +61,14 @@ const CONNS = Number(process.env.BENCH_CONNECTIONS ?? 64);
 const STREAMS = 10;
 const BENCH_DIR = process.env.BENCH_DIR ?? os.tmpdir();
 const TENANTS_MANY = 10_000;
+// P4's generator threads: 1 on a 2-core machine (the server needs the other
+// core); 2 on a machine with the cores for it, as the bar asks.
+const LOADGEN_THREADS = Math.max(1, Number(process.env.BENCH_LOADGEN_THREADS ?? 1));
+// The worker curve (`--only curve`): siglake with this many writer workers
+// each, 64 tenants spread over them, under wrk with BENCH_CURVE_WRK_THREADS.
+const CURVE_WORKERS = (process.env.BENCH_CURVE_WORKERS ?? '1,2,4,8').split(',').map(Number).filter((n) => Number.isInteger(n) && n > 0);
+const CURVE_WRK_THREADS = Math.max(1, Number(process.env.BENCH_CURVE_WRK_THREADS ?? 2));
+const CURVE_TENANTS = 64;
 
 const { values: args } = parseArgs({
   options: { only: { type: 'string' }, 'no-build': { type: 'boolean' }, list: { type: 'boolean' }, render: { type: 'string' }, out: { type: 'string' }, compare: { type: 'string' } },
@@ -65,7 +78,7 @@ if (COMPARE_CLI !== undefined && !existsSync(COMPARE_CLI)) throw new Error(`--co
 
 // ---- the rows ----------------------------------------------------------------
 
-/** @typedef {{id:string, kind:string, proto:'http'|'grpc'|'disk'|'micro', size:'1k'|'256k'|'1m', label:string, mode?:string, tenants?:number, cli?:string}} Row */
+/** @typedef {{id:string, kind:string, proto:'http'|'grpc'|'disk'|'micro', size:'1k'|'256k'|'1m', label:string, mode?:string, tenants?:number, cli?:string, threads?:number, wrkThreads?:number, workers?:number}} Row */
 /** @type {Row[]} */
 const ROWS = [
   { id: 'ceiling-1k', kind: 'ceiling', proto: 'http', size: '1k', label: 'uWS discard (ceiling)' },
@@ -96,6 +109,22 @@ const ROWS = [
   { id: 'ceiling-1k-wrk2', kind: 'ceiling-threads', proto: 'http', size: '1k', threads: 1, wrkThreads: 2, label: 'uWS discard, 1 thread; wrk -t2' },
   { id: 'ceiling-1k-2t', kind: 'ceiling-threads', proto: 'http', size: '1k', threads: 2, label: 'uWS discard, 2 threads on one port (SO_REUSEPORT)' },
   { id: 'ceiling-1k-2t-wrk2', kind: 'ceiling-threads', proto: 'http', size: '1k', threads: 2, wrkThreads: 2, label: 'uWS discard, 2 threads on one port; wrk -t2' },
+  { id: 'ceiling-1k-4t-wrk4', kind: 'ceiling-threads', proto: 'http', size: '1k', threads: 4, wrkThreads: 4, label: 'uWS discard, 4 threads on one port; wrk -t4' },
+  // The worker curve (issue 18 part 3): one acceptor, W writer workers, 64 tenants
+  // (lanes hash over the workers), wrk with CURVE_WRK_THREADS threads; not a goal.
+  ...CURVE_WORKERS.flatMap((w) =>
+    ['1k', '256k'].map((size) => ({
+      id: `curve-${size}-w${w}`,
+      kind: 'siglake',
+      proto: 'http',
+      size,
+      mode: 'batch',
+      tenants: CURVE_TENANTS,
+      workers: w,
+      wrkThreads: CURVE_WRK_THREADS,
+      label: `siglake HTTP batch, ${CURVE_TENANTS} tenants, --workers ${w}; wrk -t${CURVE_WRK_THREADS}`,
+    })),
+  ),
 ];
 if (COMPARE_CLI !== undefined) {
   // Right after this tree's P1 row, so both share the machine's state of the moment.
@@ -122,11 +151,14 @@ const GOAL_ROWS = {
   p6: ['micro'],
   p7: ['micro'],
   // Not a goal of the bar: the ceiling of a second acceptor thread (docs/performance.md).
-  acceptors: ['ceiling-1k', 'ceiling-1k-wrk2', 'ceiling-1k-2t', 'ceiling-1k-2t-wrk2'],
+  acceptors: ['ceiling-1k', 'ceiling-1k-wrk2', 'ceiling-1k-2t', 'ceiling-1k-2t-wrk2', 'ceiling-1k-4t-wrk4'],
+  // Not a goal either: requests/s and MB/s by writer workers (BENCH_CURVE_WORKERS).
+  curve: ['disk-1k', 'disk-256k', ...CURVE_WORKERS.flatMap((w) => [`curve-1k-w${w}`, `curve-256k-w${w}`])],
 };
 
 function selected() {
-  if (args.only === undefined || args.only === 'all') return { rows: ROWS, goals: Object.keys(GOAL_ROWS) };
+  // Everything but the worker curve, which is for a machine with the cores for it (`--only curve`).
+  if (args.only === undefined || args.only === 'all') return { rows: ROWS.filter((r) => r.workers === undefined), goals: Object.keys(GOAL_ROWS).filter((g) => g !== 'curve') };
   const ids = new Set();
   const goals = [];
   for (const tok of args.only.split(',').map((s) => s.trim().toLowerCase()).filter(Boolean)) {
@@ -376,7 +408,7 @@ async function measureServer(row, srv, extra) {
     log(`    warm-up: siglake loadgen, one request to each of ${row.tenants} tenants`);
     const w = run(process.execPath, [CLI, 'loadgen', '--target', `http://127.0.0.1:${srv.http}`, '--tenants', String(row.tenants), '--tenant-prefix', 't', '--requests', String(row.tenants), '--connections', String(CONNS), '--threads', '1', '--body-bytes', String(bytes), '--bodies', '2', '--duration', '0', '--no-progress', '--quiet'], 600_000);
     if (w.status !== 0) throw new Error(`warm-up loadgen failed: ${w.stderr}`);
-    if (row.kind === 'siglake' && row.mode === 'batch') {
+    if (row.kind === 'siglake' && row.mode === 'batch' && row.tenants >= 1000) {
       // The lanes' creation is durable only once a checkpoint has synced
       // their new segments and directories (docs/wal-format.md "Checkpoint"):
       // a one-off far heavier than the checkpoints after it (7.7 s against
@@ -468,7 +500,8 @@ async function runRow(row, goals) {
     else if (row.kind === 'h2-reference') srv = await startServer(process.execPath, [path.join(HERE, 'servers', 'http2-discard.mjs'), '0'], portLine);
     else {
       const flags = ['ingest', '--http-listen', '127.0.0.1:0', '--grpc-listen', '127.0.0.1:0', '--wal-dir', path.join(dir, 'wal'), '--wal-fsync', row.mode, '--log-level', 'info'];
-      if (process.env.SIGLAKE_WORKERS) flags.push('--workers', process.env.SIGLAKE_WORKERS);
+      if (row.workers !== undefined) flags.push('--workers', String(row.workers));
+      else if (process.env.SIGLAKE_WORKERS) flags.push('--workers', process.env.SIGLAKE_WORKERS);
       if (row.tenants !== undefined) flags.push('--trust-tenant-header', '--ingest-max-lanes', String(2 * row.tenants), '--wal-max-open-files', String(FD_SETTING));
       srv = await startServer(process.execPath, [row.cli ?? CLI, ...flags], siglakeLine);
     }
@@ -511,7 +544,7 @@ async function fixedRateP4(srv, measured) {
 /** One fixed-rate `siglake loadgen` run against an HTTP port: its rate and latency figures. */
 function fixedRate(port, rate) {
   const out = path.join(mkdtempSync(path.join(os.tmpdir(), 'siglake-p4-')), 'p4.json');
-  const r = run(process.execPath, [CLI, 'loadgen', '--target', `http://127.0.0.1:${port}`, '--rate', String(rate), '--connections', String(CONNS), '--duration', String(SECS), '--warmup', '1', '--threads', '1', '--no-progress', '--quiet', '--out', out], (SECS + 120) * 1000);
+  const r = run(process.execPath, [CLI, 'loadgen', '--target', `http://127.0.0.1:${port}`, '--rate', String(rate), '--connections', String(CONNS), '--duration', String(SECS), '--warmup', '1', '--threads', String(LOADGEN_THREADS), '--no-progress', '--quiet', '--out', out], (SECS + 120) * 1000);
   if (!existsSync(out)) throw new Error(`loadgen failed: ${r.stderr}`);
   const j = JSON.parse(readFileSync(out, 'utf8'));
   rmSync(path.dirname(out), { recursive: true, force: true });
@@ -541,10 +574,12 @@ async function main() {
     return;
   }
   if (args.render !== undefined) return renderSaved(args.render);
-  for (const tool of ['wrk', 'h2load']) {
+  const { rows, goals } = selected();
+  // Only the load tools the selected rows use (a machine that measures HTTP alone needs no h2load).
+  const tools = [...new Set(rows.flatMap((r) => (r.proto === 'http' ? ['wrk'] : r.proto === 'grpc' ? ['h2load'] : [])))];
+  for (const tool of tools) {
     if (spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0) throw new Error(`${tool} not found: apt-get install wrk nghttp2-client`);
   }
-  const { rows, goals } = selected();
   const partial = args.only !== undefined && args.only !== 'all';
   if (!args['no-build']) {
     log('building (npx tsc -p tsconfig.json)');
