@@ -10,8 +10,16 @@
 #      tenants, 1 KiB and 256 KiB (wrk -t2), beside the disk ceiling; and P2
 #   C  the acceptor ceiling: uWS discard with 1, 2, 4 threads on one port
 #      (wrk -t2, -t2, -t4); and P3 (h2load)
+#   D  P4 again with --wal-rounds-in-flight 2 (the overlap of a round's sync
+#      with the next round's write, off by default)
+#   E  P5's row again with --worker-young-generation-mib 0 (V8's default
+#      young generation in each worker), for its RSS
 #
-#   native-bench/many-cores.sh OUTDIR [DEADLINE_SECS]
+#   native-bench/many-cores.sh OUTDIR [DEADLINE_SECS] [SECTIONS]
+#
+# SECTIONS: which of them, in order (default "A B C").
+# P4's fixed-rate runs last BENCH_P4_SECS (default 6 here) each, and the
+# results keep their p99 and max by second.
 #
 # Each section is one `run.mjs --no-build` (so build first, or unpack a
 # pack-portable.sh bundle); its table goes to OUTDIR/run.log and its results
@@ -21,10 +29,11 @@
 # file system: /tmp may be a tmpfs, where fdatasync costs nothing).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${1:?usage: native-bench/many-cores.sh OUTDIR [DEADLINE_SECS]}
+out=${1:?usage: native-bench/many-cores.sh OUTDIR [DEADLINE_SECS] [SECTIONS]}
 deadline=$(( $(date +%s) + ${2:-600} ))
+sections=${3:-A B C}
 mkdir -p "$out"
-export BENCH_SECS=${BENCH_SECS:-3} BENCH_RUNS=${BENCH_RUNS:-3} BENCH_WARMUP_SECS=${BENCH_WARMUP_SECS:-1}
+export BENCH_SECS=${BENCH_SECS:-3} BENCH_RUNS=${BENCH_RUNS:-3} BENCH_WARMUP_SECS=${BENCH_WARMUP_SECS:-1} BENCH_P4_SECS=${BENCH_P4_SECS:-6}
 export BENCH_DIR=${BENCH_DIR:-$PWD/.bench-dir}
 mkdir -p "$BENCH_DIR"
 log=$out/run.log
@@ -37,7 +46,7 @@ log=$out/run.log
   echo "kernel: $(uname -r)"
   echo "node: $(node --version); wrk: $(wrk -v 2>&1 | head -1); h2load: $(h2load --version 2>&1 | head -1)"
   echo "BENCH_DIR $BENCH_DIR on: $(df -T "$BENCH_DIR" | tail -1)"
-  echo "git: $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+  echo "git: ${SIGLAKE_GIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 } >>"$log" 2>&1
 
 section() {
@@ -56,7 +65,14 @@ section() {
   rm -rf "${BENCH_DIR:?}"/siglake-bench-* 2>/dev/null
 }
 
-section A 110 BENCH_LOADGEN_THREADS=2 node native-bench/run.mjs --no-build --only p1,p4,p5
-section B 170 BENCH_CURVE_WORKERS=1,2,4,8 BENCH_CURVE_WRK_THREADS=2 node native-bench/run.mjs --no-build --only curve,p2
-section C 80 node native-bench/run.mjs --no-build --only ceiling-1k-wrk2,ceiling-1k-2t-wrk2,ceiling-1k-4t-wrk4,p3
+for name in $sections; do
+  case $name in
+    A) section A 130 BENCH_LOADGEN_THREADS=2 node native-bench/run.mjs --no-build --only p1,p4,p5 ;;
+    B) section B 170 BENCH_CURVE_WORKERS=1,2,4,8 BENCH_CURVE_WRK_THREADS=2 node native-bench/run.mjs --no-build --only curve,p2 ;;
+    C) section C 80 node native-bench/run.mjs --no-build --only ceiling-1k-wrk2,ceiling-1k-2t-wrk2,ceiling-1k-4t-wrk4,p3 ;;
+    D) section D 60 BENCH_LOADGEN_THREADS=2 SIGLAKE_WAL_ROUNDS_IN_FLIGHT=2 node native-bench/run.mjs --no-build --only p4 ;;
+    E) section E 40 SIGLAKE_WORKER_YOUNG_GENERATION_MIB=0 node native-bench/run.mjs --no-build --only siglake-http-batch-1k-10k ;;
+    *) echo "== no section $name" >>"$log" ;;
+  esac
+done
 echo "== done $(date -u +%T)" >>"$log"

@@ -36,7 +36,7 @@
 //        (medians are reported), BENCH_WARMUP_SECS (1), BENCH_CONNECTIONS (64),
 //        BENCH_DIR (os.tmpdir()) where WALs, the baseline's file and the disk
 //        ceiling write, SIGLAKE_WORKERS (ingester --workers; default: its own),
-//        BENCH_LOADGEN_THREADS (1) P4's generator threads, BENCH_CURVE_WORKERS (1,2,4,8)
+//        BENCH_LOADGEN_THREADS (1) P4's generator threads, BENCH_P4_SECS (BENCH_SECS) P4's run length, BENCH_CURVE_WORKERS (1,2,4,8)
 //        and BENCH_CURVE_WRK_THREADS (2) for `--only curve`.
 
 import { spawn, spawnSync } from 'node:child_process';
@@ -64,6 +64,8 @@ const TENANTS_MANY = 10_000;
 // P4's generator threads: 1 on a 2-core machine (the server needs the other
 // core); 2 on a machine with the cores for it, as the bar asks.
 const LOADGEN_THREADS = Math.max(1, Number(process.env.BENCH_LOADGEN_THREADS ?? 1));
+// P4's seconds per fixed-rate run (BENCH_SECS unless set).
+const P4_SECS = Number(process.env.BENCH_P4_SECS ?? SECS);
 // The worker curve (`--only curve`): siglake with this many writer workers
 // each, 64 tenants spread over them, under wrk with BENCH_CURVE_WRK_THREADS.
 const CURVE_WORKERS = (process.env.BENCH_CURVE_WORKERS ?? '1,2,4,8').split(',').map(Number).filter((n) => Number.isInteger(n) && n > 0);
@@ -524,7 +526,7 @@ async function fixedRateP4(srv, measured) {
   const curve = [];
   for (const fraction of [0.5, 0.25]) {
     const rate = Math.max(1, Math.round(best * fraction));
-    log(`    P4: loadgen --rate ${rate} (${fraction} of ${best}) for ${SECS} s`);
+    log(`    P4: loadgen --rate ${rate} (${fraction} of ${best}) for ${P4_SECS} s`);
     curve.push({ fraction, target: 'siglake', ...fixedRate(srv.http, rate) });
   }
   const floor = await startServer(process.execPath, [path.join(HERE, 'servers', 'uws-discard.mjs'), '0'], portLine);
@@ -544,12 +546,15 @@ async function fixedRateP4(srv, measured) {
 /** One fixed-rate `siglake loadgen` run against an HTTP port: its rate and latency figures. */
 function fixedRate(port, rate) {
   const out = path.join(mkdtempSync(path.join(os.tmpdir(), 'siglake-p4-')), 'p4.json');
-  const r = run(process.execPath, [CLI, 'loadgen', '--target', `http://127.0.0.1:${port}`, '--rate', String(rate), '--connections', String(CONNS), '--duration', String(SECS), '--warmup', '1', '--threads', String(LOADGEN_THREADS), '--no-progress', '--quiet', '--out', out], (SECS + 120) * 1000);
+  const r = run(process.execPath, [CLI, 'loadgen', '--target', `http://127.0.0.1:${port}`, '--rate', String(rate), '--connections', String(CONNS), '--duration', String(P4_SECS), '--warmup', '1', '--threads', String(LOADGEN_THREADS), '--no-progress', '--quiet', '--out', out], (P4_SECS + 120) * 1000);
   if (!existsSync(out)) throw new Error(`loadgen failed: ${r.stderr}`);
   const j = JSON.parse(readFileSync(out, 'utf8'));
   rmSync(path.dirname(out), { recursive: true, force: true });
-  log(`      achieved ${j.rates.requestsPerSec}/s, p50 ${j.latencyMs.p50} ms, p99 ${j.latencyMs.p99} ms, p99.9 ${j.latencyMs.p999} ms, unsent ${j.fixedRate.unsent}`);
-  return { rate, achieved: j.rates.requestsPerSec, p50: j.latencyMs.p50, p99: j.latencyMs.p99, p999: j.latencyMs.p999, max: j.latencyMs.max, unsent: j.fixedRate.unsent, statusCounts: j.statusCounts };
+  // Each measured second's p99 and max: a stall shows as one bad second, a
+  // generator that cannot keep up as a climb.
+  const seconds = (j.timeline ?? []).filter((t) => !t.warmup).map((t) => ({ t: t.t, rps: t.requestsPerSec, p99: t.p99Ms, max: t.maxMs }));
+  log(`      achieved ${j.rates.requestsPerSec}/s, p50 ${j.latencyMs.p50} ms, p99 ${j.latencyMs.p99} ms, p99.9 ${j.latencyMs.p999} ms, unsent ${j.fixedRate.unsent}; p99/max by second: ${seconds.map((x) => `${x.p99}/${x.max}`).join(' ')}`);
+  return { rate, achieved: j.rates.requestsPerSec, p50: j.latencyMs.p50, p99: j.latencyMs.p99, p999: j.latencyMs.p999, max: j.latencyMs.max, unsent: j.fixedRate.unsent, statusCounts: j.statusCounts, seconds };
 }
 
 // ---- main --------------------------------------------------------------------

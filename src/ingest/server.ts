@@ -126,6 +126,8 @@ export class Ingester {
       idleTimeout: 2 ** 31 - 1,
       concurrentTasksPerWorker: 1,
       atomics: 'disabled',
+      // Memory that grows with the worker count (docs/performance.md, "On 16 cores").
+      ...(s.workerYoungGenerationMib > 0 ? { resourceLimits: { maxYoungGenerationSizeMb: s.workerYoungGenerationMib } } : {}),
     });
     // Filled in just below; the dispatcher calls it only once requests flow.
     let admission: Admission | undefined;

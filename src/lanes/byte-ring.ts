@@ -16,6 +16,15 @@
 //
 // Empty is head === tail; the producer never lets tail catch up with head, so
 // at most capacity - 8 bytes are in use.
+//
+// The ring is sized for the largest frame (twice the request cap: 32 MiB by
+// default), but a producer given a soft size (`create(capacity, softBytes)`)
+// goes back to offset 0 once its tail is past that size and the consumer has
+// released enough room there, instead of running on to the end. A ring
+// that cycled through its whole buffer would keep every page of it resident
+// (32 MiB a worker); one that wraps early keeps about the soft size plus what
+// was ever in flight at once. Only the producer decides where a frame goes:
+// the consumer follows the wrap marker wherever it finds one.
 
 const CONTROL_BYTES = 128;
 const HEAD = 0; // Int32 index (byte 0)
@@ -45,15 +54,25 @@ export class ByteRing {
   /** Consumer's private read cursor (published to HEAD by release()). */
   #readPos = 0;
 
+  /** Producer side: past this offset, wrap to 0 as soon as a frame fits before head. */
+  #soft: number;
+
   /** Bytes of ring needed so that a frame of `maxPayload` bytes always fits eventually. */
   static capacityFor(maxPayload: number): number {
     // Worst case the free space is split in two halves around the wrap point.
     return align8(2 * (FRAME_HEADER_BYTES + align8(maxPayload)) + 16);
   }
 
-  static create(capacity: number): ByteRing {
+  /**
+   * A new ring of `capacity` data bytes. `softBytes` (producer side): the size
+   * the ring keeps to while the consumer keeps up (see the header); the whole
+   * capacity when not given.
+   */
+  static create(capacity: number, softBytes?: number): ByteRing {
     const cap = align8(capacity);
-    return new ByteRing(new SharedArrayBuffer(CONTROL_BYTES + cap));
+    const ring = new ByteRing(new SharedArrayBuffer(CONTROL_BYTES + cap));
+    if (softBytes !== undefined) ring.#soft = Math.max(FRAME_HEADER_BYTES, Math.min(ring.capacity, softBytes));
+    return ring;
   }
 
   constructor(sab: SharedArrayBuffer) {
@@ -64,6 +83,7 @@ export class ByteRing {
     this.bytes = new Uint8Array(sab, CONTROL_BYTES, this.capacity);
     this.#view = new DataView(sab, CONTROL_BYTES, this.capacity);
     this.#readPos = Atomics.load(this.#ctl, HEAD);
+    this.#soft = this.capacity;
   }
 
   /** Largest payload that can ever be pushed. */
@@ -84,8 +104,12 @@ export class ByteRing {
     const head = Atomics.load(this.#ctl, HEAD);
     const tail = this.#ctl[TAIL]!;
     if (tail >= head) {
-      // Free: [tail, cap) and [0, head). A frame at tail must not end exactly
-      // at cap when head is 0 (tail would become 0 === head: "empty").
+      // Free: [tail, cap) and [0, head). Past the soft size, back to the start
+      // whenever the frame fits before head (it must end before head, where
+      // the consumer may be about to read the wrap marker left at tail).
+      if (tail >= this.#soft && need < head) return FRAME_HEADER_BYTES;
+      // A frame at tail must not end exactly at cap when head is 0 (tail
+      // would become 0 === head: "empty").
       const endRoom = cap - tail;
       if (need < endRoom || (need === endRoom && head !== 0)) return tail + FRAME_HEADER_BYTES;
       if (need < head) return FRAME_HEADER_BYTES; // after a wrap marker at tail
@@ -162,7 +186,10 @@ export class ByteRing {
     return this.#readPos === Atomics.load(this.#ctl, TAIL);
   }
 
-  /** Bytes in use (published and not released). For metrics and tests. */
+  /**
+   * Bytes in use (published and not released), counting the end of the
+   * buffer skipped by a wrap as in use until the consumer passes it. For tests.
+   */
   usedBytes(): number {
     const head = Atomics.load(this.#ctl, HEAD);
     const tail = Atomics.load(this.#ctl, TAIL);

@@ -34,6 +34,15 @@ interface InFlight {
   bytes: number;
 }
 
+/**
+ * The size a shard's request ring keeps to while its worker keeps up
+ * (ByteRing.create): the ring is sized for the largest request (twice
+ * --max-request-bytes), but only what was in flight at once, and this, is
+ * ever touched. Measured on 16 cores: with the whole ring cycled, 15 workers
+ * held 15 x 32 MiB of ring resident (docs/performance.md, "On 16 cores").
+ */
+export const RING_SOFT_BYTES = 1 << 20;
+
 interface BacklogItem {
   frame: Uint8Array;
   tag: number;
@@ -58,7 +67,7 @@ class ShardHandle {
     readonly ringBytes: number,
     readonly complSlots: number,
   ) {
-    this.ring = ByteRing.create(ringBytes);
+    this.ring = ByteRing.create(ringBytes, RING_SOFT_BYTES);
     this.compl = CompletionRing.create(complSlots);
     this.control = new Int32Array(new SharedArrayBuffer(64));
   }
@@ -68,7 +77,7 @@ class ShardHandle {
   }
 
   renew(): void {
-    this.ring = ByteRing.create(this.ringBytes);
+    this.ring = ByteRing.create(this.ringBytes, RING_SOFT_BYTES);
     this.compl = CompletionRing.create(this.complSlots);
     this.epoch++;
     this.backlog.length = 0;

@@ -156,4 +156,102 @@ describe('ByteRing', () => {
     expect(bad).toBe(0);
     expect(got).toBe(N);
   });
+
+  it('with a soft size, keeps its frames near the start while the consumer keeps up', () => {
+    const ring = ByteRing.create(64 * 1024, 4096);
+    const f = frame();
+    let highest = 0;
+    for (let i = 0; i < 2000; i++) {
+      const body = bytesOf(1 + ((i * 37) % 700), i);
+      expect(ring.push(body, i)).toBe(true);
+      expect(ring.read(f)).toBe(true);
+      expect(f.tag).toBe(i);
+      expect(ring.bytes.slice(f.offset, f.offset + f.length)).toEqual(body);
+      highest = Math.max(highest, f.offset + f.length);
+      // The consumer releases every few frames, as a round does.
+      if (i % 3 === 2) ring.release();
+    }
+    // Without the soft size the 2,000 frames (about 700 KB) would have run
+    // through all 64 KiB many times; with it nothing lies past the soft size
+    // plus what was in flight at once (three frames of at most 712 bytes).
+    expect(highest).toBeLessThanOrEqual(4096 + 3 * 712);
+  });
+
+  it('with a soft size, still uses the whole capacity when the consumer falls behind, and refuses when full', () => {
+    const ring = ByteRing.create(16 * 1024, 2048);
+    const f = frame();
+    let pushed = 0;
+    while (ring.push(bytesOf(500, pushed), pushed)) pushed++;
+    // 508 bytes a frame: about 32 fit in 16 KiB, far more than the soft 2 KiB.
+    expect(pushed).toBeGreaterThan(28);
+    const tags: number[] = [];
+    while (ring.read(f)) {
+      expect(ring.bytes.slice(f.offset, f.offset + f.length)).toEqual(bytesOf(500, f.tag));
+      tags.push(f.tag);
+    }
+    expect(tags).toEqual(Array.from({ length: pushed }, (_, i) => i));
+    ring.release();
+    // Empty, tail far past the soft size: the next frame goes back to the start.
+    expect(ring.push(bytesOf(100, 1), 1)).toBe(true);
+    expect(ring.read(f)).toBe(true);
+    expect(f.offset).toBe(8);
+  });
+
+  it('with a soft size, carries 50,000 frames to a consumer on another thread intact and in order', async () => {
+    const ring = ByteRing.create(64 * 1024, 8192);
+    const N = 50_000;
+    const done = new Int32Array(new SharedArrayBuffer(16));
+    const ctl = new Int32Array(ring.sab, 0, 32);
+    // A minimal consumer speaking the ring protocol (same layout as ByteRing):
+    // the consumer side is unchanged by the soft size, so it must follow the
+    // producer's early wraps by the markers alone.
+    const worker = new Worker(
+      `
+      const { workerData } = require('node:worker_threads');
+      const ctl = new Int32Array(workerData.sab, 0, 32);
+      const cap = workerData.sab.byteLength - 128;
+      const view = new DataView(workerData.sab, 128, cap);
+      const bytes = new Uint8Array(workerData.sab, 128, cap);
+      const out = new Int32Array(workerData.done);
+      const align8 = (n) => (n + 7) & ~7;
+      let pos = Atomics.load(ctl, 0), got = 0, bad = 0, early = 0;
+      while (got < workerData.n) {
+        const tail = Atomics.load(ctl, 16);
+        if (pos === tail) { Atomics.store(ctl, 0, pos); Atomics.wait(ctl, 24, Atomics.load(ctl, 24), 1); continue; }
+        let len = view.getUint32(pos, true);
+        // A wrap with room for the largest frame (908 bytes) left before the end: an early one.
+        if (len === 0xffffffff) { if (cap - pos > 8 + 912) early++; pos = 0; continue; }
+        const tag = view.getUint32(pos + 4, true);
+        if (tag !== got || len !== (got * 13) % 900) bad++;
+        else for (let i = 0; i < len; i++) if (bytes[pos + 8 + i] !== ((got + i) & 0xff)) { bad++; break; }
+        pos += 8 + align8(len);
+        if (pos === cap) pos = 0;
+        got++;
+        if (got % 7 === 0) Atomics.store(ctl, 0, pos);
+      }
+      Atomics.store(ctl, 0, pos);
+      out[0] = got; out[1] = bad; out[2] = early; out[3] = 1;
+      Atomics.notify(out, 3);
+      `,
+      { eval: true, workerData: { sab: ring.sab, n: N, done: done.buffer } },
+    );
+    for (let i = 0; i < N; ) {
+      const len = (i * 13) % 900;
+      const body = new Uint8Array(len);
+      for (let k = 0; k < len; k++) body[k] = (i + k) & 0xff;
+      if (ring.push(body, i)) {
+        i++;
+        Atomics.notify(ctl, 24); // the consumer waits on seq, which push() bumped
+      } else {
+        await new Promise((r) => setImmediate(r));
+      }
+    }
+    while (Atomics.load(done, 3) === 0) await new Promise((r) => setTimeout(r, 5));
+    await worker.terminate();
+    expect(done[0]).toBe(N);
+    expect(done[1]).toBe(0);
+    // The producer went back to the start early (50,000 frames of up to 900
+    // bytes would otherwise wrap only at the end of the 64 KiB).
+    expect(done[2]).toBeGreaterThan(0);
+  });
 });
