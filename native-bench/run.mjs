@@ -527,7 +527,11 @@ async function fixedRateP4(srv, measured) {
   for (const fraction of [0.5, 0.25]) {
     const rate = Math.max(1, Math.round(best * fraction));
     log(`    P4: loadgen --rate ${rate} (${fraction} of ${best}) for ${P4_SECS} s`);
-    curve.push({ fraction, target: 'siglake', ...fixedRate(srv.http, rate) });
+    const w0 = await walSyncs(srv.http);
+    const r = fixedRate(srv.http, rate);
+    const wal = walSyncsDelta(w0, await walSyncs(srv.http));
+    log(`      the WAL meanwhile: ${wal.syncs} fdatasyncs, mean ${wal.meanMs.toFixed(3)} ms, ${wal.over5ms} over 5 ms, ${wal.over25ms} over 25 ms; ${wal.checkpoints} checkpoints taking ${wal.checkpointSecs.toFixed(2)} s in all`);
+    curve.push({ fraction, target: 'siglake', ...r, wal });
   }
   const floor = await startServer(process.execPath, [path.join(HERE, 'servers', 'uws-discard.mjs'), '0'], portLine);
   try {
@@ -541,6 +545,32 @@ async function fixedRateP4(srv, measured) {
   }
   const half = curve[0];
   return { p4: { ...half, curve } };
+}
+
+/** The WAL's fdatasync histogram and checkpoint counters, for what a P4 run saw of the disk. */
+async function walSyncs(port) {
+  const text = await scrape(port);
+  const num = (re) => Number(re.exec(text)?.[1] ?? 0);
+  return {
+    count: num(/^siglake_wal_fsync_seconds_count(?:\{[^}]*\})? (\d+)/m),
+    sum: num(/^siglake_wal_fsync_seconds_sum(?:\{[^}]*\})? ([\d.e+-]+)/m),
+    le5ms: num(/^siglake_wal_fsync_seconds_bucket\{le="0.005"\} (\d+)/m),
+    le25ms: num(/^siglake_wal_fsync_seconds_bucket\{le="0.025"\} (\d+)/m),
+    checkpoints: num(/^siglake_wal_checkpoints_total(?:\{[^}]*\})? (\d+)/m),
+    checkpointSecs: num(/^siglake_wal_checkpoint_seconds_total(?:\{[^}]*\})? ([\d.e+-]+)/m),
+  };
+}
+
+function walSyncsDelta(a, b) {
+  const syncs = b.count - a.count;
+  return {
+    syncs,
+    meanMs: syncs > 0 ? ((b.sum - a.sum) * 1000) / syncs : NaN,
+    over5ms: syncs - (b.le5ms - a.le5ms),
+    over25ms: syncs - (b.le25ms - a.le25ms),
+    checkpoints: b.checkpoints - a.checkpoints,
+    checkpointSecs: b.checkpointSecs - a.checkpointSecs,
+  };
 }
 
 /** One fixed-rate `siglake loadgen` run against an HTTP port: its rate and latency figures. */
