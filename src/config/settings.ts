@@ -166,7 +166,7 @@ export const SETTINGS = {
     flag: '--worker-young-generation-mib',
     category: 'ingester',
     default: 6,
-    doc: "Each writer worker's V8 young generation, MiB (the worker's resourceLimits.maxYoungGenerationSizeMb; about a third of it is one semi-space). A worker's garbage is short-lived, so a small one costs little CPU and keeps memory from growing with the worker count (with V8's own default, about 14 MiB more a busy worker). 0: V8's default.",
+    doc: "Each writer worker's V8 young generation, MiB (the worker's resourceLimits.maxYoungGenerationSizeMb; about a third of it is one semi-space). A worker's garbage is short-lived, so a small one costs little CPU and keeps memory from growing with the worker count (with V8's own default, about 12 MiB more a busy worker: 661 against 479 MiB with 15 workers, docs/performance.md \"On 16 cores\"). 0: V8's default.",
     parse: integer({ min: 0, max: 1024 }),
   }),
   otlpWalk: def<'auto' | 'native' | 'js'>({
