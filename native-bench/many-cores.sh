@@ -14,6 +14,9 @@
 #      with the next round's write, off by default)
 #   E  P5's row again with --worker-young-generation-mib 0 (V8's default
 #      young generation in each worker), for its RSS
+#   F  P1's row with the round trace (`--only timeline`: where a request's
+#      time goes between the acceptor and its worker, and a round's), beside
+#      P1's own row untraced, for what the trace costs
 #
 #   native-bench/many-cores.sh OUTDIR [DEADLINE_SECS] [SECTIONS]
 #
@@ -72,6 +75,7 @@ for name in $sections; do
     C) section C 80 node native-bench/run.mjs --no-build --only ceiling-1k-wrk2,ceiling-1k-2t-wrk2,ceiling-1k-4t-wrk4,p3 ;;
     D) section D 60 BENCH_LOADGEN_THREADS=2 SIGLAKE_WAL_ROUNDS_IN_FLIGHT=2 node native-bench/run.mjs --no-build --only p4 ;;
     E) section E 40 SIGLAKE_WORKER_YOUNG_GENERATION_MIB=0 node native-bench/run.mjs --no-build --only siglake-http-batch-1k-10k ;;
+    F) section F 50 node native-bench/run.mjs --no-build --only siglake-http-batch-1k,timeline ;;
     *) echo "== no section $name" >>"$log" ;;
   esac
 done

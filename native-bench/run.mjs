@@ -16,6 +16,9 @@
 //   P6, P7      the micro-benchmark probes of perf/check.ts
 //   acceptors   (not a goal) uWS discard with 1, 2 and 4 threads on one port, wrk -t1, -t2, -t4:
 //               the ceiling of more acceptor threads (`--only acceptors`)
+//   timeline    (not a goal, not in a full run) P1's siglake row with the round trace on
+//               (src/shard/round-trace.ts): where a request's and a round's time goes
+//               (`--only timeline`; native-bench/timeline.mjs)
 //   curve       (not a goal, not in a full run) siglake batch with 1, 2, 4, 8 writer workers
 //               (BENCH_CURVE_WORKERS), 64 tenants, 1 KiB and 256 KiB, wrk -t2
 //               (BENCH_CURVE_WRK_THREADS), beside the disk ceiling: `--only curve`
@@ -47,6 +50,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { stopChild } from './proc.mjs';
+import { analyse, describe } from './timeline.mjs';
 import { FD_SETTING, chart, goalRows, goalTable, ratios, resultFiles, table } from './report.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -118,6 +122,8 @@ const ROWS = [
   { id: 'ceiling-1k-2t', kind: 'ceiling-threads', proto: 'http', size: '1k', threads: 2, label: 'uWS discard, 2 threads on one port (SO_REUSEPORT)' },
   { id: 'ceiling-1k-2t-wrk2', kind: 'ceiling-threads', proto: 'http', size: '1k', threads: 2, wrkThreads: 2, label: 'uWS discard, 2 threads on one port; wrk -t2' },
   { id: 'ceiling-1k-4t-wrk4', kind: 'ceiling-threads', proto: 'http', size: '1k', threads: 4, wrkThreads: 4, label: 'uWS discard, 4 threads on one port; wrk -t4' },
+  // P1's row with the round trace (test hooks on): a timeline of the rounds, not a goal.
+  { id: 'timeline-1k', kind: 'siglake', proto: 'http', size: '1k', mode: 'batch', trace: true, label: 'siglake HTTP batch, with the round trace (SIGLAKE_TEST_ROUND_TRACE)' },
   // The worker curve (issue 18 part 3): one acceptor, W writer workers, 64 tenants
   // (lanes hash over the workers), wrk with CURVE_WRK_THREADS threads; not a goal.
   ...CURVE_WORKERS.flatMap((w) =>
@@ -160,13 +166,16 @@ const GOAL_ROWS = {
   p7: ['micro'],
   // Not a goal of the bar: the ceiling of a second acceptor thread (docs/performance.md).
   acceptors: ['ceiling-1k', 'ceiling-1k-wrk2', 'ceiling-1k-2t', 'ceiling-1k-2t-wrk2', 'ceiling-1k-4t-wrk4'],
+  // Not a goal: where P1's row spends a request's time (native-bench/timeline.mjs).
+  timeline: ['timeline-1k'],
   // Not a goal either: requests/s and MB/s by writer workers (BENCH_CURVE_WORKERS).
   curve: ['disk-1k', 'disk-256k', ...CURVE_WORKERS.flatMap((w) => [`curve-1k-w${w}`, `curve-256k-w${w}`])],
 };
 
 function selected() {
-  // Everything but the worker curve, which is for a machine with the cores for it (`--only curve`).
-  if (args.only === undefined || args.only === 'all') return { rows: ROWS.filter((r) => r.workers === undefined), goals: Object.keys(GOAL_ROWS).filter((g) => g !== 'curve') };
+  // Everything but the worker curve, which is for a machine with the cores for it (`--only curve`),
+  // and the traced row (`--only timeline`), whose trace costs the path it measures a little.
+  if (args.only === undefined || args.only === 'all') return { rows: ROWS.filter((r) => r.workers === undefined && r.trace === undefined), goals: Object.keys(GOAL_ROWS).filter((g) => g !== 'curve' && g !== 'timeline') };
   const ids = new Set();
   const goals = [];
   for (const tok of args.only.split(',').map((s) => s.trim().toLowerCase()).filter(Boolean)) {
@@ -511,10 +520,18 @@ async function runRow(row, goals) {
       if (row.workers !== undefined) flags.push('--workers', String(row.workers));
       else if (process.env.SIGLAKE_WORKERS) flags.push('--workers', process.env.SIGLAKE_WORKERS);
       if (row.tenants !== undefined) flags.push('--trust-tenant-header', '--ingest-max-lanes', String(2 * row.tenants), '--wal-max-open-files', String(FD_SETTING));
-      srv = await startServer(process.execPath, [row.cli ?? CLI, ...flags], siglakeLine);
+      const env = row.trace ? { SIGLAKE_TEST_HOOKS: '1', SIGLAKE_TEST_ROUND_TRACE: path.join(dir, 'trace') } : {};
+      srv = await startServer(process.execPath, [row.cli ?? CLI, ...flags], siglakeLine, env);
     }
     const p4 = row.id === 'siglake-http-batch-1k' && goals.includes('p4');
-    return await measureServer(row, srv, p4 ? fixedRateP4 : undefined);
+    const out = await measureServer(row, srv, p4 ? fixedRateP4 : undefined);
+    if (row.trace) {
+      // The trace files are written as the process shuts down.
+      await stopChild(srv.child);
+      out.timeline = analyse(path.join(dir, 'trace'), WARMUP * 1000);
+      for (const line of describe(out.timeline)) log(`    ${line}`);
+    }
+    return out;
   } finally {
     if (srv) await stopChild(srv.child);
     rmSync(dir, { recursive: true, force: true });

@@ -16,6 +16,7 @@ import { WorkerStats } from '../metrics/worker-stats.js';
 import { CompletionRing, Doorbell, outcomeOfCompletion } from './completion-ring.js';
 import { encodeFrame, encodeLaneSpec, FRAME_PREFIX_BYTES, FrameKind, writeFramePrefix, type LaneSpec } from './frames.js';
 import { ControlWord, type ShardTaskArgs, type WorkerSettings } from './protocol.js';
+import { AcceptorTrace, roundTracePath } from './round-trace.js';
 
 /** Whoever waits for the answer: an HTTP response or a gRPC call. */
 export interface PendingRequest {
@@ -118,9 +119,13 @@ export class Dispatcher {
   #stopping = false;
   #backlogTimer: NodeJS.Timeout | undefined;
   #readyWaiters: (() => void)[] = [];
+  /** Test-only: the round trace (src/shard/round-trace.ts), when one is on. */
+  readonly #trace: AcceptorTrace | null;
 
   constructor(opts: DispatcherOptions) {
     this.#opts = opts;
+    const tracePath = roundTracePath();
+    this.#trace = tracePath === undefined ? null : new AcceptorTrace(tracePath);
     const ringBytes = ByteRing.capacityFor(opts.maxRequestBytes + FRAME_PREFIX_BYTES);
     this.#shards = Array.from({ length: opts.workers }, (_, k) => new ShardHandle(k, ringBytes, 4096));
     this.#onCompletion = (reqId, code, records, message) => this.#complete(reqId, outcomeOfCompletion(code), records, message);
@@ -162,6 +167,7 @@ export class Dispatcher {
       statsSab: s.stats.sab,
       settings: this.#opts.settings,
       lanes: known.map(toSpec),
+      ...(this.#trace !== null ? { traceSab: this.#trace.sab } : {}),
     };
     for (const l of known) l.announcedEpoch = s.epoch;
     const incarnation = s.incarnation;
@@ -203,6 +209,7 @@ export class Dispatcher {
     this.#inflight.set(reqId, { req, lane, shard: lane.shard, bytes: body.length });
     const s = this.#shards[lane.shard]!;
     if (lane.announcedEpoch !== s.epoch) this.#announce(s, lane);
+    this.#trace?.published(reqId);
     if (s.backlog.length === 0 && this.#tryPush(s.ring, FrameKind.DATA, flags, lane.id, body, reqId, foreign)) {
       s.ring.wake();
       return;
@@ -271,8 +278,10 @@ export class Dispatcher {
     const f = this.#inflight.get(reqId);
     if (f === undefined) return; // answered already (its worker died and it was refused)
     this.#inflight.delete(reqId);
+    const drained = this.#trace?.now() ?? 0;
     this.#opts.onFinish(f.lane, code === undefined, { code, records, bytes: f.bytes });
     f.req.complete(code, records, message);
+    this.#trace?.answered(reqId, drained);
   }
 
   /** Ends an admitted request that was refused before it reached a worker. */
@@ -287,6 +296,7 @@ export class Dispatcher {
       for (const s of this.#shards) {
         if (s.compl.drain(this.#onCompletion) > 0) s.compl.notifyRoom();
       }
+      if (this.#trace !== null) this.#trace.woke = false;
       if (this.#readyWaiters.length > 0 && this.#allReady()) {
         for (const w of this.#readyWaiters.splice(0)) w();
       }
@@ -295,6 +305,7 @@ export class Dispatcher {
         await new Promise<void>((r) => setImmediate(r));
       } else {
         await bell.wait(seen, 1000);
+        if (this.#trace !== null) this.#trace.woke = true;
       }
     }
   }
@@ -317,6 +328,7 @@ export class Dispatcher {
       new Promise((r) => setTimeout(r, left).unref()),
     ]);
     this.#closed = true;
+    this.#trace?.write();
     return { unanswered };
   }
 

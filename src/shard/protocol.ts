@@ -45,6 +45,8 @@ export interface ShardTaskArgs {
   settings: WorkerSettings;
   /** Lanes of this shard the acceptor already knows (after a restart). */
   lanes: LaneSpec[];
+  /** Test-only: the request stamps of a round trace (src/shard/round-trace.ts), when one is on. */
+  traceSab?: SharedArrayBuffer;
 }
 
 /** The module Piscina loads in each worker thread: its default export serves one shard. */

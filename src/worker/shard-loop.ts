@@ -67,6 +67,7 @@ import { readSealedMarker, writeSealedMarker, writeSealedMarkerAsync } from '../
 import { recoverWal } from '../wal/recovery.js';
 import { WalWriteError } from '../wal/wal-write-error.js';
 import { BodyDecoder } from './body-decoder.js';
+import { roundTracePath, WorkerTrace } from '../shard/round-trace.js';
 
 const MAX_ROUND_REQUESTS = 4096;
 /**
@@ -252,6 +253,8 @@ export class ShardLoop {
   readonly #placingEntry: number[] = [];
   /** Test-only: hears each segment a direct round made durable. */
   readonly #directLedger: ((path: string, size: number | undefined) => void) | undefined = directLedger();
+  /** Test-only: the round trace (src/shard/round-trace.ts), when one is on. */
+  readonly #trace: WorkerTrace | null;
 
   constructor(args: ShardTaskArgs, threadId: number) {
     this.#a = args;
@@ -300,6 +303,8 @@ export class ShardLoop {
     const walk = useOtlpWalk(args.settings.otlpWalk);
     if (walk.failure !== undefined && args.settings.otlpWalk === 'native') this.#log.error({ reason: walk.failure }, 'native OTLP walk did not load in this worker: the JavaScript walk validates its bodies');
     Atomics.store(this.#control, ControlWord.THREAD_ID, threadId);
+    const tracePath = roundTracePath();
+    this.#trace = tracePath !== undefined && args.traceSab !== undefined ? new WorkerTrace(tracePath, args.traceSab, args.shard) : null;
   }
 
   #journalDir(): string {
@@ -323,6 +328,7 @@ export class ShardLoop {
         // Nothing of this thread's is pending while it waits (every fdatasync
         // and seal was awaited, a checkpoint and a journal spare's prefill
         // aside: then it waits briefly), so it blocks: the acceptor's notify wakes it.
+        this.#trace?.sleeping();
         this.#ring.waitForDataSync(this.#idleWaitMs());
         // Still idle after the wait: give the event loop a turn (messages from
         // Piscina, timers) before blocking again.
@@ -330,7 +336,9 @@ export class ShardLoop {
         await this.#housekeeping();
         continue;
       }
+      this.#trace?.roundStart();
       this.#readRound();
+      this.#trace?.mark(1);
       await this.#commitRound();
       // Two rounds in flight: read the next one unless housekeeping is due.
       if (this.#inFlight !== null) {
@@ -361,6 +369,7 @@ export class ShardLoop {
       if (this.#checkpoint !== null) await this.#checkpoint;
       this.#journal.close();
     }
+    this.#trace?.write();
     return { shard: this.#a.shard, requests: this.#served };
   }
 
@@ -532,6 +541,7 @@ export class ShardLoop {
   }
 
   #stageRequest(round: Round, reqId: number, flags: number, laneId: number, body: Uint8Array, now: number): void {
+    this.#trace?.read(reqId);
     const i = round.n++;
     round.reqIds[i] = reqId;
     round.records[i] = 0;
@@ -635,6 +645,7 @@ export class ShardLoop {
     }
     // The payload views are in the kernel now (or dropped): give the ring space back.
     this.#ring.release();
+    this.#trace?.mark(2);
 
     if (journaled || direct) {
       // A direct round's lane whose write failed: the round is refused and cut back.
@@ -679,6 +690,7 @@ export class ShardLoop {
           if (direct) lane0.writer.syncFlushNow(this.#directLedger);
           else journal.syncNow();
           this.#synced(direct, t0);
+          this.#trace?.mark(3);
         } catch (e) {
           journalFailure = direct ? this.#directFailed(lane0, e) : this.#journalFailed(e, 'fdatasync');
         }
@@ -788,6 +800,7 @@ export class ShardLoop {
       if (!this.#compl.push(round.reqIds[i]!, code, records, message)) {
         await this.#postWhenRoom(round.reqIds[i]!, code, records, message);
       }
+      this.#trace?.posted(round.reqIds[i]!);
       round.reqLane[i] = undefined;
       round.messages[i] = undefined;
     }
@@ -795,6 +808,7 @@ export class ShardLoop {
     round.n = 0;
     round.touched.length = 0;
     if (n > 0) this.#bell.ring();
+    this.#trace?.roundEnd(n);
   }
 
   #markSinceCheckpoint(lane: LaneState): void {
