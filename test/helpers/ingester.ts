@@ -152,14 +152,19 @@ export function runCli(args: string[], opts: { env?: Record<string, string>; cwd
   status: number | null;
   stdout: string;
   stderr: string;
+  /** The signal that ended it, when one did (the timeout's, or spawnSync's past maxBuffer). */
+  signal: NodeJS.Signals | null;
 } {
   const r = spawnSync(process.execPath, [CLI, ...args], {
     encoding: 'utf8',
     env: { ...process.env, ...opts.env },
     cwd: opts.cwd ?? REPO,
     timeout: 60_000,
+    // `wal dump` of a few thousand records passes spawnSync's default 1 MiB,
+    // past which the child is killed and its status is null.
+    maxBuffer: 512 * 1024 * 1024,
   });
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr, signal: r.signal };
 }
 
 export interface DumpLine {
@@ -178,7 +183,7 @@ export interface DumpLine {
 export function walDump(dir: string): DumpLine[] {
   if (!fs.existsSync(dir)) return [];
   const r = runCli(['wal', 'dump', dir]);
-  if (r.status !== 0) throw new Error(`wal dump failed (${r.status}): ${r.stderr}`);
+  if (r.status !== 0) throw new Error(`wal dump failed (${r.status ?? r.signal}): ${r.stderr}`);
   return r.stdout
     .split('\n')
     .filter((l) => l.startsWith('{'))
