@@ -60,10 +60,13 @@ export function analyse(prefix, skipMs = 1000) {
   let span = 0;
   for (const f of shardFiles) {
     const rs = rowsOf(path.join(dir, f), R.width).filter((r) => r[R.start] >= t0 + skipMs && Number.isFinite(r[R.posted]) && r[R.n] > 0);
+    // Busy: the union of the rounds' [start, posted], which overlap with two rounds in flight.
+    let busyTo = -Infinity;
     for (let i = 0; i < rs.length; i++) {
       const r = rs[i];
       rounds.push(r);
-      busy += r[R.posted] - r[R.start];
+      busy += Math.max(0, r[R.posted] - Math.max(r[R.start], busyTo));
+      busyTo = Math.max(busyTo, r[R.posted]);
       if (i > 0) {
         const p = rs[i - 1];
         (r[R.slept] === 1 ? gaps.slept : gaps.awake).push(r[R.start] - p[R.posted]);

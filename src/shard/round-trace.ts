@@ -19,8 +19,9 @@
 // journal write done, ring released), `synced` (NaN when the round made no
 // fdatasync on its thread), `posted`, `n` requests, and `slept` (1 when the
 // worker blocked on the ring's futex since its last round). With two rounds
-// in flight (--wal-rounds-in-flight 2) a round answered after the next began
-// has no `posted` and no `n`.
+// in flight (--wal-rounds-in-flight 2) rounds overlap: a round's `synced` is
+// when the worker's event loop saw its fdatasync on the pool return, and its
+// `posted` may come after the next round was written.
 //
 // On shutdown each log is written as raw float64 rows in the machine's byte
 // order: <path>.acceptor.f64 (ACCEPTOR_COLUMNS) and <path>.shard<k>.f64
@@ -123,13 +124,19 @@ export class AcceptorTrace {
   }
 }
 
+/** A round as the trace follows it (two may be in flight: --wal-rounds-in-flight 2). */
+export interface TracedRound {
+  /** Its row in the worker's log (-1: none, the log is full). */
+  traceRow: number;
+  /** When it began. */
+  traceStart: number;
+}
+
 /** A worker's side: stamps `read` and `posted`, logs a row per round. */
 export class WorkerTrace {
   readonly #stamps: Float64Array;
   readonly #log = new RowLog(ROUND_COLUMNS.length, ROUND_ROWS);
   readonly now = traceClock();
-  #row = -1;
-  #start = 0;
   #slept = false;
 
   constructor(
@@ -145,27 +152,27 @@ export class WorkerTrace {
     this.#slept = true;
   }
 
-  roundStart(): void {
-    this.#row = this.#log.next();
-    this.#start = this.now();
-    if (this.#row < 0) return;
+  roundStart(round: TracedRound): void {
+    round.traceRow = this.#log.next();
+    round.traceStart = this.now();
+    if (round.traceRow < 0) return;
     const r = this.#log.rows;
-    r[this.#row] = this.#start;
-    r[this.#row + 3] = NaN;
-    r[this.#row + 6] = this.#slept ? 1 : 0;
+    r[round.traceRow] = round.traceStart;
+    r[round.traceRow + 3] = NaN;
+    r[round.traceRow + 6] = this.#slept ? 1 : 0;
     this.#slept = false;
   }
 
-  /** A request of the round being read. */
-  read(reqId: number): void {
+  /** A request `round` read. */
+  read(round: TracedRound, reqId: number): void {
     const s = (reqId & STAMP_MASK) * STAMP_WORDS;
     this.#stamps[s + 1] = this.now();
-    this.#stamps[s + 3] = this.#start;
+    this.#stamps[s + 3] = round.traceStart;
   }
 
-  /** Marks column `col` (1 read, 2 written, 3 synced) of the round in progress. */
-  mark(col: 1 | 2 | 3): void {
-    if (this.#row >= 0) this.#log.rows[this.#row + col] = this.now();
+  /** Marks column `col` (1 read, 2 written, 3 synced) of `round`. */
+  mark(round: TracedRound, col: 1 | 2 | 3): void {
+    if (round.traceRow >= 0) this.#log.rows[round.traceRow + col] = this.now();
   }
 
   /** A request's completion was posted. */
@@ -173,13 +180,13 @@ export class WorkerTrace {
     this.#stamps[(reqId & STAMP_MASK) * STAMP_WORDS + 2] = this.now();
   }
 
-  /** The round's completions are all posted (and the acceptor's doorbell rung). */
-  roundEnd(n: number): void {
-    if (this.#row < 0) return;
+  /** `round`'s completions are all posted (and the acceptor's doorbell rung). */
+  roundEnd(round: TracedRound, n: number): void {
+    if (round.traceRow < 0) return;
     const r = this.#log.rows;
-    r[this.#row + 4] = this.now();
-    r[this.#row + 5] = n;
-    this.#row = -1;
+    r[round.traceRow + 4] = this.now();
+    r[round.traceRow + 5] = n;
+    round.traceRow = -1;
   }
 
   write(): void {

@@ -67,7 +67,7 @@ import { readSealedMarker, writeSealedMarker, writeSealedMarkerAsync } from '../
 import { recoverWal } from '../wal/recovery.js';
 import { WalWriteError } from '../wal/wal-write-error.js';
 import { BodyDecoder } from './body-decoder.js';
-import { roundTracePath, WorkerTrace } from '../shard/round-trace.js';
+import { roundTracePath, WorkerTrace, type TracedRound } from '../shard/round-trace.js';
 
 const MAX_ROUND_REQUESTS = 4096;
 /**
@@ -175,7 +175,7 @@ class LaneState {
 }
 
 /** One round's requests, in arrival order (parallel arrays, reused), and the lanes it touched. */
-class Round {
+class Round implements TracedRound {
   readonly reqIds = new Int32Array(MAX_ROUND_REQUESTS);
   readonly records = new Int32Array(MAX_ROUND_REQUESTS);
   /** Completion code per request: 0 accepted, else a code's wire number. */
@@ -184,6 +184,9 @@ class Round {
   readonly messages: (string | undefined)[] = new Array(MAX_ROUND_REQUESTS);
   n = 0;
   readonly touched: LaneState[] = [];
+  /** Test-only: the round trace's row and start (src/shard/round-trace.ts). */
+  traceRow = -1;
+  traceStart = 0;
 }
 
 /** A written round whose journal fdatasync runs on the pool: resolves to its failure, or undefined. */
@@ -336,9 +339,9 @@ export class ShardLoop {
         await this.#housekeeping();
         continue;
       }
-      this.#trace?.roundStart();
+      this.#trace?.roundStart(this.#round);
       this.#readRound();
-      this.#trace?.mark(1);
+      this.#trace?.mark(this.#round, 1);
       await this.#commitRound();
       // Two rounds in flight: read the next one unless housekeeping is due.
       if (this.#inFlight !== null) {
@@ -541,7 +544,7 @@ export class ShardLoop {
   }
 
   #stageRequest(round: Round, reqId: number, flags: number, laneId: number, body: Uint8Array, now: number): void {
-    this.#trace?.read(reqId);
+    this.#trace?.read(round, reqId);
     const i = round.n++;
     round.reqIds[i] = reqId;
     round.records[i] = 0;
@@ -645,7 +648,7 @@ export class ShardLoop {
     }
     // The payload views are in the kernel now (or dropped): give the ring space back.
     this.#ring.release();
-    this.#trace?.mark(2);
+    this.#trace?.mark(round, 2);
 
     if (journaled || direct) {
       // A direct round's lane whose write failed: the round is refused and cut back.
@@ -674,6 +677,7 @@ export class ShardLoop {
           const sync = (direct ? this.#syncDirect(lane0) : journal.sync()).then(
             () => {
               this.#synced(direct, t0);
+              this.#trace?.mark(round, 3);
               return undefined;
             },
             (e: unknown) => (direct ? this.#directFailed(lane0, e) : this.#journalFailed(e, 'fdatasync')),
@@ -690,7 +694,7 @@ export class ShardLoop {
           if (direct) lane0.writer.syncFlushNow(this.#directLedger);
           else journal.syncNow();
           this.#synced(direct, t0);
-          this.#trace?.mark(3);
+          this.#trace?.mark(round, 3);
         } catch (e) {
           journalFailure = direct ? this.#directFailed(lane0, e) : this.#journalFailed(e, 'fdatasync');
         }
@@ -808,7 +812,7 @@ export class ShardLoop {
     round.n = 0;
     round.touched.length = 0;
     if (n > 0) this.#bell.ring();
-    this.#trace?.roundEnd(n);
+    this.#trace?.roundEnd(round, n);
   }
 
   #markSinceCheckpoint(lane: LaneState): void {

@@ -101,6 +101,40 @@ describe('round trace', () => {
     expect(lines[0]).toMatch(/^timeline: 300 requests, \d+ rounds on 2 worker\(s\)/);
   });
 
+  it('follows two rounds in flight (--wal-rounds-in-flight 2): every round gets its sync and its answers, and rounds overlap', async () => {
+    const dir = tempDir('siglake-trace-two-');
+    const prefix = path.join(dir, 'trace');
+    // Each journal fdatasync 2 ms slower: requests queue while a round syncs, so the next round is written meanwhile.
+    const ing = await startIngester({
+      args: ['--trust-tenant-header', '--wal-rounds-in-flight', '2'],
+      env: { SIGLAKE_TEST_ROUND_TRACE: prefix, SIGLAKE_TEST_JOURNAL_SYNC_DELAY_MS: '2' },
+    });
+    running.push(ing);
+    const statuses = await send(ing, 400, 32, ['tenant-a']);
+    expect(statuses.filter((s) => s === 200)).toHaveLength(399);
+    expect(await ing.stop()).toBe(0);
+
+    const rounds = rows(`${prefix}.shard0.f64`, ROUND_COLUMNS).filter((r) => r[5]! > 0);
+    let served = 0;
+    let overlapping = 0;
+    for (let i = 0; i < rounds.length; i++) {
+      const [start, read, written, synced, posted, n] = rounds[i]!;
+      expect(start!).toBeLessThanOrEqual(read!);
+      expect(read!).toBeLessThanOrEqual(written!);
+      expect(written!).toBeLessThanOrEqual(synced!);
+      expect(synced!).toBeLessThanOrEqual(posted!);
+      served += n!;
+      // The next round began before this one was answered: two in flight.
+      if (i + 1 < rounds.length && rounds[i + 1]![0]! < posted!) overlapping++;
+    }
+    expect(served).toBe(400);
+    expect(overlapping).toBeGreaterThan(0);
+    const s = analyse(prefix, 0);
+    expect(s.requests).toBe(400);
+    // Busy time is the union of overlapping rounds: never more than all of it.
+    expect(s.round.busyShare).toBeLessThanOrEqual(1);
+  });
+
   it('traces nothing without the test hooks', async () => {
     const dir = tempDir('siglake-trace-off-');
     const ing = await startIngester({ args: ['--trust-tenant-header'], env: { SIGLAKE_TEST_HOOKS: '0', SIGLAKE_TEST_ROUND_TRACE: path.join(dir, 'trace') } });
