@@ -17,6 +17,7 @@
 #   F  P1's row with the round trace (`--only timeline`: where a request's
 #      time goes between the acceptor and its worker, and a round's), beside
 #      P1's own row untraced, for what the trace costs
+#   G  the same timeline with --wal-rounds-in-flight 2 (section D's setting)
 #
 #   native-bench/many-cores.sh OUTDIR [DEADLINE_SECS] [SECTIONS]
 #
@@ -76,6 +77,7 @@ for name in $sections; do
     D) section D 60 BENCH_LOADGEN_THREADS=2 SIGLAKE_WAL_ROUNDS_IN_FLIGHT=2 node native-bench/run.mjs --no-build --only p4 ;;
     E) section E 40 SIGLAKE_WORKER_YOUNG_GENERATION_MIB=0 node native-bench/run.mjs --no-build --only siglake-http-batch-1k-10k ;;
     F) section F 50 node native-bench/run.mjs --no-build --only siglake-http-batch-1k,timeline ;;
+    G) section G 30 SIGLAKE_WAL_ROUNDS_IN_FLIGHT=2 node native-bench/run.mjs --no-build --only timeline ;;
     *) echo "== no section $name" >>"$log" ;;
   esac
 done

@@ -58,6 +58,8 @@ export function analyse(prefix, skipMs = 1000) {
   const periods = [];
   let busy = 0;
   let span = 0;
+  // Rounds that began before the one before them was answered (two in flight).
+  let overlapped = 0;
   for (const f of shardFiles) {
     const rs = rowsOf(path.join(dir, f), R.width).filter((r) => r[R.start] >= t0 + skipMs && Number.isFinite(r[R.posted]) && r[R.n] > 0);
     // Busy: the union of the rounds' [start, posted], which overlap with two rounds in flight.
@@ -69,6 +71,7 @@ export function analyse(prefix, skipMs = 1000) {
       busyTo = Math.max(busyTo, r[R.posted]);
       if (i > 0) {
         const p = rs[i - 1];
+        if (r[R.start] < p[R.posted]) overlapped++;
         (r[R.slept] === 1 ? gaps.slept : gaps.awake).push(r[R.start] - p[R.posted]);
         periods.push(r[R.start] - p[R.start]);
       }
@@ -168,6 +171,7 @@ export function analyse(prefix, skipMs = 1000) {
         post: perReq(synced, at(R.posted)) * 1000,
       },
       busyShare: span > 0 ? busy / span : NaN,
+      overlapShare: overlapped / Math.max(1, periods.length),
     },
   };
 }
@@ -185,7 +189,7 @@ export function describe(s) {
     `  acceptor wake-up (a round's first completion, after a doorbell wait): idle meanwhile ${d(q.acceptorWakeIdle)}; busy with other requests (${(q.acceptorBusyShare * 100).toFixed(0)} %) ${d(q.acceptorWakeBusy)}; a round's answers from first drained to last written ${d(q.answerSpread)}`,
     `  round: period ${d(r.period)}; read+validate ${d(r.read)}; write ${d(r.write)}; sync ${d(r.sync)}; post ${d(r.post)}`,
     `  between rounds: after sleeping (${(r.sleptShare * 100).toFixed(0)} % of rounds) ${d(r.gapSlept)}, without ${d(r.gapAwake)}; worker wake-up (first frame to round start) ${d(r.workerWake)}`,
-    `  worker per request: read+validate ${us(r.perRequestUs.read)} µs, write ${us(r.perRequestUs.write)}, sync ${us(r.perRequestUs.sync)}, post ${us(r.perRequestUs.post)}; busy ${(r.busyShare * 100).toFixed(0)} % of the time`,
+    `  worker per request: read+validate ${us(r.perRequestUs.read)} µs, write ${us(r.perRequestUs.write)}, sync ${us(r.perRequestUs.sync)}, post ${us(r.perRequestUs.post)}; busy ${(r.busyShare * 100).toFixed(0)} % of the time; ${(r.overlapShare * 100).toFixed(0)} % of rounds began before the one before them was answered`,
   ];
 }
 

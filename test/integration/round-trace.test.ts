@@ -133,6 +133,7 @@ describe('round trace', () => {
     expect(s.requests).toBe(400);
     // Busy time is the union of overlapping rounds: never more than all of it.
     expect(s.round.busyShare).toBeLessThanOrEqual(1);
+    expect(s.round.overlapShare).toBeCloseTo(overlapping / (rounds.length - 1), 10);
   });
 
   it('traces nothing without the test hooks', async () => {
