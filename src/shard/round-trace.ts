@@ -25,7 +25,10 @@
 //
 // On shutdown each log is written as raw float64 rows in the machine's byte
 // order: <path>.acceptor.f64 (ACCEPTOR_COLUMNS) and <path>.shard<k>.f64
-// (ROUND_COLUMNS). Rows past a log's capacity are not kept.
+// (ROUND_COLUMNS). Rows past a log's capacity are not kept: the acceptor's
+// log holds ACCEPTOR_ROWS (56 MiB), each worker's ROUND_ROWS (14 MiB), and a
+// traced process's RSS includes them. Requests more than STAMP_SLOTS apart
+// in reqId share a stamp slot, so a trace assumes fewer in flight at once.
 
 import { writeFileSync } from 'node:fs';
 
