@@ -16,7 +16,8 @@ import { fileURLToPath } from 'node:url';
 const A = { published: 0, read: 1, posted: 2, round: 3, drained: 4, answered: 5, woke: 6, width: 7 };
 const R = { start: 0, read: 1, written: 2, synced: 3, posted: 4, n: 5, slept: 6, width: 7 };
 
-function rowsOf(file, width) {
+/** The rows of a trace file, each a view of `width` float64s. */
+export function rowsOf(file, width) {
   const buf = readFileSync(file);
   const f = new Float64Array(buf.buffer, buf.byteOffset, Math.floor(buf.length / 8));
   const rows = [];
@@ -29,9 +30,9 @@ function quantile(sorted, q) {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
 }
 
-/** p50, p90, p99 and mean of `values` (ms), in µs. */
-function dist(values) {
-  const v = values.filter(Number.isFinite).map((x) => x * 1000);
+/** p50, p90, p99 and mean of `values` times `scale` (by default ms to µs). */
+function dist(values, scale = 1000) {
+  const v = values.filter(Number.isFinite).map((x) => x * scale);
   v.sort((a, b) => a - b);
   const mean = v.length === 0 ? NaN : v.reduce((s, x) => s + x, 0) / v.length;
   return { n: v.length, p50: quantile(v, 0.5), p90: quantile(v, 0.9), p99: quantile(v, 0.99), mean };
@@ -152,7 +153,7 @@ export function analyse(prefix, skipMs = 1000) {
       total: dist(acc.map((r) => r[A.answered] - r[A.published])),
     },
     round: {
-      n: dist(n.map((x) => x / 1000)),
+      n: dist(n, 1),
       period: dist(periods),
       read: dist(rounds.map((r) => r[R.read] - r[R.start])),
       write: dist(rounds.map((r) => r[R.written] - r[R.read])),

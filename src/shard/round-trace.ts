@@ -104,7 +104,13 @@ export class AcceptorTrace {
   constructor(readonly path: string) {}
 
   published(reqId: number): void {
-    this.#stamps[(reqId & STAMP_MASK) * STAMP_WORDS] = this.now();
+    const s = (reqId & STAMP_MASK) * STAMP_WORDS;
+    this.#stamps[s] = this.now();
+    // An earlier request's stamps in this slot must not pass for this one's
+    // (one refused SIGLAKE_WORKER_DIED is answered without a worker reading it).
+    this.#stamps[s + 1] = 0;
+    this.#stamps[s + 2] = 0;
+    this.#stamps[s + 3] = 0;
   }
 
   /** A completion was drained at `drained` and its answer written now. */

@@ -12,7 +12,10 @@ import { post } from '../helpers/http.js';
 import { REPO, startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
 import { logsProto } from '../helpers/otlp-bodies.js';
 // @ts-expect-error: a plain .mjs script of the bench, without types
-import { analyse, describe as describeTimeline } from '../../native-bench/timeline.mjs';
+import { analyse, describe as describeTimeline, rowsOf as untypedRowsOf } from '../../native-bench/timeline.mjs';
+
+/** The rows of a trace file, by the bench's own reader. */
+const rowsOf = untypedRowsOf as (file: string, width: number) => Float64Array[];
 
 const running: RunningIngester[] = [];
 afterAll(async () => {
@@ -21,14 +24,6 @@ afterAll(async () => {
 
 const ACCEPTOR_COLUMNS = 7;
 const ROUND_COLUMNS = 7;
-
-function rows(file: string, width: number): Float64Array[] {
-  const buf = fs.readFileSync(file);
-  const f = new Float64Array(buf.buffer, buf.byteOffset, buf.length / 8);
-  const out: Float64Array[] = [];
-  for (let i = 0; i < f.length; i += width) out.push(f.subarray(i, i + width));
-  return out;
-}
 
 /** `n` requests, `parallel` at a time, alternating between the tenants; the statuses. */
 async function send(ing: RunningIngester, n: number, parallel: number, tenants: string[]): Promise<number[]> {
@@ -59,7 +54,7 @@ describe('round trace', () => {
     expect(statuses.filter((s) => s === 400)).toHaveLength(1);
     expect(await ing.stop()).toBe(0);
 
-    const acc = rows(`${prefix}.acceptor.f64`, ACCEPTOR_COLUMNS);
+    const acc = rowsOf(`${prefix}.acceptor.f64`, ACCEPTOR_COLUMNS);
     expect(acc).toHaveLength(300);
     for (const r of acc) {
       const [published, read, posted, round, drained, answered, woke] = r;
@@ -76,7 +71,7 @@ describe('round trace', () => {
     let served = 0;
     const starts = new Set(acc.map((r) => r[3]));
     for (const f of shardFiles) {
-      const rounds = rows(path.join(dir, f), ROUND_COLUMNS).filter((r) => r[5]! > 0);
+      const rounds = rowsOf(path.join(dir, f), ROUND_COLUMNS).filter((r) => r[5]! > 0);
       for (const r of rounds) {
         const [start, read, written, synced, posted] = r;
         expect(start!).toBeLessThanOrEqual(read!);
@@ -114,7 +109,7 @@ describe('round trace', () => {
     expect(statuses.filter((s) => s === 200)).toHaveLength(399);
     expect(await ing.stop()).toBe(0);
 
-    const rounds = rows(`${prefix}.shard0.f64`, ROUND_COLUMNS).filter((r) => r[5]! > 0);
+    const rounds = rowsOf(`${prefix}.shard0.f64`, ROUND_COLUMNS).filter((r) => r[5]! > 0);
     let served = 0;
     let overlapping = 0;
     for (let i = 0; i < rounds.length; i++) {
