@@ -542,7 +542,8 @@ async function runRow(row, goals) {
  * P4: loadgen at a fixed rate of half the row's best run, on the same server,
  * then at a quarter; and the same generator at the same two rates against the
  * uWS discard ceiling, which is the latency floor of the generator itself on
- * this machine (it shares the two cores with the server).
+ * this machine (it shares the two cores with the server). The siglake server
+ * is stopped before the floor runs: the P4 rows are its last use.
  */
 async function fixedRateP4(srv, measured) {
   const best = Math.max(...measured.runs);
@@ -556,6 +557,10 @@ async function fixedRateP4(srv, measured) {
     log(`      the WAL meanwhile: ${wal.syncs} fdatasyncs, mean ${wal.meanMs.toFixed(3)} ms, ${wal.over5ms} over 5 ms, ${wal.over25ms} over 25 ms; ${wal.checkpoints} checkpoints taking ${wal.checkpointSecs.toFixed(2)} s in all`);
     curve.push({ fraction, target: 'siglake', ...r, wal });
   }
+  // The floor is the generator's own latency on a quiet machine: siglake stops
+  // first, or its compactor, landing the WAL of the P1 runs, would share the
+  // two cores with the generator (it put the floor's p99 at 112 ms once).
+  await stopChild(srv.child);
   const floor = await startServer(process.execPath, [path.join(HERE, 'servers', 'uws-discard.mjs'), '0'], portLine);
   try {
     for (const fraction of [0.5, 0.25]) {

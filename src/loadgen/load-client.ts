@@ -204,15 +204,21 @@ export class LoadClient {
         const dueAtEnd = Math.min(o.budget, due);
         resolve(Math.max(0, dueAtEnd - sched.k));
       };
-      sched.pump = () => {
+      const onTimer = (): void => {
         this.#timer = undefined;
+        sched.pump();
+      };
+      // Runs on the timer and after every completion: a request due while
+      // the timer waits (it fires a millisecond or more late) goes out with
+      // the next completion, not with the timer.
+      sched.pump = () => {
         const now = performance.now();
         for (;;) {
           if (sched.k >= o.budget) return finish();
           const due = start + sched.k * period;
           if (due >= this.#endPerf) return finish();
           if (due > now) {
-            this.#timer = setTimeout(sched.pump, due - now);
+            this.#timer ??= setTimeout(onTimer, due - now);
             return;
           }
           const backlog = Math.floor((now - start) / period) + 1 - sched.k;
@@ -236,7 +242,7 @@ export class LoadClient {
       this.#after(this.#backoff(conn, status, detail), () => {
         const sched = this.#schedule!;
         sched.free.push(conn);
-        if (sched.open && this.#timer === undefined) sched.pump();
+        if (sched.open) sched.pump();
         this.#checkIdle();
       });
     });
