@@ -554,7 +554,7 @@ async function fixedRateP4(srv, measured) {
     const w0 = await walSyncs(srv.http);
     const r = fixedRate(srv.http, rate);
     const wal = walSyncsDelta(w0, await walSyncs(srv.http));
-    log(`      the WAL meanwhile: ${wal.syncs} fdatasyncs, mean ${wal.meanMs.toFixed(3)} ms, ${wal.over5ms} over 5 ms, ${wal.over25ms} over 25 ms; ${wal.checkpoints} checkpoints taking ${wal.checkpointSecs.toFixed(2)} s in all`);
+    log(`      the WAL meanwhile: ${wal.syncs} fdatasyncs, mean ${wal.meanMs.toFixed(3)} ms, ${wal.over5ms} over 5 ms, ${wal.over25ms} over 25 ms; ${wal.checkpoints} checkpoints taking ${wal.checkpointSecs.toFixed(2)} s in all; the compactor busy ${wal.compactorBusySecs.toFixed(1)} s (${wal.compactorRounds} rounds ended)`);
     curve.push({ fraction, target: 'siglake', ...r, wal });
   }
   // The floor is the generator's own latency on a quiet machine: siglake stops
@@ -586,6 +586,8 @@ async function walSyncs(port) {
     le25ms: num(/^siglake_wal_fsync_seconds_bucket\{le="0.025"\} (\d+)/m),
     checkpoints: num(/^siglake_wal_checkpoints_total(?:\{[^}]*\})? (\d+)/m),
     checkpointSecs: num(/^siglake_wal_checkpoint_seconds_total(?:\{[^}]*\})? ([\d.e+-]+)/m),
+    compactorRounds: num(/^siglake_compactor_rounds_total(?:\{[^}]*\})? (\d+)/m),
+    compactorBusySecs: num(/^siglake_compactor_busy_seconds_total(?:\{[^}]*\})? ([\d.e+-]+)/m),
   };
 }
 
@@ -598,6 +600,8 @@ function walSyncsDelta(a, b) {
     over25ms: syncs - (b.le25ms - a.le25ms),
     checkpoints: b.checkpoints - a.checkpoints,
     checkpointSecs: b.checkpointSecs - a.checkpointSecs,
+    compactorRounds: b.compactorRounds - a.compactorRounds,
+    compactorBusySecs: b.compactorBusySecs - a.compactorBusySecs,
   };
 }
 

@@ -10,6 +10,11 @@ export class CompactorMetrics {
   constructor(registry: client.Registry, stats: CompactorStats) {
     const counter = (name: string, help: string, read: () => number) => scrapedCounter(registry, name, help, read);
     counter('siglake_compactor_rounds_total', 'Compaction rounds run.', () => stats.rounds);
+    counter(
+      'siglake_compactor_busy_seconds_total',
+      'Seconds the compactor spent in rounds, the one in progress included: its rate is the share of a core the compactor needs (near 1, it does not keep up).',
+      () => stats.busySeconds(),
+    );
     counter('siglake_compactor_round_errors_total', 'Compaction rounds that stopped on an error (retried next round).', () => stats.roundErrors);
     counter('siglake_compactor_commits_total', 'Append snapshots committed to Iceberg tables.', () => stats.commits);
     counter('siglake_compactor_commit_conflicts_total', 'Catalog compare-and-swaps lost to another writer (then retried).', () => stats.conflicts);

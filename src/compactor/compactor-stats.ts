@@ -20,7 +20,11 @@ const CORRUPT = 10;
 const LAG = 11;
 const COMMIT_SUM = 12;
 const COMMIT_BUCKET0 = 13;
-const SLOTS = COMMIT_BUCKET0 + COMMIT_BUCKETS.length + 1;
+/** Seconds spent in finished rounds. */
+const BUSY = COMMIT_BUCKET0 + COMMIT_BUCKETS.length + 1;
+/** Date.now() when the round in progress began; 0 between rounds. */
+const STARTED = BUSY + 1;
+const SLOTS = STARTED + 1;
 
 export class CompactorStats {
   readonly sab: SharedArrayBuffer;
@@ -35,9 +39,15 @@ export class CompactorStats {
     this.#f = new Float64Array(sab);
   }
 
-  round(ok: boolean): void {
-    this.#f[ROUNDS]! += 1;
-    if (!ok) this.#f[ROUND_ERRORS]! += 1;
+  roundStarted(nowMs = Date.now()): void {
+    this.#f[STARTED] = nowMs;
+  }
+  round(ok: boolean, nowMs = Date.now()): void {
+    const f = this.#f;
+    f[ROUNDS]! += 1;
+    if (!ok) f[ROUND_ERRORS]! += 1;
+    if (f[STARTED]! > 0) f[BUSY]! += Math.max(0, nowMs - f[STARTED]!) / 1000;
+    f[STARTED] = 0;
   }
   commit(seconds: number): void {
     const f = this.#f;
@@ -103,6 +113,11 @@ export class CompactorStats {
   }
   get corruptSegments(): number {
     return this.#f[CORRUPT]!;
+  }
+  /** Seconds spent in rounds up to `nowMs`, the round in progress included. */
+  busySeconds(nowMs = Date.now()): number {
+    const started = this.#f[STARTED]!;
+    return this.#f[BUSY]! + (started > 0 ? Math.max(0, nowMs - started) / 1000 : 0);
   }
   get lagSeconds(): number {
     return this.#f[LAG]!;

@@ -147,6 +147,7 @@ export class Compactor {
   }
 
   async runRound(): Promise<RoundResult> {
+    this.#stats.roundStarted();
     try {
       const r = await this.#round();
       this.#stats.round(r.failedTables === 0);

@@ -170,6 +170,7 @@ describe('OTel exporters → WAL → Iceberg, per tenant', () => {
     ing = await startIngester({ dataDir, args: ['--trust-tenant-header', '--compactor=false', ...icebergFlags] });
     await send(ing, 'r2');
     expect(await ing.stop()).toBe(0);
+    const born = Date.now();
     ing = await startIngester({ dataDir, args: ['--trust-tenant-header', '--compact-interval-secs', '1', ...icebergFlags] });
     const deadline = Date.now() + 30_000;
     for (;;) {
@@ -186,6 +187,9 @@ describe('OTel exporters → WAL → Iceberg, per tenant', () => {
     expect(m.get('siglake_compactor_lag_seconds')).toBe(0);
     expect(m.get('siglake_compactor_commit_seconds_count')).toBe(7);
     expect(m.get('siglake_compactor_round_errors_total')).toBe(0);
+    // Its rounds' time is counted, and no more than the life has lasted.
+    expect(m.get('siglake_compactor_busy_seconds_total')).toBeGreaterThan(0);
+    expect(m.get('siglake_compactor_busy_seconds_total')).toBeLessThan((Date.now() - born) / 1000);
     // The ingester still answers while it compacts, and stops cleanly with its compactor.
     expect((await fetch(`${ing.url}/readyz`)).status).toBe(200);
     expect(await ing.stop()).toBe(0);
