@@ -124,7 +124,8 @@ export class HttpSender implements RequestSender {
       this.#answered(c, res);
     });
     socket.on('error', (e: NodeJS.ErrnoException) => {
-      c.error ??= e;
+      // A socket already replaced (closed after its answer) is not this connection's.
+      if (c.socket === socket) c.error ??= e;
     });
     socket.on('close', () => {
       if (c.socket !== socket) return;
