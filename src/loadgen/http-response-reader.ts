@@ -3,8 +3,9 @@
 // delivers them, split anywhere; a response comes out once its body has ended.
 // Bodies are framed by Content-Length, by chunked transfer coding (RFC 9112
 // §7.1, trailers skipped), or by the end of the connection; 1xx interim
-// responses are skipped. Only the first `keepBytes` of a body are kept (the
-// loadgen shows a refusal's message, never a 200's body). Anything that is not
+// responses are skipped. Only the first `keepBytes` of a body are kept, and
+// none of a 200's (the loadgen shows a refusal's message, never a 200's body,
+// so an answer it counts costs no copy). Anything that is not
 // HTTP/1.x throws a `ResponseFormatError`, and the connection is to be closed.
 
 /** One response read off the connection. */
@@ -14,7 +15,7 @@ export interface WireResponse {
   contentType: string;
   /** The connection must not carry another request (Connection: close, HTTP/1.0, or a body read to the end of the connection). */
   close: boolean;
-  /** The first `keepBytes` of the body. */
+  /** The first `keepBytes` of the body; empty for a 200. */
   body: Buffer;
 }
 
@@ -145,7 +146,8 @@ export class ResponseReader {
     this.#contentType = contentType;
     this.#close = !keepAlive;
     this.#kept = [];
-    this.#keptBytes = 0;
+    // Nothing of a 200's body is kept: as if its room were already used.
+    this.#keptBytes = status === 200 ? this.#keepBytes : 0;
     if (status === 204 || status === 304) {
       this.#state = 'head';
     } else if (chunked) {
