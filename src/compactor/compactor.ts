@@ -37,7 +37,8 @@ import { hasShardJournal } from '../wal/journal.js';
 import { listLaneFiles, type SegmentFile } from '../wal/segment-files.js';
 import { SegmentReader } from '../wal/segment-reader.js';
 import { CompactorStats } from './compactor-stats.js';
-import { OtlpRowDecoder, type Row } from './otlp-row-decoder.js';
+import type { Row } from './otlp-row-decoder.js';
+import { OtlpWireRows } from './otlp-wire-rows.js';
 import type { SealRule } from './seal-rule.js';
 import { TableBuilder, type TableBuilderLimits } from './table-builder.js';
 import { WalIdentity } from './wal-identity.js';
@@ -112,7 +113,7 @@ const PROGRESS_PREFIX = 'siglake.wal.';
 export class Compactor {
   readonly #o: CompactorOptions;
   readonly #identity: WalIdentity;
-  readonly #decoder: OtlpRowDecoder;
+  readonly #decoder = new OtlpWireRows();
   readonly #zstd: Compressor;
   readonly #appender: TableAppender;
   readonly #stats: CompactorStats;
@@ -125,7 +126,6 @@ export class Compactor {
   private constructor(o: CompactorOptions, zstd: Compressor) {
     this.#o = o;
     this.#identity = new WalIdentity(o.walDir);
-    this.#decoder = new OtlpRowDecoder();
     this.#zstd = zstd;
     this.#stats = o.stats ?? CompactorStats.create();
     this.#now = o.now ?? Date.now;

@@ -272,13 +272,23 @@ function jsonOf(v: Msg): unknown {
       const out: Record<string, unknown> = {};
       for (const kv of ((v['kvlistValue'] as Msg)['values'] as Msg[]) ?? []) {
         const inner = kv['value'] as Msg | null | undefined;
-        out[kv['key'] as string] = inner == null ? null : jsonOf(inner);
+        setJsonKey(out, kv['key'] as string, inner == null ? null : jsonOf(inner));
       }
       return out;
     }
     default:
       return null;
   }
+}
+
+/**
+ * Sets `key` of a kvlist's JSON object, `__proto__` included: a plain
+ * assignment of that key would set the object's prototype and drop the key.
+ * A repeated key keeps its first place and its last value.
+ */
+export function setJsonKey(out: Record<string, unknown>, key: string, value: unknown): void {
+  if (key === '__proto__') Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
+  else out[key] = value;
 }
 
 function u64(v: unknown): bigint {

@@ -25,6 +25,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { FixtureGenerator, type Fixture } from '../../src/otlp/fixtures.js';
 import { RecordType } from '../../src/wal/format.js';
 import { SegmentReader } from '../../src/wal/segment-reader.js';
+import { OtlpRowDecoder } from '../../src/compactor/otlp-row-decoder.js';
+import { OtlpWireRows } from '../../src/compactor/otlp-wire-rows.js';
 import { RawGrpcClient } from '../helpers/grpc-client.js';
 import { listFiles, type RunningIngester } from '../helpers/ingester.js';
 import { decodeStatus, gzip, proto } from '../helpers/otlp-bodies.js';
@@ -69,6 +71,8 @@ interface FuzzCase {
 }
 
 const oracle = new OtlpOracle(proto);
+const referenceDecoder = new OtlpRowDecoder(proto);
+const wireDecoder = new OtlpWireRows();
 const mutator = new ProtoMutator(oracle);
 const sha = (b: Uint8Array | string) => createHash('sha1').update(b).digest('base64');
 
@@ -328,8 +332,21 @@ describe(`fuzzed bodies (${CASES} cases, --max-request-bytes ${CAP})`, () => {
     const invalidStored: string[] = [];
     const gotProto = new Map<string, number>();
     const gotJson = new Map<string, number>();
+    // The compactor's wire decoder reads every stored payload as the protobufjs decoder it replaced does.
+    const decoderMismatches: string[] = [];
     for (const r of recs) {
       const sig: Signal = r.type === RecordType.TRACES ? 'traces' : 'logs';
+      const rows = (d: OtlpRowDecoder | OtlpWireRows): string => {
+        try {
+          const out: unknown[] = [];
+          d[sig](r.payload, 0, (row) => out.push(row));
+          return JSON.stringify(out, (_k, x: unknown) => (typeof x === 'bigint' ? `${x}n` : x));
+        } catch (e) {
+          return `threw ${(e as Error).name}`;
+        }
+      };
+      const want = rows(referenceDecoder);
+      if (rows(wireDecoder) !== want) decoderMismatches.push(`${r.lane}: ${sha(r.payload)} (${want.slice(0, 80)})`);
       const v = oracle.check(sig, r.payload);
       if (!v.valid) invalidStored.push(`${r.lane}: ${v.why}`);
       else if (v.records !== r.count) invalidStored.push(`${r.lane}: record count ${r.count}, the payload holds ${v.records}`);
@@ -376,6 +393,7 @@ describe(`fuzzed bodies (${CASES} cases, --max-request-bytes ${CAP})`, () => {
       maxRssMiB: Math.round(sampler.maxRss / MiB),
       walRecords: recs.length,
       invalidStored: invalidStored.length,
+      decoderMismatches: decoderMismatches.length,
       byStatus: stats.byStatus,
       byKind: stats.byKind,
     };
@@ -383,6 +401,7 @@ describe(`fuzzed bodies (${CASES} cases, --max-request-bytes ${CAP})`, () => {
     expect(sampler.maxRss).toBeLessThan(RSS_BOUND);
     expect(lanes.filter((l) => l !== 'logs' && l !== 'traces' && l !== `indexes/${JSON_INDEX}`)).toEqual([]);
     expect(invalidStored.slice(0, 20)).toEqual([]);
+    expect(decoderMismatches.slice(0, 20), 'stored payloads the two compactor decoders read differently').toEqual([]);
     expect(diff(expectedProto, gotProto).slice(0, 20)).toEqual([]);
     expect(jsonUnreadable.slice(0, 20)).toEqual([]);
     expect(diff(wantJson, gotJson).slice(0, 20)).toEqual([]);

@@ -1,0 +1,878 @@
+// The compactor's decoder: one WAL record's payload (an OTLP
+// Export*ServiceRequest, protobuf) straight from the wire into table rows, in
+// the column order of TableSchema.LOGS / TableSchema.TRACES, by the mapping
+// rules of otlp-row-decoder.ts (the protobufjs decoder, kept as the reference:
+// test/unit/compactor-wire-rows.test.ts checks that both give the same rows).
+//
+// Why: protobufjs builds an object per message (an AnyValue's oneof setter
+// deletes the members not set, which leaves each one a dictionary-mode
+// object), and the rows were then made from those objects. Here the only
+// allocations are the rows' own values; nothing is built that a row does not
+// keep.
+//
+// Protobuf rules followed (the same as protobufjs' generated decoders, which
+// otlp-row-decoder.ts relies on):
+// - a singular scalar field that occurs more than once: the last one wins; a
+//   singular message field that does is merged, i.e. read as the
+//   concatenation of its occurrences (kept here as a list of ranges);
+// - a repeated field's elements are taken in wire order, wherever they occur;
+// - an AnyValue's value is the last of its oneof members on the wire (the
+//   same message member again merges, as above);
+// - unknown fields are skipped by wire type (groups, and wire types 6 and 7,
+//   are refused: the ingest validator never lets them into the WAL).
+// Malformed input (a length past its message's end, a varint past 10 bytes, a
+// wrong wire type for a known field) throws; the compactor reports the
+// segment as it does for any payload it cannot decode.
+
+import { setJsonKey, type MapValue, type Row } from './otlp-row-decoder.js';
+
+const EMPTY_MAP: MapValue = Object.freeze([]) as unknown as MapValue;
+
+const VARINT = 0;
+const I64 = 1;
+const LEN = 2;
+const I32 = 5;
+
+/** Buffer's slice-to-string methods without toString's argument handling. */
+interface SliceBuffer extends Buffer {
+  utf8Slice(start: number, end: number): string;
+  hexSlice(start: number, end: number): string;
+  base64Slice(start: number, end: number): string;
+}
+
+const EMPTY = Buffer.alloc(0) as SliceBuffer;
+
+export class OtlpWireError extends Error {
+  constructor(what: string, at: number) {
+    super(`malformed OTLP protobuf: ${what} at offset ${at}`);
+    this.name = 'OtlpWireError';
+  }
+}
+
+/** What a Resource contributes to every row under it. */
+interface ResourceParts {
+  attributes: MapValue;
+  serviceName: string | null;
+  serviceNamespace: string | null;
+  environment: string | null;
+  dropped: number;
+  schemaUrl: string | null;
+}
+
+/** What an InstrumentationScope contributes to every row under it. */
+interface ScopeParts {
+  name: string | null;
+  version: string | null;
+  attributes: MapValue;
+  schemaUrl: string | null;
+}
+
+export class OtlpWireRows {
+  #b: SliceBuffer = EMPTY;
+  #dv = new DataView(EMPTY.buffer, EMPTY.byteOffset, 0);
+  #pos = 0;
+
+  /** Calls `emit` with one logs-table row per log record of the payload; returns the count. */
+  logs(payload: Uint8Array, ingestMs: number, emit: (row: Row) => void): number {
+    this.#load(payload);
+    const ingestMicros = BigInt(ingestMs) * 1000n;
+    let n = 0;
+    const end = payload.length;
+    while (this.#pos < end) {
+      const tag = this.#tag(end);
+      if (tag === ((1 << 3) | LEN)) {
+        const [s, e] = this.#range(end);
+        n += this.#resourceLogs(s, e, ingestMicros, emit);
+        this.#pos = e;
+      } else this.#skipField(tag, end, REQUEST_FIELDS);
+    }
+    return n;
+  }
+
+  /** Calls `emit` with one traces-table row per span of the payload; returns the count. */
+  traces(payload: Uint8Array, ingestMs: number, emit: (row: Row) => void): number {
+    this.#load(payload);
+    const ingestMicros = BigInt(ingestMs) * 1000n;
+    let n = 0;
+    const end = payload.length;
+    while (this.#pos < end) {
+      const tag = this.#tag(end);
+      if (tag === ((1 << 3) | LEN)) {
+        const [s, e] = this.#range(end);
+        n += this.#resourceSpans(s, e, ingestMicros, emit);
+        this.#pos = e;
+      } else this.#skipField(tag, end, REQUEST_FIELDS);
+    }
+    return n;
+  }
+
+  #load(payload: Uint8Array): void {
+    this.#b = (Buffer.isBuffer(payload) ? payload : Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength)) as SliceBuffer;
+    this.#dv = new DataView(payload.buffer, payload.byteOffset, payload.byteLength);
+    this.#pos = 0;
+  }
+
+  // ---- logs ------------------------------------------------------------------
+
+  #resourceLogs(start: number, end: number, ingestMicros: bigint, emit: (row: Row) => void): number {
+    const res = this.#resourceOf(start, end);
+    let n = 0;
+    this.#pos = start;
+    while (this.#pos < end) {
+      const tag = this.#tag(end);
+      if (tag === ((2 << 3) | LEN)) {
+        const [s, e] = this.#range(end);
+        n += this.#scopeLogs(s, e, res, ingestMicros, emit);
+        this.#pos = e;
+      } else this.#skipField(tag, end, HOLDER_FIELDS);
+    }
+    return n;
+  }
+
+  #scopeLogs(start: number, end: number, res: ResourceParts, ingestMicros: bigint, emit: (row: Row) => void): number {
+    const scope = this.#scopeOf(start, end);
+    let n = 0;
+    this.#pos = start;
+    while (this.#pos < end) {
+      const tag = this.#tag(end);
+      if (tag === ((2 << 3) | LEN)) {
+        const [s, e] = this.#range(end);
+        emit(this.#logRecord(s, e, res, scope, ingestMicros));
+        n++;
+        this.#pos = e;
+      } else this.#skipField(tag, end, HOLDER_FIELDS);
+    }
+    return n;
+  }
+
+  #logRecord(start: number, end: number, res: ResourceParts, scope: ScopeParts, ingestMicros: bigint): Row {
+    let t = 0n;
+    let o = 0n;
+    let severity = 0;
+    let severityText: string | null = null;
+    let body: number[] | null = null;
+    let attrs: MapValue = EMPTY_MAP;
+    let dropped = 0;
+    let flags = 0;
+    let traceId: string | null = null;
+    let spanId: string | null = null;
+    let eventName: string | null = null;
+    this.#pos = start;
+    while (this.#pos < end) {
+      const tag = this.#tag(end);
+      switch (tag) {
+        case (1 << 3) | I64:
+          t = this.#fixed64(end);
+          break;
+        case (11 << 3) | I64:
+          o = this.#fixed64(end);
+          break;
+        case (2 << 3) | VARINT:
+          severity = this.#varint32(end) | 0;
+          break;
+        case (3 << 3) | LEN:
+          severityText = this.#string(end);
+          break;
+        case (5 << 3) | LEN:
+          body = this.#occurrence(body, end);
+          break;
+        case (6 << 3) | LEN:
+          attrs = this.#keyValueInto(attrs, end);
+          break;
+        case (7 << 3) | VARINT:
+          dropped = this.#varint32(end);
+          break;
+        case (8 << 3) | I32:
+          flags = this.#fixed32(end);
+          break;
+        case (9 << 3) | LEN:
+          traceId = this.#hex(end);
+          break;
+        case (10 << 3) | LEN:
+          spanId = this.#hex(end);
+          break;
+        case (12 << 3) | LEN:
+          eventName = this.#string(end);
+          break;
+        default:
+          this.#skipField(tag, end, LOG_RECORD_FIELDS);
+      }
+    }
+    let bodyText: string | null = null;
+    let bodyType: string | null = null;
+    if (body !== null) {
+      const member = this.#anyValueMember(body);
+      if (member !== 0) {
+        bodyType = KIND_NAMES[member]!;
+        bodyText = member === 1 ? this.#memberString() : JSON.stringify(this.#json(member));
+      }
+    }
+    return [
+      t !== 0n ? t / 1000n : o !== 0n ? o / 1000n : ingestMicros,
+      t === 0n ? null : t,
+      o === 0n ? null : o,
+      ingestMicros,
+      severity,
+      severityText === '' ? null : severityText,
+      bodyText,
+      bodyType,
+      traceId,
+      spanId,
+      BigInt(flags),
+      eventName === '' ? null : eventName,
+      res.serviceName,
+      res.attributes,
+      res.dropped,
+      res.schemaUrl,
+      scope.name,
+      scope.version,
+      scope.attributes,
+      scope.schemaUrl,
+      attrs,
+      dropped,
+      res.serviceNamespace,
+      res.environment,
+    ];
+  }
+
+  // ---- traces ----------------------------------------------------------------
+
+  #resourceSpans(start: number, end: number, ingestMicros: bigint, emit: (row: Row) => void): number {
+    const res = this.#resourceOf(start, end);
+    let n = 0;
+    this.#pos = start;
+    while (this.#pos < end) {
+      const tag = this.#tag(end);
+      if (tag === ((2 << 3) | LEN)) {
+        const [s, e] = this.#range(end);
+        n += this.#scopeSpans(s, e, res, ingestMicros, emit);
+        this.#pos = e;
+      } else this.#skipField(tag, end, HOLDER_FIELDS);
+    }
+    return n;
+  }
+
+  #scopeSpans(start: number, end: number, res: ResourceParts, ingestMicros: bigint, emit: (row: Row) => void): number {
+    const scope = this.#scopeOf(start, end);
+    let n = 0;
+    this.#pos = start;
+    while (this.#pos < end) {
+      const tag = this.#tag(end);
+      if (tag === ((2 << 3) | LEN)) {
+        const [s, e] = this.#range(end);
+        emit(this.#span(s, e, res, scope, ingestMicros));
+        n++;
+        this.#pos = e;
+      } else this.#skipField(tag, end, HOLDER_FIELDS);
+    }
+    return n;
+  }
+
+  #span(start: number, end: number, res: ResourceParts, scope: ScopeParts, ingestMicros: bigint): Row {
+    let traceId: string | null = null;
+    let spanId: string | null = null;
+    let parentSpanId: string | null = null;
+    let traceState: string | null = null;
+    let flags = 0;
+    let name: string | null = null;
+    let kind = 0;
+    let startNs = 0n;
+    let endNs = 0n;
+    let attrs: MapValue = EMPTY_MAP;
+    let dropped = 0;
+    let events: unknown[] | null = null;
+    let droppedEvents = 0;
+    let links: unknown[] | null = null;
+    let droppedLinks = 0;
+    let status: number[] | null = null;
+    this.#pos = start;
+    while (this.#pos < end) {
+      const tag = this.#tag(end);
+      switch (tag) {
+        case (1 << 3) | LEN:
+          traceId = this.#hex(end);
+          break;
+        case (2 << 3) | LEN:
+          spanId = this.#hex(end);
+          break;
+        case (3 << 3) | LEN:
+          traceState = this.#string(end);
+          break;
+        case (4 << 3) | LEN:
+          parentSpanId = this.#hex(end);
+          break;
+        case (16 << 3) | I32:
+          flags = this.#fixed32(end);
+          break;
+        case (5 << 3) | LEN:
+          name = this.#string(end);
+          break;
+        case (6 << 3) | VARINT:
+          kind = this.#varint32(end) | 0;
+          break;
+        case (7 << 3) | I64:
+          startNs = this.#fixed64(end);
+          break;
+        case (8 << 3) | I64:
+          endNs = this.#fixed64(end);
+          break;
+        case (9 << 3) | LEN:
+          attrs = this.#keyValueInto(attrs, end);
+          break;
+        case (10 << 3) | VARINT:
+          dropped = this.#varint32(end);
+          break;
+        case (11 << 3) | LEN: {
+          const [s, e] = this.#range(end);
+          (events ??= []).push(this.#event(s, e));
+          this.#pos = e;
+          break;
+        }
+        case (12 << 3) | VARINT:
+          droppedEvents = this.#varint32(end);
+          break;
+        case (13 << 3) | LEN: {
+          const [s, e] = this.#range(end);
+          (links ??= []).push(this.#link(s, e));
+          this.#pos = e;
+          break;
+        }
+        case (14 << 3) | VARINT:
+          droppedLinks = this.#varint32(end);
+          break;
+        case (15 << 3) | LEN:
+          status = this.#occurrence(status, end);
+          break;
+        default:
+          this.#skipField(tag, end, SPAN_FIELDS);
+      }
+    }
+    let statusCode = 0;
+    let statusMessage: string | null = null;
+    if (status !== null) {
+      statusMessage = '';
+      for (let k = 0; k < status.length; k += 2) {
+        const se = status[k + 1]!;
+        this.#pos = status[k]!;
+        while (this.#pos < se) {
+          const tag = this.#tag(se);
+          if (tag === ((2 << 3) | LEN)) statusMessage = this.#string(se);
+          else if (tag === ((3 << 3) | VARINT)) statusCode = this.#varint32(se) | 0;
+          else this.#skipField(tag, se, STATUS_FIELDS);
+        }
+      }
+      this.#pos = end;
+    }
+    return [
+      startNs !== 0n ? startNs / 1000n : ingestMicros,
+      startNs === 0n ? null : startNs,
+      endNs === 0n ? null : endNs,
+      startNs !== 0n && endNs !== 0n ? endNs - startNs : null,
+      ingestMicros,
+      traceId,
+      spanId,
+      parentSpanId,
+      traceState === '' ? null : traceState,
+      BigInt(flags),
+      name === '' ? null : name,
+      kind,
+      statusCode,
+      statusMessage === '' ? null : statusMessage,
+      res.serviceName,
+      res.attributes,
+      res.dropped,
+      res.schemaUrl,
+      scope.name,
+      scope.version,
+      scope.attributes,
+      scope.schemaUrl,
+      attrs,
+      dropped,
+      events === null ? null : JSON.stringify(events),
+      droppedEvents,
+      links === null ? null : JSON.stringify(links),
+      droppedLinks,
+      res.serviceNamespace,
+      res.environment,
+    ];
+  }
+
+  /** A span event as its JSON object (otlp-row-decoder.ts eventJson). */
+  #event(start: number, end: number): Record<string, unknown> {
+    let time = 0n;
+    let name = '';
+    let attrs: MapValue = EMPTY_MAP;
+    let dropped = 0;
+    this.#pos = start;
+    while (this.#pos < end) {
+      const tag = this.#tag(end);
+      switch (tag) {
+        case (1 << 3) | I64:
+          time = this.#fixed64(end);
+          break;
+        case (2 << 3) | LEN:
+          name = this.#string(end);
+          break;
+        case (3 << 3) | LEN:
+          attrs = this.#keyValueInto(attrs, end);
+          break;
+        case (4 << 3) | VARINT:
+          dropped = this.#varint32(end);
+          break;
+        default:
+          this.#skipField(tag, end, EVENT_FIELDS);
+      }
+    }
+    return { time_unix_nano: String(time), name, attributes: Object.fromEntries(attrs), dropped_attributes_count: dropped };
+  }
+
+  /** A span link as its JSON object (otlp-row-decoder.ts linkJson). */
+  #link(start: number, end: number): Record<string, unknown> {
+    let traceId: string | null = null;
+    let spanId: string | null = null;
+    let traceState: string | null = null;
+    let flags = 0;
+    let attrs: MapValue = EMPTY_MAP;
+    let dropped = 0;
+    this.#pos = start;
+    while (this.#pos < end) {
+      const tag = this.#tag(end);
+      switch (tag) {
+        case (1 << 3) | LEN:
+          traceId = this.#hex(end);
+          break;
+        case (2 << 3) | LEN:
+          spanId = this.#hex(end);
+          break;
+        case (3 << 3) | LEN:
+          traceState = this.#string(end);
+          break;
+        case (4 << 3) | LEN:
+          attrs = this.#keyValueInto(attrs, end);
+          break;
+        case (5 << 3) | VARINT:
+          dropped = this.#varint32(end);
+          break;
+        case (6 << 3) | I32:
+          flags = this.#fixed32(end);
+          break;
+        default:
+          this.#skipField(tag, end, LINK_FIELDS);
+      }
+    }
+    return {
+      trace_id: traceId,
+      span_id: spanId,
+      trace_state: traceState === '' ? null : traceState,
+      flags,
+      attributes: Object.fromEntries(attrs),
+      dropped_attributes_count: dropped,
+    };
+  }
+
+  // ---- resource and scope ----------------------------------------------------
+
+  /** The Resource (field 1, merged) and schema_url (field 3) of a ResourceLogs/ResourceSpans. */
+  #resourceOf(start: number, end: number): ResourceParts {
+    let resource: number[] | null = null;
+    let schemaUrl: string | null = null;
+    this.#pos = start;
+    while (this.#pos < end) {
+      const tag = this.#tag(end);
+      if (tag === ((1 << 3) | LEN)) resource = this.#occurrence(resource, end);
+      else if (tag === ((3 << 3) | LEN)) schemaUrl = this.#string(end);
+      else this.#skipField(tag, end, HOLDER_FIELDS);
+    }
+    let attrs: MapValue = EMPTY_MAP;
+    let dropped = 0;
+    if (resource !== null) {
+      for (let k = 0; k < resource.length; k += 2) {
+        const re = resource[k + 1]!;
+        this.#pos = resource[k]!;
+        while (this.#pos < re) {
+          const tag = this.#tag(re);
+          if (tag === ((1 << 3) | LEN)) attrs = this.#keyValueInto(attrs, re);
+          else if (tag === ((2 << 3) | VARINT)) dropped = this.#varint32(re);
+          else this.#skipField(tag, re, RESOURCE_FIELDS);
+        }
+      }
+    }
+    let serviceName: string | null = null;
+    let serviceNamespace: string | null = null;
+    let environment: string | null = null;
+    for (const [k, v] of attrs) {
+      if (k === 'service.name') serviceName = v;
+      else if (k === 'service.namespace') serviceNamespace = v;
+      else if (k === 'deployment.environment.name') environment = v;
+    }
+    return { attributes: attrs, serviceName, serviceNamespace, environment, dropped, schemaUrl: schemaUrl === '' ? null : schemaUrl };
+  }
+
+  /** The InstrumentationScope (field 1, merged) and schema_url (field 3) of a ScopeLogs/ScopeSpans. */
+  #scopeOf(start: number, end: number): ScopeParts {
+    let scope: number[] | null = null;
+    let schemaUrl: string | null = null;
+    this.#pos = start;
+    while (this.#pos < end) {
+      const tag = this.#tag(end);
+      if (tag === ((1 << 3) | LEN)) scope = this.#occurrence(scope, end);
+      else if (tag === ((3 << 3) | LEN)) schemaUrl = this.#string(end);
+      else this.#skipField(tag, end, HOLDER_FIELDS);
+    }
+    let name: string | null = null;
+    let version: string | null = null;
+    let attrs: MapValue = EMPTY_MAP;
+    if (scope !== null) {
+      name = '';
+      version = '';
+      for (let k = 0; k < scope.length; k += 2) {
+        const se = scope[k + 1]!;
+        this.#pos = scope[k]!;
+        while (this.#pos < se) {
+          const tag = this.#tag(se);
+          if (tag === ((1 << 3) | LEN)) name = this.#string(se);
+          else if (tag === ((2 << 3) | LEN)) version = this.#string(se);
+          else if (tag === ((3 << 3) | LEN)) attrs = this.#keyValueInto(attrs, se);
+          else this.#skipField(tag, se, SCOPE_FIELDS);
+        }
+      }
+    }
+    return { name: name === '' ? null : name, version: version === '' ? null : version, attributes: attrs, schemaUrl: schemaUrl === '' ? null : schemaUrl };
+  }
+
+  /**
+   * Adds the occurrence of a singular message field at #pos (length-delimited)
+   * to the ranges read so far (null: none yet), and moves past it.
+   */
+  #occurrence(ranges: number[] | null, end: number): number[] {
+    const [s, e] = this.#range(end);
+    this.#pos = e;
+    if (ranges === null) return [s, e];
+    ranges.push(s, e);
+    return ranges;
+  }
+
+  // ---- attributes and AnyValue -----------------------------------------------
+
+  /**
+   * Reads one KeyValue (length-delimited, at #pos): its key (the last one)
+   * and the ranges of its value (an AnyValue, merged). #pos ends past it.
+   */
+  #keyValue(end: number): { key: string; value: number[] | null } {
+    const [s, e] = this.#range(end);
+    let ks = -1;
+    let ke = -1;
+    let value: number[] | null = null;
+    this.#pos = s;
+    while (this.#pos < e) {
+      const tag = this.#tag(e);
+      if (tag === ((1 << 3) | LEN)) {
+        [ks, ke] = this.#range(e);
+        this.#pos = ke;
+      } else if (tag === ((2 << 3) | LEN)) value = this.#occurrence(value, e);
+      else this.#skipField(tag, e, KEY_VALUE_FIELDS);
+    }
+    this.#pos = e;
+    return { key: ks < 0 ? '' : this.#b.utf8Slice(ks, ke), value };
+  }
+
+  /**
+   * Reads one KeyValue (at #pos) into `map` with its value as text; a repeated
+   * key keeps its last value, in its first place (otlp-row-decoder.ts mapOf).
+   * Returns the map (a new one for EMPTY_MAP).
+   */
+  #keyValueInto(map: MapValue, end: number): MapValue {
+    const { key, value } = this.#keyValue(end);
+    const after = this.#pos;
+    const text = value === null ? null : this.#text(value);
+    this.#pos = after;
+    const out = map === EMPTY_MAP ? [] : map;
+    for (let i = 0; i < out.length; i++) {
+      if (out[i]![0] === key) {
+        out[i]![1] = text;
+        return out;
+      }
+    }
+    out.push([key, text]);
+    return out;
+  }
+
+  /** Where the member #anyValueMember found lies: one value range for a scalar, the merged ranges of a message. */
+  #member: number[] = [];
+
+  /**
+   * The oneof member of the AnyValue whose occurrences are `ranges`: its field
+   * number (1-7), or 0 when none is set. The last member on the wire wins; the
+   * same message member again is merged. Its ranges are left in #member.
+   */
+  #anyValueMember(ranges: readonly number[]): number {
+    let member = 0;
+    let where: number[] = [];
+    for (let k = 0; k < ranges.length; k += 2) {
+      const end = ranges[k + 1]!;
+      this.#pos = ranges[k]!;
+      while (this.#pos < end) {
+        const tag = this.#tag(end);
+        const no = tag >>> 3;
+        const wt = tag & 7;
+        if (no < 1 || no > 7) {
+          this.#skip(tag, end);
+          continue;
+        }
+        if (wt !== ANY_VALUE_WIRE[no]) throw new OtlpWireError(`AnyValue field ${no} with wire type ${wt}`, this.#pos);
+        const merge = no === member && (no === 5 || no === 6);
+        member = no;
+        if (wt === LEN) {
+          const [s, e] = this.#range(end);
+          this.#pos = e;
+          if (merge) where.push(s, e);
+          else where = [s, e];
+        } else {
+          const s = this.#pos;
+          this.#skip(tag, end);
+          where = [s, this.#pos];
+        }
+      }
+    }
+    this.#member = where;
+    return member;
+  }
+
+  #memberString(): string {
+    return this.#b.utf8Slice(this.#member[0]!, this.#member[1]!);
+  }
+
+  /** An AnyValue as map text: scalars as text, bytes as base64, arrays and key-value lists as JSON. */
+  #text(ranges: readonly number[]): string | null {
+    const member = this.#anyValueMember(ranges);
+    switch (member) {
+      case 1:
+        return this.#memberString();
+      case 2:
+        return this.#memberVarint32() !== 0 ? 'true' : 'false';
+      case 3:
+        return String(this.#memberInt64());
+      case 4:
+        return String(this.#dv.getFloat64(this.#member[0]!, true));
+      case 7:
+        return this.#b.base64Slice(this.#member[0]!, this.#member[1]!);
+      case 5:
+      case 6:
+        return JSON.stringify(this.#json(member));
+      default:
+        return null;
+    }
+  }
+
+  /**
+   * The JSON value of the member #anyValueMember just found: int64 beyond
+   * ±2^53 as a string, non-finite doubles as strings, bytes as base64
+   * (otlp-row-decoder.ts jsonOf).
+   */
+  #json(member: number): unknown {
+    const where = this.#member;
+    switch (member) {
+      case 1:
+        return this.#memberString();
+      case 2:
+        return this.#memberVarint32() !== 0;
+      case 3: {
+        const n = this.#memberInt64();
+        return n >= MIN_SAFE && n <= MAX_SAFE ? Number(n) : String(n);
+      }
+      case 4: {
+        const d = this.#dv.getFloat64(where[0]!, true);
+        return Number.isFinite(d) ? d : String(d);
+      }
+      case 7:
+        return this.#b.base64Slice(where[0]!, where[1]!);
+      case 5: {
+        // ArrayValue: repeated AnyValue values = 1 (each element its own AnyValue).
+        const out: unknown[] = [];
+        for (let k = 0; k < where.length; k += 2) {
+          const e = where[k + 1]!;
+          this.#pos = where[k]!;
+          while (this.#pos < e) {
+            const tag = this.#tag(e);
+            if (tag === ((1 << 3) | LEN)) {
+              const [vs, ve] = this.#range(e);
+              out.push(this.#json(this.#anyValueMember([vs, ve])));
+              this.#pos = ve;
+            } else this.#skipField(tag, e, LIST_FIELDS);
+          }
+        }
+        return out;
+      }
+      case 6: {
+        // KeyValueList: repeated KeyValue values = 1; a repeated key keeps its first place and its last value.
+        const out: Record<string, unknown> = {};
+        for (let k = 0; k < where.length; k += 2) {
+          const e = where[k + 1]!;
+          this.#pos = where[k]!;
+          while (this.#pos < e) {
+            const tag = this.#tag(e);
+            if (tag === ((1 << 3) | LEN)) {
+              const { key, value } = this.#keyValue(e);
+              const after = this.#pos;
+              setJsonKey(out, key, value === null ? null : this.#json(this.#anyValueMember(value)));
+              this.#pos = after;
+            } else this.#skipField(tag, e, LIST_FIELDS);
+          }
+        }
+        return out;
+      }
+      default:
+        return null;
+    }
+  }
+
+  // ---- wire primitives -------------------------------------------------------
+
+  /** A field's tag; field number 0 is malformed. */
+  #tag(end: number): number {
+    const at = this.#pos;
+    const tag = this.#varint32(end);
+    if (tag >>> 3 === 0) throw new OtlpWireError('field number 0', at);
+    return tag;
+  }
+
+  /** A varint's low 32 bits, unsigned (protobufjs' uint32; `| 0` gives its int32 and enums). */
+  #varint32(end: number): number {
+    const b = this.#b;
+    let pos = this.#pos;
+    let v = 0;
+    for (let i = 0; i < 10; i++) {
+      if (pos >= end) throw new OtlpWireError('truncated varint', pos);
+      const x = b[pos++]!;
+      if (i < 5) v |= (x & 0x7f) << (7 * i);
+      if (x < 0x80) {
+        this.#pos = pos;
+        return v >>> 0;
+      }
+    }
+    throw new OtlpWireError('varint longer than 10 bytes', this.#pos);
+  }
+
+  /** The member's varint (bool_value) as #varint32 reads it. */
+  #memberVarint32(): number {
+    this.#pos = this.#member[0]!;
+    return this.#varint32(this.#member[1]!);
+  }
+
+  /** The member's varint (int_value) as a signed 64-bit integer. */
+  #memberInt64(): bigint {
+    const b = this.#b;
+    let lo = 0;
+    let hi = 0;
+    let pos = this.#member[0]!;
+    for (let i = 0; i < 10; i++) {
+      const x = b[pos++]!;
+      const bits = x & 0x7f;
+      if (i < 4) lo |= bits << (7 * i);
+      else if (i === 4) {
+        lo |= bits << 28;
+        hi |= bits >>> 4;
+      } else hi |= bits << (7 * i - 32);
+      if (x < 0x80) break;
+    }
+    return BigInt.asIntN(64, (BigInt(hi >>> 0) << 32n) | BigInt(lo >>> 0));
+  }
+
+  #fixed64(end: number): bigint {
+    const at = this.#pos;
+    if (at + 8 > end) throw new OtlpWireError('truncated fixed64', at);
+    this.#pos = at + 8;
+    return this.#dv.getBigUint64(at, true);
+  }
+
+  #fixed32(end: number): number {
+    const at = this.#pos;
+    if (at + 4 > end) throw new OtlpWireError('truncated fixed32', at);
+    this.#pos = at + 4;
+    return this.#dv.getUint32(at, true);
+  }
+
+  /** A length-delimited value's contents [start, end); #pos is left at its start. */
+  #range(end: number): [number, number] {
+    const at = this.#pos;
+    const len = this.#varint32(end);
+    const s = this.#pos;
+    if (len > end - s) throw new OtlpWireError('length past the end of its message', at);
+    return [s, s + len];
+  }
+
+  #string(end: number): string {
+    const [s, e] = this.#range(end);
+    this.#pos = e;
+    return this.#b.utf8Slice(s, e);
+  }
+
+  /** Bytes as lower-case hex; null when empty (trace and span ids). */
+  #hex(end: number): string | null {
+    const [s, e] = this.#range(end);
+    this.#pos = e;
+    return s === e ? null : this.#b.hexSlice(s, e);
+  }
+
+  /**
+   * Skips a field the caller does not read: an unknown one, or a known one
+   * with its own wire type (read in another pass). A known field with another
+   * wire type is malformed.
+   */
+  #skipField(tag: number, end: number, wires: readonly number[]): void {
+    const no = tag >>> 3;
+    const want = no < wires.length ? wires[no]! : -1;
+    if (want >= 0 && want !== (tag & 7)) throw new OtlpWireError(`field ${no} with wire type ${tag & 7}`, this.#pos);
+    this.#skip(tag, end);
+  }
+
+  #skip(tag: number, end: number): void {
+    const at = this.#pos;
+    switch (tag & 7) {
+      case VARINT:
+        this.#varint32(end);
+        return;
+      case I64:
+        if (at + 8 > end) throw new OtlpWireError('truncated fixed64', at);
+        this.#pos = at + 8;
+        return;
+      case LEN:
+        this.#pos = this.#range(end)[1];
+        return;
+      case I32:
+        if (at + 4 > end) throw new OtlpWireError('truncated fixed32', at);
+        this.#pos = at + 4;
+        return;
+      default:
+        throw new OtlpWireError(`wire type ${tag & 7}`, at);
+    }
+  }
+}
+
+const MIN_SAFE = BigInt(Number.MIN_SAFE_INTEGER);
+const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
+
+/** Field numbers 1-7 of AnyValue and the wire type each must have. */
+const ANY_VALUE_WIRE = [-1, LEN, VARINT, VARINT, I64, LEN, LEN, LEN];
+
+/** AnyValue field numbers as body_type names them. */
+const KIND_NAMES: readonly (string | undefined)[] = [undefined, 'string', 'bool', 'int', 'double', 'array', 'kvlist', 'bytes'];
+
+/** Each message's known fields and their wire types, by field number (-1: unknown). */
+const wires = (fields: Record<number, number>): readonly number[] => {
+  const out = new Array<number>(Math.max(...Object.keys(fields).map(Number)) + 1).fill(-1);
+  for (const [no, wt] of Object.entries(fields)) out[Number(no)] = wt;
+  return out;
+};
+const REQUEST_FIELDS = wires({ 1: LEN });
+/** ResourceLogs, ScopeLogs, ResourceSpans, ScopeSpans: a message, a repeated message, schema_url. */
+const HOLDER_FIELDS = wires({ 1: LEN, 2: LEN, 3: LEN });
+const LOG_RECORD_FIELDS = wires({ 1: I64, 2: VARINT, 3: LEN, 5: LEN, 6: LEN, 7: VARINT, 8: I32, 9: LEN, 10: LEN, 11: I64, 12: LEN });
+const SPAN_FIELDS = wires({ 1: LEN, 2: LEN, 3: LEN, 4: LEN, 5: LEN, 6: VARINT, 7: I64, 8: I64, 9: LEN, 10: VARINT, 11: LEN, 12: VARINT, 13: LEN, 14: VARINT, 15: LEN, 16: I32 });
+const STATUS_FIELDS = wires({ 2: LEN, 3: VARINT });
+const EVENT_FIELDS = wires({ 1: I64, 2: LEN, 3: LEN, 4: VARINT });
+const LINK_FIELDS = wires({ 1: LEN, 2: LEN, 3: LEN, 4: LEN, 5: VARINT, 6: I32 });
+const RESOURCE_FIELDS = wires({ 1: LEN, 2: VARINT, 3: LEN });
+const SCOPE_FIELDS = wires({ 1: LEN, 2: LEN, 3: LEN, 4: VARINT });
+const KEY_VALUE_FIELDS = wires({ 1: LEN, 2: LEN });
+const LIST_FIELDS = wires({ 1: LEN });
