@@ -81,7 +81,8 @@ export class OtlpWireRows {
     while (this.#pos < end) {
       const tag = this.#tag(end);
       if (tag === ((1 << 3) | LEN)) {
-        const [s, e] = this.#range(end);
+        const s = this.#range(end);
+        const e = this.#rangeEnd;
         n += this.#resourceLogs(s, e, ingestMicros, emit);
         this.#pos = e;
       } else this.#skipField(tag, end, REQUEST_FIELDS);
@@ -98,7 +99,8 @@ export class OtlpWireRows {
     while (this.#pos < end) {
       const tag = this.#tag(end);
       if (tag === ((1 << 3) | LEN)) {
-        const [s, e] = this.#range(end);
+        const s = this.#range(end);
+        const e = this.#rangeEnd;
         n += this.#resourceSpans(s, e, ingestMicros, emit);
         this.#pos = e;
       } else this.#skipField(tag, end, REQUEST_FIELDS);
@@ -121,7 +123,8 @@ export class OtlpWireRows {
     while (this.#pos < end) {
       const tag = this.#tag(end);
       if (tag === ((2 << 3) | LEN)) {
-        const [s, e] = this.#range(end);
+        const s = this.#range(end);
+        const e = this.#rangeEnd;
         n += this.#scopeLogs(s, e, res, ingestMicros, emit);
         this.#pos = e;
       } else this.#skipField(tag, end, HOLDER_FIELDS);
@@ -136,7 +139,8 @@ export class OtlpWireRows {
     while (this.#pos < end) {
       const tag = this.#tag(end);
       if (tag === ((2 << 3) | LEN)) {
-        const [s, e] = this.#range(end);
+        const s = this.#range(end);
+        const e = this.#rangeEnd;
         emit(this.#logRecord(s, e, res, scope, ingestMicros));
         n++;
         this.#pos = e;
@@ -244,7 +248,8 @@ export class OtlpWireRows {
     while (this.#pos < end) {
       const tag = this.#tag(end);
       if (tag === ((2 << 3) | LEN)) {
-        const [s, e] = this.#range(end);
+        const s = this.#range(end);
+        const e = this.#rangeEnd;
         n += this.#scopeSpans(s, e, res, ingestMicros, emit);
         this.#pos = e;
       } else this.#skipField(tag, end, HOLDER_FIELDS);
@@ -259,7 +264,8 @@ export class OtlpWireRows {
     while (this.#pos < end) {
       const tag = this.#tag(end);
       if (tag === ((2 << 3) | LEN)) {
-        const [s, e] = this.#range(end);
+        const s = this.#range(end);
+        const e = this.#rangeEnd;
         emit(this.#span(s, e, res, scope, ingestMicros));
         n++;
         this.#pos = e;
@@ -323,7 +329,8 @@ export class OtlpWireRows {
           dropped = this.#varint32(end);
           break;
         case (11 << 3) | LEN: {
-          const [s, e] = this.#range(end);
+          const s = this.#range(end);
+          const e = this.#rangeEnd;
           (events ??= []).push(this.#event(s, e));
           this.#pos = e;
           break;
@@ -332,7 +339,8 @@ export class OtlpWireRows {
           droppedEvents = this.#varint32(end);
           break;
         case (13 << 3) | LEN: {
-          const [s, e] = this.#range(end);
+          const s = this.#range(end);
+          const e = this.#rangeEnd;
           (links ??= []).push(this.#link(s, e));
           this.#pos = e;
           break;
@@ -545,7 +553,8 @@ export class OtlpWireRows {
    * to the ranges read so far (null: none yet), and moves past it.
    */
   #occurrence(ranges: number[] | null, end: number): number[] {
-    const [s, e] = this.#range(end);
+    const s = this.#range(end);
+    const e = this.#rangeEnd;
     this.#pos = e;
     if (ranges === null) return [s, e];
     ranges.push(s, e);
@@ -559,7 +568,8 @@ export class OtlpWireRows {
    * and the ranges of its value (an AnyValue, merged). #pos ends past it.
    */
   #keyValue(end: number): { key: string; value: number[] | null } {
-    const [s, e] = this.#range(end);
+    const s = this.#range(end);
+    const e = this.#rangeEnd;
     let ks = -1;
     let ke = -1;
     let value: number[] | null = null;
@@ -567,7 +577,8 @@ export class OtlpWireRows {
     while (this.#pos < e) {
       const tag = this.#tag(e);
       if (tag === ((1 << 3) | LEN)) {
-        [ks, ke] = this.#range(e);
+        ks = this.#range(e);
+        ke = this.#rangeEnd;
         this.#pos = ke;
       } else if (tag === ((2 << 3) | LEN)) value = this.#occurrence(value, e);
       else this.#skipField(tag, e, KEY_VALUE_FIELDS);
@@ -623,7 +634,8 @@ export class OtlpWireRows {
         const merge = no === member && (no === 5 || no === 6);
         member = no;
         if (wt === LEN) {
-          const [s, e] = this.#range(end);
+          const s = this.#range(end);
+          const e = this.#rangeEnd;
           this.#pos = e;
           if (merge) where.push(s, e);
           else where = [s, e];
@@ -695,7 +707,8 @@ export class OtlpWireRows {
           while (this.#pos < e) {
             const tag = this.#tag(e);
             if (tag === ((1 << 3) | LEN)) {
-              const [vs, ve] = this.#range(e);
+              const vs = this.#range(e);
+              const ve = this.#rangeEnd;
               out.push(this.#json(this.#anyValueMember([vs, ve])));
               this.#pos = ve;
             } else this.#skipField(tag, e, LIST_FIELDS);
@@ -792,24 +805,33 @@ export class OtlpWireRows {
     return this.#dv.getUint32(at, true);
   }
 
-  /** A length-delimited value's contents [start, end); #pos is left at its start. */
-  #range(end: number): [number, number] {
+  /** The end of the contents #range found last. */
+  #rangeEnd = 0;
+
+  /**
+   * A length-delimited value's contents: returns where they start and leaves
+   * their end in #rangeEnd (no array per field); #pos is left at the start.
+   */
+  #range(end: number): number {
     const at = this.#pos;
     const len = this.#varint32(end);
     const s = this.#pos;
     if (len > end - s) throw new OtlpWireError('length past the end of its message', at);
-    return [s, s + len];
+    this.#rangeEnd = s + len;
+    return s;
   }
 
   #string(end: number): string {
-    const [s, e] = this.#range(end);
+    const s = this.#range(end);
+    const e = this.#rangeEnd;
     this.#pos = e;
     return this.#b.utf8Slice(s, e);
   }
 
   /** Bytes as lower-case hex; null when empty (trace and span ids). */
   #hex(end: number): string | null {
-    const [s, e] = this.#range(end);
+    const s = this.#range(end);
+    const e = this.#rangeEnd;
     this.#pos = e;
     return s === e ? null : this.#b.hexSlice(s, e);
   }
@@ -837,7 +859,8 @@ export class OtlpWireRows {
         this.#pos = at + 8;
         return;
       case LEN:
-        this.#pos = this.#range(end)[1];
+        this.#range(end);
+        this.#pos = this.#rangeEnd;
         return;
       case I32:
         if (at + 4 > end) throw new OtlpWireError('truncated fixed32', at);

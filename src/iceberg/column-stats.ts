@@ -69,8 +69,10 @@ export class ColumnStats {
           f.nulls++;
           continue;
         }
-        if (min === null || compareCodePoints(x, min as string) < 0) min = x;
-        if (max === null || compareCodePoints(x, max as string) > 0) max = x;
+        // min <= max: a new minimum is never a new maximum.
+        if (min === null) min = max = x;
+        else if (compareCodePoints(x, min as string) < 0) min = x;
+        else if (compareCodePoints(x, max as string) > 0) max = x;
       }
     } else {
       for (const x of values as (bigint | number | boolean | null)[]) {
@@ -78,8 +80,9 @@ export class ColumnStats {
           f.nulls++;
           continue;
         }
-        if (min === null || x < (min as bigint | number | boolean)) min = x;
-        if (max === null || x > (max as bigint | number | boolean)) max = x;
+        if (min === null) min = max = x;
+        else if (x < (min as bigint | number | boolean)) min = x;
+        else if (x > (max as bigint | number | boolean)) max = x;
       }
     }
     f.min = min;
@@ -139,6 +142,7 @@ export function encodeBound(type: string, v: Bound, side: 'lower' | 'upper'): Ui
 
 /** Compares strings by Unicode code point (the order of their UTF-8 bytes), not by UTF-16 unit. */
 export function compareCodePoints(a: string, b: string): number {
+  if (a === b) return 0; // most often the same string: a row group repeats its resource's values
   const n = Math.min(a.length, b.length);
   for (let i = 0; i < n; i++) {
     let x = a.charCodeAt(i);
