@@ -74,6 +74,20 @@ export class OtlpWireRows {
 
   /** Calls `emit` with one logs-table row per log record of the payload; returns the count. */
   logs(payload: Uint8Array, ingestMs: number, emit: (row: Row) => void): number {
+    return this.#request(payload, ingestMs, emit, false);
+  }
+
+  /** Calls `emit` with one traces-table row per span of the payload; returns the count. */
+  traces(payload: Uint8Array, ingestMs: number, emit: (row: Row) => void): number {
+    return this.#request(payload, ingestMs, emit, true);
+  }
+
+  /**
+   * Export{Logs,Trace}ServiceRequest → Resource{Logs,Spans} (field 1) →
+   * Scope{Logs,Spans} (field 2) → LogRecord or Span (field 2): the two signals
+   * nest the same way, and differ only in the record.
+   */
+  #request(payload: Uint8Array, ingestMs: number, emit: (row: Row) => void, spans: boolean): number {
     this.#load(payload);
     const ingestMicros = BigInt(ingestMs) * 1000n;
     let n = 0;
@@ -83,27 +97,42 @@ export class OtlpWireRows {
       if (tag === ((1 << 3) | LEN)) {
         const s = this.#range(end);
         const e = this.#rangeEnd;
-        n += this.#resourceLogs(s, e, ingestMicros, emit);
+        n += this.#resourceRecords(s, e, ingestMicros, emit, spans);
         this.#pos = e;
       } else this.#skipField(tag, end, REQUEST_FIELDS);
     }
     return n;
   }
 
-  /** Calls `emit` with one traces-table row per span of the payload; returns the count. */
-  traces(payload: Uint8Array, ingestMs: number, emit: (row: Row) => void): number {
-    this.#load(payload);
-    const ingestMicros = BigInt(ingestMs) * 1000n;
+  #resourceRecords(start: number, end: number, ingestMicros: bigint, emit: (row: Row) => void, spans: boolean): number {
+    const res = this.#resourceOf(start, end);
     let n = 0;
-    const end = payload.length;
+    this.#pos = start;
     while (this.#pos < end) {
       const tag = this.#tag(end);
-      if (tag === ((1 << 3) | LEN)) {
+      if (tag === ((2 << 3) | LEN)) {
         const s = this.#range(end);
         const e = this.#rangeEnd;
-        n += this.#resourceSpans(s, e, ingestMicros, emit);
+        n += this.#scopeRecords(s, e, res, ingestMicros, emit, spans);
         this.#pos = e;
-      } else this.#skipField(tag, end, REQUEST_FIELDS);
+      } else this.#skipField(tag, end, HOLDER_FIELDS);
+    }
+    return n;
+  }
+
+  #scopeRecords(start: number, end: number, res: ResourceParts, ingestMicros: bigint, emit: (row: Row) => void, spans: boolean): number {
+    const scope = this.#scopeOf(start, end);
+    let n = 0;
+    this.#pos = start;
+    while (this.#pos < end) {
+      const tag = this.#tag(end);
+      if (tag === ((2 << 3) | LEN)) {
+        const s = this.#range(end);
+        const e = this.#rangeEnd;
+        emit(spans ? this.#span(s, e, res, scope, ingestMicros) : this.#logRecord(s, e, res, scope, ingestMicros));
+        n++;
+        this.#pos = e;
+      } else this.#skipField(tag, end, HOLDER_FIELDS);
     }
     return n;
   }
@@ -114,40 +143,9 @@ export class OtlpWireRows {
     this.#pos = 0;
   }
 
-  // ---- logs ------------------------------------------------------------------
+  // ---- records ---------------------------------------------------------------
 
-  #resourceLogs(start: number, end: number, ingestMicros: bigint, emit: (row: Row) => void): number {
-    const res = this.#resourceOf(start, end);
-    let n = 0;
-    this.#pos = start;
-    while (this.#pos < end) {
-      const tag = this.#tag(end);
-      if (tag === ((2 << 3) | LEN)) {
-        const s = this.#range(end);
-        const e = this.#rangeEnd;
-        n += this.#scopeLogs(s, e, res, ingestMicros, emit);
-        this.#pos = e;
-      } else this.#skipField(tag, end, HOLDER_FIELDS);
-    }
-    return n;
-  }
 
-  #scopeLogs(start: number, end: number, res: ResourceParts, ingestMicros: bigint, emit: (row: Row) => void): number {
-    const scope = this.#scopeOf(start, end);
-    let n = 0;
-    this.#pos = start;
-    while (this.#pos < end) {
-      const tag = this.#tag(end);
-      if (tag === ((2 << 3) | LEN)) {
-        const s = this.#range(end);
-        const e = this.#rangeEnd;
-        emit(this.#logRecord(s, e, res, scope, ingestMicros));
-        n++;
-        this.#pos = e;
-      } else this.#skipField(tag, end, HOLDER_FIELDS);
-    }
-    return n;
-  }
 
   #logRecord(start: number, end: number, res: ResourceParts, scope: ScopeParts, ingestMicros: bigint): Row {
     let t = 0n;
@@ -239,40 +237,7 @@ export class OtlpWireRows {
     ];
   }
 
-  // ---- traces ----------------------------------------------------------------
 
-  #resourceSpans(start: number, end: number, ingestMicros: bigint, emit: (row: Row) => void): number {
-    const res = this.#resourceOf(start, end);
-    let n = 0;
-    this.#pos = start;
-    while (this.#pos < end) {
-      const tag = this.#tag(end);
-      if (tag === ((2 << 3) | LEN)) {
-        const s = this.#range(end);
-        const e = this.#rangeEnd;
-        n += this.#scopeSpans(s, e, res, ingestMicros, emit);
-        this.#pos = e;
-      } else this.#skipField(tag, end, HOLDER_FIELDS);
-    }
-    return n;
-  }
-
-  #scopeSpans(start: number, end: number, res: ResourceParts, ingestMicros: bigint, emit: (row: Row) => void): number {
-    const scope = this.#scopeOf(start, end);
-    let n = 0;
-    this.#pos = start;
-    while (this.#pos < end) {
-      const tag = this.#tag(end);
-      if (tag === ((2 << 3) | LEN)) {
-        const s = this.#range(end);
-        const e = this.#rangeEnd;
-        emit(this.#span(s, e, res, scope, ingestMicros));
-        n++;
-        this.#pos = e;
-      } else this.#skipField(tag, end, HOLDER_FIELDS);
-    }
-    return n;
-  }
 
   #span(start: number, end: number, res: ResourceParts, scope: ScopeParts, ingestMicros: bigint): Row {
     let traceId: string | null = null;
