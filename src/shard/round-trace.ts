@@ -10,8 +10,9 @@
 // The acceptor and the workers share one Float64Array of stamps, STAMP_WORDS
 // per request, at (reqId & STAMP_MASK): the acceptor's `published` (the frame
 // is in the ring), the worker's `read` (it read the frame), `posted` (its
-// completion is in the completion ring) and `round` (the start of the round
-// that read it). When the acceptor drains the completion it appends a row to
+// completion goes into the completion ring: stamped just before the push, so
+// that the acceptor never drains it unstamped) and `round` (the start of the
+// round that read it). When the acceptor drains the completion it appends a row to
 // its log: those four stamps, then `drained`, `answered` (the answer written)
 // and `woke` (1 when the drain came right after the acceptor had waited on
 // the doorbell). Each worker appends a row per round: `start`, `read` (frames
@@ -184,7 +185,7 @@ export class WorkerTrace {
     if (round.traceRow >= 0) this.#log.rows[round.traceRow + col] = this.now();
   }
 
-  /** A request's completion was posted. */
+  /** A request's completion is about to be posted (the acceptor may drain it at once). */
   posted(reqId: number): void {
     this.#stamps[(reqId & STAMP_MASK) * STAMP_WORDS + 2] = this.now();
   }

@@ -801,10 +801,12 @@ export class ShardLoop {
       const code = round.codes[i]!;
       const message = round.messages[i];
       const records = code === ACCEPTED ? round.records[i]! : 0;
+      // Stamped before the push: the acceptor may drain the completion (and
+      // read the stamp) the moment it is in the ring.
+      this.#trace?.posted(round.reqIds[i]!);
       if (!this.#compl.push(round.reqIds[i]!, code, records, message)) {
         await this.#postWhenRoom(round.reqIds[i]!, code, records, message);
       }
-      this.#trace?.posted(round.reqIds[i]!);
       round.reqLane[i] = undefined;
       round.messages[i] = undefined;
     }
