@@ -11,5 +11,6 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   if (!siglake_register_walk(env, exports)) return NULL;
   if (!siglake_register_page_cache(env, exports)) return NULL;
   if (!siglake_register_deferred_runs(env, exports)) return NULL;
+  if (!siglake_register_thread_sched(env, exports)) return NULL;
   return exports;
 }

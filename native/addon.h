@@ -10,4 +10,6 @@ int siglake_register_page_cache(napi_env env, napi_value exports);
 int siglake_fdatasync_drop(int fd);
 /* deferred-runs.c: writeRuns(). */
 int siglake_register_deferred_runs(napi_env env, napi_value exports);
+/* thread-sched.c: setProcessIdle(), setThreadIdle(), threadPolicy(). */
+int siglake_register_thread_sched(napi_env env, napi_value exports);
 #endif

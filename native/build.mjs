@@ -19,7 +19,7 @@ import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const out = path.join(here, 'build', 'Release', 'siglake_native.node');
-const sources = ['addon.c', 'addon.h', 'otlp-walk.c', 'page-cache.c', 'deferred-runs.c'].map((f) => path.join(here, f));
+const sources = ['addon.c', 'addon.h', 'otlp-walk.c', 'page-cache.c', 'deferred-runs.c', 'thread-sched.c'].map((f) => path.join(here, f));
 const required = process.env.SIGLAKE_NATIVE_BUILD === 'required';
 
 function give(why) {

@@ -26,6 +26,12 @@ export interface Addon {
    * failed (1 open segment, 2 open journal, 3 read, 4 write, 5 fdatasync).
    */
   writeRuns(segment: string, journals: string[], runs: Uint32Array, flags: number, callback: (errno: number, op: number) => void): void;
+  /** Every thread of this process to SCHED_IDLE (native/thread-sched.c); returns the first errno (0: done). */
+  setProcessIdle(): number;
+  /** The calling thread to SCHED_IDLE; returns the errno (0: done). */
+  setThreadIdle(): number;
+  /** The calling thread's scheduling policy (Linux's SCHED_* number: 0 SCHED_OTHER, 5 SCHED_IDLE). */
+  threadPolicy(): number;
 }
 
 export type AddonLoad = { addon: Addon; failure?: undefined } | { addon: null; failure: string };
