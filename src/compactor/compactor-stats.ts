@@ -1,7 +1,9 @@
 // The compactor's figures for /metrics, in one block of Float64 slots on a
 // SharedArrayBuffer: the compactor thread writes them, the acceptor thread's
 // registry reads them at scrape time (the same shape as the WAL workers'
-// WorkerStats). Only the compactor thread writes.
+// WorkerStats). Only the compactor thread writes. A compactor process
+// (compactor.placement process, process-idle) posts snapshot() to the
+// ingester, which load()s it into its own block.
 
 /** Upper bounds (seconds) of the siglake_compactor_commit_seconds histogram. */
 export const COMMIT_BUCKETS: readonly number[] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -37,6 +39,16 @@ export class CompactorStats {
   constructor(sab: SharedArrayBuffer) {
     this.sab = sab;
     this.#f = new Float64Array(sab);
+  }
+
+  /** A copy of every slot: what a compactor process posts to the ingester. */
+  snapshot(): Float64Array {
+    return this.#f.slice();
+  }
+
+  /** Takes a compactor process's snapshot as these figures (one of another length is ignored). */
+  load(values: Float64Array): void {
+    if (values.length === this.#f.length) this.#f.set(values);
   }
 
   roundStarted(nowMs = Date.now()): void {

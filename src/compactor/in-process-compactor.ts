@@ -1,26 +1,42 @@
-// The compactor inside `siglake ingest` (compactor.enabled): a worker thread
-// that the Ingester starts once WAL recovery is done and stops at shutdown.
-// Its figures reach the ingester's /metrics through a SharedArrayBuffer.
+// The compactor of `siglake ingest` (compactor.enabled): a child process
+// (compactor.placement process-idle, the default, or process) or a worker
+// thread (thread) that the Ingester starts once WAL recovery is done and
+// stops at shutdown. Its figures reach the ingester's /metrics through a
+// SharedArrayBuffer: a thread writes them there, a process posts snapshots
+// that are copied there.
 
+import { fork, type ChildProcess } from 'node:child_process';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import type client from 'prom-client';
 import { CompactorMetrics } from './compactor-metrics.js';
 import { earlierLifeBoundary, type CompactorSettings } from './compactor-setup.js';
 import { CompactorStats } from './compactor-stats.js';
-import type { CompactorThreadData, RoundMessage } from './compactor-thread.js';
+import type { CompactorThreadData, RoundMessage, StatsMessage } from './compactor-thread.js';
 import { LabelledCompactorMetrics } from '../indexes/labelled-counts.js';
 import { scrapedGauge } from '../metrics/scraped.js';
 
-/** Old-generation heap of the compactor thread. */
+/** Old-generation heap of the compactor thread or process. */
 const COMPACTOR_HEAP_MIB = 512;
+
+export type CompactorPlacement = 'process-idle' | 'process' | 'thread';
+
+/** What start() made: a thread or a process, with the same three calls. */
+interface Runner {
+  post(m: unknown): void;
+  /** Resolves when it has ended. */
+  readonly exited: Promise<void>;
+  /** Ends it now. */
+  kill(): Promise<void>;
+}
 
 export class InProcessCompactor {
   readonly #settings: CompactorSettings;
   readonly #log: Logger;
   readonly #stats = CompactorStats.create();
-  #worker: Worker | null = null;
-  #exited: Promise<void> | null = null;
+  readonly #placement: CompactorPlacement;
+  #runner: Runner | null = null;
+  #pid: number | undefined;
   #boundary: Map<string, number> | null = null;
   readonly #maxFailingMs: number;
   readonly #now: () => number;
@@ -30,7 +46,13 @@ export class InProcessCompactor {
   readonly #labelled: LabelledCompactorMetrics;
 
   constructor(opts: {
-    settings: CompactorSettings & { compactMaxFailingSecs: number; retentionLogsDays: number; retentionTracesDays: number; retentionSnapshotMaxAgeHours: number };
+    settings: CompactorSettings & {
+      compactMaxFailingSecs: number;
+      compactorPlacement?: CompactorPlacement;
+      retentionLogsDays: number;
+      retentionTracesDays: number;
+      retentionSnapshotMaxAgeHours: number;
+    };
     log: Logger;
     registry: client.Registry;
     now?: () => number;
@@ -51,6 +73,7 @@ export class InProcessCompactor {
       retentionTracesDays: opts.settings.retentionTracesDays,
       retentionSnapshotMaxAgeHours: opts.settings.retentionSnapshotMaxAgeHours,
     };
+    this.#placement = opts.settings.compactorPlacement ?? 'thread';
     this.#log = opts.log;
     this.#maxFailingMs = opts.settings.compactMaxFailingSecs * 1000;
     this.#now = opts.now ?? Date.now;
@@ -82,7 +105,17 @@ export class InProcessCompactor {
     return `compactor: every round has failed for ${Math.floor(ms / 1000)} s (compactor.maxFailingSecs ${this.#maxFailingMs / 1000}): ${this.#lastError}`;
   }
 
+  /** The compactor process's pid while it runs (its RSS counts toward the memory breaker); undefined for a thread. */
+  get pid(): number | undefined {
+    return this.#pid;
+  }
+
   #onMessage(m: unknown): void {
+    if (typeof m === 'object' && m !== null && (m as StatsMessage).type === 'stats') {
+      const slots = (m as StatsMessage).slots;
+      if (slots instanceof Float64Array) this.#stats.load(slots);
+      return;
+    }
     if (LabelledCompactorMetrics.isMessage(m)) {
       this.#labelled.add(m.deltas, m.retentionLastRun);
       return;
@@ -108,11 +141,21 @@ export class InProcessCompactor {
     this.#boundary = earlierLifeBoundary(this.#settings.walDir);
   }
 
-  /** Starts the compactor thread. */
+  /** Starts the compactor thread or process. */
   start(): void {
-    if (this.#worker !== null) return;
+    if (this.#runner !== null) return;
     if (this.#boundary === null) throw new Error('InProcessCompactor.markEarlierLife() must run before the writers start');
-    const data: CompactorThreadData = { settings: this.#settings, statsSab: this.#stats.sab, boundary: [...this.#boundary] };
+    this.#runner = this.#placement === 'thread' ? this.#startThread() : this.#startProcess();
+  }
+
+  /** The compactor died: nothing lands until a restart, so readiness goes once the bound has passed. */
+  #died(what: string): void {
+    this.#log.error({ err: what, placement: this.#placement }, 'the compactor died; WAL segments wait for the next start');
+    this.#onMessage({ type: 'round', outcome: { failed: true, error: `the compactor died: ${what}` } } satisfies RoundMessage);
+  }
+
+  #startThread(): Runner {
+    const data: CompactorThreadData = { settings: this.#settings, statsSab: this.#stats.sab, boundary: [...this.#boundary!] };
     const worker = new Worker(new URL('./compactor-thread.js', import.meta.url), {
       workerData: data,
       name: 'siglake-compactor',
@@ -120,33 +163,70 @@ export class InProcessCompactor {
       // toward its default limit (GBs on a big host): RSS counts toward the breaker.
       resourceLimits: { maxOldGenerationSizeMb: COMPACTOR_HEAP_MIB },
     });
-    this.#worker = worker;
-    this.#exited = new Promise((resolve) => worker.once('exit', () => resolve()));
+    const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
     worker.on('message', (m: unknown) => this.#onMessage(m));
-    worker.on('error', (e) => {
-      this.#log.error({ err: e.message }, 'the compactor thread died; WAL segments wait for the next start');
-      // Nothing lands until a restart: readiness goes once the bound has passed.
-      this.#onMessage({ type: 'round', outcome: { failed: true, error: `the compactor thread died: ${e.message}` } } satisfies RoundMessage);
-    });
+    worker.on('error', (e) => this.#died(e.message));
     worker.unref();
+    return { post: (m) => worker.postMessage(m), exited, kill: async () => void (await worker.terminate()) };
   }
 
-  /** Lets the round in progress finish (up to `timeoutMs`), then ends the thread. */
+  #startProcess(): Runner {
+    const data: CompactorThreadData = { settings: this.#settings, idle: this.#placement === 'process-idle', boundary: [...this.#boundary!] };
+    const child: ChildProcess = fork(new URL('./compactor-thread.js', import.meta.url), [], {
+      // Its log lines go where the ingester's go; its settings come over the channel, not argv.
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      serialization: 'advanced',
+      execArgv: [...process.execArgv, `--max-old-space-size=${COMPACTOR_HEAP_MIB}`],
+    });
+    this.#pid = child.pid;
+    let stopped = false;
+    const exited = new Promise<void>((resolve) => {
+      child.once('exit', (code, signal) => {
+        this.#pid = undefined;
+        if (!stopped) this.#died(signal !== null ? `its process was killed by ${signal}` : `its process exited with code ${String(code)}`);
+        resolve();
+      });
+    });
+    child.on('message', (m: unknown) => {
+      if (m === 'ready') child.send(data);
+      // Its end is said: 'failed' came after the round message that says why.
+      else if (m === 'stopped' || m === 'failed') stopped = true;
+      else this.#onMessage(m);
+    });
+    // A channel that breaks as the child dies: the 'exit' handler says why.
+    child.on('error', (e) => this.#log.debug({ err: e.message }, 'compactor process channel'));
+    child.unref();
+    child.channel?.unref();
+    this.#log.info({ compactorPid: child.pid, placement: this.#placement }, 'compactor process started');
+    return {
+      post: (m) => {
+        if (child.connected) child.send(m as string);
+      },
+      exited,
+      kill: async () => {
+        stopped = true;
+        child.kill('SIGKILL');
+        await exited;
+      },
+    };
+  }
+
+  /** Lets the round in progress finish (up to `timeoutMs`), then ends the thread or process. */
   async stop(timeoutMs: number): Promise<void> {
-    const worker = this.#worker;
-    if (worker === null) return;
-    this.#worker = null;
-    worker.postMessage('stop');
+    const runner = this.#runner;
+    if (runner === null) return;
+    this.#runner = null;
+    runner.post('stop');
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<boolean>((resolve) => {
       timer = setTimeout(() => resolve(true), timeoutMs);
     });
-    const late = await Promise.race([this.#exited!.then(() => false), timedOut]);
+    const late = await Promise.race([runner.exited.then(() => false), timedOut]);
     clearTimeout(timer);
     if (late) {
       // Safe to cut short: a round that did not commit leaves its segments in the WAL.
       this.#log.warn({ timeoutMs }, 'compaction round still running at shutdown: stopping it');
-      await worker.terminate();
+      await runner.kill();
     }
   }
 }

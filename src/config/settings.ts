@@ -329,8 +329,16 @@ export const SETTINGS = {
     flag: '--compactor',
     category: 'iceberg',
     default: true,
-    doc: 'Run the compactor (sealed WAL segments to Iceberg tables) inside `siglake ingest`, on its own thread. Off: run `siglake compact` instead.',
+    doc: 'Run the compactor (sealed WAL segments to Iceberg tables) with `siglake ingest`, where --compactor-placement says. Off: run `siglake compact` instead.',
     parse: boolean,
+  }),
+  compactorPlacement: def<'process-idle' | 'process' | 'thread'>({
+    key: 'compactor.placement',
+    flag: '--compactor-placement',
+    category: 'iceberg',
+    default: 'process-idle',
+    doc: "Where the compactor of `siglake ingest` runs. `process-idle`: a child process whose threads all run at Linux's SCHED_IDLE, so a compaction round uses only CPU time the ingest path leaves (on a small machine it no longer delays acknowledgements; while ingestion keeps every core busy it waits). `process`: the same child at normal priority. `thread`: a worker thread of the ingester, sharing its garbage-collection threads. Without the native addon `process-idle` runs at normal priority and says so.",
+    parse: oneOf(['process-idle', 'process', 'thread'] as const),
   }),
   compactIntervalSecs: def<number>({
     key: 'compactor.intervalSecs',

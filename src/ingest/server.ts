@@ -12,6 +12,7 @@ import { IngestIndexSet } from '../indexes/ingest-index-set.js';
 import { LaneTable } from '../lanes/lane-table.js';
 import { InflightBytes } from '../limits/inflight-bytes.js';
 import { MemBreaker } from '../limits/mem-breaker.js';
+import { scrapedGauge } from '../metrics/scraped.js';
 import type { RateBudget } from '../limits/rate-budget.js';
 import { RateLimiter } from '../limits/rate-limiter.js';
 import { RedisBudget } from '../limits/redis-budget.js';
@@ -79,7 +80,14 @@ export class Ingester {
     // The index registry as ingest knows it (src/indexes): refreshed off the request path.
     this.#indexes = new IngestIndexSet({ catalogUrl: s.catalogUrl, catalogName: s.catalogName, refreshSecs: s.indexesRefreshSecs, log });
     const lanes = new LaneTable(s.maxLanes, s.workers);
-    this.#breaker = new MemBreaker({ limitMib: s.memBreakerLimitMib, sampleSecs: s.memBreakerSampleSecs });
+    const compactor = this.#compactor;
+    this.#breaker = new MemBreaker({ limitMib: s.memBreakerLimitMib, sampleSecs: s.memBreakerSampleSecs, alsoPid: () => compactor?.pid });
+    if (compactor !== undefined && s.compactorPlacement !== 'thread') {
+      const breaker = this.#breaker;
+      scrapedGauge(registry, 'siglake_compactor_process_rss_bytes', 'Resident set size of the compactor process (compactor.placement process, process-idle); it counts toward the memory breaker. 0 while none runs.', () =>
+        breaker.alsoRssBytes(),
+      );
+    }
     let metrics: IngestMetrics | undefined;
     // The same buckets in process or shared through Redis.
     const buckets = {

@@ -1,5 +1,6 @@
 // The memory circuit breaker (contract §4 step 1, §9): one coarse, unref'd timer
-// samples VmRSS from /proc/self/status every `sampleSecs`; while RSS is at or
+// samples VmRSS from /proc/self/status (plus the compactor process's, when
+// the compactor runs as one) every `sampleSecs`; while RSS is at or
 // above `limitMib` the breaker is open and every ingest request is shed. The state
 // lives in a BreakerFlag on a SharedArrayBuffer, so any thread reads it with one
 // atomic load. Where the status file is missing or unreadable (a host without
@@ -16,6 +17,11 @@ export interface MemBreakerOptions {
   sampleSecs: number;
   /** The status file to read VmRSS from; tests inject their own. Default /proc/self/status. */
   statusPath?: string;
+  /**
+   * Another process whose RSS counts too (the compactor process of
+   * compactor.placement process, process-idle), while it runs.
+   */
+  alsoPid?: () => number | undefined;
 }
 
 const VMRSS = 'VmRSS:';
@@ -30,6 +36,7 @@ function checkLimit(limitMib: number): number {
 export class MemBreaker {
   readonly #flag = new BreakerFlag();
   readonly #statusPath: string;
+  readonly #alsoPid: (() => number | undefined) | undefined;
   readonly #periodMs: number;
   #limitKiB = 0;
   /** Reused read buffer: a sample allocates nothing but the file descriptor. */
@@ -45,6 +52,7 @@ export class MemBreaker {
     }
     this.#periodMs = Math.max(1, Math.round(sampleSecs * 1000));
     this.#statusPath = options.statusPath ?? '/proc/self/status';
+    this.#alsoPid = options.alsoPid;
     this.setLimitMib(options.limitMib);
   }
 
@@ -87,9 +95,17 @@ export class MemBreaker {
     }
   }
 
-  /** Read RSS once and publish open/closed; the timer calls this every sampleSecs. */
+  /** RSS of the other process (alsoPid) in bytes; 0 when there is none or it is unreadable. */
+  alsoRssBytes(): number {
+    const pid = this.#alsoPid?.();
+    if (pid === undefined) return 0;
+    return Math.max(0, this.#readRssKiB(`/proc/${pid}/status`)) * 1024;
+  }
+
+  /** Read RSS once (this process's and alsoPid's) and publish open/closed; the timer calls this every sampleSecs. */
   sample(): void {
-    const kib = this.#readRssKiB();
+    let kib = this.#readRssKiB();
+    if (kib >= 0) kib += this.alsoRssBytes() / 1024;
     this.#sampledKiB = kib < 0 ? 0 : kib;
     if (kib < 0) {
       this.#flag.publish(false, 0); // unreadable: never trips
@@ -115,10 +131,10 @@ export class MemBreaker {
   }
 
   /** VmRSS in KiB, or -1 when the file is missing, unreadable or has no VmRSS line. */
-  #readRssKiB(): number {
+  #readRssKiB(statusPath = this.#statusPath): number {
     let fd: number;
     try {
-      fd = openSync(this.#statusPath, 'r');
+      fd = openSync(statusPath, 'r');
     } catch {
       return -1;
     }

@@ -1,0 +1,163 @@
+// compactor.placement (src/compactor/in-process-compactor.ts): the compactor
+// of `siglake ingest` as a child process whose every thread runs at
+// SCHED_IDLE (the default), at normal priority, or as a worker thread. What
+// a user relies on: the rows land and /metrics counts them whichever the
+// placement; the default process's threads are all SCHED_IDLE and the
+// ingester's are not; a killed compactor process is reported (log, readiness)
+// while ingestion goes on; no compactor process outlives its ingester.
+
+import fs from 'node:fs';
+import { afterAll, describe, expect, it } from 'vitest';
+import { icebirdRows } from '../helpers/iceberg.js';
+import { runCli, startIngester, type RunningIngester } from '../helpers/ingester.js';
+import { useLocalLake } from '../helpers/local-lake.js';
+import { exportLogs, makeLogRecords } from '../helpers/otel.js';
+
+const SCHED_OTHER = 0;
+const SCHED_IDLE = 5;
+
+/** The scheduling policy of every thread of `pid` (field 41 of /proc/PID/task/TID/stat). */
+function threadPolicies(pid: number): number[] {
+  return fs.readdirSync(`/proc/${pid}/task`).map((tid) => {
+    const stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    // Fields after the command name (which may hold spaces) start at field 3.
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[41 - 3]);
+  });
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function until<T>(what: string, f: () => Promise<T | undefined> | T | undefined, ms = 30_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await f();
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+function compactorPid(ing: RunningIngester): number | undefined {
+  return ing.logs.find((l) => l.msg === 'compactor process started')?.['compactorPid'] as number | undefined;
+}
+
+describe('compactor.placement', () => {
+  const lake = useLocalLake('siglake-placement-');
+  const running: RunningIngester[] = [];
+  afterAll(async () => {
+    for (const ing of running) await ing.stop();
+  });
+
+  async function start(placement: string | undefined, extra: string[] = []): Promise<RunningIngester> {
+    // Segments sealed at 1 s of age, and the commit journal checkpointed every 200 ms (its marker
+    // says which sealed segments are durable): a round every second lands what was sent.
+    const ing = await startIngester({
+      args: [
+        '--trust-tenant-header',
+        '--compact-interval-secs',
+        '1',
+        '--wal-segment-max-age-secs',
+        '1',
+        ...lake.flags,
+        ...(placement === undefined ? [] : ['--compactor-placement', placement]),
+        ...extra,
+      ],
+      env: { SIGLAKE_TEST_CHECKPOINT_MS: '200' },
+    });
+    running.push(ing);
+    return ing;
+  }
+
+  async function sendAndLand(ing: RunningIngester, tenant: string, bodies: string[]): Promise<void> {
+    const target = { url: ing.url, grpcAddress: ing.grpcAddress, headers: { 'x-scope-orgid': tenant } };
+    const before = (await ing.metric('siglake_compactor_rows_written_total')) ?? 0;
+    expect((await exportLogs(target, 'http', await makeLogRecords(bodies))).ok).toBe(true);
+    // The compactor's figures reach the ingester's /metrics, whichever side of a process boundary it runs.
+    await until('the rows counted by siglake_compactor_rows_written_total', async () => (((await ing.metric('siglake_compactor_rows_written_total')) ?? 0) >= before + bodies.length ? true : undefined));
+    const loc = await lake.catalog.metadataLocation(`tenant_${tenant}`, 'logs');
+    expect(loc).not.toBeNull();
+    const got = (await icebirdRows(loc!)).map((r) => r['body'] as string);
+    for (const b of bodies) expect(got).toContain(b);
+  }
+
+  it('by default: a child process, every thread SCHED_IDLE, its rows and figures in the ingester; none left after the stop', async () => {
+    const ing = await start(undefined);
+    const pid = compactorPid(ing);
+    expect(pid).toBeGreaterThan(0);
+    expect(ing.logs.find((l) => l.msg === 'compactor process started')?.['placement']).toBe('process-idle');
+    // Its threads move to SCHED_IDLE as it starts.
+    const policies = await until('the compactor process at SCHED_IDLE', () => {
+      const p = threadPolicies(pid!);
+      return p.every((x) => x === SCHED_IDLE) ? p : undefined;
+    });
+    expect(policies.length).toBeGreaterThan(1);
+    // The ingester's own threads keep the normal policy.
+    expect(new Set(threadPolicies(ing.child.pid!))).toEqual(new Set([SCHED_OTHER]));
+
+    await sendAndLand(ing, 'idle', ['idle-0', 'idle-1', 'idle-2']);
+    expect(await ing.metric('siglake_compactor_rounds_total')).toBeGreaterThan(0);
+    // Its RSS is reported, and counts toward the memory breaker.
+    expect(await ing.metric('siglake_compactor_process_rss_bytes')).toBeGreaterThan(10 * 1024 * 1024);
+    // Threads started after it began (libuv's pool, for its file reads) are SCHED_IDLE too.
+    expect(new Set(threadPolicies(pid!))).toEqual(new Set([SCHED_IDLE]));
+
+    expect(await ing.stop()).toBe(0);
+    expect(alive(pid!)).toBe(false);
+    expect(ing.logs.some((l) => l.msg === 'the compactor died; WAL segments wait for the next start')).toBe(false);
+  });
+
+  it('process: a child at normal priority; killed, it is logged, /readyz says why, and ingestion goes on', async () => {
+    const ing = await start('process', ['--compact-max-failing-secs', '1']);
+    const pid = compactorPid(ing)!;
+    await sendAndLand(ing, 'normal', ['normal-0']);
+    expect(new Set(threadPolicies(pid))).toEqual(new Set([SCHED_OTHER]));
+
+    process.kill(pid, 'SIGKILL');
+    const died = await until('the compactor died line', () => ing.logs.find((l) => l.msg === 'the compactor died; WAL segments wait for the next start'));
+    expect(died['err']).toBe('its process was killed by SIGKILL');
+    expect(died['level']).toBe(50);
+    // The ingester still acknowledges: the WAL keeps the records for the next start.
+    const target = { url: ing.url, grpcAddress: ing.grpcAddress, headers: { 'x-scope-orgid': 'normal' } };
+    expect((await exportLogs(target, 'http', await makeLogRecords(['after-kill']))).ok).toBe(true);
+    const ready = await until('/readyz 503', async () => {
+      const r = await fetch(`${ing.url}/readyz`);
+      const text = await r.text();
+      return r.status === 503 ? text : undefined;
+    });
+    expect(ready).toContain('the compactor died: its process was killed by SIGKILL');
+    expect(await ing.metric('siglake_compactor_process_rss_bytes')).toBe(0);
+    expect(await ing.stop()).toBe(0);
+  });
+
+  it('no compactor process outlives an ingester killed with -9', async () => {
+    const ing = await start(undefined);
+    const pid = compactorPid(ing)!;
+    expect(alive(pid)).toBe(true);
+    await ing.kill9();
+    // Its channel closes with the ingester: it ends on its own.
+    await until('the compactor process to end', () => (alive(pid) ? undefined : true), 10_000);
+  });
+
+  it('thread: no child process; the rows land and are counted', async () => {
+    const ing = await start('thread');
+    expect(compactorPid(ing)).toBeUndefined();
+    expect(ing.logs.some((l) => l.msg === 'compactor process started')).toBe(false);
+    await sendAndLand(ing, 'thread', ['thread-0', 'thread-1']);
+    expect(await ing.metric('siglake_compactor_process_rss_bytes')).toBeUndefined();
+    expect(await ing.stop()).toBe(0);
+  });
+
+  it('refuses a placement it does not know, naming the flag and the choices', () => {
+    const r = runCli(['ingest', '--compactor-placement', 'gpu', '--http-listen', '127.0.0.1:0', '--grpc-listen', '127.0.0.1:0']);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/--compactor-placement/);
+    expect(r.stderr).toMatch(/process-idle/);
+  });
+});
