@@ -256,14 +256,39 @@ function siglakeLine(line, info) {
   return undefined;
 }
 
+/**
+ * Peak and current RSS of the server, its child processes included (the
+ * compactor runs as one by default, compactor.placement process-idle): the
+ * sum of their peaks, an upper bound of what they held at once.
+ */
 function procStatus(pid) {
-  try {
-    const s = readFileSync(`/proc/${pid}/status`, 'utf8');
-    const kb = (k) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(s)?.[1] ?? 0);
-    return { hwmMiB: kb('VmHWM') / 1024, rssMiB: kb('VmRSS') / 1024 };
-  } catch {
-    return { hwmMiB: 0, rssMiB: 0 };
+  let hwmMiB = 0;
+  let rssMiB = 0;
+  for (const p of [pid, ...childPids(pid)]) {
+    try {
+      const s = readFileSync(`/proc/${p}/status`, 'utf8');
+      const kb = (k) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(s)?.[1] ?? 0);
+      hwmMiB += kb('VmHWM') / 1024;
+      rssMiB += kb('VmRSS') / 1024;
+    } catch {
+      // gone meanwhile
+    }
   }
+  return { hwmMiB, rssMiB };
+}
+
+/** The direct children of `pid` (every thread's /proc children list). */
+function childPids(pid) {
+  const out = [];
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      const list = readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').trim();
+      if (list !== '') out.push(...list.split(' ').map(Number));
+    }
+  } catch {
+    // no such process, or a kernel without the children file
+  }
+  return out;
 }
 
 function fdCount(pid) {
