@@ -3,7 +3,8 @@
 // fail every round forever while ingest answers 200 and the WAL fills the
 // disk. So `siglake ingest` (with the compactor on) and `siglake compact`
 // open, or create, the catalog tables and write and delete one probe object
-// in the warehouse before anything listens. A failure is a ConfigError
+// in a local warehouse before anything listens (an s3:// warehouse is probed
+// by the compactor's open, and retried). A failure is a ConfigError
 // "<key>: why", which the CLI turns into exit code 2 with the setting's source.
 
 import { randomBytes } from 'node:crypto';
@@ -13,6 +14,7 @@ import { ConfigError } from '../errors.js';
 import { FileStorage } from '../iceberg/file-storage.js';
 import { SqlCatalog } from '../iceberg/sql-catalog.js';
 import type { ObjectStorage } from '../iceberg/storage.js';
+import { isS3Warehouse } from '../iceberg/warehouse.js';
 
 export interface PreflightSettings {
   readonly catalogUrl: string;
@@ -49,6 +51,15 @@ export async function checkWarehouse(s: PreflightSettings, storage: ObjectStorag
  * directories the warehouse check created are removed when either fails.
  */
 export async function checkCompactorTargets(s: PreflightSettings): Promise<void> {
+  if (isS3Warehouse(s.warehousePath)) {
+    // An object store is checked when the compactor opens it (S3Storage.open
+    // probes put, get, delete and conditional writes), and retried while it
+    // cannot be reached, since it may still be starting; readiness reports a
+    // store that keeps failing (compactor.maxFailingSecs). Checking it here as
+    // a local path made a directory named `s3:` in the working directory.
+    await checkCatalog(s);
+    return;
+  }
   const created = firstMissingAncestor(resolve(s.warehousePath));
   try {
     await checkWarehouse(s);

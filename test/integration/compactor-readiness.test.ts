@@ -61,6 +61,21 @@ describe('start-up check of the catalog and the warehouse', () => {
     expect(await ing.stop()).toBe(0);
   });
 
+  it('an s3:// warehouse not reachable yet: the ingester starts, nothing is made in its working directory, and the compactor says why it retries', async () => {
+    // Regression: the start-up check wrote its probe to the s3:// URL as a
+    // local path, leaving directories `s3:/bucket/…` wherever siglake ran.
+    const cwd = tempDir('siglake-preflight-s3-cwd-');
+    const ing = await startIngester({
+      dataDir: cwd,
+      args: ['--catalog-url', `sqlite:${dir}/s3.db`, '--warehouse', 's3://not-there/lake', '--warehouse-s3-endpoint', 'http://127.0.0.1:1', '--warehouse-s3-region', 'us-east-1'],
+      env: { AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test' },
+    });
+    const retrying = await untilValue('the compactor retrying', () => Promise.resolve(ing.logs.find((l) => l.msg === 'the compactor cannot open the catalog or warehouse; retrying')), 30_000);
+    expect(String(retrying['err'])).toMatch(/s3:\/\/not-there\/lake/);
+    expect(fs.readdirSync(cwd).filter((f) => f !== 'wal')).toEqual([]);
+    expect(await ing.stop()).toBe(0);
+  });
+
   it('compactor.maxFailingSecs is a setting: a bad value is refused like any other', () => {
     const r = runCli(['ingest', '--compact-max-failing-secs', '-1']);
     expect(r.status).toBe(2);
