@@ -46,9 +46,23 @@ export class CompactorStats {
     return this.#f.slice();
   }
 
-  /** Takes a compactor process's snapshot as these figures (one of another length is ignored). */
-  load(values: Float64Array): void {
-    if (values.length === this.#f.length) this.#f.set(values);
+  /**
+   * Takes a compactor process's snapshot as these figures: its counters added
+   * to `base` (what the processes before it counted: a restarted compactor
+   * starts from zero), its gauges as they are. One of another length is ignored.
+   */
+  load(values: Float64Array, base?: Float64Array): void {
+    const f = this.#f;
+    if (values.length !== f.length) return;
+    for (let i = 0; i < f.length; i++) f[i] = i === LAG || i === STARTED || base === undefined ? values[i]! : base[i]! + values[i]!;
+  }
+
+  /** The counters now, gauges zeroed: the base for the next compactor process's snapshots. */
+  counters(): Float64Array {
+    const c = this.#f.slice();
+    c[LAG] = 0;
+    c[STARTED] = 0;
+    return c;
   }
 
   roundStarted(nowMs = Date.now()): void {

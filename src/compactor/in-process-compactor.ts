@@ -18,11 +18,15 @@ import { scrapedGauge } from '../metrics/scraped.js';
 
 /** Old-generation heap of the compactor thread or process. */
 const COMPACTOR_HEAP_MIB = 512;
+/** A compactor that died is started again after 1 s, doubling each time it dies again before a round succeeds, up to this. */
+const RESTART_MAX_MS = 60_000;
 
 export type CompactorPlacement = 'process-idle' | 'process' | 'thread';
 
 /** What start() made: a thread or a process, with the same three calls. */
 interface Runner {
+  /** Set when it died (not stopped): it is started again. */
+  died: boolean;
   post(m: unknown): void;
   /** Resolves when it has ended. */
   readonly exited: Promise<void>;
@@ -37,6 +41,9 @@ export class InProcessCompactor {
   readonly #placement: CompactorPlacement;
   #runner: Runner | null = null;
   #pid: number | undefined;
+  /** Deaths since the last round that succeeded: the restart delay's exponent. */
+  #deaths = 0;
+  #restartTimer: NodeJS.Timeout | undefined;
   #boundary: Map<string, number> | null = null;
   readonly #maxFailingMs: number;
   readonly #now: () => number;
@@ -110,10 +117,10 @@ export class InProcessCompactor {
     return this.#pid;
   }
 
-  #onMessage(m: unknown): void {
+  #onMessage(m: unknown, base?: Float64Array): void {
     if (typeof m === 'object' && m !== null && (m as StatsMessage).type === 'stats') {
       const slots = (m as StatsMessage).slots;
-      if (slots instanceof Float64Array) this.#stats.load(slots);
+      if (slots instanceof Float64Array) this.#stats.load(slots, base);
       return;
     }
     if (LabelledCompactorMetrics.isMessage(m)) {
@@ -123,6 +130,7 @@ export class InProcessCompactor {
     if (typeof m !== 'object' || m === null || (m as RoundMessage).type !== 'round') return;
     const outcome = (m as RoundMessage).outcome;
     if (!outcome.failed) {
+      this.#deaths = 0;
       if (this.#failingSince !== null) this.#log.info('compaction rounds succeed again');
       this.#failingSince = null;
       this.#lastError = '';
@@ -145,12 +153,34 @@ export class InProcessCompactor {
   start(): void {
     if (this.#runner !== null) return;
     if (this.#boundary === null) throw new Error('InProcessCompactor.markEarlierLife() must run before the writers start');
-    this.#runner = this.#placement === 'thread' ? this.#startThread() : this.#startProcess();
+    this.#launch();
   }
 
-  /** The compactor died: nothing lands until a restart, so readiness goes once the bound has passed. */
-  #died(what: string): void {
-    this.#log.error({ err: what, placement: this.#placement }, 'the compactor died; WAL segments wait for the next start');
+  #launch(): void {
+    const runner = this.#placement === 'thread' ? this.#startThread() : this.#startProcess();
+    this.#runner = runner;
+    void runner.exited.then(() => {
+      // Stopped (stop() let go of it first), or ended on its own after saying so: not restarted.
+      if (this.#runner !== runner || !runner.died) return;
+      const delayMs = Math.min(RESTART_MAX_MS, 1000 * 2 ** Math.min(this.#deaths - 1, 16));
+      this.#log.warn({ delayMs, placement: this.#placement }, 'starting the compactor again');
+      this.#restartTimer = setTimeout(() => {
+        this.#restartTimer = undefined;
+        if (this.#runner === runner) this.#launch();
+      }, delayMs);
+      this.#restartTimer.unref();
+    });
+  }
+
+  /**
+   * The compactor died: a failed round for readiness (compactor.maxFailingSecs),
+   * and it is started again once it has ended (#launch). The boundary of
+   * earlier-life segments it gets is still this life's.
+   */
+  #died(runner: Runner, what: string): void {
+    runner.died = true;
+    this.#deaths++;
+    this.#log.error({ err: what, placement: this.#placement }, 'the compactor died; it is started again, and WAL segments wait meanwhile');
     this.#onMessage({ type: 'round', outcome: { failed: true, error: `the compactor died: ${what}` } } satisfies RoundMessage);
   }
 
@@ -164,10 +194,11 @@ export class InProcessCompactor {
       resourceLimits: { maxOldGenerationSizeMb: COMPACTOR_HEAP_MIB },
     });
     const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+    const runner: Runner = { died: false, post: (m) => worker.postMessage(m), exited, kill: async () => void (await worker.terminate()) };
     worker.on('message', (m: unknown) => this.#onMessage(m));
-    worker.on('error', (e) => this.#died(e.message));
+    worker.on('error', (e) => this.#died(runner, e.message));
     worker.unref();
-    return { post: (m) => worker.postMessage(m), exited, kill: async () => void (await worker.terminate()) };
+    return runner;
   }
 
   #startProcess(): Runner {
@@ -180,25 +211,12 @@ export class InProcessCompactor {
     });
     this.#pid = child.pid;
     let stopped = false;
+    let exit: () => void = () => {};
     const exited = new Promise<void>((resolve) => {
-      child.once('exit', (code, signal) => {
-        this.#pid = undefined;
-        if (!stopped) this.#died(signal !== null ? `its process was killed by ${signal}` : `its process exited with code ${String(code)}`);
-        resolve();
-      });
+      exit = resolve;
     });
-    child.on('message', (m: unknown) => {
-      if (m === 'ready') child.send(data);
-      // Its end is said: 'failed' came after the round message that says why.
-      else if (m === 'stopped' || m === 'failed') stopped = true;
-      else this.#onMessage(m);
-    });
-    // A channel that breaks as the child dies: the 'exit' handler says why.
-    child.on('error', (e) => this.#log.debug({ err: e.message }, 'compactor process channel'));
-    child.unref();
-    child.channel?.unref();
-    this.#log.info({ compactorPid: child.pid, placement: this.#placement }, 'compactor process started');
-    return {
+    const runner: Runner = {
+      died: false,
       post: (m) => {
         if (child.connected) child.send(m as string);
       },
@@ -209,6 +227,25 @@ export class InProcessCompactor {
         await exited;
       },
     };
+    child.once('exit', (code, signal) => {
+      if (this.#pid === child.pid) this.#pid = undefined;
+      if (!stopped) this.#died(runner, signal !== null ? `its process was killed by ${signal}` : `its process exited with code ${String(code)}`);
+      exit();
+    });
+    // Its counters continue those of the processes before it.
+    const base = this.#stats.counters();
+    child.on('message', (m: unknown) => {
+      if (m === 'ready') child.send(data);
+      // Its end is said: 'failed' came after the round message that says why.
+      else if (m === 'stopped' || m === 'failed') stopped = true;
+      else this.#onMessage(m, base);
+    });
+    // A channel that breaks as the child dies: the 'exit' handler says why.
+    child.on('error', (e) => this.#log.debug({ err: e.message }, 'compactor process channel'));
+    child.unref();
+    child.channel?.unref();
+    this.#log.info({ compactorPid: child.pid, placement: this.#placement }, 'compactor process started');
+    return runner;
   }
 
   /** Lets the round in progress finish (up to `timeoutMs`), then ends the thread or process. */
@@ -216,6 +253,7 @@ export class InProcessCompactor {
     const runner = this.#runner;
     if (runner === null) return;
     this.#runner = null;
+    clearTimeout(this.#restartTimer);
     runner.post('stop');
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<boolean>((resolve) => {

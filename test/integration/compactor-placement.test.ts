@@ -3,8 +3,9 @@
 // SCHED_IDLE (the default), at normal priority, or as a worker thread. What
 // a user relies on: the rows land and /metrics counts them whichever the
 // placement; the default process's threads are all SCHED_IDLE and the
-// ingester's are not; a killed compactor process is reported (log, readiness)
-// while ingestion goes on; no compactor process outlives its ingester.
+// ingester's are not; a killed compactor process is logged and started
+// again, and one that keeps dying turns /readyz to 503, while ingestion goes
+// on; no compactor process outlives its ingester.
 
 import fs from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -13,6 +14,7 @@ import { runCli, startIngester, type RunningIngester } from '../helpers/ingester
 import { useLocalLake } from '../helpers/local-lake.js';
 import { exportLogs, makeLogRecords } from '../helpers/otel.js';
 
+const DIED = 'the compactor died; it is started again, and WAL segments wait meanwhile';
 const SCHED_OTHER = 0;
 const SCHED_IDLE = 5;
 
@@ -110,29 +112,55 @@ describe('compactor.placement', () => {
 
     expect(await ing.stop()).toBe(0);
     expect(alive(pid!)).toBe(false);
-    expect(ing.logs.some((l) => l.msg === 'the compactor died; WAL segments wait for the next start')).toBe(false);
+    expect(ing.logs.some((l) => l.msg === DIED)).toBe(false);
   });
 
-  it('process: a child at normal priority; killed, it is logged, /readyz says why, and ingestion goes on', async () => {
-    const ing = await start('process', ['--compact-max-failing-secs', '1']);
+  it('process: a child at normal priority; killed, it is logged, started again, and lands what came meanwhile', async () => {
+    const ing = await start('process');
     const pid = compactorPid(ing)!;
     await sendAndLand(ing, 'normal', ['normal-0']);
     expect(new Set(threadPolicies(pid))).toEqual(new Set([SCHED_OTHER]));
 
     process.kill(pid, 'SIGKILL');
-    const died = await until('the compactor died line', () => ing.logs.find((l) => l.msg === 'the compactor died; WAL segments wait for the next start'));
+    const died = await until('the compactor died line', () => ing.logs.find((l) => l.msg === DIED));
     expect(died['err']).toBe('its process was killed by SIGKILL');
     expect(died['level']).toBe(50);
-    // The ingester still acknowledges: the WAL keeps the records for the next start.
-    const target = { url: ing.url, grpcAddress: ing.grpcAddress, headers: { 'x-scope-orgid': 'normal' } };
-    expect((await exportLogs(target, 'http', await makeLogRecords(['after-kill']))).ok).toBe(true);
-    const ready = await until('/readyz 503', async () => {
+    // Started again after 1 s (the first death since a round succeeded), as a new process.
+    const again = await until('the restart line', () => ing.logs.find((l) => l.msg === 'starting the compactor again'));
+    expect(again['delayMs']).toBe(1000);
+    const next = await until('a second compactor process', () => {
+      const pids = ing.logs.filter((l) => l.msg === 'compactor process started').map((l) => l['compactorPid'] as number);
+      return pids.length === 2 ? pids[1] : undefined;
+    });
+    expect(next).not.toBe(pid);
+    expect(alive(pid)).toBe(false);
+    // The ingester acknowledged meanwhile, and the new compactor lands it.
+    await sendAndLand(ing, 'normal', ['after-kill']);
+    expect((await fetch(`${ing.url}/readyz`)).status).toBe(200);
+    expect(await ing.stop()).toBe(0);
+    expect(alive(next)).toBe(false);
+  });
+
+  it('a compactor that keeps failing is reported by /readyz past compactor.maxFailingSecs', async () => {
+    const ing = await start('process', ['--compact-max-failing-secs', '1']);
+    // Killed as soon as it is (re)started: no round ever succeeds.
+    const killed = new Set<number>();
+    const reason = await until('/readyz 503', async () => {
+      for (const l of ing.logs) {
+        const p = l['compactorPid'] as number | undefined;
+        if (l.msg === 'compactor process started' && p !== undefined && !killed.has(p)) {
+          killed.add(p);
+          process.kill(p, 'SIGKILL');
+        }
+      }
       const r = await fetch(`${ing.url}/readyz`);
       const text = await r.text();
       return r.status === 503 ? text : undefined;
     });
-    expect(ready).toContain('the compactor died: its process was killed by SIGKILL');
-    expect(await ing.metric('siglake_compactor_process_rss_bytes')).toBe(0);
+    expect(reason).toContain('the compactor died: its process was killed by SIGKILL');
+    // Ingestion goes on.
+    const target = { url: ing.url, grpcAddress: ing.grpcAddress, headers: { 'x-scope-orgid': 'failing' } };
+    expect((await exportLogs(target, 'http', await makeLogRecords(['while-failing']))).ok).toBe(true);
     expect(await ing.stop()).toBe(0);
   });
 

@@ -21,4 +21,28 @@ describe('CompactorStats busy seconds', () => {
     s.round(true, 200_000);
     expect(reader.busySeconds(300_000)).toBe(3.25);
   });
+
+  it("a compactor process's snapshots: a restarted one's counters continue the earlier ones', its gauges are its own", () => {
+    const ingester = CompactorStats.create();
+    const first = CompactorStats.create();
+    first.roundStarted(1_000);
+    first.round(true, 2_000);
+    first.setLag(30);
+    ingester.load(first.snapshot(), ingester.counters());
+    expect([ingester.rounds, ingester.busySeconds(5_000), ingester.lagSeconds]).toEqual([1, 1, 30]);
+    // The first process dies; the second starts from zero.
+    const base = ingester.counters();
+    const second = CompactorStats.create();
+    second.roundStarted(10_000);
+    ingester.load(second.snapshot(), base);
+    // Its round in progress counts; its lag (0 so far) replaces the dead one's.
+    expect([ingester.rounds, ingester.busySeconds(10_500), ingester.lagSeconds]).toEqual([1, 1.5, 0]);
+    second.round(false, 11_000);
+    second.setLag(4);
+    ingester.load(second.snapshot(), base);
+    expect([ingester.rounds, ingester.roundErrors, ingester.busySeconds(99_000), ingester.lagSeconds]).toEqual([2, 1, 2, 4]);
+    // A snapshot of another length (another build) is ignored.
+    ingester.load(new Float64Array(3), base);
+    expect(ingester.rounds).toBe(2);
+  });
 });
