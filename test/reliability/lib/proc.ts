@@ -1,10 +1,20 @@
-// What a process holds, read from /proc: resident memory and open file
-// descriptors, sampled over time (the "bounded memory" and "flat" bars).
+// What a process holds, read from /proc: resident memory (its child
+// processes' included) and open file descriptors (its own), sampled over
+// time (the "bounded memory" and "flat" bars).
 
 import fs from 'node:fs';
 
-/** VmRSS of `pid` in bytes; 0 once the process is gone. */
+/**
+ * VmRSS of `pid` and of its child processes (the compactor runs as one by
+ * default: compactor.placement process-idle) in bytes; 0 once it is gone.
+ */
 export function rssBytes(pid: number): number {
+  let total = ownRssBytes(pid);
+  for (const child of childPids(pid)) total += ownRssBytes(child);
+  return total;
+}
+
+function ownRssBytes(pid: number): number {
   try {
     const s = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
     const m = /VmRSS:\s+(\d+)\s+kB/.exec(s);
@@ -12,6 +22,20 @@ export function rssBytes(pid: number): number {
   } catch {
     return 0;
   }
+}
+
+/** The direct children of `pid`, from each of its threads' /proc children list. */
+export function childPids(pid: number): number[] {
+  const out: number[] = [];
+  try {
+    for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+      const list = fs.readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').trim();
+      if (list !== '') out.push(...list.split(' ').map(Number));
+    }
+  } catch {
+    // gone, or a kernel without the children file
+  }
+  return out;
 }
 
 /** Open file descriptors of `pid`; 0 once the process is gone. */
