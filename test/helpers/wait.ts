@@ -25,7 +25,7 @@ export async function holdsWithin(cond: () => boolean | Promise<boolean>, timeou
 }
 
 /** Polls `fn` every `everyMs` until it returns a value, and returns it; throws, naming `what`, after `timeoutMs`. */
-export async function untilValue<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 60_000, everyMs = 200): Promise<T> {
+export async function untilValue<T>(what: string, fn: () => Promise<T | undefined> | T | undefined, timeoutMs = 60_000, everyMs = 200): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();

@@ -13,6 +13,7 @@ import { icebirdRows } from '../helpers/iceberg.js';
 import { runCli, startIngester, type RunningIngester } from '../helpers/ingester.js';
 import { useLocalLake } from '../helpers/local-lake.js';
 import { exportLogs, makeLogRecords } from '../helpers/otel.js';
+import { untilValue } from '../helpers/wait.js';
 
 const DIED = 'the compactor died; it is started again, and WAL segments wait meanwhile';
 const SCHED_OTHER = 0;
@@ -33,16 +34,6 @@ function alive(pid: number): boolean {
     return true;
   } catch {
     return false;
-  }
-}
-
-async function until<T>(what: string, f: () => Promise<T | undefined> | T | undefined, ms = 30_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await f();
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
   }
 }
 
@@ -82,7 +73,7 @@ describe('compactor.placement', () => {
     const before = (await ing.metric('siglake_compactor_rows_written_total')) ?? 0;
     expect((await exportLogs(target, 'http', await makeLogRecords(bodies))).ok).toBe(true);
     // The compactor's figures reach the ingester's /metrics, whichever side of a process boundary it runs.
-    await until('the rows counted by siglake_compactor_rows_written_total', async () => (((await ing.metric('siglake_compactor_rows_written_total')) ?? 0) >= before + bodies.length ? true : undefined));
+    await untilValue('the rows counted by siglake_compactor_rows_written_total', async () => (((await ing.metric('siglake_compactor_rows_written_total')) ?? 0) >= before + bodies.length ? true : undefined));
     const loc = await lake.catalog.metadataLocation(`tenant_${tenant}`, 'logs');
     expect(loc).not.toBeNull();
     const got = (await icebirdRows(loc!)).map((r) => r['body'] as string);
@@ -95,7 +86,7 @@ describe('compactor.placement', () => {
     expect(pid).toBeGreaterThan(0);
     expect(ing.logs.find((l) => l.msg === 'compactor process started')?.['placement']).toBe('process-idle');
     // Its threads move to SCHED_IDLE as it starts.
-    const policies = await until('the compactor process at SCHED_IDLE', () => {
+    const policies = await untilValue('the compactor process at SCHED_IDLE', () => {
       const p = threadPolicies(pid!);
       return p.every((x) => x === SCHED_IDLE) ? p : undefined;
     });
@@ -122,13 +113,13 @@ describe('compactor.placement', () => {
     expect(new Set(threadPolicies(pid))).toEqual(new Set([SCHED_OTHER]));
 
     process.kill(pid, 'SIGKILL');
-    const died = await until('the compactor died line', () => ing.logs.find((l) => l.msg === DIED));
+    const died = await untilValue('the compactor died line', () => ing.logs.find((l) => l.msg === DIED));
     expect(died['err']).toBe('its process was killed by SIGKILL');
     expect(died['level']).toBe(50);
     // Started again after 1 s (the first death since a round succeeded), as a new process.
-    const again = await until('the restart line', () => ing.logs.find((l) => l.msg === 'starting the compactor again'));
+    const again = await untilValue('the restart line', () => ing.logs.find((l) => l.msg === 'starting the compactor again'));
     expect(again['delayMs']).toBe(1000);
-    const next = await until('a second compactor process', () => {
+    const next = await untilValue('a second compactor process', () => {
       const pids = ing.logs.filter((l) => l.msg === 'compactor process started').map((l) => l['compactorPid'] as number);
       return pids.length === 2 ? pids[1] : undefined;
     });
@@ -145,7 +136,7 @@ describe('compactor.placement', () => {
     const ing = await start('process', ['--compact-max-failing-secs', '1']);
     // Killed as soon as it is (re)started: no round ever succeeds.
     const killed = new Set<number>();
-    const reason = await until('/readyz 503', async () => {
+    const reason = await untilValue('/readyz 503', async () => {
       for (const l of ing.logs) {
         const p = l['compactorPid'] as number | undefined;
         if (l.msg === 'compactor process started' && p !== undefined && !killed.has(p)) {
@@ -170,7 +161,7 @@ describe('compactor.placement', () => {
     expect(alive(pid)).toBe(true);
     await ing.kill9();
     // Its channel closes with the ingester: it ends on its own.
-    await until('the compactor process to end', () => (alive(pid) ? undefined : true), 10_000);
+    await untilValue('the compactor process to end', () => (alive(pid) ? undefined : true), 10_000);
   });
 
   it('thread: no child process; the rows land and are counted', async () => {

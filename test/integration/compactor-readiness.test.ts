@@ -70,7 +70,7 @@ describe('start-up check of the catalog and the warehouse', () => {
       args: ['--catalog-url', `sqlite:${dir}/s3.db`, '--warehouse', 's3://not-there/lake', '--warehouse-s3-endpoint', 'http://127.0.0.1:1', '--warehouse-s3-region', 'us-east-1'],
       env: { AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test' },
     });
-    const retrying = await untilValue('the compactor retrying', () => Promise.resolve(ing.logs.find((l) => l.msg === 'the compactor cannot open the catalog or warehouse; retrying')), 30_000);
+    const retrying = await untilValue('the compactor retrying', () => ing.logs.find((l) => l.msg === 'the compactor cannot open the catalog or warehouse; retrying'), 30_000);
     expect(String(retrying['err'])).toMatch(/s3:\/\/not-there\/lake/);
     expect(fs.readdirSync(cwd).filter((f) => f !== 'wal')).toEqual([]);
     expect(await ing.stop()).toBe(0);
