@@ -10,7 +10,7 @@
 import fs from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { icebirdRows } from '../helpers/iceberg.js';
-import { runCli, startIngester, type RunningIngester } from '../helpers/ingester.js';
+import { runCli, startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
 import { useLocalLake } from '../helpers/local-lake.js';
 import { exportLogs, makeLogRecords } from '../helpers/otel.js';
 import { untilValue } from '../helpers/wait.js';
@@ -173,10 +173,13 @@ describe('compactor.placement', () => {
     expect(await ing.stop()).toBe(0);
   });
 
-  it('refuses a placement it does not know, naming the flag and the choices', () => {
-    const r = runCli(['ingest', '--compactor-placement', 'gpu', '--http-listen', '127.0.0.1:0', '--grpc-listen', '127.0.0.1:0']);
+  it('refuses a placement it does not know, naming the flag and the choices, and creates nothing', () => {
+    // Run where the defaults (./data/wal, ./data/catalog.db, ./data/warehouse) would be made.
+    const cwd = tempDir('siglake-placement-refused-');
+    const r = runCli(['ingest', '--compactor-placement', 'gpu', '--http-listen', '127.0.0.1:0', '--grpc-listen', '127.0.0.1:0'], { cwd });
     expect(r.status).toBe(2);
-    expect(r.stderr).toMatch(/--compactor-placement/);
+    expect(r.stderr).toMatch(/^siglake: invalid compactor\.placement \(flag --compactor-placement\): /);
     expect(r.stderr).toMatch(/process-idle/);
+    expect(fs.readdirSync(cwd)).toEqual([]);
   });
 });
