@@ -10,7 +10,8 @@
 // instead of sharing their memory, ignores SIGINT and SIGTERM (the ingester
 // stops it once its own graceful stop is done) and ends when the channel
 // closes (the ingester died). `process-idle` first moves every thread of the
-// process to SCHED_IDLE (native/thread-sched.c).
+// process to SCHED_IDLE (native/thread-sched.c), and again when told 'idle'
+// (compactor.idleMaxLagSecs, src/compactor/in-process-compactor.ts).
 
 import { parentPort, workerData } from 'node:worker_threads';
 import { createLogger } from '../log.js';
@@ -44,6 +45,13 @@ export interface StatsMessage {
   readonly slots: Float64Array;
 }
 
+/** A process says which class its threads run in: when it starts, and when told 'idle'. */
+export interface SchedMessage {
+  readonly type: 'sched';
+  /** Every thread is at SCHED_IDLE. */
+  readonly idle: boolean;
+}
+
 /** A process posts its figures this often (and after each round). */
 const STATS_MS = 1000;
 
@@ -73,7 +81,24 @@ const postRound = (outcome: RoundOutcome): void => port.post({ type: 'round', ou
 let stopping = false;
 port.on((m: unknown) => {
   if (m === 'stop') stopping = true;
+  // The ingester saw this process catch up after it was started at normal
+  // priority (compactor.idleMaxLagSecs): back to SCHED_IDLE. Lowering one's
+  // own class needs no privilege; raising it again does, so the ingester
+  // raises a compactor by starting a new one.
+  else if (m === 'idle' && processLog !== null) goIdle(processLog);
 });
+
+/** A process's logger, once it has its settings. */
+let processLog: Logger | null = null;
+
+/** Moves every thread of this process to SCHED_IDLE, and tells the parent where it stands. */
+function goIdle(log: Logger): void {
+  const { addon, failure } = loadAddon();
+  const err = addon?.setProcessIdle();
+  if (addon === null) log.warn({ why: failure }, 'compactor.placement process-idle: the native addon is missing, so the compactor runs at normal priority');
+  else if (err !== 0) log.warn({ errno: err }, 'compactor.placement process-idle: SCHED_IDLE was refused, so the compactor runs at normal priority');
+  port.post({ type: 'sched', idle: addon !== null && err === 0 } satisfies SchedMessage);
+}
 
 /**
  * Opens the catalog and warehouse, retrying while they are unreachable (an
@@ -142,12 +167,9 @@ async function main(): Promise<void> {
     stats = CompactorStats.create();
     postStats = () => port.post({ type: 'stats', slots: stats.snapshot() } satisfies StatsMessage);
     setInterval(postStats, STATS_MS).unref();
-    if (data.idle === true) {
-      const { addon, failure } = loadAddon();
-      const err = addon?.setProcessIdle();
-      if (addon === null) log.warn({ why: failure }, 'compactor.placement process-idle: the native addon is missing, so the compactor runs at normal priority');
-      else if (err !== 0) log.warn({ errno: err }, 'compactor.placement process-idle: SCHED_IDLE was refused, so the compactor runs at normal priority');
-    }
+    processLog = log;
+    if (data.idle === true) goIdle(log);
+    else port.post({ type: 'sched', idle: false } satisfies SchedMessage);
   }
   const setup = await openWithRetry(data, log, stats);
   if (setup === null) {

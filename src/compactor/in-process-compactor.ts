@@ -4,6 +4,13 @@
 // stops at shutdown. Its figures reach the ingester's /metrics through a
 // SharedArrayBuffer: a thread writes them there, a process posts snapshots
 // that are copied there.
+//
+// A `process-idle` compactor that falls compactor.idleMaxLagSecs behind is
+// started again at normal priority (an unprivileged process may lower its
+// scheduling class but never raise it), and told to go back to SCHED_IDLE
+// once it has caught up: SCHED_IDLE keeps a round off a small host's
+// acknowledgements, and this keeps it from starving while ingestion leaves no
+// idle CPU for a long time.
 
 import { fork, type ChildProcess } from 'node:child_process';
 import { Worker } from 'node:worker_threads';
@@ -12,14 +19,18 @@ import type client from 'prom-client';
 import { CompactorMetrics } from './compactor-metrics.js';
 import { earlierLifeBoundary, type CompactorSettings } from './compactor-setup.js';
 import { CompactorStats } from './compactor-stats.js';
-import type { CompactorThreadData, RoundMessage, StatsMessage } from './compactor-thread.js';
+import type { CompactorThreadData, RoundMessage, SchedMessage, StatsMessage } from './compactor-thread.js';
 import { LabelledCompactorMetrics } from '../indexes/labelled-counts.js';
-import { scrapedGauge } from '../metrics/scraped.js';
+import { scrapedCounter, scrapedGauge } from '../metrics/scraped.js';
 
 /** Old-generation heap of the compactor thread or process. */
 const COMPACTOR_HEAP_MIB = 512;
 /** A compactor that died is started again after 1 s, doubling each time it dies again before a round succeeds, up to this. */
 const RESTART_MAX_MS = 60_000;
+/** How often the ingester looks at a SCHED_IDLE compactor's lag and silence (compactor.idleMaxLagSecs). */
+const WATCH_MS = 1000;
+/** A compactor being replaced by one at normal priority may finish its round this long; then it is killed. */
+const RAISE_GRACE_MS = 5000;
 
 export type CompactorPlacement = 'process-idle' | 'process' | 'thread';
 
@@ -51,11 +62,25 @@ export class InProcessCompactor {
   #failingSince: number | null = null;
   #lastError = '';
   readonly #labelled: LabelledCompactorMetrics;
+  /** compactor.idleMaxLagSecs in ms; 0 when the compactor never leaves SCHED_IDLE (or is not process-idle). */
+  readonly #idleMaxLagMs: number;
+  /** The running process said its threads are at SCHED_IDLE. */
+  #schedIdle = false;
+  /** When the running process last posted anything (its figures come every second). */
+  #lastHeard = 0;
+  /** A replacement at normal priority is under way. */
+  #raising = false;
+  #raised = 0;
+  #watch: NodeJS.Timeout | undefined;
+  #stopped = false;
+  /** The running process was started at normal priority because the one before it fell behind. */
+  #wasRaised = false;
 
   constructor(opts: {
     settings: CompactorSettings & {
       compactMaxFailingSecs: number;
       compactorPlacement?: CompactorPlacement;
+      compactorIdleMaxLagSecs?: number;
       retentionLogsDays: number;
       retentionTracesDays: number;
       retentionSnapshotMaxAgeHours: number;
@@ -81,6 +106,7 @@ export class InProcessCompactor {
       retentionSnapshotMaxAgeHours: opts.settings.retentionSnapshotMaxAgeHours,
     };
     this.#placement = opts.settings.compactorPlacement ?? 'thread';
+    this.#idleMaxLagMs = this.#placement === 'process-idle' ? (opts.settings.compactorIdleMaxLagSecs ?? 0) * 1000 : 0;
     this.#log = opts.log;
     this.#maxFailingMs = opts.settings.compactMaxFailingSecs * 1000;
     this.#now = opts.now ?? Date.now;
@@ -98,6 +124,20 @@ export class InProcessCompactor {
       '1 while failing compaction rounds hold /readyz at 503 (failing for longer than compactor.maxFailingSecs), else 0.',
       () => (this.notReadyReason() === undefined ? 0 : 1),
     );
+    if (this.#placement !== 'thread') {
+      scrapedGauge(
+        opts.registry,
+        'siglake_compactor_sched_idle',
+        'compactor.placement process-idle: 1 while every thread of the compactor process runs at SCHED_IDLE, 0 while it runs at normal priority (it fell compactor.idleMaxLagSecs behind, or SCHED_IDLE was refused).',
+        () => (this.#schedIdle ? 1 : 0),
+      );
+      scrapedCounter(
+        opts.registry,
+        'siglake_compactor_priority_raised_total',
+        'Times a compactor process at SCHED_IDLE fell compactor.idleMaxLagSecs behind and was replaced by one at normal priority.',
+        () => this.#raised,
+      );
+    }
   }
 
   /**
@@ -118,6 +158,10 @@ export class InProcessCompactor {
   }
 
   #onMessage(m: unknown, base?: Float64Array): void {
+    if (typeof m === 'object' && m !== null && (m as SchedMessage).type === 'sched') {
+      this.#schedIdle = (m as SchedMessage).idle;
+      return;
+    }
     if (typeof m === 'object' && m !== null && (m as StatsMessage).type === 'stats') {
       const slots = (m as StatsMessage).slots;
       if (slots instanceof Float64Array) this.#stats.load(slots, base);
@@ -131,6 +175,8 @@ export class InProcessCompactor {
     const outcome = (m as RoundMessage).outcome;
     if (!outcome.failed) {
       this.#deaths = 0;
+      // Its figures came just before (CompactorStats: lag measured at the round's end).
+      this.#maybeLower();
       if (this.#failingSince !== null) this.#log.info('compaction rounds succeed again');
       this.#failingSince = null;
       this.#lastError = '';
@@ -156,8 +202,8 @@ export class InProcessCompactor {
     this.#launch();
   }
 
-  #launch(): void {
-    const runner = this.#placement === 'thread' ? this.#startThread() : this.#startProcess();
+  #launch(idle = this.#placement === 'process-idle'): void {
+    const runner = this.#placement === 'thread' ? this.#startThread() : this.#startProcess(idle);
     this.#runner = runner;
     void runner.exited.then(() => {
       // Stopped (stop() let go of it first), or ended on its own after saying so: not restarted.
@@ -201,8 +247,8 @@ export class InProcessCompactor {
     return runner;
   }
 
-  #startProcess(): Runner {
-    const data: CompactorThreadData = { settings: this.#settings, idle: this.#placement === 'process-idle', boundary: [...this.#boundary!] };
+  #startProcess(idle: boolean): Runner {
+    const data: CompactorThreadData = { settings: this.#settings, idle, boundary: [...this.#boundary!] };
     const child: ChildProcess = fork(new URL('./compactor-thread.js', import.meta.url), [], {
       // Its log lines go where the ingester's go; its settings come over the channel, not argv.
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
@@ -210,6 +256,8 @@ export class InProcessCompactor {
       execArgv: [...process.execArgv, `--max-old-space-size=${COMPACTOR_HEAP_MIB}`],
     });
     this.#pid = child.pid;
+    this.#schedIdle = false;
+    this.#lastHeard = this.#now();
     let stopped = false;
     let exit: () => void = () => {};
     const exited = new Promise<void>((resolve) => {
@@ -235,6 +283,7 @@ export class InProcessCompactor {
     // Its counters continue those of the processes before it.
     const base = this.#stats.counters();
     child.on('message', (m: unknown) => {
+      if (this.#runner === runner) this.#lastHeard = this.#now();
       if (m === 'ready') child.send(data);
       // Its end is said: 'failed' came after the round message that says why.
       else if (m === 'stopped' || m === 'failed') stopped = true;
@@ -244,16 +293,74 @@ export class InProcessCompactor {
     child.on('error', (e) => this.#log.debug({ err: e.message }, 'compactor process channel'));
     child.unref();
     child.channel?.unref();
-    this.#log.info({ compactorPid: child.pid, placement: this.#placement }, 'compactor process started');
+    this.#log.info({ compactorPid: child.pid, placement: this.#placement, schedIdle: idle }, 'compactor process started');
+    if (this.#idleMaxLagMs > 0 && this.#watch === undefined) {
+      this.#watch = setInterval(() => this.#watchLag(), WATCH_MS);
+      this.#watch.unref();
+    }
     return runner;
+  }
+
+  /**
+   * compactor.idleMaxLagSecs: a compactor at SCHED_IDLE whose lag passed the
+   * bound, or that has said nothing for that long (its figures come every
+   * second, so it got no CPU at all), is replaced by one at normal priority.
+   * (Its lag is measured at the end of each round: a round that starves
+   * reports late, and silence covers one that cannot even post.)
+   */
+  #watchLag(): void {
+    const runner = this.#runner;
+    if (runner === null || !this.#schedIdle || this.#raising || this.#stopped) return;
+    const lagMs = this.#stats.lagSeconds * 1000;
+    const silentMs = this.#now() - this.#lastHeard;
+    if (lagMs > this.#idleMaxLagMs || silentMs > this.#idleMaxLagMs) void this.#raise(runner, lagMs, silentMs);
+  }
+
+  /**
+   * After each successful round of a compactor that was raised: once its lag
+   * is under half of compactor.idleMaxLagSecs it goes back to SCHED_IDLE. (One
+   * that SCHED_IDLE refused was never raised, and is never asked.)
+   */
+  #maybeLower(): void {
+    const runner = this.#runner;
+    if (!this.#wasRaised || runner === null || this.#raising || this.#stopped) return;
+    if (this.#stats.lagSeconds * 1000 >= this.#idleMaxLagMs / 2) return;
+    this.#wasRaised = false;
+    this.#log.info({ lagSeconds: this.#stats.lagSeconds, idleMaxLagSecs: this.#idleMaxLagMs / 1000 }, 'the compactor caught up: back to SCHED_IDLE');
+    runner.post('idle');
+  }
+
+  async #raise(runner: Runner, lagMs: number, silentMs: number): Promise<void> {
+    this.#raising = true;
+    this.#raised++;
+    this.#log.warn(
+      { lagSeconds: Math.round(lagMs / 1000), silentSeconds: Math.round(silentMs / 1000), idleMaxLagSecs: this.#idleMaxLagMs / 1000 },
+      'the compactor at SCHED_IDLE fell behind: starting it again at normal priority',
+    );
+    try {
+      await this.#end(runner, RAISE_GRACE_MS);
+      // Stopped meanwhile, or it died first (then it is started again as after any death).
+      if (this.#stopped || this.#runner !== runner || runner.died) return;
+      this.#wasRaised = true;
+      this.#launch(false);
+    } finally {
+      this.#raising = false;
+    }
   }
 
   /** Lets the round in progress finish (up to `timeoutMs`), then ends the thread or process. */
   async stop(timeoutMs: number): Promise<void> {
+    this.#stopped = true;
+    clearInterval(this.#watch);
     const runner = this.#runner;
     if (runner === null) return;
     this.#runner = null;
     clearTimeout(this.#restartTimer);
+    await this.#end(runner, timeoutMs);
+  }
+
+  /** Asks `runner` to stop after its round; ends it after `timeoutMs`. Not a death: it is not started again by #launch. */
+  async #end(runner: Runner, timeoutMs: number): Promise<void> {
     runner.post('stop');
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<boolean>((resolve) => {
@@ -263,7 +370,7 @@ export class InProcessCompactor {
     clearTimeout(timer);
     if (late) {
       // Safe to cut short: a round that did not commit leaves its segments in the WAL.
-      this.#log.warn({ timeoutMs }, 'compaction round still running at shutdown: stopping it');
+      this.#log.warn({ timeoutMs }, 'compaction round still running when the compactor was told to stop: ending it');
       await runner.kill();
     }
   }

@@ -340,6 +340,14 @@ export const SETTINGS = {
     doc: "Where the compactor of `siglake ingest` runs. `process-idle`: a child process whose threads all run at Linux's SCHED_IDLE, so a compaction round uses only CPU time the ingest path leaves (on a small machine it no longer delays acknowledgements; while ingestion keeps every core busy it waits). `process`: the same child at normal priority. `thread`: a worker thread of the ingester, sharing its garbage-collection threads. Without the native addon `process-idle` runs at normal priority and says so.",
     parse: oneOf(['process-idle', 'process', 'thread'] as const),
   }),
+  compactorIdleMaxLagSecs: def<number>({
+    key: 'compactor.idleMaxLagSecs',
+    flag: '--compactor-idle-max-lag-secs',
+    category: 'iceberg',
+    default: 300,
+    doc: "`compactor.placement: process-idle` only: a compactor at SCHED_IDLE that falls this many seconds behind (siglake_compactor_lag_seconds over it, or no word from it for that long because it gets no CPU at all) is restarted at normal priority, and goes back to SCHED_IDLE once its lag is under half of this. So a host that ingestion keeps busy still lands its WAL, at some cost to ingestion, instead of growing it without bound. 0: never leave SCHED_IDLE.",
+    parse: integer({ min: 0, max: 86_400 }),
+  }),
   compactIntervalSecs: def<number>({
     key: 'compactor.intervalSecs',
     flag: '--compact-interval-secs',

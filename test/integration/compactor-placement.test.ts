@@ -5,7 +5,9 @@
 // placement; the default process's threads are all SCHED_IDLE and the
 // ingester's are not; a killed compactor process is logged and started
 // again, and one that keeps dying turns /readyz to 503, while ingestion goes
-// on; no compactor process outlives its ingester.
+// on; no compactor process outlives its ingester; one at SCHED_IDLE that
+// falls compactor.idleMaxLagSecs behind (or goes silent) is replaced by one at
+// normal priority, which goes back to SCHED_IDLE once it has caught up.
 
 import fs from 'node:fs';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -48,7 +50,7 @@ describe('compactor.placement', () => {
     for (const ing of running) await ing.stop();
   });
 
-  async function start(placement: string | undefined, extra: string[] = []): Promise<RunningIngester> {
+  async function start(placement: string | undefined, extra: string[] = [], sealAgeSecs = 1): Promise<RunningIngester> {
     // Segments sealed at 1 s of age, and the commit journal checkpointed every 200 ms (its marker
     // says which sealed segments are durable): a round every second lands what was sent.
     const ing = await startIngester({
@@ -57,7 +59,7 @@ describe('compactor.placement', () => {
         '--compact-interval-secs',
         '1',
         '--wal-segment-max-age-secs',
-        '1',
+        String(sealAgeSecs),
         ...lake.flags,
         ...(placement === undefined ? [] : ['--compactor-placement', placement]),
         ...extra,
@@ -162,6 +164,74 @@ describe('compactor.placement', () => {
     await ing.kill9();
     // Its channel closes with the ingester: it ends on its own.
     await untilValue('the compactor process to end', () => (alive(pid) ? undefined : true), 10_000);
+  });
+
+  const RAISED = 'the compactor at SCHED_IDLE fell behind: starting it again at normal priority';
+
+  function startedPids(ing: RunningIngester): number[] {
+    return ing.logs.filter((l) => l.msg === 'compactor process started').map((l) => l['compactorPid'] as number);
+  }
+
+  it('process-idle: behind by compactor.idleMaxLagSecs, it is started again at normal priority, and goes back to SCHED_IDLE once caught up', async () => {
+    // Segments sealed at 6 s: the records sent wait that long in the live segment, so the lag that
+    // rounds measure (every second) passes the 2 s bound before they can land.
+    const ing = await start(undefined, ['--compactor-idle-max-lag-secs', '2'], 6);
+    const first = compactorPid(ing)!;
+    await untilValue('the first compactor at SCHED_IDLE', async () => ((await ing.metric('siglake_compactor_sched_idle')) === 1 ? true : undefined));
+    expect(new Set(threadPolicies(first))).toEqual(new Set([SCHED_IDLE]));
+    expect(await ing.metric('siglake_compactor_priority_raised_total')).toBe(0);
+
+    const target = { url: ing.url, grpcAddress: ing.grpcAddress, headers: { 'x-scope-orgid': 'behind' } };
+    expect((await exportLogs(target, 'http', await makeLogRecords(['behind-0', 'behind-1']))).ok).toBe(true);
+    const raised = await untilValue('the raise line', () => ing.logs.find((l) => l.msg === RAISED), 20_000);
+    expect(raised['level']).toBe(40);
+    expect(raised['lagSeconds']).toBeGreaterThanOrEqual(2);
+    expect(raised['idleMaxLagSecs']).toBe(2);
+    const second = await untilValue('a compactor at normal priority', () => startedPids(ing)[1]);
+    expect(second).not.toBe(first);
+    expect(alive(first)).toBe(false);
+    expect(ing.logs.find((l) => l['compactorPid'] === second)?.['schedIdle']).toBe(false);
+    // (It cannot have landed the records yet: they wait for their segment's seal.)
+    expect(new Set(threadPolicies(second))).toEqual(new Set([SCHED_OTHER]));
+    // Not a death: no restart delay, no failed round.
+    expect(ing.logs.some((l) => l.msg === DIED)).toBe(false);
+    expect(await ing.metric('siglake_compactor_priority_raised_total')).toBe(1);
+
+    // It lands the records, its lag falls to 0, and it moves itself back to SCHED_IDLE.
+    await untilValue('the rows landed', async () => (((await ing.metric('siglake_compactor_rows_written_total')) ?? 0) >= 2 ? true : undefined), 20_000);
+    const lowered = await untilValue('the caught-up line', () => ing.logs.find((l) => l.msg === 'the compactor caught up: back to SCHED_IDLE'), 20_000);
+    expect(lowered['lagSeconds']).toBeLessThan(1);
+    await untilValue('the second compactor back at SCHED_IDLE', () => (threadPolicies(second).every((x) => x === SCHED_IDLE) ? true : undefined));
+    expect(await ing.metric('siglake_compactor_sched_idle')).toBe(1);
+    const loc = await lake.catalog.metadataLocation('tenant_behind', 'logs');
+    const got = (await icebirdRows(loc!)).map((r) => r['body'] as string);
+    expect(got.sort()).toEqual(['behind-0', 'behind-1']);
+    // The same process, not a third one.
+    expect(startedPids(ing)).toEqual([first, second]);
+    expect(await ing.stop()).toBe(0);
+    expect(alive(second)).toBe(false);
+  });
+
+  it('process-idle: a compactor that says nothing for compactor.idleMaxLagSecs (no CPU at all) is replaced by one at normal priority', async () => {
+    const ing = await start(undefined, ['--compactor-idle-max-lag-secs', '2']);
+    const first = compactorPid(ing)!;
+    await untilValue('the first compactor at SCHED_IDLE', async () => ((await ing.metric('siglake_compactor_sched_idle')) === 1 ? true : undefined));
+    // A stopped process posts nothing, as one that SCHED_IDLE starves of every cycle.
+    process.kill(first, 'SIGSTOP');
+    const raised = await untilValue('the raise line', () => ing.logs.find((l) => l.msg === RAISED), 20_000);
+    expect(raised['silentSeconds']).toBeGreaterThanOrEqual(2);
+    // It cannot finish its round: it is killed once the grace is over, and the next one starts at normal priority.
+    const second = await untilValue('a compactor at normal priority', () => startedPids(ing)[1], 20_000);
+    expect(alive(first)).toBe(false);
+    expect(ing.logs.some((l) => l.msg === 'compaction round still running when the compactor was told to stop: ending it')).toBe(true);
+    expect(ing.logs.find((l) => l['compactorPid'] === second)?.['schedIdle']).toBe(false);
+    expect(await ing.metric('siglake_compactor_priority_raised_total')).toBe(1);
+    await sendAndLand(ing, 'silent', ['silent-0']);
+    // Nothing is behind: after a round it goes back to SCHED_IDLE.
+    await untilValue('the caught-up line', () => ing.logs.find((l) => l.msg === 'the compactor caught up: back to SCHED_IDLE'), 20_000);
+    await untilValue('the second compactor at SCHED_IDLE', () => (threadPolicies(second).every((x) => x === SCHED_IDLE) ? true : undefined));
+    expect(ing.logs.some((l) => l.msg === DIED)).toBe(false);
+    expect(await ing.stop()).toBe(0);
   });
 
   it('thread: no child process; the rows land and are counted', async () => {
