@@ -46,6 +46,7 @@ export class CompactorLoop {
   }
 
   async #run(): Promise<void> {
+    this.#compactor.measureLag();
     while (!this.#stopping) {
       await this.#sleep(this.#intervalMs);
       while (!this.#stopping) {

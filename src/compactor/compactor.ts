@@ -156,7 +156,7 @@ export class Compactor {
       this.#stats.round(false);
       throw e;
     } finally {
-      this.#updateLag();
+      this.measureLag();
     }
   }
 
@@ -391,8 +391,12 @@ export class Compactor {
     return retired;
   }
 
-  /** The age of the oldest segment that still holds records, across every lane. */
-  #updateLag(): void {
+  /**
+   * siglake_compactor_lag_seconds: the age of the oldest segment that still
+   * holds records, across every lane. Measured after every round, and when
+   * the loop starts (a restarted compactor does not read 0 until its first round).
+   */
+  measureLag(): void {
     let oldest = Infinity;
     try {
       for (const lane of listLaneDirs(this.#o.walDir)) {

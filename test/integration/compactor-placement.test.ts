@@ -234,6 +234,28 @@ describe('compactor.placement', () => {
     expect(await ing.stop()).toBe(0);
   });
 
+  it('a (re)started compactor reports its lag before its first round', async () => {
+    // An earlier life leaves records in the WAL, unlanded.
+    const first = await start(undefined, ['--compactor=false']);
+    const target = { url: first.url, grpcAddress: first.grpcAddress, headers: { 'x-scope-orgid': 'waiting' } };
+    expect((await exportLogs(target, 'http', await makeLogRecords(['waiting-0']))).ok).toBe(true);
+    expect(await first.stop()).toBe(0);
+    await new Promise((r) => setTimeout(r, 2000));
+    // The next life's first round is a minute away; its lag says how old those records are now.
+    const ing = await startIngester({
+      dataDir: first.dataDir,
+      args: ['--trust-tenant-header', '--compact-interval-secs', '60', ...lake.flags],
+    });
+    running.push(ing);
+    const lag = await untilValue('a lag reported', async () => {
+      const v = (await ing.metric('siglake_compactor_lag_seconds')) ?? 0;
+      return v > 0 ? v : undefined;
+    }, 15_000);
+    expect(lag).toBeGreaterThanOrEqual(2);
+    expect(await ing.metric('siglake_compactor_rounds_total')).toBe(0);
+    expect(await ing.stop()).toBe(0);
+  });
+
   it('thread: no child process; the rows land and are counted', async () => {
     const ing = await start('thread');
     expect(compactorPid(ing)).toBeUndefined();

@@ -52,6 +52,11 @@ interface Sample {
   non200: number;
   walBytes: number;
   lanes: number;
+  /** The compactor's figures (absent series read 0): its lag, the WAL it landed, its scheduling class, its raises. */
+  lagS: number;
+  landedBytes: number;
+  schedIdle: number;
+  raised: number;
 }
 
 function loadgen(target: string, extra: string[], outFile: string): Promise<{ code: number | null; report: Record<string, any> }> {
@@ -113,7 +118,7 @@ async function main(): Promise<number> {
     // 2. The soak, sampled.
     const samples: Sample[] = [];
     const csv = fs.openSync(path.join(OUT, 'samples.csv'), 'w');
-    fs.writeSync(csv, 't_s,rss_mib,fds,requests,non200,wal_bytes,lanes\n');
+    fs.writeSync(csv, 't_s,rss_mib,fds,requests,non200,wal_bytes,lanes,compactor_lag_s,compactor_wal_bytes_read,compactor_sched_idle,compactor_raised\n');
     const t0 = Date.now();
     const sample = async () => {
       let m = new Map<string, number>();
@@ -137,11 +142,15 @@ async function main(): Promise<number> {
         non200,
         walBytes: m.get('siglake_wal_bytes_written_total') ?? 0,
         lanes: m.get('siglake_ingest_lanes') ?? 0,
+        lagS: Math.round((m.get('siglake_compactor_lag_seconds') ?? 0) * 10) / 10,
+        landedBytes: m.get('siglake_compactor_wal_bytes_read_total') ?? 0,
+        schedIdle: m.get('siglake_compactor_sched_idle') ?? 0,
+        raised: m.get('siglake_compactor_priority_raised_total') ?? 0,
       };
       samples.push(s);
-      fs.writeSync(csv, `${s.t},${s.rssMiB},${s.fds},${s.requests},${s.non200},${s.walBytes},${s.lanes}\n`);
+      fs.writeSync(csv, `${s.t},${s.rssMiB},${s.fds},${s.requests},${s.non200},${s.walBytes},${s.lanes},${s.lagS},${s.landedBytes},${s.schedIdle},${s.raised}\n`);
       if (samples.length % Math.max(1, Math.round(60 / SAMPLE_SECS)) === 1) {
-        console.log(`soak: t=${s.t}s rss=${s.rssMiB} MiB fds=${s.fds} requests=${s.requests} non200=${s.non200}`);
+        console.log(`soak: t=${s.t}s rss=${s.rssMiB} MiB fds=${s.fds} requests=${s.requests} non200=${s.non200} compactor lag=${s.lagS}s landed=${(s.landedBytes / 1e9).toFixed(2)}/${(s.walBytes / 1e9).toFixed(2)} GB sched_idle=${s.schedIdle} raised=${s.raised}`);
       }
     };
     await sample();
@@ -199,6 +208,20 @@ async function main(): Promise<number> {
         slopeMiBPerHour: Math.round(rssSlopeMiBPerHour * 10) / 10,
       },
       fds: { firstWindowMedian: fdFirst, lastWindowMedian: fdLast, max: Math.max(...samples.map((s) => s.fds)) },
+      // What the compactor landed of the WAL written (it is not part of the verdict: at a load that
+      // leaves no idle CPU it falls behind, docs/operations.md "Sizing").
+      compactorFigures: COMPACTOR
+        ? (() => {
+            const end = samples[samples.length - 1]!;
+            return {
+              walWrittenBytes: end.walBytes,
+              walLandedBytes: end.landedBytes,
+              lagSecondsMax: Math.max(...samples.map((x) => x.lagS)),
+              lagSecondsEnd: end.lagS,
+              priorityRaised: end.raised,
+            };
+          })()
+        : null,
       ingesterExit: exitCode,
       verdict: { rssFlat, fdsFlat, noErrors: errors === 0, cleanExit: exitCode === 0 },
       samples: samples.length,
