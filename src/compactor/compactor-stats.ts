@@ -65,6 +65,17 @@ export class CompactorStats {
     return c;
   }
 
+  /**
+   * The compactor process these figures came from has ended: a round it was
+   * in is over, and its time so far stays in busy seconds (the counter must
+   * not go back when the next process's first snapshot has no round running).
+   */
+  processEnded(nowMs = Date.now()): void {
+    const f = this.#f;
+    if (f[STARTED]! > 0) f[BUSY]! += Math.max(0, nowMs - f[STARTED]!) / 1000;
+    f[STARTED] = 0;
+  }
+
   roundStarted(nowMs = Date.now()): void {
     this.#f[STARTED] = nowMs;
   }

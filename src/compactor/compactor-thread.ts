@@ -18,6 +18,7 @@ import { createLogger } from '../log.js';
 import { CompactorLoop, type RoundOutcome } from './compactor-loop.js';
 import { CompactorSetup, type CompactorSettings } from './compactor-setup.js';
 import { CompactorStats } from './compactor-stats.js';
+import { walLagSeconds } from './compactor.js';
 import type { LabelledMessage } from '../indexes/labelled-counts.js';
 import { retentionHook } from '../retention/in-loop.js';
 import { loadAddon } from '../native/addon.js';
@@ -85,11 +86,16 @@ port.on((m: unknown) => {
   // priority (compactor.idleMaxLagSecs): back to SCHED_IDLE. Lowering one's
   // own class needs no privilege; raising it again does, so the ingester
   // raises a compactor by starting a new one.
-  else if (m === 'idle' && processLog !== null) goIdle(processLog);
+  else if (m === 'idle') {
+    // Before its settings came (a replacement told at once): main() honours it.
+    if (processLog !== null) goIdle(processLog);
+    else idleAsked = true;
+  }
 });
 
 /** A process's logger, once it has its settings. */
 let processLog: Logger | null = null;
+let idleAsked = false;
 
 /** Moves every thread of this process to SCHED_IDLE, and tells the parent where it stands. */
 function goIdle(log: Logger): void {
@@ -118,6 +124,8 @@ async function openWithRetry(data: CompactorThreadData, log: Logger, stats: Comp
       log.error({ err: (e as Error).message, code: (e as { code?: string }).code, retryMs }, 'the compactor cannot open the catalog or warehouse; retrying');
       // A failed open counts as a failed round, so readiness (compactor.maxFailingSecs) sees it.
       postRound({ failed: true, error: `the compactor cannot open the catalog or warehouse: ${(e as Error).message}` });
+      const lag = walLagSeconds(data.settings.walDir, Date.now());
+      if (lag !== null) stats.setLag(lag);
     }
     const until = Date.now() + retryMs;
     while (Date.now() < until) {
@@ -168,7 +176,12 @@ async function main(): Promise<void> {
     postStats = () => port.post({ type: 'stats', slots: stats.snapshot() } satisfies StatsMessage);
     setInterval(postStats, STATS_MS).unref();
     processLog = log;
-    if (data.idle === true) goIdle(log);
+    // Its lag from the start, and while the catalog cannot be opened: a
+    // restarted compactor must not read 0 until its first round.
+    const lag = walLagSeconds(data.settings.walDir, Date.now());
+    if (lag !== null) stats.setLag(lag);
+    postStats();
+    if (data.idle === true || idleAsked) goIdle(log);
     else port.post({ type: 'sched', idle: false } satisfies SchedMessage);
   }
   const setup = await openWithRetry(data, log, stats);

@@ -392,27 +392,35 @@ export class Compactor {
   }
 
   /**
-   * siglake_compactor_lag_seconds: the age of the oldest segment that still
-   * holds records, across every lane. Measured after every round, and when
-   * the loop starts (a restarted compactor does not read 0 until its first round).
+   * siglake_compactor_lag_seconds, measured after every round and when the
+   * loop starts (a restarted compactor does not read 0 until its first round).
    */
   measureLag(): void {
-    let oldest = Infinity;
-    try {
-      for (const lane of listLaneDirs(this.#o.walDir)) {
-        for (const f of listLaneFiles(lane.dir).segments) {
-          const created = segmentCreatedMs(f.path);
-          if (created === null) continue;
-          // Segments only grow in number and age: the first with records is the lane's oldest.
-          if (created < oldest) oldest = created;
-          break;
-        }
-      }
-    } catch {
-      return;
-    }
-    this.#stats.setLag(oldest === Infinity ? 0 : Math.max(0, (this.#now() - oldest) / 1000));
+    const lag = walLagSeconds(this.#o.walDir, this.#now());
+    if (lag !== null) this.#stats.setLag(lag);
   }
+}
+
+/**
+ * The age in seconds of the oldest WAL segment under `walDir` that still holds
+ * records, across every lane (0 when none does); null when the WAL cannot be listed.
+ */
+export function walLagSeconds(walDir: string, nowMs: number): number | null {
+  let oldest = Infinity;
+  try {
+    for (const lane of listLaneDirs(walDir)) {
+      for (const f of listLaneFiles(lane.dir).segments) {
+        const created = segmentCreatedMs(f.path);
+        if (created === null) continue;
+        // Segments only grow in number and age: the first with records is the lane's oldest.
+        if (created < oldest) oldest = created;
+        break;
+      }
+    }
+  } catch {
+    return null;
+  }
+  return oldest === Infinity ? 0 : Math.max(0, (nowMs - oldest) / 1000);
 }
 
 /** Lane key → committed segment, for WAL `walId`, from the newest snapshot of the table's history that records it. */

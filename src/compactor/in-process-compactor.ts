@@ -64,6 +64,8 @@ export class InProcessCompactor {
   readonly #labelled: LabelledCompactorMetrics;
   /** compactor.idleMaxLagSecs in ms; 0 when the compactor never leaves SCHED_IDLE (or is not process-idle). */
   readonly #idleMaxLagMs: number;
+  /** How long a SCHED_IDLE compactor may say nothing: the same bound (a test hook may set it apart). */
+  readonly #silentMaxMs: number;
   /** The running process said its threads are at SCHED_IDLE. */
   #schedIdle = false;
   /** When the running process last posted anything (its figures come every second). */
@@ -107,6 +109,7 @@ export class InProcessCompactor {
     };
     this.#placement = opts.settings.compactorPlacement ?? 'thread';
     this.#idleMaxLagMs = this.#placement === 'process-idle' ? (opts.settings.compactorIdleMaxLagSecs ?? 0) * 1000 : 0;
+    this.#silentMaxMs = testSilentMaxMs() ?? this.#idleMaxLagMs;
     this.#log = opts.log;
     this.#maxFailingMs = opts.settings.compactMaxFailingSecs * 1000;
     this.#now = opts.now ?? Date.now;
@@ -212,7 +215,8 @@ export class InProcessCompactor {
       this.#log.warn({ delayMs, placement: this.#placement }, 'starting the compactor again');
       this.#restartTimer = setTimeout(() => {
         this.#restartTimer = undefined;
-        if (this.#runner === runner) this.#launch();
+        // One that was raised because it fell behind comes back at normal priority.
+        if (this.#runner === runner) this.#launch(this.#placement === 'process-idle' && !this.#wasRaised);
       }, delayMs);
       this.#restartTimer.unref();
     });
@@ -275,19 +279,27 @@ export class InProcessCompactor {
         await exited;
       },
     };
-    child.once('exit', (code, signal) => {
+    // 'close', not 'exit': it comes once the IPC channel is closed too, so
+    // every message the process sent has been handled.
+    child.once('close', (code, signal) => {
       if (this.#pid === child.pid) this.#pid = undefined;
+      if (this.#runner === runner || this.#runner === null) {
+        // A round it was in ends with it: its time so far stays counted.
+        this.#stats.processEnded();
+        this.#schedIdle = false;
+      }
       if (!stopped) this.#died(runner, signal !== null ? `its process was killed by ${signal}` : `its process exited with code ${String(code)}`);
       exit();
     });
     // Its counters continue those of the processes before it.
     const base = this.#stats.counters();
     child.on('message', (m: unknown) => {
-      if (this.#runner === runner) this.#lastHeard = this.#now();
       if (m === 'ready') child.send(data);
       // Its end is said: 'failed' came after the round message that says why.
       else if (m === 'stopped' || m === 'failed') stopped = true;
-      else this.#onMessage(m, base);
+      // Figures and outcomes of a process another has replaced are not this compactor's any more.
+      else if (this.#runner === runner || this.#runner === null) this.#onMessage(m, base);
+      if (this.#runner === runner) this.#lastHeard = this.#now();
     });
     // A channel that breaks as the child dies: the 'exit' handler says why.
     child.on('error', (e) => this.#log.debug({ err: e.message }, 'compactor process channel'));
@@ -310,10 +322,10 @@ export class InProcessCompactor {
    */
   #watchLag(): void {
     const runner = this.#runner;
-    if (runner === null || !this.#schedIdle || this.#raising || this.#stopped) return;
+    if (runner === null || runner.died || !this.#schedIdle || this.#raising || this.#stopped) return;
     const lagMs = this.#stats.lagSeconds * 1000;
     const silentMs = this.#now() - this.#lastHeard;
-    if (lagMs > this.#idleMaxLagMs || silentMs > this.#idleMaxLagMs) void this.#raise(runner, lagMs, silentMs);
+    if (lagMs > this.#idleMaxLagMs || silentMs > this.#silentMaxMs) void this.#raise(runner, lagMs, silentMs);
   }
 
   /**
@@ -332,9 +344,13 @@ export class InProcessCompactor {
 
   async #raise(runner: Runner, lagMs: number, silentMs: number): Promise<void> {
     this.#raising = true;
-    this.#raised++;
     this.#log.warn(
-      { lagSeconds: Math.round(lagMs / 1000), silentSeconds: Math.round(silentMs / 1000), idleMaxLagSecs: this.#idleMaxLagMs / 1000 },
+      {
+        compactorPid: this.#pid,
+        lagSeconds: Math.round(lagMs / 1000),
+        silentSeconds: Math.round(silentMs / 1000),
+        idleMaxLagSecs: this.#idleMaxLagMs / 1000,
+      },
       'the compactor at SCHED_IDLE fell behind: starting it again at normal priority',
     );
     try {
@@ -342,6 +358,7 @@ export class InProcessCompactor {
       // Stopped meanwhile, or it died first (then it is started again as after any death).
       if (this.#stopped || this.#runner !== runner || runner.died) return;
       this.#wasRaised = true;
+      this.#raised++;
       this.#launch(false);
     } finally {
       this.#raising = false;
@@ -374,4 +391,16 @@ export class InProcessCompactor {
       await runner.kill();
     }
   }
+}
+
+/**
+ * Test-only (SIGLAKE_TEST_HOOKS=1): SIGLAKE_TEST_COMPACTOR_SILENT_MS=n lets a
+ * SCHED_IDLE compactor say nothing for n ms before it is raised, apart from
+ * compactor.idleMaxLagSecs, so that a test of the lag bound on a loaded machine
+ * is not cut short by a raise for silence.
+ */
+function testSilentMaxMs(): number | undefined {
+  if (process.env['SIGLAKE_TEST_HOOKS'] !== '1') return undefined;
+  const ms = Number(process.env['SIGLAKE_TEST_COMPACTOR_SILENT_MS'] ?? '');
+  return Number.isFinite(ms) && ms > 0 ? ms : undefined;
 }

@@ -45,4 +45,23 @@ describe('CompactorStats busy seconds', () => {
     ingester.load(new Float64Array(3), base);
     expect(ingester.rounds).toBe(2);
   });
+
+  it('a process killed mid-round: its round so far stays counted, and the next process does not take the counter back', () => {
+    const ingester = CompactorStats.create();
+    const first = CompactorStats.create();
+    first.roundStarted(1_000);
+    ingester.load(first.snapshot(), ingester.counters());
+    expect(ingester.busySeconds(4_000)).toBe(3);
+    // Killed at 4 s, in its round: the ingester ends that round's time there.
+    ingester.processEnded(4_000);
+    expect(ingester.busySeconds(9_000)).toBe(3);
+    const second = CompactorStats.create();
+    const base = ingester.counters();
+    ingester.load(second.snapshot(), base);
+    expect(ingester.busySeconds(9_500)).toBe(3);
+    second.roundStarted(10_000);
+    second.round(true, 10_500);
+    ingester.load(second.snapshot(), base);
+    expect([ingester.rounds, ingester.busySeconds(20_000)]).toEqual([1, 3.5]);
+  });
 });
