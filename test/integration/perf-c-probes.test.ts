@@ -53,6 +53,28 @@ describe('perf/ C probes', () => {
     expect(zero.stderr).toContain('every argument must be positive');
   });
 
+  it('journal-sync-modes: each way of making a round durable is timed, a bad mode refused, no file left', () => {
+    const bin = build('journal-sync-modes');
+    const work = path.join(dir, 'jsm');
+    fs.mkdirSync(work);
+    for (const mode of ['0', '1', '2', '3']) {
+      const r = spawnSync(bin, [work, mode, '20000', '20'], { encoding: 'utf8', timeout: 60_000 });
+      if (mode === '2' && r.status === 3) {
+        // A temporary directory on tmpfs: no direct I/O there, and it says so.
+        expect(r.stdout).toBe('mode 2, 20000 bytes: O_DIRECT refused by this file system\n');
+        expect(fs.readdirSync(work)).toEqual([]);
+        continue;
+      }
+      expect(r.status, r.stderr).toBe(0);
+      expect(r.stdout).toMatch(new RegExp(`^mode ${mode}, 20000 bytes: p50 \\d+\\.\\d p90 \\d+\\.\\d p99 \\d+\\.\\d us\n$`));
+      expect(fs.readdirSync(work)).toEqual([]);
+    }
+    const bad = spawnSync(bin, [work, '4', '20000', '20'], { encoding: 'utf8' });
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toContain('MODE 0-3');
+    expect(fs.readdirSync(work)).toEqual([]);
+  }, 120_000);
+
   it('checkpoint-sync: per-file fdatasync against one syncfs, and no file left', () => {
     const bin = build('checkpoint-sync');
     const work = path.join(dir, 'cs');
