@@ -131,7 +131,7 @@ export class InProcessCompactor {
       scrapedGauge(
         opts.registry,
         'siglake_compactor_sched_idle',
-        'compactor.placement process-idle: 1 while every thread of the compactor process runs at SCHED_IDLE, 0 while it runs at normal priority (it fell compactor.idleMaxLagSecs behind, or SCHED_IDLE was refused).',
+        'compactor.placement process-idle: 1 while every thread of the compactor process runs at SCHED_IDLE, 0 while it runs at normal priority (it fell compactor.idleMaxLagSecs behind, or SCHED_IDLE was refused) and while none runs.',
         () => (this.#schedIdle ? 1 : 0),
       );
       scrapedCounter(
@@ -301,7 +301,7 @@ export class InProcessCompactor {
       else if (this.#runner === runner || this.#runner === null) this.#onMessage(m, base);
       if (this.#runner === runner) this.#lastHeard = this.#now();
     });
-    // A channel that breaks as the child dies: the 'exit' handler says why.
+    // A channel that breaks as the child dies: the 'close' handler says why.
     child.on('error', (e) => this.#log.debug({ err: e.message }, 'compactor process channel'));
     child.unref();
     child.channel?.unref();
@@ -317,8 +317,8 @@ export class InProcessCompactor {
    * compactor.idleMaxLagSecs: a compactor at SCHED_IDLE whose lag passed the
    * bound, or that has said nothing for that long (its figures come every
    * second, so it got no CPU at all), is replaced by one at normal priority.
-   * (Its lag is measured at the end of each round: a round that starves
-   * reports late, and silence covers one that cannot even post.)
+   * (Its lag is measured as it starts and at the end of each round: a round
+   * that starves reports late, and silence covers one that cannot even post.)
    */
   #watchLag(): void {
     const runner = this.#runner;
