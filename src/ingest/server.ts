@@ -235,6 +235,7 @@ export class Ingester {
       }
     });
     metrics.inflightBytes = () => inflight.bytes;
+    metrics.ringBacklogFrames = () => dispatcher.backlogged;
     const common = {
       inflight,
       maxRequestBytes: s.maxRequestBytes,

@@ -22,9 +22,20 @@
 // goes back to offset 0 once its tail is past that size and the consumer has
 // released enough room there, instead of running on to the end. A ring
 // that cycled through its whole buffer would keep every page of it resident
-// (32 MiB a worker); one that wraps early keeps about the soft size plus what
-// was ever in flight at once. Only the producer decides where a frame goes:
-// the consumer follows the wrap marker wherever it finds one.
+// (32 MiB a worker); one that wraps early keeps about the soft size plus twice
+// the most that was ever in flight at once. Only the producer decides where a
+// frame goes: the consumer follows the wrap marker wherever it finds one.
+//
+// "Enough room" is the frame and more than the most the consumer has ever held
+// at once (its peak): after an early wrap the producer has only [0, head)
+// until the consumer reaches the marker, and a worker holds a whole round's
+// frames until its sync, so a wrap into less room than that leaves the
+// producer short while most of the buffer lies unused. Wrapping as soon as the
+// frame alone fitted sent most 256 KiB bodies to the dispatcher's backlog, a
+// second copy each (docs/performance.md, "The request ring's early wrap").
+// After an early wrap, then, the producer runs short of room before head only
+// when more is in flight than ever before. The peak is never forgotten: the
+// pages a burst touched stay resident anyway.
 
 const CONTROL_BYTES = 128;
 const HEAD = 0; // Int32 index (byte 0)
@@ -54,8 +65,12 @@ export class ByteRing {
   /** Consumer's private read cursor (published to HEAD by release()). */
   #readPos = 0;
 
-  /** Producer side: past this offset, wrap to 0 as soon as a frame fits before head. */
+  /** Producer side: past this offset, wrap to 0 once the room before head holds a frame and the peak in flight. */
   #soft: number;
+  /** Producer side: the most bytes ever seen in flight (published, not released). */
+  #peak = 0;
+  /** Producer side: where the last lap ended (its wrap marker, or the end of the buffer). */
+  #wrappedAt = 0;
 
   /** Bytes of ring needed so that a frame of `maxPayload` bytes always fits eventually. */
   static capacityFor(maxPayload: number): number {
@@ -105,9 +120,12 @@ export class ByteRing {
     const tail = this.#ctl[TAIL]!;
     if (tail >= head) {
       // Free: [tail, cap) and [0, head). Past the soft size, back to the start
-      // whenever the frame fits before head (it must end before head, where
-      // the consumer may be about to read the wrap marker left at tail).
-      if (tail >= this.#soft && need < head) return FRAME_HEADER_BYTES;
+      // when the room before head holds the frame and more than the most
+      // ever in flight (see the header). It must end before head, where the
+      // consumer may be about to read the wrap marker left at tail.
+      const inFlight = tail - head;
+      if (inFlight > this.#peak) this.#peak = inFlight;
+      if (tail >= this.#soft && need + this.#peak < head) return FRAME_HEADER_BYTES;
       // A frame at tail must not end exactly at cap when head is 0 (tail
       // would become 0 === head: "empty").
       const endRoom = cap - tail;
@@ -115,6 +133,9 @@ export class ByteRing {
       if (need < head) return FRAME_HEADER_BYTES; // after a wrap marker at tail
       return -1;
     }
+    // Wrapped: in flight are [head, the last wrap) and [0, tail).
+    const inFlight = this.#wrappedAt - head + tail;
+    if (inFlight > this.#peak) this.#peak = inFlight;
     if (need < head - tail) return tail + FRAME_HEADER_BYTES;
     return -1;
   }
@@ -126,11 +147,15 @@ export class ByteRing {
     if (start !== tail) {
       // The frame went to offset 0: leave a wrap marker where tail was.
       this.#view.setUint32(tail, WRAP, true);
+      this.#wrappedAt = tail;
     }
     this.#view.setUint32(start, length, true);
     this.#view.setUint32(start + 4, tag >>> 0, true);
     let next = start + FRAME_HEADER_BYTES + align8(length);
-    if (next === this.capacity) next = 0;
+    if (next === this.capacity) {
+      next = 0;
+      this.#wrappedAt = this.capacity;
+    }
     Atomics.store(this.#ctl, TAIL, next);
     Atomics.add(this.#ctl, SEQ, 1);
   }

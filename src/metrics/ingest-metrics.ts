@@ -52,6 +52,8 @@ export class IngestMetrics {
   readonly #aborted = new Float64Array(ENDPOINTS.length);
   /** Bytes of request bodies being received or queued now (set by the acceptors). */
   inflightBytes: () => number = () => 0;
+  /** Frames that found their shard's request ring full and waited in the acceptor's backlog (set by the server: the dispatcher's count). */
+  ringBacklogFrames: () => number = () => 0;
   /** Non-cumulative bucket counts, then the sum. */
   readonly #depth = new Float64Array(DEPTH_BUCKETS.length + 2);
   #refusalLog: RefusalLog | undefined;
@@ -127,6 +129,12 @@ export class IngestMetrics {
     computed('siglake_ingest_inflight_bytes', 'Bytes of request bodies being received or queued for a writer now.', 'gauge', () => [
       { value: this.inflightBytes() },
     ]);
+    computed(
+      'siglake_ingest_ring_backlog_total',
+      "Frames (request bodies, and lane notices to a writer) that found their shard's request ring full and waited in the acceptor's backlog, copied once more: a worker that falls behind, or bodies in flight that outgrow its ring (twice --max-request-bytes).",
+      'counter',
+      () => [{ value: this.ringBacklogFrames() }],
+    );
     computed('siglake_ingest_rejected_total', 'Ingest requests refused by a limit, by reason.', 'counter', () =>
       REJECT_REASONS.map((reason, i) => ({ value: this.#rejected[i]!, labels: { reason } })),
     );

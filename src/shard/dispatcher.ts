@@ -118,6 +118,8 @@ export class Dispatcher {
   #closed = false;
   #stopping = false;
   #backlogTimer: NodeJS.Timeout | undefined;
+  /** Frames that went to a backlog because their ring was full (siglake_ingest_ring_backlog_total). */
+  #backlogged = 0;
   #readyWaiters: (() => void)[] = [];
   /** Test-only: the round trace (src/shard/round-trace.ts), when one is on. */
   readonly #trace: AcceptorTrace | null;
@@ -137,6 +139,11 @@ export class Dispatcher {
 
   get inflight(): number {
     return this.#inflight.size;
+  }
+
+  /** Frames that waited in a backlog because their shard's ring was full, since start. */
+  get backlogged(): number {
+    return this.#backlogged;
   }
 
   /** Starts every shard task and resolves once each worker has recovered its WAL tails. */
@@ -210,11 +217,12 @@ export class Dispatcher {
     const s = this.#shards[lane.shard]!;
     if (lane.announcedEpoch !== s.epoch) this.#announce(s, lane);
     this.#trace?.published(reqId);
-    if (s.backlog.length === 0 && this.#tryPush(s.ring, FrameKind.DATA, flags, lane.id, body, reqId, foreign)) {
+    if (this.#backlogEmpty(s) && this.#tryPush(s.ring, FrameKind.DATA, flags, lane.id, body, reqId, foreign)) {
       s.ring.wake();
       return;
     }
     s.backlog.push({ frame: encodeFrame(FrameKind.DATA, flags, lane.id, body), tag: reqId });
+    this.#backlogged++;
     this.#scheduleBacklog();
   }
 
@@ -232,11 +240,12 @@ export class Dispatcher {
   }
 
   #control(s: ShardHandle, kind: number, laneId: number, payload: Uint8Array): void {
-    if (s.backlog.length === 0 && this.#tryPush(s.ring, kind, 0, laneId, payload, 0)) {
+    if (this.#backlogEmpty(s) && this.#tryPush(s.ring, kind, 0, laneId, payload, 0)) {
       s.ring.wake();
       return;
     }
     s.backlog.push({ frame: encodeFrame(kind, 0, laneId, payload), tag: 0 });
+    this.#backlogged++;
     this.#scheduleBacklog();
   }
 
@@ -250,19 +259,27 @@ export class Dispatcher {
     return true;
   }
 
+  /**
+   * Whether a shard's backlog is empty, after moving into its ring what fits
+   * now: a frame may go straight to the ring only behind every frame waiting
+   * (order within a lane), and waiting for the timer would send every frame
+   * of the next millisecond to the backlog too.
+   */
+  #backlogEmpty(s: ShardHandle): boolean {
+    const q = s.backlog;
+    if (q.length === 0) return true;
+    let i = 0;
+    while (i < q.length && s.ring.push(q[i]!.frame, q[i]!.tag)) i++;
+    if (i > 0) {
+      q.splice(0, i);
+      s.ring.wake();
+    }
+    return q.length === 0;
+  }
+
   #flushBacklogs(): boolean {
     let pending = false;
-    for (const s of this.#shards) {
-      const q = s.backlog;
-      if (q.length === 0) continue;
-      let i = 0;
-      while (i < q.length && s.ring.push(q[i]!.frame, q[i]!.tag)) i++;
-      if (i > 0) {
-        q.splice(0, i);
-        s.ring.wake();
-      }
-      if (q.length > 0) pending = true;
-    }
+    for (const s of this.#shards) if (!this.#backlogEmpty(s)) pending = true;
     return pending;
   }
 
