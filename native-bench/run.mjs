@@ -405,7 +405,11 @@ async function siglakeCounts(port) {
   // its own timeouts it reports as socket errors, which count.
   let abandoned = 0;
   let checkpoints = 0;
+  // Bodies that found their shard's request ring full (a second copy each).
+  let backlogged = 0;
   for (const line of text.split('\n')) {
+    const b = /^siglake_ingest_ring_backlog_total(?:\{[^}]*\})? (\d+)/.exec(line);
+    if (b) backlogged += Number(b[1]);
     const f = /^siglake_wal_fsync_seconds_count(?:\{[^}]*\})? (\d+)/.exec(line);
     if (f) syncs += Number(f[1]);
     const c = /^siglake_wal_checkpoints_total(?:\{[^}]*\})? (\d+)/.exec(line);
@@ -417,7 +421,7 @@ async function siglakeCounts(port) {
       if (m[1] === '200') ok += Number(m[2]);
     }
   }
-  return { ok, all, syncs, abandoned, checkpoints };
+  return { ok, all, syncs, abandoned, checkpoints, backlogged };
 }
 
 // ---- measuring a row ---------------------------------------------------------
@@ -484,9 +488,10 @@ async function measureServer(row, srv, extra) {
       // Group commit at work: requests answered per fdatasync (batch mode).
       r.reqPerSync = after.syncs > before.syncs ? (after.all - before.all) / (after.syncs - before.syncs) : NaN;
       r.abandoned = after.abandoned - before.abandoned;
+      r.backlogged = after.backlogged - before.backlogged;
     }
     runs.push(r);
-    log(`    run ${i + 1}/${RUNS}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, errors ${r.errors}${r.abandoned > 0 ? ` (and ${r.abandoned} abandoned by the client when its time was up, 499)` : ''}; CPU µs/request: main thread ${r.cpuMainUs.toFixed(1)}, process ${r.cpuAllUs.toFixed(1)}${Number.isFinite(r.reqPerSync) ? `; ${r.reqPerSync.toFixed(1)} requests per fdatasync` : ''}`);
+    log(`    run ${i + 1}/${RUNS}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, errors ${r.errors}${r.abandoned > 0 ? ` (and ${r.abandoned} abandoned by the client when its time was up, 499)` : ''}; CPU µs/request: main thread ${r.cpuMainUs.toFixed(1)}, process ${r.cpuAllUs.toFixed(1)}${Number.isFinite(r.reqPerSync) ? `; ${r.reqPerSync.toFixed(1)} requests per fdatasync` : ''}${r.backlogged > 0 ? `; ${r.backlogged} found the request ring full` : ''}`);
   }
   const ps = procStatus(srv.child.pid);
   const rps = median(runs.map((r) => r.rps));
