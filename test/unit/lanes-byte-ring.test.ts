@@ -178,10 +178,10 @@ describe('ByteRing', () => {
   });
 
   it('with a soft size, never refuses a frame while a held round leaves most of the buffer free', () => {
-    // A writer worker reads a round's frames and releases them only after its
-    // sync; meanwhile the acceptor pushes the next round. Rounds of eight
-    // 1,000-byte frames (8 KiB) against a 64 KiB ring: room for several at
-    // once. A producer that wrapped to the start into less room than the
+    // A writer worker reads a round's frames and releases them only once it
+    // has written them; meanwhile the acceptor pushes the next round. Rounds
+    // of eight 1,000-byte frames (8 KiB) against a 256 KiB ring: room for
+    // many at once. A producer that wrapped to the start into less room than the
     // held round refused frames here (they went to the dispatcher's backlog,
     // a second copy each).
     const ring = ByteRing.create(256 * 1024, 4096);
