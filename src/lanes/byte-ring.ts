@@ -29,8 +29,8 @@
 // "Enough room" is the frame and more than the most the consumer has ever held
 // at once (its peak): after an early wrap the producer has only [0, head)
 // until the consumer reaches the marker, and a worker holds a whole round's
-// frames until its sync, so a wrap into less room than that leaves the
-// producer short while most of the buffer lies unused. Wrapping as soon as the
+// frames until it has written them, so a wrap into less room than that
+// leaves the producer short while most of the buffer lies unused. Wrapping as soon as the
 // frame alone fitted sent most 256 KiB bodies to the dispatcher's backlog, a
 // second copy each (docs/performance.md, "The request ring's early wrap").
 // After an early wrap, then, the producer runs short of room before head only
