@@ -81,17 +81,18 @@ describe('request ring backlog', () => {
     // The ring learns how much is in flight at once (up to 64 bodies,
     // 16 MiB) as it goes; a few may wait meanwhile, while a burst is larger
     // than any before it.
-    expect(await send(ing, 256, 64, () => 256 * 1024)).toEqual(Array(256).fill(200));
+    expect(await send(ing, 512, 64, () => 256 * 1024)).toEqual(Array(512).fill(200));
     const learning = (await ing.metric('siglake_ingest_ring_backlog_total')) ?? -1;
     expect(learning).toBeGreaterThanOrEqual(0);
     expect(await send(ing, 640, 64, () => 256 * 1024)).toEqual(Array(640).fill(200));
-    // Then hardly any (none in most runs; on a busy machine a burst may
-    // still outgrow the largest seen). A ring that wrapped as soon as a
-    // frame fitted sent 130-150 of these 640 there (about one in five).
+    // Then hardly any: none in most runs here, but on a busy machine (CI
+    // runs the suite's files in parallel) a burst may still outgrow the
+    // largest seen: 27 once. A ring that wrapped as soon as a frame fitted
+    // sent 130-180 of these 640 there (one in four or five).
     const backlogged = ((await ing.metric('siglake_ingest_ring_backlog_total')) ?? -1) - learning;
     expect(backlogged).toBeGreaterThanOrEqual(0);
-    expect(backlogged).toBeLessThanOrEqual(640 / 50);
+    expect(backlogged).toBeLessThanOrEqual(640 / 10);
     expect(await ing.stop()).toBe(0);
-    expect(markers(ing)).toHaveLength(896);
+    expect(markers(ing)).toHaveLength(1152);
   });
 });
