@@ -30,9 +30,10 @@
 // at once (its peak): after an early wrap the producer has only [0, head)
 // until the consumer reaches the marker, and a worker holds a whole round's
 // frames until it has written them, so a wrap into less room than that
-// leaves the producer short while most of the buffer lies unused. Wrapping as soon as the
-// frame alone fitted sent most 256 KiB bodies to the dispatcher's backlog, a
-// second copy each (docs/performance.md, "The request ring's early wrap").
+// leaves the producer short while most of the buffer lies unused. Wrapping as
+// soon as the frame alone fitted sent most 256 KiB bodies to the dispatcher's
+// backlog, a second copy each (docs/performance.md, "The request ring's early
+// wrap").
 // After an early wrap, then, the producer runs short of room before head only
 // when more is in flight than ever before. The peak is never forgotten. After
 // a burst or a stall that filled the ring, it cycles through all it touched;

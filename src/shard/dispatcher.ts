@@ -217,7 +217,7 @@ export class Dispatcher {
     const s = this.#shards[lane.shard]!;
     if (lane.announcedEpoch !== s.epoch) this.#announce(s, lane);
     this.#trace?.published(reqId);
-    if (this.#backlogEmpty(s) && this.#tryPush(s.ring, FrameKind.DATA, flags, lane.id, body, reqId, foreign)) {
+    if (this.#drainBacklog(s) && this.#tryPush(s.ring, FrameKind.DATA, flags, lane.id, body, reqId, foreign)) {
       s.ring.wake();
       return;
     }
@@ -240,7 +240,7 @@ export class Dispatcher {
   }
 
   #control(s: ShardHandle, kind: number, laneId: number, payload: Uint8Array): void {
-    if (this.#backlogEmpty(s) && this.#tryPush(s.ring, kind, 0, laneId, payload, 0)) {
+    if (this.#drainBacklog(s) && this.#tryPush(s.ring, kind, 0, laneId, payload, 0)) {
       s.ring.wake();
       return;
     }
@@ -260,12 +260,12 @@ export class Dispatcher {
   }
 
   /**
-   * Whether a shard's backlog is empty, after moving into its ring what fits
-   * now: a frame may go straight to the ring only behind every frame waiting
-   * (order within a lane), and waiting for the timer would send every frame
-   * of the next millisecond to the backlog too.
+   * Moves into a shard's ring what of its backlog fits now, and says whether
+   * the backlog is empty after it. A frame may go straight to the ring only
+   * behind every frame waiting (order within a lane), and waiting for the
+   * timer would send every frame of the next millisecond to the backlog too.
    */
-  #backlogEmpty(s: ShardHandle): boolean {
+  #drainBacklog(s: ShardHandle): boolean {
     const q = s.backlog;
     if (q.length === 0) return true;
     let i = 0;
@@ -279,7 +279,7 @@ export class Dispatcher {
 
   #flushBacklogs(): boolean {
     let pending = false;
-    for (const s of this.#shards) if (!this.#backlogEmpty(s)) pending = true;
+    for (const s of this.#shards) if (!this.#drainBacklog(s)) pending = true;
     return pending;
   }
 
