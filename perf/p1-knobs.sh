@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # P1's row by hand, with the knobs the bench does not turn (docs/performance.md,
-# "Three more tries at P1's chain on 2 cores"): one ingester (`batch`, the
+# "Four more tries at P1's chain on 2 cores"): one ingester (`batch`, the
 # compactor off), wrk -t1 -c64 with the 1 KiB fixture, RUNS runs of SECS s
 # after a warm-up of WARM s (0: none, so the first runs see a fresh journal),
 # each printed with its requests/s, the mean of siglake_wal_fsync_seconds over
