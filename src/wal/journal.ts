@@ -430,16 +430,25 @@ export class ShardJournal {
   }
 
   /**
-   * Retires the files numbered up to `upTo` (never the open one): each is
-   * kept as a spare while recycling and fewer than MAX_SPARES are ready (a
-   * rename: what it holds is never read as entries again, see
-   * stampEntryCrc), else deleted; then fsyncs the directory.
+   * Retires the files numbered up to `upTo` (never the open one), oldest
+   * first: each is kept as a spare while recycling and fewer than MAX_SPARES
+   * are ready (a rename: what it holds is never read as entries again, see
+   * stampEntryCrc), else deleted; then fsyncs the directory. Oldest first, so
+   * that a process that dies in the middle leaves the newest files, a run
+   * with no gap: the journal left still holds every round from its first
+   * entry on. (Newest first left the oldest files and the newest, and a gap
+   * between them: a reader taking the oldest entry left as the point from
+   * which the journal holds everything, as a crash model does, found rounds
+   * missing.)
    */
   retireUpTo(upTo: number): number {
     let removed = 0;
-    for (let i = this.#files.length - 1; i >= 0; i--) {
+    for (let i = 0; i < this.#files.length; ) {
       const n = this.#files[i]!;
-      if (n > upTo || (n === this.#number && this.#fd >= 0)) continue;
+      if (n > upTo || (n === this.#number && this.#fd >= 0)) {
+        i++;
+        continue;
+      }
       this.#closeReader(n);
       const path = join(this.#dir, formatJournalName(n));
       if (!this.#keepAsSpare(n, path)) {

@@ -16,7 +16,12 @@
 // just its header, at random; in every other segment a live entry names,
 // every byte from the first offset any entry names onwards goes. Those bytes
 // were written after the last completed checkpoint and only the journal made
-// them durable.
+// them durable. (A kill in the middle of a checkpoint's retirement leaves
+// files whose bytes that checkpoint had already synced: taking them too is
+// more than a power loss would, and replay must still put them back. It can
+// because a checkpoint retires the oldest files first, so the journal left
+// holds every round from its first entry on; retiring newest first left a
+// gap, and this suite lost the rounds only the missing files held.)
 //
 // Direct rounds (a one-lane round past --wal-direct-round-kib, which every
 // second life sets to 1, the others to 0 or 1024) write no journal entry and fdatasync their segments

@@ -39,8 +39,8 @@ afterEach(() => {
 const jdir = () => join(wal, JOURNAL_ROOT, journalDirName(0, 1));
 
 /** Two lanes (tenant acme's logs, the default tenant's traces) feeding one journal, as a shard wires them. */
-function shard(opts: { segmentBytes?: number; cache?: FdCache; fileBytes?: number } = {}) {
-  const journal = new ShardJournal({ dir: jdir(), ...(opts.fileBytes !== undefined ? { fileBytes: opts.fileBytes } : {}) });
+function shard(opts: { segmentBytes?: number; cache?: FdCache; fileBytes?: number; ops?: FileOps } = {}) {
+  const journal = new ShardJournal({ dir: jdir(), ...(opts.fileBytes !== undefined ? { fileBytes: opts.fileBytes } : {}), ...(opts.ops !== undefined ? { ops: opts.ops } : {}) });
   const cache = opts.cache ?? new FdCache(8);
   const mk = (dir: string) =>
     new LaneWriter({
@@ -320,6 +320,45 @@ describe('ShardJournal files', () => {
     const upTo = s.journal.rotate();
     expect(s.journal.retireUpTo(upTo)).toBeGreaterThan(1);
     expect(listJournalFiles(jdir())).toEqual([]);
+  });
+
+  it('a retirement cut short leaves the newest files, with no gap: replay from them restores every byte past their first entry', async () => {
+    // The process dies in the middle of a checkpoint's retirement: here, the
+    // third unlink fails and the loop stops where a SIGKILL would have.
+    let unlinks = 0;
+    const ops: FileOps = {
+      ...NODE_FILE_OPS,
+      unlink: (p: string) => {
+        if (++unlinks === 3) throw Object.assign(new Error('killed'), { code: 'EIO' });
+        NODE_FILE_OPS.unlink(p);
+      },
+    };
+    const s = shard({ fileBytes: 2048, ops });
+    const sent: string[] = [];
+    const send = (k: number) => {
+      const t = `r${k}-${'z'.repeat(300)}`;
+      sent.push(t);
+      s.round({ a: [t] });
+    };
+    for (let k = 0; k < 30; k++) send(k);
+    const upTo = s.journal.rotate();
+    expect(upTo).toBeGreaterThan(4);
+    send(30); // after the rotation: a newer file the checkpoint does not retire
+    expect(() => s.journal.retireUpTo(upTo)).toThrow('killed');
+    const left = listJournalFiles(jdir());
+    // The two oldest went; the rest, up to the newest, are all there.
+    expect(left).toEqual(Array.from({ length: upTo + 1 - 2 }, (_, i) => i + 3));
+    // A machine crash then takes every lane byte from the first entry left
+    // on (the bytes below it are the checkpoint's): replay puts them back.
+    const first = Math.min(...left.flatMap((n) => decodeJournal(readFileSync(join(jdir(), formatJournalName(n)))).entries.map((e) => e.offset)));
+    expect(first).toBeGreaterThan(SEGMENT_HEADER_SIZE);
+    const acme = laneDir(wal, 'acme', LOGS_TABLE);
+    truncateSync(join(acme, formatSegmentName(1)), first);
+    s.journal.close();
+    const r = replayJournalDir(wal, jdir());
+    expect(r.stops).toEqual([]);
+    expect(payloads(acme)).toEqual(sent);
+    expect((await verify()).code).toBe(0);
   });
 
   it('a new journal never reuses the number of a file left on disk', () => {
