@@ -20,12 +20,21 @@
 // byte for byte what went to the segment. Version 1 files (written before)
 // are still read; they never hold an offset-0 entry.
 //
-// Version 3 (this writer): a file may be a spare, a retired file (or one of
-// zeros) used again (journal.ts), flagged in the header. So that nothing it
-// held before is ever read as an entry of its new number, each entry's CRC
-// is seeded with the file's number, and every round's entries are followed
-// by a terminator (32 zero bytes, where the next round's entries start):
-// the entries end there.
+// Version 3: a file may be a spare, a retired file (or one of zeros) used
+// again (journal.ts), flagged in the header. So that nothing it held before
+// is ever read as an entry of its new number, each entry's CRC is seeded
+// with the file's number, and every round's entries are followed by a
+// terminator (32 zero bytes, where the next round's entries start): the
+// entries end there.
+//
+// Version 4 (this writer): the entry CRC also covers the body, through a
+// digest of it: the segment header (offset-0 entries), then each record's
+// own CRC field, which covers the rest of that record. In a version-3 spare
+// a power loss could keep a new entry's header page and lose a page of its
+// body; the earlier use's records read there checked by their own CRCs (not
+// seeded) when they lay at the same record boundaries, so replay took
+// another lane's old records as the new entry's. Summing 4 bytes a record
+// keeps the payload summed once.
 
 import { crc32c } from '@node-rs/crc32';
 import {
@@ -48,13 +57,15 @@ import { WalArgumentError } from './wal-argument-error.js';
 export const JOURNAL_ROOT = '.journal';
 /** "SLJN" */
 export const JOURNAL_MAGIC: readonly number[] = Object.freeze([0x53, 0x4c, 0x4a, 0x4e]);
-/** The version this writer writes; decodeJournal also reads JOURNAL_VERSION_2 and JOURNAL_VERSION_1. */
-export const JOURNAL_VERSION = 3;
+/** The version this writer writes; decodeJournal also reads versions 3, 2 and 1. */
+export const JOURNAL_VERSION = 4;
+/** Entries' CRCs seeded, terminators, spares; the entry CRC does not cover the body. */
+export const JOURNAL_VERSION_3 = 3;
 /** Entries' CRCs not seeded, no terminator, no spares. */
 export const JOURNAL_VERSION_2 = 2;
 /** Written before segments were created without a sync: no entry carries a segment header. */
 export const JOURNAL_VERSION_1 = 1;
-/** Version 3 header flag: the file was a spare; past its entries lie bytes of its earlier use, or zeros. */
+/** Version 3 and 4 header flag: the file was a spare; past its entries lie bytes of its earlier use, or zeros. */
 export const JOURNAL_FLAG_REUSED = 1;
 export const JOURNAL_HEADER_SIZE = 32;
 export const ENTRY_HEADER_SIZE = 32;
@@ -94,8 +105,8 @@ function crcOf(b: Uint8Array, from: number, to: number, crc = 0): number {
 
 /**
  * ```
- *  0 magic "SLJN" | 4 u16 version 3 (or 2, 1) | 6 u16 header size 32 | 8 u64 file number
- * 16 u64 created ms | 24 u32 flags (version 3: JOURNAL_FLAG_REUSED; before: reserved 0) | 28 u32 CRC-32C of [0, 28)
+ *  0 magic "SLJN" | 4 u16 version 4 (or 3, 2, 1) | 6 u16 header size 32 | 8 u64 file number
+ * 16 u64 created ms | 24 u32 flags (versions 3, 4: JOURNAL_FLAG_REUSED; before: reserved 0) | 28 u32 CRC-32C of [0, 28)
  * ```
  */
 export function encodeJournalHeader(target: Uint8Array, offset: number, number: number, createdMs: number, flags = 0): void {
@@ -114,11 +125,11 @@ export function decodeJournalHeader(b: Uint8Array, expected: number): number | s
   if (b.length < JOURNAL_HEADER_SIZE) return 'journal header cut short';
   for (let i = 0; i < 4; i++) if (b[i] !== JOURNAL_MAGIC[i]) return 'bad journal magic';
   const version = readU16(b, 4);
-  if (version !== JOURNAL_VERSION && version !== JOURNAL_VERSION_2 && version !== JOURNAL_VERSION_1) return `unsupported journal version ${version}`;
+  if (version < JOURNAL_VERSION_1 || version > JOURNAL_VERSION) return `unsupported journal version ${version}`;
   if (readU16(b, 6) !== JOURNAL_HEADER_SIZE) return 'bad journal header size';
   if (readU32(b, 28) !== crcOf(b, 0, 28)) return 'journal header CRC mismatch';
   const flags = readU32(b, 24);
-  if (version === JOURNAL_VERSION ? (flags & ~JOURNAL_FLAG_REUSED) !== 0 : flags !== 0) return 'unknown flags in journal header';
+  if (version >= JOURNAL_VERSION_3 ? (flags & ~JOURNAL_FLAG_REUSED) !== 0 : flags !== 0) return 'unknown flags in journal header';
   const n = readU64(b, 8);
   if (n < 1 || readU64(b, 16) < 0) return 'journal header value out of range';
   if (expected !== 0 && n !== expected) return `journal number ${n} does not match file name (${expected})`;
@@ -129,21 +140,61 @@ export function decodeJournalHeader(b: Uint8Array, expected: number): number | s
 
 /**
  * The CRC of the entry header at `b[at]` and its tag: bytes [0, 4) and [8,
- * 32), then the tag, from `seed` (version 3: the file's number, see seedOf;
- * before: 0).
+ * 32), then the tag, from `seed` (versions 3, 4: the file's number, see
+ * seedOf; before: 0); version 4 then sums the body's `digest` (bodyDigest),
+ * as 4 bytes little-endian.
  */
-function entryCrc(b: Uint8Array, at: number, tag: Uint8Array, seed: number): number {
+function entryCrc(b: Uint8Array, at: number, tag: Uint8Array, seed: number, digest?: number): number {
   // A round stamps one entry per lane it touched: the header and a short tag
   // are summed in JavaScript, a long tag (up to MAX_TAG_LENGTH) natively.
   const c = crcRun(crcRun(seed, b, at, at + 4), b, at + 8, at + ENTRY_HEADER_SIZE);
-  return tag.length <= SHORT_TAG ? crcRun(c, tag, 0, tag.length) : crc32c(tag, c);
+  const t = tag.length <= SHORT_TAG ? crcRun(c, tag, 0, tag.length) : crc32c(tag, c);
+  if (digest === undefined) return t;
+  writeU32(DIGEST_BYTES, 0, digest);
+  return crcRun(t, DIGEST_BYTES, 0, 4);
 }
+
+const DIGEST_BYTES = new Uint8Array(4);
+
+/**
+ * Version 4: the digest of an entry's body, from the buffers `iov[from, to)`
+ * that hold it in order (split anywhere): CRC-32C from 0 of the segment
+ * header's 32 bytes when the body starts with one (`segmentHeader`), then of
+ * each record's CRC field (record header bytes [8, 12)). A record's CRC
+ * covers the rest of its header and its payload, so the digest stands for
+ * every byte of the body, for 4 bytes summed a record.
+ */
+export function bodyDigest(iov: readonly Uint8Array[], from: number, to: number, segmentHeader: boolean): number {
+  let crc = 0;
+  let pos = 0; // body offset of iov[k]'s first byte
+  let rec = segmentHeader ? SEGMENT_HEADER_SIZE : 0; // where the next record header starts
+  let got = 0; // bytes of that header's [0, 12) gathered into HEAD12
+  for (let k = from; k < to; k++) {
+    const buf = iov[k]!;
+    const end = pos + buf.length;
+    if (segmentHeader && pos < SEGMENT_HEADER_SIZE) crc = crcRun(crc, buf, 0, Math.min(buf.length, SEGMENT_HEADER_SIZE - pos));
+    while (rec < end) {
+      const s = rec + got - pos;
+      const take = Math.min(12 - got, buf.length - s);
+      for (let i = 0; i < take; i++) HEAD12[got + i] = buf[s + i]!;
+      got += take;
+      if (got < 12) break;
+      crc = crcRun(crc, HEAD12, 8, 12);
+      rec += RECORD_HEADER_SIZE + readU32(HEAD12, 4);
+      got = 0;
+    }
+    pos = end;
+  }
+  return crc;
+}
+
+const HEAD12 = new Uint8Array(12);
 
 /** Tags up to this many bytes are summed in JavaScript (entryCrc). */
 const SHORT_TAG = 128;
 
 /**
- * A version-3 entry's CRC seed: its file's number (low 32 bits, never 0).
+ * A version-3 or -4 entry's CRC seed: its file's number (low 32 bits, never 0).
  * For the same bytes, two seeds always give two CRCs, so an entry a spare
  * held under an earlier number never checks under its new one.
  */
@@ -151,13 +202,18 @@ function seedOf(fileNumber: number): number {
   return fileNumber >>> 0;
 }
 
-/** Writes the CRC of the entry header at `target[offset]` (fields already written) for a version-3 file numbered `fileNumber`. */
-export function stampEntryCrc(target: Uint8Array, offset: number, tag: Uint8Array, fileNumber: number): void {
-  writeU32(target, offset + 4, entryCrc(target, offset, tag, seedOf(fileNumber)));
+/**
+ * Writes the CRC of the entry header at `target[offset]` (fields already
+ * written) for a version-4 file numbered `fileNumber`, whose body has the
+ * digest `digest` (bodyDigest).
+ */
+export function stampEntryCrc(target: Uint8Array, offset: number, tag: Uint8Array, fileNumber: number, digest: number): void {
+  writeU32(target, offset + 4, entryCrc(target, offset, tag, seedOf(fileNumber), digest));
 }
 
 /**
- * Writes the 32-byte header of an entry at `target[offset]`:
+ * Writes the 32-byte header of an entry at `target[offset]`, its CRC as
+ * versions 1 and 2 have it (not seeded, the body not covered):
  * ```
  *  0 u32 body length B | 4 u32 CRC-32C of [0, 4) ++ [8, 32) ++ tag | 8 u16 tag length T
  * 10 u16 reserved 0    | 12 u32 records in the body | 16 u64 segment | 24 u64 offset
@@ -223,7 +279,7 @@ export type JournalStop =
 export interface DecodedJournal {
   /** 0 when the header is bad or torn (then there are no entries). */
   readonly number: number;
-  /** The header's version (1, 2 or 3); 0 when the header is bad or torn. */
+  /** The header's version (1 to 4); 0 when the header is bad or torn. */
   readonly version: number;
   readonly entries: JournalEntry[];
   readonly stop: JournalStop;
@@ -261,10 +317,10 @@ function zeroTailStart(b: Uint8Array): number {
 
 /**
  * Decodes a whole journal file. The entries end cleanly (`end`) at the end
- * of the file, at a terminator (version 3), or where only zero bytes follow
+ * of the file, at a terminator (versions 3, 4), or where only zero bytes follow
  * the last whole entry. Otherwise it stops at the first entry that is not
  * whole and valid: `torn` when the file ends inside it, when only zero bytes
- * follow where it starts, or in a spare (version 3,
+ * follow where it starts, or in a spare (versions 3, 4,
  * flagged reused: past its entries lie its earlier bytes, and a page a crash
  * lost reads as those); `corrupt` otherwise. Nothing after a stop is trusted.
  */
@@ -279,9 +335,11 @@ export function decodeJournal(b: Uint8Array, expectedNumber = 0): DecodedJournal
     return { number: 0, version: 0, entries: [], stop: { kind, offset: 0, why: head } };
   }
   const version = readU16(b, 4);
-  const seed = version === JOURNAL_VERSION ? seedOf(head) : 0;
+  const seed = version >= JOURNAL_VERSION_3 ? seedOf(head) : 0;
+  /** Version 4: the entry CRC covers the body's digest (bodyDigest). */
+  const digested = version === JOURNAL_VERSION;
   /** Past the entries of a spare lie bytes of its earlier use: a stop there, or in a round a crash cut, is torn. */
-  const reused = version === JOURNAL_VERSION && (readU32(b, 24) & JOURNAL_FLAG_REUSED) !== 0;
+  const reused = version >= JOURNAL_VERSION_3 && (readU32(b, 24) & JOURNAL_FLAG_REUSED) !== 0;
   const entries: JournalEntry[] = [];
   let at = JOURNAL_HEADER_SIZE;
   const zeroTail = zeroTailStart(b);
@@ -293,8 +351,8 @@ export function decodeJournal(b: Uint8Array, expectedNumber = 0): DecodedJournal
   });
   while (at < b.length) {
     if (zeroTail <= at) break;
-    // Version 3: the terminator after the last round's entries.
-    if (version === JOURNAL_VERSION && b.length - at >= ENTRY_HEADER_SIZE && isTerminator(b, at)) break;
+    // Versions 3, 4: the terminator after the last round's entries.
+    if (version >= JOURNAL_VERSION_3 && b.length - at >= ENTRY_HEADER_SIZE && isTerminator(b, at)) break;
     if (b.length - at < ENTRY_HEADER_SIZE) return stop('torn', 'entry header cut short');
     const bodyLength = readU32(b, at);
     const tagLength = readU16(b, at + 8);
@@ -302,8 +360,15 @@ export function decodeJournal(b: Uint8Array, expectedNumber = 0): DecodedJournal
     if (readU16(b, at + 10) !== 0) return stop('corrupt', 'non-zero reserved field in entry header');
     const tagEnd = at + ENTRY_HEADER_SIZE + tagLength;
     if (tagEnd > b.length) return stop('torn', 'entry tag cut short');
-    const crc = entryCrc(b, at, b.subarray(at + ENTRY_HEADER_SIZE, tagEnd), seed);
-    if (crc !== readU32(b, at + 4)) return stop('corrupt', 'entry CRC mismatch');
+    const tagBytes = b.subarray(at + ENTRY_HEADER_SIZE, tagEnd);
+    if (digested) {
+      // Version 4: the CRC covers the body's digest, so the body must be in the file to check it.
+      const bodyEnd = tagEnd + bodyLength;
+      if (bodyEnd > b.length) return stop('torn', 'entry body cut short');
+      // A body an earlier use left (records whose own CRCs check) fails here, as a damaged header does.
+      const digest = bodyDigest([b.subarray(tagEnd, bodyEnd)], 0, 1, readU64(b, at + 24) === 0);
+      if (entryCrc(b, at, tagBytes, seed, digest) !== readU32(b, at + 4)) return stop('corrupt', 'entry CRC mismatch');
+    } else if (entryCrc(b, at, tagBytes, seed) !== readU32(b, at + 4)) return stop('corrupt', 'entry CRC mismatch');
     const segment = readU64(b, at + 16);
     const offset = readU64(b, at + 24);
     if (segment < 1 || offset < 0) return stop('corrupt', 'entry value out of range');
@@ -312,7 +377,7 @@ export function decodeJournal(b: Uint8Array, expectedNumber = 0): DecodedJournal
     const body = b.subarray(tagEnd, end);
     let records = body;
     if (version !== JOURNAL_VERSION_1 && offset < SEGMENT_HEADER_SIZE) {
-      // Version 2: offset 0 is a segment created by the round, its header first.
+      // Version 2 on: offset 0 is a segment created by the round, its header first.
       if (offset !== 0) return stop('corrupt', `entry offset ${offset} inside the segment header`);
       if (body.length < SEGMENT_HEADER_SIZE) return stop('corrupt', 'entry at offset 0 without a segment header');
       const h = decodeSegmentHeader(body, 0, segment);

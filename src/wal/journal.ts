@@ -17,8 +17,8 @@
 // blocks of a large file (which, on a file system mounted with `discard`,
 // held every other fdatasync for as long as the unlink's trim took). What a
 // spare held before is never read as entries of its new number: each
-// entry's CRC is seeded with its file's number, and every round ends with a
-// terminator.
+// entry's CRC is seeded with its file's number and covers its body (through
+// the records' own CRCs), and every round ends with a terminator.
 
 import { closeSync, constants, fstatSync, fsyncSync, openSync, readdirSync, readFileSync, readSync, rmdirSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { dirname, join, relative, sep } from 'node:path';
@@ -31,6 +31,7 @@ import {
   encodeJournalHeader,
   JOURNAL_FLAG_REUSED,
   stampEntryCrc,
+  bodyDigest,
   formatJournalName,
   JOURNAL_HEADER_SIZE,
   JOURNAL_ROOT,
@@ -161,6 +162,8 @@ export class ShardJournal {
   /** Each staged entry's header and tag: their CRC is stamped when the round is written, with the file's number. */
   readonly #heads: Uint8Array[] = [];
   readonly #tags: Uint8Array[] = [];
+  /** Each staged entry's body digest (journal-format.ts bodyDigest), summed into its CRC by write(). */
+  readonly #digests: number[] = [];
   /** Each staged entry's body length (its records' bytes): where its body lands is known once written. */
   #bodyLengths: number[] = [];
   /** Where each entry of the last round written begins its body, in file #lastFile (see bodyOffset). */
@@ -254,6 +257,7 @@ export class ShardJournal {
     this.#iov.push(head, tag);
     this.#heads.push(head);
     this.#tags.push(tag);
+    this.#digests.push(bodyDigest(iov, from, to, offset === 0));
     for (let k = from; k < to; k++) if (iov[k]!.length > 0) this.#iov.push(iov[k]!);
     this.#bodyLengths.push(bytes);
     this.#entries = i + 1;
@@ -316,6 +320,7 @@ export class ShardJournal {
     this.#iov.length = 0;
     this.#heads.length = 0;
     this.#tags.length = 0;
+    this.#digests.length = 0;
     this.#bodyLengths.length = 0;
     this.#entries = 0;
     this.#stagedBytes = 0;
@@ -344,7 +349,7 @@ export class ShardJournal {
         this.#giveUpFile();
       }
       if (this.#fd < 0) this.#openNext();
-      for (let k = 0; k < this.#heads.length; k++) stampEntryCrc(this.#heads[k]!, 0, this.#tags[k]!, this.#number);
+      for (let k = 0; k < this.#heads.length; k++) stampEntryCrc(this.#heads[k]!, 0, this.#tags[k]!, this.#number, this.#digests[k]!);
       this.#iov.push(TERMINATOR);
       const start = this.#size;
       try {

@@ -2,18 +2,33 @@
 // files") against the real file system: a retired file kept and reused as a
 // later file, the life's first spare prefilled with zeros, and what makes a
 // reused file safe to replay: every entry's CRC seeded with its file's number
-// and a terminator after every round, so that nothing the file held under an
-// earlier number is ever read as one of its entries, even where a crash
-// lost the pages that covered it.
+// and covering its body, and a terminator after every round, so that nothing
+// the file held under an earlier number is ever read as one of its entries,
+// even where a crash lost the pages that covered it.
 
 import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { NODE_FILE_OPS, type FileOps } from '../../src/wal/file-ops.js';
-import { decodeJournal, ENTRY_HEADER_SIZE, formatJournalName, JOURNAL_FLAG_REUSED, JOURNAL_HEADER_SIZE, JOURNAL_VERSION } from '../../src/wal/journal-format.js';
-import { formatSpareName, listJournalFiles, replayJournalDir, SPARE_TMP_NAME } from '../../src/wal/journal.js';
-import { RecordType } from '../../src/wal/format.js';
+import { crc32c } from '@node-rs/crc32';
+import { FdCache } from '../../src/wal/fd-cache.js';
+import {
+  decodeJournal,
+  ENTRY_HEADER_SIZE,
+  formatJournalName,
+  JOURNAL_FLAG_REUSED,
+  JOURNAL_HEADER_SIZE,
+  JOURNAL_ROOT,
+  JOURNAL_VERSION,
+  JOURNAL_VERSION_3,
+  journalDirName,
+} from '../../src/wal/journal-format.js';
+import { formatSpareName, laneTag, listJournalFiles, replayJournalDir, ShardJournal, SPARE_TMP_NAME } from '../../src/wal/journal.js';
+import { formatSegmentName, RecordType } from '../../src/wal/format.js';
+import { LaneWriter } from '../../src/wal/lane-writer.js';
+import { laneDir, LOGS_TABLE } from '../../src/wal/layout.js';
+import { repairLane } from '../../src/wal/repair.js';
 import { journaledLane, laneRecords } from '../helpers/wal-records.js';
 
 let wal: string;
@@ -124,6 +139,72 @@ describe('a retired journal file kept as a spare and reused', () => {
     s.journal.close();
     const r = replayJournalDir(wal, s.journalDir);
     expect(r).toMatchObject({ entries: 2, stops: [expect.objectContaining({ kind: 'torn', offset: end })] });
+  });
+
+  it('never takes an earlier use\'s records of another lane for a new entry\'s body whose pages a power loss lost', async () => {
+    // Two lanes of one shard whose tags have one length, so that their entries line up.
+    const journalDir = join(wal, JOURNAL_ROOT, journalDirName(0, 1));
+    const journal = new ShardJournal({ dir: journalDir, recycle: true });
+    const fds = new FdCache(8, NODE_FILE_OPS, { lazyEviction: true });
+    const lane = (tenant: string) => {
+      const dir = laneDir(wal, tenant, LOGS_TABLE);
+      const tag = laneTag(wal, dir);
+      const writer = new LaneWriter({
+        dir,
+        segmentBytes: 64 * MiB,
+        fdCache: fds,
+        journaled: true,
+        onWritten: (seg, off, iov, n, bytes, recs) => void journal.stage(tag, seg, off, iov, 0, n, bytes, recs),
+      });
+      return { dir, writer };
+    };
+    const acme = lane('acme');
+    const beta = lane('beta');
+    let seq = 0;
+    // Records of 24 + 1,317 bytes; an entry's body starts at 32 + 32 + 9 = 73, so its fourth record starts at byte 4096, a page boundary.
+    const round = (l: typeof acme, who: string) => {
+      for (let i = 0; i < 8; i++) l.writer.stage(RecordType.LOGS, 1, 1_700_000_000_000, Buffer.from(`${who}${String(seq++).padStart(8, '0')}-`.padEnd(1317, 'x')));
+      l.writer.flush();
+      journal.write();
+      journal.syncNow();
+      l.writer.flushDurable();
+    };
+    round(acme, 'A');
+    round(beta, 'B'); // file 1: both segments created
+    journal.rotate();
+    for (let i = 0; i < 400; i++) round(beta, 'B'); // file 2: beta's rounds only
+    const earlier = readFileSync(join(journalDir, formatJournalName(2)));
+    const upTo = journal.rotate();
+    await acme.writer.syncCheckpoint(acme.writer.takeCheckpoint());
+    await beta.writer.syncCheckpoint(beta.writer.takeCheckpoint());
+    journal.retireUpTo(upTo);
+    expect(readdirSync(journalDir)).toEqual([formatSpareName(2)]);
+    const durable = statSync(join(acme.dir, formatSegmentName(1))).size;
+    const before = laneRecords(acme.dir);
+
+    // acme's round goes into the spare, now file 3. Power is lost before its fdatasync returns: the
+    // page with its entry header reached the disk, the pages after it did not (the spare's earlier
+    // bytes are there: beta's records, at the same record boundaries), nor did acme's segment write.
+    round(acme, 'A');
+    const file = join(journalDir, formatJournalName(3));
+    const lost = Buffer.from(readFileSync(file));
+    const e = decodeJournal(lost, 3).entries[0]!;
+    expect(e.body.byteOffset - lost.byteOffset + 3 * 1341).toBe(4096);
+    earlier.copy(lost, 4096, 4096, 16384);
+    // The bytes now after 4096 are whole records of beta's whose own CRCs check.
+    expect(lost.subarray(4096 + 24, 4096 + 33).toString()).toMatch(/^B\d{8}$/);
+    writeFileSync(file, lost);
+    journal.close();
+    truncateSync(join(acme.dir, formatSegmentName(1)), durable);
+
+    const j = decodeJournal(lost, 3);
+    expect(j.entries).toEqual([]);
+    expect(j.stop).toMatchObject({ kind: 'torn', offset: JOURNAL_HEADER_SIZE, why: 'entry CRC mismatch' });
+    const r = replayJournalDir(wal, journalDir);
+    expect(r).toMatchObject({ entries: 0, stops: [expect.objectContaining({ kind: 'torn' })] });
+    repairLane(acme.dir);
+    // acme has what was acknowledged, and nothing of beta's.
+    expect(laneRecords(acme.dir)).toEqual(before);
   });
 
   it('a spare renamed to its number whose new header never reached the disk is read as torn and empty', async () => {
@@ -291,7 +372,7 @@ describe('the life\'s first spare, prefilled with zeros', () => {
   });
 });
 
-describe('entries of a version-3 file', () => {
+describe('entries of a version-4 file, and of version 3', () => {
   it('an entry moved into another file at the same place does not check there (its CRC is seeded with its file\'s number)', () => {
     const s = setup({ recycle: false });
     s.round(1);
@@ -307,5 +388,34 @@ describe('entries of a version-3 file', () => {
     expect(j.entries).toEqual([]);
     // A new (appended) file is not a spare: there a mismatch is damage, as before.
     expect(j.stop).toMatchObject({ kind: 'corrupt', offset: JOURNAL_HEADER_SIZE, why: 'entry CRC mismatch' });
+  });
+
+  it('a version-3 file, whose entry CRCs do not cover the body, is still read', () => {
+    const s = setup({ recycle: false });
+    const texts = [...s.round(2), ...s.round(1)];
+    s.journal.close();
+    // The same file as a version-3 writer wrote it: the version, the header's CRC, and each entry's CRC without the body's digest.
+    const b = Buffer.from(readFileSync(s.fileOf(1)));
+    b.writeUInt16LE(JOURNAL_VERSION_3, 4);
+    b.writeUInt32LE(crc32c(b.subarray(0, 28)), 28);
+    const seed = 1;
+    for (const e of decodeJournal(readFileSync(s.fileOf(1)), 1).entries) {
+      const tagEnd = e.at + ENTRY_HEADER_SIZE + Buffer.byteLength(e.tag);
+      const c = crc32c(b.subarray(e.at + ENTRY_HEADER_SIZE, tagEnd), crc32c(b.subarray(e.at + 8, e.at + ENTRY_HEADER_SIZE), crc32c(b.subarray(e.at, e.at + 4), seed)));
+      b.writeUInt32LE(c, e.at + 4);
+    }
+    // Unchanged, a version-4 entry does not check as version 3 (its CRC covers the digest too).
+    const asIs = Buffer.from(readFileSync(s.fileOf(1)));
+    asIs.writeUInt16LE(JOURNAL_VERSION_3, 4);
+    asIs.writeUInt32LE(crc32c(asIs.subarray(0, 28)), 28);
+    expect(decodeJournal(asIs, 1).stop).toMatchObject({ kind: 'corrupt', why: 'entry CRC mismatch' });
+    writeFileSync(s.fileOf(1), b);
+    const j = decodeJournal(b, 1);
+    expect(j.version).toBe(JOURNAL_VERSION_3);
+    expect(j.entries.map((e) => e.records)).toEqual([2, 1]);
+    expect(j.stop.kind).toBe('end');
+    // A machine crash lost the segment's records: replay of the version-3 file brings them back.
+    s.powerLoss(1);
+    expect(s.restart().records).toEqual(texts);
   });
 });

@@ -15,6 +15,7 @@ import { NODE_FILE_OPS, type FileOps } from '../../src/wal/file-ops.js';
 import { formatSegmentName, RecordType, SEGMENT_HEADER_SIZE } from '../../src/wal/format.js';
 import { checkpointTriggerBytes, laneTag, listJournalFiles, replayForeignJournals, replayJournalDir, ShardJournal } from '../../src/wal/journal.js';
 import {
+  bodyDigest,
   decodeJournal,
   encodeEntryHeader,
   ENTRY_HEADER_SIZE,
@@ -116,6 +117,32 @@ describe('journal format', () => {
       encodeEntryHeader(h, 0, tag, 0x1_0000_0003, 4096, 700, 5);
       const summed = Buffer.concat([h.subarray(0, 4), h.subarray(8, ENTRY_HEADER_SIZE), tag]);
       expect(h.readUInt32LE(4)).toBe(crc32c(summed));
+    }
+  });
+
+  it('a version-4 entry CRC goes on, from the file number, over the body digest: the segment header, then each record\'s CRC field', () => {
+    const s = shard();
+    s.round({ a: ['a1', 'a22'] });
+    s.round({ a: ['a333', ''] });
+    const b = journalBytes();
+    const j = decodeJournal(b, 1);
+    expect(j.entries.map((e) => e.offset)).toEqual([0, SEGMENT_HEADER_SIZE + 2 * 24 + 5]);
+    for (const e of j.entries) {
+      const body = Buffer.from(e.body);
+      const parts: Buffer[] = e.offset === 0 ? [body.subarray(0, SEGMENT_HEADER_SIZE)] : [];
+      for (let off = e.offset === 0 ? SEGMENT_HEADER_SIZE : 0; off < body.length; off += 24 + body.readUInt32LE(off + 4)) parts.push(body.subarray(off + 8, off + 12));
+      const digest = Buffer.alloc(4);
+      digest.writeUInt32LE(crc32c(Buffer.concat(parts)));
+      const tagEnd = e.at + ENTRY_HEADER_SIZE + e.tag.length;
+      const summed = Buffer.concat([b.subarray(e.at, e.at + 4), b.subarray(e.at + 8, tagEnd), digest]);
+      expect(b.readUInt32LE(e.at + 4)).toBe(crc32c(summed, 1));
+      // The digest does not depend on how the body's bytes are split into buffers (a writer's iovec).
+      for (const cut of [1, 7, 12, 25, 33, 60]) {
+        const pieces: Uint8Array[] = [];
+        for (let at = 0; at < body.length; at += cut) pieces.push(body.subarray(at, Math.min(body.length, at + cut)));
+        pieces.splice(1, 0, new Uint8Array(0));
+        expect(bodyDigest(pieces, 0, pieces.length, e.offset === 0)).toBe(digest.readUInt32LE(0));
+      }
     }
   });
 
