@@ -663,21 +663,26 @@ function unlinkQuietly(ops: FileOps, path: string): void {
   }
 }
 
-/** mkdir -p, fsyncing the parent of every directory made. */
+/**
+ * mkdir -p, fsyncing the parent of every directory made or found: one
+ * found may have been made by a life killed before its parent's fsync.
+ */
 function mkdirp(ops: FileOps, dir: string): void {
   try {
     ops.mkdir(dir);
   } catch (err) {
     const code = errnoCode(err);
-    if (code === 'EEXIST') return;
+    if (code === 'EEXIST') {
+      ops.fsyncDir(dirname(dir));
+      return;
+    }
     const parent = dirname(dir);
     if (code !== 'ENOENT' || parent === dir) throw err;
     mkdirp(ops, parent);
     try {
       ops.mkdir(dir);
     } catch (again) {
-      if (errnoCode(again) === 'EEXIST') return;
-      throw again;
+      if (errnoCode(again) !== 'EEXIST') throw again;
     }
   }
   ops.fsyncDir(dirname(dir));

@@ -1050,21 +1050,27 @@ export class LaneWriter {
     this.#created++;
   }
 
-  /** mkdir -p, fsyncing the parent of every directory made. */
+  /**
+   * mkdir -p, fsyncing the parent of every directory made or found (once a
+   * lane a life: one found may have been made by a life killed before its
+   * parent's fsync).
+   */
   #mkdirs(dir: string): void {
     try {
       this.#ops.mkdir(dir);
     } catch (err) {
       const code = errnoCode(err);
-      if (code === 'EEXIST') return;
+      if (code === 'EEXIST') {
+        this.#ops.fsyncDir(dirname(dir));
+        return;
+      }
       const parent = dirname(dir);
       if (code !== 'ENOENT' || parent === dir) throw err;
       this.#mkdirs(parent);
       try {
         this.#ops.mkdir(dir);
       } catch (again) {
-        if (errnoCode(again) === 'EEXIST') return;
-        throw again;
+        if (errnoCode(again) !== 'EEXIST') throw again;
       }
     }
     this.#ops.fsyncDir(dirname(dir));

@@ -10,10 +10,13 @@
 // In `batch` mode (the commit journal) a seal takes no sync: the checkpoint
 // writes the marker, after it made the segment durable (fdatasync, directory
 // fsync) and deleted the journal files that held its records
-// (docs/wal-format.md "Checkpoint").
+// (docs/wal-format.md "Checkpoint"); at start-up, markRecoveredLanes marks
+// the earlier lives' segments, after the same syncs.
 
 import fs from 'node:fs';
 import path from 'node:path';
+import { errnoCode, NODE_FILE_OPS, type FileOps } from './file-ops.js';
+import { formatSegmentName } from './format.js';
 
 export const SEALED_MARKER = '.sealed';
 
@@ -42,4 +45,46 @@ export function readSealedMarker(dir: string): number {
   }
   const m = /^(\d{1,15})\n$/.exec(text);
   return m === null ? 0 : Number(m[1]);
+}
+
+/**
+ * `batch` mode, at start-up (after the journal's replay and the tail
+ * repair): marks sealed the segments of earlier lives of each lane in
+ * `nextSegment` (lane directory → next segment number) whose marker is
+ * lower than `next - 1`, since this life never appends to them. First it
+ * makes that segment durable (fdatasync) and its name (fsync of the lane
+ * directory): a round killed between its lane write and its journal write
+ * left records no journal entry holds, in a segment that may exist only in
+ * the page cache, and a marker must never name a segment a power loss could
+ * still cut or lose (the compactor lands what a marker names). A lane whose
+ * sync fails is left unmarked: the marker is only a hint, and without it the
+ * compactor waits for this life's first marker. Returns the lanes marked.
+ */
+export function markRecoveredLanes(nextSegment: ReadonlyMap<string, number>, ops: FileOps = NODE_FILE_OPS): number {
+  let marked = 0;
+  for (const [dir, next] of nextSegment) {
+    if (next <= 1 || readSealedMarker(dir) >= next - 1) continue;
+    try {
+      let fd = -1;
+      try {
+        fd = ops.open(path.join(dir, formatSegmentName(next - 1)), 'r+');
+      } catch (err) {
+        // Gone (a number burnt by a failed creation): nothing of it to make durable.
+        if (errnoCode(err) !== 'ENOENT') throw err;
+      }
+      if (fd >= 0) {
+        try {
+          ops.fdatasyncSync(fd);
+        } finally {
+          ops.close(fd);
+        }
+      }
+      ops.fsyncDir(dir);
+      writeSealedMarker(dir, next - 1);
+      marked++;
+    } catch {
+      // Left unmarked (see above).
+    }
+  }
+  return marked;
 }

@@ -63,7 +63,7 @@ import { appendFileSync, existsSync, rmdirSync, statSync } from 'node:fs';
 import { NODE_FILE_OPS } from '../wal/file-ops.js';
 import { RecordType } from '../wal/format.js';
 import { LaneWriter, type LaneCheckpoint } from '../wal/lane-writer.js';
-import { readSealedMarker, writeSealedMarker, writeSealedMarkerAsync } from '../wal/sealed-marker.js';
+import { markRecoveredLanes, writeSealedMarkerAsync } from '../wal/sealed-marker.js';
 import { recoverWal } from '../wal/recovery.js';
 import { WalWriteError } from '../wal/wal-write-error.js';
 import { BodyDecoder } from './body-decoder.js';
@@ -406,17 +406,10 @@ export class ShardLoop {
     if (r.truncatedBytes > 0) this.#stats.addTruncatedBytes(r.truncatedBytes);
     if (this.#journal !== null) {
       // Every segment of an earlier life is durable now (replay synced what the journal held, a
-      // checkpoint the rest) and no journal file names it, and this life never appends to one:
-      // mark them for the compactor, which under a journal takes nothing above a lane's marker.
-      for (const [dir, next] of r.nextSegment) {
-        if (next > 1 && readSealedMarker(dir) < next - 1) {
-          try {
-            writeSealedMarker(dir, next - 1);
-          } catch {
-            // Only a hint for the compactor: without it, it waits for this life's first marker.
-          }
-        }
-      }
+      // checkpoint the rest; markRecoveredLanes syncs what a killed round wrote past both) and no
+      // journal file names it, and this life never appends to one: mark them for the compactor,
+      // which under a journal takes nothing above a lane's marker.
+      markRecoveredLanes(r.nextSegment);
     }
     for (const { lane, recovery } of r.lanes) {
       if (recovery.cut !== null) {
