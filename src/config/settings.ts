@@ -723,7 +723,7 @@ export const SETTINGS = {
     flag: '--query-memory-limit-mib',
     category: 'query',
     default: 1024,
-    doc: "Engine memory limit in MiB of one tenant context (DuckDB memory_limit), which that tenant's running queries share.",
+    doc: "Engine memory limit in MiB of one tenant context (DuckDB memory_limit), which that tenant's running queries share; nothing spills to disk, so a query that needs more fails (500).",
     parse: integer({ min: 16, max: 1_048_576 }),
   }),
   queryMaxConcurrentPerTenant: def<number>({

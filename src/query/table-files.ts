@@ -2,8 +2,8 @@
 // resolved from the Iceberg metadata Siglake writes (docs/iceberg.md):
 // metadata file → current snapshot → manifest list → data manifests → live
 // entries. A metadata file never changes once written, so the answer is
-// cached by metadata_location; a commit makes a new location, and the next
-// query resolves that one.
+// cached by namespace and metadata_location; a commit makes a new location,
+// and the next query resolves that one.
 //
 // Every data file must lie under its table's location, and the table under
 // `<warehouse>/<namespace>/`: the query engine is allowed to open exactly
@@ -45,17 +45,24 @@ export class TableFilesReader {
     this.#storage = storage;
   }
 
-  /** The files of the table of `namespace` whose current metadata file is `metadataLocation`. */
+  /**
+   * The files of the table of `namespace` whose current metadata file is
+   * `metadataLocation`. Cached by both: the check that the table lies under
+   * its namespace runs on a miss, so a location one namespace resolved is
+   * never handed to another without it (a catalog row of one namespace
+   * pointing at another's metadata is refused there, whatever the cache holds).
+   */
   read(namespace: string, metadataLocation: string): Promise<TableFiles> {
-    const hit = this.#cache.get(metadataLocation);
+    const key = `${namespace}\n${metadataLocation}`;
+    const hit = this.#cache.get(key);
     if (hit !== undefined) {
-      this.#cache.delete(metadataLocation);
-      this.#cache.set(metadataLocation, hit);
+      this.#cache.delete(key);
+      this.#cache.set(key, hit);
       return hit;
     }
     const p = this.#resolve(namespace, metadataLocation);
-    this.#cache.set(metadataLocation, p);
-    p.catch(() => this.#cache.delete(metadataLocation));
+    this.#cache.set(key, p);
+    p.catch(() => this.#cache.delete(key));
     while (this.#cache.size > CACHE_ENTRIES) this.#cache.delete(this.#cache.keys().next().value as string);
     return p;
   }

@@ -140,6 +140,13 @@ export class TenantEngine {
       autoload_known_extensions: 'false',
       allow_community_extensions: 'false',
       memory_limit: `${opts.memoryLimitMib}MiB`,
+      // Nothing spills to disk: an in-memory instance's default spill directory is `.tmp` under
+      // the process's working directory, one for every tenant's instance, with fixed file names.
+      // Turning external access off then adds it to allowed_directories, so a tenant could read
+      // (glob, read_blob) what another tenant's query spilled there, and two tenants spilling at
+      // once overwrote each other's blocks (wrong answers, or the process killed by SIGSEGV).
+      // A query that needs more than memory_limit fails instead (docs/query.md).
+      temp_directory: '',
     });
     const setup = await db.connect();
     try {

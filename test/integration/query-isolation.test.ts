@@ -9,6 +9,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tempDir } from '../helpers/ingester.js';
 import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile } from '../helpers/jwt.js';
+import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
 import { bodiesOf, icebergFlags, landTenants, listFiles, postSql, startQuery, tableFiles, type RunningQuery } from '../helpers/query.js';
 
 const N = 5;
@@ -45,6 +46,9 @@ const ESCAPES: Escape[] = [
   { name: 'read_blob of /etc/passwd', sql: () => "SELECT * FROM read_blob('/etc/passwd')", code: 'SIGLAKE_BAD_SQL', message: PERMISSION },
   { name: "glob over globex's directory", sql: () => `SELECT * FROM glob(${lit(globexDir + '/*')})`, code: 'SIGLAKE_BAD_SQL', message: PERMISSION },
   { name: 'glob over /etc', sql: () => "SELECT * FROM glob('/etc/*')", code: 'SIGLAKE_BAD_SQL', message: PERMISSION },
+  // An in-memory engine's default spill directory, `.tmp` under the working directory (the data directory here), was shared by every tenant's engine and readable.
+  { name: 'glob over the default spill directory', sql: () => "SELECT * FROM glob('.tmp/*')", code: 'SIGLAKE_BAD_SQL', message: PERMISSION },
+  { name: 'read_blob of the default spill directory, by its absolute path', sql: () => `SELECT * FROM read_blob(${lit(path.join(dataDir, '.tmp') + '/*')})`, code: 'SIGLAKE_BAD_SQL', message: PERMISSION },
   { name: 'COPY a table TO a file', sql: () => `COPY logs TO ${lit(path.join(outDir, 'leak.csv'))}`, code: 'SIGLAKE_SQL_REFUSED', message: NOT_READ_ONLY },
   { name: "COPY a query TO globex's directory", sql: () => `COPY (SELECT 1) TO ${lit(path.join(globexDir, 'x.parquet'))}`, code: 'SIGLAKE_SQL_REFUSED', message: NOT_READ_ONLY },
   { name: 'EXPORT DATABASE', sql: () => `EXPORT DATABASE ${lit(path.join(outDir, 'export'))}`, code: 'SIGLAKE_SQL_REFUSED', message: NOT_READ_ONLY },
@@ -91,6 +95,7 @@ const EXPLAINED_ESCAPES: Escape[] = ESCAPES.map((e) => ({ ...e, name: `EXPLAIN o
 describe('query isolation: tenant acme against globex and the host', () => {
   let q: RunningQuery;
   let acme = '';
+  let globex = '';
   let warehouseBefore: string[] = [];
 
   beforeAll(async () => {
@@ -100,7 +105,9 @@ describe('query isolation: tenant acme against globex and the host', () => {
     acme = await mint(key, { tenant: 'acme' });
     paths.globexFile = (await tableFiles(dataDir, 'globex', 'logs'))[0]!;
     paths.globexMetadata = path.join(globexDir, 'logs', 'metadata', listFiles(path.join(globexDir, 'logs', 'metadata')).find((f) => f.endsWith('.metadata.json'))!);
-    q = await startQuery(dataDir, [...icebergFlags(dataDir), '--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--query-tenant-claim', 'tenant']);
+    globex = await mint(key, { tenant: 'globex' });
+    // A small memory limit, so that a query can run out of it (below).
+    q = await startQuery(dataDir, [...icebergFlags(dataDir), '--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--query-tenant-claim', 'tenant', '--query-memory-limit-mib', '64']);
     warehouseBefore = listFiles(warehouse);
   }, 120_000);
 
@@ -157,6 +164,46 @@ describe('query isolation: tenant acme against globex and the host', () => {
     expect(lines.map((l) => l['explain_key'])).toEqual(['physical_plan']);
     // A DESCRIBE can be explained too; EXPLAIN plans, it runs nothing: still 200.
     expect((await postSql(q.url, 'EXPLAIN DESCRIBE logs', { token: acme })).status).toBe(200);
+  });
+
+  it('the engine has no directory it may read, and spills nothing: two tenants\' queries past the memory limit at once fail with the limit named, and write no file', async () => {
+    const settings = await postSql(q.url, "SELECT current_setting('allowed_directories')::VARCHAR AS d, current_setting('temp_directory') AS t", { token: acme });
+    expect(settings.status, settings.text).toBe(200);
+    expect(settings.body['rows']).toEqual([['[]', '']]);
+    // A window over a sort of 5 × 400,000 rows of about 110 bytes: far past 64 MiB.
+    const big = "SELECT count(*) FROM (SELECT s, row_number() OVER (ORDER BY s) AS rn FROM (SELECT body || '-' || r.i || repeat('p', 100) AS s FROM logs, range(400000) r(i)))";
+    const answers = await Promise.all([acme, globex, acme, globex].map((token) => postSql(q.url, big, { token })));
+    for (const a of answers) {
+      expect(a.status, a.text).toBe(500);
+      expect(a.body['error']).toEqual({
+        code: 'SIGLAKE_QUERY_ENGINE',
+        message: expect.stringMatching(/^Out of Memory Error: .*: the query needs more memory than query\.memoryLimitMib gives this tenant's queries, and nothing spills to disk/) as unknown,
+      });
+      expect(a.text).not.toMatch(/temp_directory/);
+    }
+    expect(fs.existsSync(path.join(dataDir, '.tmp'))).toBe(false);
+    // The server is alive, and each tenant still reads its own rows.
+    const g = await postSql(q.url, 'SELECT count(*) AS n FROM logs', { token: globex });
+    expect(g.status, g.text).toBe(200);
+    expect(g.body['rows']).toEqual([[String(N)]]);
+  });
+
+  it("a catalog row of acme's pointing at globex's metadata file is refused, though globex's query resolved that file just before", async () => {
+    const g = await postSql(q.url, 'SELECT count(*) AS n FROM logs', { token: globex });
+    expect(g.status, g.text).toBe(200);
+    const catalog = SqlCatalog.open(`sqlite:${path.join(dataDir, 'catalog.db')}`, 'siglake');
+    const acmeLoc = (await catalog.metadataLocation('tenant_acme', 'logs'))!;
+    const globexLoc = (await catalog.metadataLocation('tenant_globex', 'logs'))!;
+    expect(await catalog.swapMetadataLocation('tenant_acme', 'logs', acmeLoc, globexLoc)).toBe(true);
+    try {
+      const a = await postSql(q.url, 'SELECT body FROM logs', { token: acme });
+      expect(a.status, a.text).toBe(500);
+      expect(a.body['error']).toEqual({ code: 'SIGLAKE_QUERY_ENGINE', message: expect.stringMatching(/table location is not under its namespace's directory/) as unknown });
+      expect(a.text).not.toContain('r1-globex');
+    } finally {
+      expect(await catalog.swapMetadataLocation('tenant_acme', 'logs', globexLoc, acmeLoc)).toBe(true);
+      await catalog.close();
+    }
   });
 
   it('after every attempt: nothing written anywhere, acme reads its own rows and only those, the server is alive', async () => {
