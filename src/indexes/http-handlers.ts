@@ -14,7 +14,7 @@
 import { IcebergError } from '../iceberg/iceberg-error.js';
 import { IndexError } from './index-error.js';
 import { parseIndexText, validateIndexSpec } from './index-spec.js';
-import type { IndexInfo, IndexRegistry } from './registry.js';
+import { unknownIndex, type IndexInfo, type IndexRegistry } from './registry.js';
 
 export interface IndexHttpRequest {
   readonly method: string;
@@ -49,12 +49,18 @@ export function indexJson(i: IndexInfo): Record<string, unknown> {
   };
 }
 
-export async function handleIndexRequest(req: IndexHttpRequest, tenant: string, registry: IndexRegistry): Promise<IndexHttpResponse> {
+/**
+ * `subset`: the tenant's declared indexes (declared-tenants.md §3); an index
+ * outside it is not listed and reads as one that does not exist (404), and
+ * creating one is refused (403 SIGLAKE_INDEX_NOT_IN_TENANT, as on ingest).
+ * Undefined: all of the tenant's indexes.
+ */
+export async function handleIndexRequest(req: IndexHttpRequest, tenant: string, registry: IndexRegistry, subset?: ReadonlySet<string>): Promise<IndexHttpResponse> {
   try {
     if (req.path === INDEX_API_PREFIX || req.path === `${INDEX_API_PREFIX}/`) {
       if (req.method !== 'GET') return notAllowed('GET');
       const list = await registry.list(tenant);
-      return json(200, { indexes: list.map(indexJson) });
+      return json(200, { indexes: list.filter((i) => subset === undefined || subset.has(i.name)).map(indexJson) });
     }
     if (!req.path.startsWith(`${INDEX_API_PREFIX}/`)) return refuse(404, 'SIGLAKE_NOT_FOUND', 'no such endpoint');
     const rest = req.path.slice(INDEX_API_PREFIX.length + 1);
@@ -65,6 +71,10 @@ export async function handleIndexRequest(req: IndexHttpRequest, tenant: string, 
       return refuse(404, 'SIGLAKE_UNKNOWN_INDEX', 'no such index in this tenant');
     }
     if (name.includes('/')) return refuse(404, 'SIGLAKE_NOT_FOUND', 'no such endpoint');
+    if (subset !== undefined && !subset.has(name)) {
+      if (req.method === 'PUT') return refuse(403, 'SIGLAKE_INDEX_NOT_IN_TENANT', `index ${name} is not among this tenant's declared indexes`);
+      if (req.method === 'GET' || req.method === 'DELETE') throw unknownIndex(name);
+    }
     switch (req.method) {
       case 'GET':
         return json(200, indexJson(await registry.show(tenant, name)));

@@ -105,7 +105,7 @@ export class IndexRegistry {
     const ns = namespaceOf(checkTenant(tenant));
     checkName(name);
     const loaded = await this.#load(ns, name);
-    if (loaded === null) throw unknown(name);
+    if (loaded === null) throw unknownIndex(name);
     const info = infoOf(name, ns, loaded.location, loaded.doc);
     if (info === null) throw notManaged(name);
     return info;
@@ -139,7 +139,7 @@ export class IndexRegistry {
     checkName(spec.name);
     for (let attempt = 1; attempt <= this.#maxAttempts; attempt++) {
       const loaded = await this.#load(ns, spec.name);
-      if (loaded === null) throw unknown(spec.name);
+      if (loaded === null) throw unknownIndex(spec.name);
       const before = infoOf(spec.name, ns, loaded.location, loaded.doc);
       if (before === null) throw notManaged(spec.name);
       const doc = LosslessJson.parse(LosslessJson.stringify(loaded.doc)) as JsonObject;
@@ -179,7 +179,7 @@ export class IndexRegistry {
     checkName(name);
     for (let attempt = 1; attempt <= this.#maxAttempts; attempt++) {
       const loaded = await this.#load(ns, name);
-      if (loaded === null) throw unknown(name);
+      if (loaded === null) throw unknownIndex(name);
       if (infoOf(name, ns, loaded.location, loaded.doc) === null) throw notManaged(name);
       const n = await this.#catalog.driver.run(
         'DELETE FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3 AND metadata_location = $4',
@@ -315,10 +315,11 @@ function checkTenant(tenant: string): string {
 }
 
 function checkName(name: string): void {
-  if (!isValidIndexName(name)) throw unknown(name);
+  if (!isValidIndexName(name)) throw unknownIndex(name);
 }
 
-function unknown(name: string): IndexError {
+/** The refusal of an index the tenant does not have (also of one outside its declared subset: http-handlers.ts). */
+export function unknownIndex(name: string): IndexError {
   return new IndexError('SIGLAKE_UNKNOWN_INDEX', `no index "${safeName(name)}" in this tenant`);
 }
 

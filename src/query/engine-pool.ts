@@ -67,13 +67,20 @@ export class EnginePool {
     return this.#current.size;
   }
 
-  /** The tenant's context at the catalog's current snapshots; call release() when the query ends. */
-  async acquire(tenant: string): Promise<Lease> {
+  /**
+   * The tenant's context at the catalog's current snapshots; call release()
+   * when the query ends. `indexes`: the tenant's declared index subset (its
+   * other indexes are not in the context); undefined: all.
+   */
+  async acquire(tenant: string, indexes?: ReadonlySet<string>): Promise<Lease> {
     const ns = namespaceOf(tenant);
     const seq = ++this.#seq;
     // One catalog statement per query (about 0.1 ms on SQLite, one round trip on PostgreSQL):
     // every query compares the tables' current metadata locations, no time-based cache.
-    const tables = (await this.#catalog.tableLocations(ns)).map((t) => ({ name: t.name, location: t.metadataLocation }));
+    // A change of the subset changes the names, so the fingerprint: a new context.
+    const tables = (await this.#catalog.tableLocations(ns))
+      .filter((t) => tableVisible(t.name, indexes))
+      .map((t) => ({ name: t.name, location: t.metadataLocation }));
     const fingerprint = tables.map((t) => `${t.name}\0${t.location}`).join('\n');
     let ctx = this.#current.get(tenant);
     if (ctx === undefined || ctx.fingerprint !== fingerprint) {
@@ -85,7 +92,7 @@ export class EnginePool {
       }
       ctx = await p;
       // Retired and closed by a newer context between the build and now: plan again.
-      if (ctx.engine.closed) return this.acquire(tenant);
+      if (ctx.engine.closed) return this.acquire(tenant, indexes);
     }
     ctx.refs++;
     const c = ctx;
@@ -179,4 +186,9 @@ export class EnginePool {
     this.#closed = true;
     for (const ctx of [...this.#current.values()]) this.#retire(ctx);
   }
+}
+
+/** Whether a query sees table `name` of its namespace: logs and traces always, an index when `indexes` (a declared subset) is undefined or holds it. */
+export function tableVisible(name: string, indexes: ReadonlySet<string> | undefined): boolean {
+  return indexes === undefined || name === 'logs' || name === 'traces' || indexes.has(name);
 }

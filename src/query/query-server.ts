@@ -32,7 +32,7 @@ import type { Logger } from '../log.js';
 import { namespaceOf } from '../tenancy/identifier.js';
 import { sendError, sendForwarded, sendJson, sendNdjson, sendResult, wantsNdjson } from './answers.js';
 import { TenantSlots } from './concurrency.js';
-import { EnginePool } from './engine-pool.js';
+import { EnginePool, tableVisible } from './engine-pool.js';
 import { openLocalFiles } from './local-files.js';
 import { asQueryError, QueryError } from './query-error.js';
 import { QueryMetrics, type QueryEndpoint } from './query-metrics.js';
@@ -299,7 +299,7 @@ export class QueryServer {
     this.#stopping.signal.addEventListener('abort', onStop, { once: true });
     if (this.#stopping.signal.aborted) cancel.abort();
     try {
-      const lease = await this.#pool!.acquire(tenant);
+      const lease = await this.#pool!.acquire(tenant, this.#gate.indexesOf(tenant));
       try {
         const result = await runQuery(lease.engine, sql, {
           maxRows: this.#s.queryMaxRows,
@@ -333,7 +333,7 @@ export class QueryServer {
     const method = req.method ?? 'GET';
     const body = method === 'PUT' ? await readBody(req) : undefined;
     if (body === undefined) req.resume();
-    const answer = await handleIndexRequest({ method, path, ...(body !== undefined ? { body } : {}) }, tenant, this.#indexes);
+    const answer = await handleIndexRequest({ method, path, ...(body !== undefined ? { body } : {}) }, tenant, this.#indexes, this.#gate.indexesOf(tenant));
     res.writeHead(answer.status, answer.headers);
     res.end(answer.body);
   }
@@ -342,8 +342,10 @@ export class QueryServer {
     const tenant = await this.#tenantOf(req);
     req.resume();
     const ns = namespaceOf(tenant);
+    const indexes = this.#gate.indexesOf(tenant);
     const tables = [];
     for (const { name, metadataLocation } of await this.#catalog.tableLocations(ns)) {
+      if (!tableVisible(name, indexes)) continue;
       const t = await this.#reader.read(ns, metadataLocation);
       // An index carries its retention (the registry's property); logs and
       // traces do not (theirs is the compactor's setting): null.

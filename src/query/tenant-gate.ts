@@ -22,6 +22,10 @@
 //
 // The allow-list is the query server's own: ingester.allowedTenants is never
 // read, so a tenant stopped from writing still reads within its retention.
+//
+// A declared tenant's `indexes` subset (indexesOf) hides its other indexes
+// from every query API: its SQL, the table and index listings, the index API
+// (declared-tenants.md §3: indistinguishable from an index that does not exist).
 
 import { ConfigError } from '../errors.js';
 import { DEFAULT_TENANT, isValidIdentifier } from '../tenancy/identifier.js';
@@ -80,6 +84,16 @@ export class TenantGate {
     const after = new Set(next.tenants.map((t) => t.id));
     this.#declared = next;
     return { added: [...after].filter((id) => !before.has(id)), removed: [...before].filter((id) => !after.has(id)) };
+  }
+
+  /**
+   * The declared index subset of `tenant` (declared-tenants.md §3), however
+   * the tenant was resolved; undefined: all of its indexes (not declared, or
+   * declared without `indexes`). Read per request, so a reload applies to the
+   * next one.
+   */
+  indexesOf(tenant: string): ReadonlySet<string> | undefined {
+    return this.#declared?.byId(tenant)?.decl.indexes;
   }
 
   /** The tenant of a query from its verified claims (undefined when not OIDC), or throws the 403. */

@@ -11,8 +11,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli, tempDir } from '../helpers/ingester.js';
+import { runCli, startIngester, tempDir } from '../helpers/ingester.js';
 import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile } from '../helpers/jwt.js';
+import { jsonBytes, logsJson } from '../helpers/otlp-bodies.js';
 import { icebergFlags, startQuery, type RunningQuery } from '../helpers/query.js';
 import { until } from '../helpers/wait.js';
 
@@ -221,5 +222,92 @@ describe('siglake query reloads --tenants-file on change and on SIGHUP, as inges
     expect(await metric('siglake_tenants_declared')).toBe(3);
     expect(await indexes(t['initech']!)).toEqual(['via_sighup']);
     expect(q.exitCode).toBeNull();
+  });
+});
+
+describe("a declared tenant's index subset on siglake query (declared-tenants.md §3)", () => {
+  const dataDir = tempDir('siglake-query-subset-');
+  const tenantsFile = path.join(dataDir, 'tenants.json');
+  let q: RunningQuery;
+  let acme = '';
+
+  const call = async (method: string, p: string, body?: unknown) => {
+    const res = await fetch(`${q.url}${p}`, {
+      method,
+      headers: { authorization: `Bearer ${acme}`, ...(body !== undefined ? { 'content-type': typeof body === 'string' ? 'text/plain' : 'application/json' } : {}) },
+      ...(body !== undefined ? { body: typeof body === 'string' ? body : JSON.stringify(body) } : {}),
+    });
+    const text = await res.text();
+    return { status: res.status, json: text === '' ? undefined : (JSON.parse(text) as Record<string, unknown>) };
+  };
+  const declare = async (decl: Record<string, unknown>, declared: string) => {
+    fs.writeFileSync(tenantsFile, JSON.stringify({ tenants: [{ id: 'acme', subjects: { claims: { org_id: 'acme-prod' } }, ...decl }] }));
+    q.child.kill('SIGHUP');
+    await until(() => q.logs.filter((l) => l.msg === 'tenants file reloaded').length >= Number(declared), 20_000, 'the reload');
+  };
+
+  beforeAll(async () => {
+    fs.writeFileSync(tenantsFile, JSON.stringify({ tenants: [{ id: 'acme', subjects: { claims: { org_id: 'acme-prod' } } }] }));
+    // Two of acme's indexes, each holding rows, landed by the real ingester and compactor.
+    const ing = await startIngester({ dataDir, args: ['--trust-tenant-header', '--compactor=false', ...icebergFlags(dataDir)], indexes: { acme: ['payments', 'audit'] } });
+    try {
+      for (const index of ['payments', 'audit']) {
+        const r = await fetch(`${ing.url}/v1/logs`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-scope-orgid': 'acme', 'x-siglake-index': index },
+          body: jsonBytes(logsJson([`${index}-row-0`, `${index}-row-1`], 'svc-acme')),
+        });
+        expect(r.status, await r.text()).toBe(200);
+      }
+    } finally {
+      expect(await ing.stop()).toBe(0);
+    }
+    const c = runCli(['compact', '--once', '--ingester-stopped', '--wal-dir', path.join(dataDir, 'wal'), ...icebergFlags(dataDir)]);
+    expect(c.status, c.stderr).toBe(0);
+    const key = await makeKeyPair('ES256', 'k1');
+    const jwks = writeJwksFile(dataDir, [key.jwk]);
+    acme = await mint(key, { org_id: 'acme-prod' });
+    q = await startQuery(dataDir, [...icebergFlags(dataDir), '--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--tenants-file', tenantsFile]);
+  }, 120_000);
+
+  afterAll(async () => {
+    await q?.stop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('an index outside the subset is as one that does not exist, in SQL, both listings and the index API; the subset follows a reload', async () => {
+    const sql = async (text: string) => call('POST', '/api/v1/sql', text);
+    const tables = async () => ((await call('GET', '/api/v1/tables')).json!['tables'] as { name: string }[]).map((t) => t.name).sort();
+    const listed = async () => ((await call('GET', '/api/v1/indexes')).json!['indexes'] as { name: string }[]).map((i) => i.name).sort();
+    // No subset: both indexes.
+    const first = await sql('SELECT body FROM audit ORDER BY body');
+    expect(first.status, JSON.stringify(first.json)).toBe(200);
+    expect((await sql('SELECT body FROM audit ORDER BY body')).json!['rows']).toEqual([['audit-row-0'], ['audit-row-1']]);
+    expect(await listed()).toEqual(['audit', 'payments']);
+
+    await declare({ indexes: ['payments'] }, '1');
+    const none = await sql('SELECT body FROM nosuch');
+    const hidden = await sql('SELECT body FROM audit');
+    expect(hidden.status).toBe(400);
+    // The engine's own refusal of an unknown table (its "did you mean" suggestion aside).
+    const firstLine = (r: { json?: Record<string, unknown> }) => (r.json!['error'] as { message: string }).message.split('\n')[0];
+    expect(firstLine(hidden)).toBe(firstLine(none)!.replace('nosuch', 'audit'));
+    expect(firstLine(hidden)).toBe('Catalog Error: Table with name audit does not exist!');
+    expect((await sql('SELECT body FROM payments ORDER BY body')).json!['rows']).toEqual([['payments-row-0'], ['payments-row-1']]);
+    expect(await listed()).toEqual(['payments']);
+    expect(await tables()).toEqual(['payments']);
+    const getHidden = await call('GET', '/api/v1/indexes/audit');
+    const getNone = await call('GET', '/api/v1/indexes/nosuch');
+    expect(getHidden.status).toBe(404);
+    expect(getHidden.json).toEqual({ error: { code: 'SIGLAKE_UNKNOWN_INDEX', message: (getNone.json!['error'] as { message: string }).message.replace('nosuch', 'audit') } });
+    expect((await call('DELETE', '/api/v1/indexes/audit')).status).toBe(404);
+    const put = await call('PUT', '/api/v1/indexes/refunds', {});
+    expect(put).toEqual({ status: 403, json: { error: { code: 'SIGLAKE_INDEX_NOT_IN_TENANT', message: "index refunds is not among this tenant's declared indexes" } } });
+    expect((await call('GET', '/api/v1/indexes/refunds')).status).toBe(404);
+
+    // The subset removed: audit is back, untouched.
+    await declare({}, '2');
+    expect(await listed()).toEqual(['audit', 'payments']);
+    expect((await sql('SELECT body FROM audit ORDER BY body')).json!['rows']).toEqual([['audit-row-0'], ['audit-row-1']]);
   });
 });
