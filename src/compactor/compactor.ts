@@ -269,13 +269,16 @@ export class Compactor {
         if (!work.firstRouted.has(key)) work.firstRouted.set(key, file.number);
       }
       const stop = reader.stop;
-      if (stop?.kind === 'corrupt') {
+      // A torn end is a crash's unfinished append only in the lane's last segment (which recovery
+      // repairs); in one with a higher segment beside it, a record running past the end of the file
+      // (a damaged length, a run of zeros) is damage, as `siglake wal verify` reports it: keep the file.
+      if (stop?.kind === 'corrupt' || (stop?.kind === 'torn' && hasHigher)) {
         corrupt = true;
         this.#stats.corrupt();
         if (!this.#reportedCorrupt.has(file.path)) {
           this.#reportedCorrupt.add(file.path);
           this.#o.log.error(
-            { segment: file.path, offset: stop.offset, why: stop.error.why },
+            { segment: file.path, offset: stop.offset, why: stop.kind === 'corrupt' ? stop.error.why : `torn (${stop.why}), but not the lane's last segment` },
             'corrupt WAL segment: its records before the damage are landed, the file is kept (run siglake wal verify)',
           );
         }

@@ -238,8 +238,11 @@ export class Retention {
       if (expire.length === 0) return 0;
       const expireIds = new Set(expire.map((s) => s.snapshotId));
       const kept = snaps.filter((s) => !expireIds.has(s.snapshotId));
-      const keptFiles = await this.#reachable(kept);
-      const goneFiles = await this.#reachable(expire);
+      // Every file a kept snapshot references must be known before anything is deleted: a read of
+      // their lists that fails aborts this table's expiry (the next round retries), where skipping
+      // it would have deleted live files that an expired snapshot referenced too.
+      const keptFiles = await this.#reachable(kept, true);
+      const goneFiles = await this.#reachable(expire, false);
       const toDelete = [...goneFiles].filter((f) => !keptFiles.has(f));
       const location = cur.metadata.location;
       const listLoc = `${location}/metadata/retention-${randomUUID()}.json`;
@@ -282,17 +285,25 @@ export class Retention {
     return 0;
   }
 
-  /** Every manifest list, manifest and live data file the snapshots reference. */
-  async #reachable(snaps: readonly SnapshotView[]): Promise<Set<string>> {
+  /**
+   * Every manifest list, manifest and live data file the snapshots reference.
+   * `kept`: snapshots that stay, whose lists must all be read (a failure
+   * throws); else expired ones, whose list may already be gone (an earlier,
+   * interrupted expiry: nothing of it left to delete).
+   */
+  async #reachable(snaps: readonly SnapshotView[], kept: boolean): Promise<Set<string>> {
     const out = new Set<string>();
     const seenManifests = new Set<string>();
+    const unreadable = (what: string, e: unknown) =>
+      new Error(`snapshot expiry stopped: ${what} of a kept snapshot could not be read (${(e as Error).message}); nothing deleted`);
     for (const s of snaps) {
       out.add(s.manifestList);
       let list: AvroRecord[];
       try {
         list = await ManifestList.read(this.#o.storage, s.manifestList);
-      } catch {
-        continue; // a list already gone (an earlier, interrupted expiry): nothing of it to keep or delete
+      } catch (e) {
+        if (kept) throw unreadable(`the manifest list ${s.manifestList}`, e);
+        continue;
       }
       for (const m of list) {
         const p = String(m['manifest_path']);
@@ -302,7 +313,8 @@ export class Retention {
         let records: AvroRecord[];
         try {
           records = AvroFile.decode(await this.#o.storage.get(p), p).records;
-        } catch {
+        } catch (e) {
+          if (kept) throw unreadable(`the manifest ${p}`, e);
           continue;
         }
         for (const e of records) out.add(String((e['data_file'] as AvroRecord)['file_path']));

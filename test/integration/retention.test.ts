@@ -99,6 +99,34 @@ describe('siglake retention', () => {
     expect(again.stdout).toBe('');
   });
 
+  it('a kept snapshot whose manifest list cannot be read stops the expiry: no live file deleted, exit 1, and the next round expires once it reads again', async () => {
+    for (const round of ['k1', 'k2', 'k3']) await land([{ tenant: 'keep', records: [[`${round}-0`, 0]] }]);
+    const loc = (await lake.catalog.metadataLocation('tenant_keep', 'logs'))!;
+    const meta = JSON.parse(fs.readFileSync(fileURLToPath(loc), 'utf8'));
+    expect(meta.snapshots).toHaveLength(3);
+    const current = meta.snapshots.find((x: { 'snapshot-id': number }) => x['snapshot-id'] === meta['current-snapshot-id']);
+    const list = fileURLToPath(current['manifest-list']);
+    const live = parquetFiles('tenant_keep', 'logs').sort();
+    expect(live).toHaveLength(3);
+    // A read that fails (an object store's 5xx after its retries, EIO): the list is not where it should be for this run.
+    fs.renameSync(list, `${list}.away`);
+    // No day to drop (logs kept forever): the round goes straight to expiring snapshots.
+    const expiryOnly = [...flags, '--retention-snapshot-max-age-hours', '0'];
+    const r = runCli(['retention', '--once', ...expiryOnly]);
+    fs.renameSync(`${list}.away`, list);
+    expect(r.status, r.stderr).toBe(1);
+    expect(r.stdout + r.stderr).toMatch(/retention failed for a table; next round retries/);
+    expect(r.stdout + r.stderr).toMatch(/snapshot expiry stopped: the manifest list .* of a kept snapshot could not be read/);
+    expect(parquetFiles('tenant_keep', 'logs').sort()).toEqual(live);
+    expect(await bodies('tenant_keep', 'logs')).toEqual(['k1-0', 'k2-0', 'k3-0']);
+    // Readable again: the two older snapshots expire, and every file the current one lists stays.
+    const again = runCli(['retention', '--once', ...expiryOnly]);
+    expect(again.status, again.stderr).toBe(0);
+    expect(JSON.parse(fs.readFileSync(fileURLToPath((await lake.catalog.metadataLocation('tenant_keep', 'logs'))!), 'utf8')).snapshots).toHaveLength(1);
+    expect(parquetFiles('tenant_keep', 'logs').sort()).toEqual(live);
+    expect(await bodies('tenant_keep', 'logs')).toEqual(['k1-0', 'k2-0', 'k3-0']);
+  });
+
   for (const step of ['dropped', 'expired', 'deleting'] as const) {
     it(`kill -9 at "${step}" leaves a table every reader opens; a rerun finishes the job`, async () => {
       await land([{ tenant: 'default', records: [[`old-${step}`, 20], [`new-${step}`, 0]] }]);

@@ -14,6 +14,7 @@ import { createLogger } from '../../src/log.js';
 import { readSealedMarker, SEALED_MARKER, writeSealedMarker } from '../../src/wal/sealed-marker.js';
 import { indexTable, laneDir, LOGS_TABLE, TRACES_TABLE } from '../../src/wal/layout.js';
 import { listLaneFiles } from '../../src/wal/segment-files.js';
+import { RECORD_HEADER_SIZE, SEGMENT_HEADER_SIZE } from '../../src/wal/format.js';
 import {
   duckParquet,
   duckQuery,
@@ -370,6 +371,29 @@ describe('compaction round', () => {
     expect(fs.existsSync(seg.path)).toBe(true);
     expect((await e.rows('main', 'logs')).map((x) => x['body'])).toEqual(['good', 'later']);
     // Later rounds do not land its prefix again.
+    expect(await c.runRound()).toMatchObject({ rows: 0, commits: 0 });
+  });
+
+  it('keeps a segment that is not the lane\'s last and ends torn (a record running past its end is damage there, not a crash\'s tail)', async () => {
+    const e = env();
+    await writeLane(e.walDir, 'default', LOGS_TABLE, [
+      { type: 'logs', request: logsRequest(['good']) },
+      { type: 'logs', request: logsRequest(['lost']) },
+      { type: 'logs', request: logsRequest(['lost too']) },
+    ]);
+    await writeLane(e.walDir, 'default', LOGS_TABLE, [{ type: 'logs', request: logsRequest(['later']) }]);
+    const seg = listLaneFiles(laneDir(e.walDir, 'default', LOGS_TABLE)).segments[0]!;
+    const bytes = fs.readFileSync(seg.path);
+    // The second record's length (header bytes [4, 8)) now runs past the end of the file: the reader stops `torn`.
+    const second = SEGMENT_HEADER_SIZE + RECORD_HEADER_SIZE + bytes.readUInt32LE(SEGMENT_HEADER_SIZE + 4);
+    bytes.writeUInt32LE(1 << 20, second + 4);
+    fs.writeFileSync(seg.path, bytes);
+    const c = await e.compactor();
+    expect(await c.runRound()).toMatchObject({ rows: 2, commits: 1, retired: 1 });
+    expect(c.stats.corruptSegments).toBe(1);
+    expect(fs.existsSync(seg.path)).toBe(true);
+    expect(fs.readFileSync(seg.path).equals(bytes)).toBe(true);
+    expect((await e.rows('main', 'logs')).map((x) => x['body'])).toEqual(['good', 'later']);
     expect(await c.runRound()).toMatchObject({ rows: 0, commits: 0 });
   });
 
