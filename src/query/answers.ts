@@ -2,6 +2,7 @@
 // refusal as {"error": {...}}, a coordinator's forwarded answer as is.
 
 import type { ServerResponse } from 'node:http';
+import { pipeline } from 'node:stream/promises';
 import type { QueryError } from './query-error.js';
 import type { QueryResult } from './query-runner.js';
 import type { ForwardedAnswer } from './shard-forwarder.js';
@@ -59,7 +60,16 @@ export function sendNdjson(res: ServerResponse, result: QueryResult): void {
   res.end();
 }
 
-export function sendForwarded(res: ServerResponse, answer: ForwardedAnswer): void {
+/**
+ * Streams a shard's answer to the caller (backpressure both ways). A shard
+ * that fails mid-body (or a caller that hangs up) ends the caller's
+ * connection: the status line is already sent, so a cut body is the only
+ * way to say the answer is incomplete.
+ */
+export function sendForwarded(res: ServerResponse, answer: ForwardedAnswer): Promise<void> {
   res.writeHead(answer.status, answer.headers);
-  res.end(answer.body);
+  return pipeline(answer.body, res).catch(() => {
+    answer.body.destroy();
+    res.destroy();
+  });
 }

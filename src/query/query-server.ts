@@ -275,13 +275,22 @@ export class QueryServer {
     const tenant = await this.#tenantOf(req);
     const body = await readBody(req);
     if (this.#forwarder !== undefined && !viaShard) {
-      const answer = await this.#forwarder.forward(tenant, {
-        body,
-        contentType: req.headers['content-type'],
-        accept: req.headers.accept,
-        authorization: req.headers.authorization,
-      });
-      sendForwarded(res, answer);
+      // A caller that hangs up aborts the request to the shard (whose query stops with it).
+      const hangUp = new AbortController();
+      const onHangUp = () => {
+        if (!res.writableEnded) hangUp.abort();
+      };
+      res.once('close', onHangUp);
+      try {
+        const answer = await this.#forwarder.forward(
+          tenant,
+          { body, contentType: req.headers['content-type'], accept: req.headers.accept, authorization: req.headers.authorization },
+          hangUp.signal,
+        );
+        await sendForwarded(res, answer);
+      } finally {
+        res.off('close', onHangUp);
+      }
       return;
     }
     const sql = sqlOf(body, req.headers['content-type']);

@@ -4,14 +4,23 @@
 // content type, Retry-After, X-Siglake-* headers and body, a 403 included).
 // A shard that cannot be reached, or does not answer within the query
 // timeout plus a margin, is a 502.
+//
+// The body is streamed through, never held whole: a tenant's large answer
+// costs the coordinator a stream's buffers, not its size. A caller that
+// hangs up aborts the request to the shard, whose query then stops as for a
+// caller of its own (its connection closes).
 
+import http, { type IncomingMessage } from 'node:http';
+import https from 'node:https';
+import type { Readable } from 'node:stream';
 import { QueryError } from './query-error.js';
 import { pickShard } from './rendezvous.js';
 
 export interface ForwardedAnswer {
   readonly status: number;
   readonly headers: Readonly<Record<string, string>>;
-  readonly body: Buffer;
+  /** The shard's body as it arrives (empty when it has none). */
+  readonly body: Readable;
 }
 
 const PASSED_BACK = ['content-type', 'retry-after', 'x-siglake-truncated', 'x-siglake-row-count'];
@@ -33,35 +42,65 @@ export class ShardForwarder {
     return pickShard(tenant, this.#shards);
   }
 
+  /** `signal`: the caller's hang-up (the request to the shard is aborted, mid-body too). */
   async forward(
     tenant: string,
     req: { body: Buffer; contentType: string | undefined; accept: string | undefined; authorization: string | undefined },
+    signal?: AbortSignal,
   ): Promise<ForwardedAnswer> {
     const shard = this.shardOf(tenant);
     const headers: Record<string, string> = { 'x-siglake-shard-token': this.#token };
     if (req.authorization !== undefined) headers['authorization'] = req.authorization;
     if (req.contentType !== undefined) headers['content-type'] = req.contentType;
     if (req.accept !== undefined) headers['accept'] = req.accept;
-    let res: Response;
-    let body: Buffer;
+    let res: IncomingMessage;
     try {
-      res = await fetch(`${shard}/api/v1/sql/shard`, {
-        method: 'POST',
-        headers,
-        body: req.body,
-        signal: AbortSignal.timeout(this.#timeoutMs),
-        redirect: 'manual',
-      });
-      body = Buffer.from(await res.arrayBuffer());
+      res = await post(`${shard}/api/v1/sql/shard`, headers, req.body, this.#timeoutMs, signal);
     } catch (e) {
-      const why = (e as { cause?: { code?: string } }).cause?.code ?? (e as Error).name;
+      // The caller hung up: not the shard's failure (the local path answers the same).
+      if (signal?.aborted === true) throw new QueryError('SIGLAKE_UNAVAILABLE', 'query cancelled: the server is stopping or the caller hung up', { retryAfterSecs: 1 });
+      const why = (e as NodeJS.ErrnoException).code ?? (e as Error).name;
       throw new QueryError('SIGLAKE_SHARD_UNAVAILABLE', `the query shard did not answer (${why})`);
     }
     const out: Record<string, string> = {};
     for (const h of PASSED_BACK) {
-      const v = res.headers.get(h);
-      if (v !== null) out[h] = v;
+      const v = res.headers[h];
+      if (typeof v === 'string') out[h] = v;
     }
-    return { status: res.status, headers: out, body };
+    const body: Readable = res;
+    return { status: res.statusCode ?? 502, headers: out, body };
   }
+}
+
+/**
+ * One POST with node:http (or https): the answer's head, its body left to
+ * stream. The socket is destroyed when `signal` aborts or `timeoutMs` passes,
+ * before or during the body, so that the shard sees its caller gone (a
+ * fetch() abort did not always close the connection). Redirects are not
+ * followed.
+ */
+function post(url: string, headers: Record<string, string>, body: Buffer, timeoutMs: number, signal: AbortSignal | undefined): Promise<IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    const u = new URL(url);
+    const req = (u.protocol === 'https:' ? https : http).request(u, { method: 'POST', headers: { ...headers, 'content-length': String(body.length) } });
+    const timer = setTimeout(() => req.destroy(Object.assign(new Error('the shard took longer than the query timeout'), { code: 'ETIMEDOUT' })), timeoutMs);
+    const onAbort = () => req.destroy(Object.assign(new Error('the caller hung up'), { name: 'AbortError' }));
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    if (signal?.aborted === true) onAbort();
+    req.on('error', (e) => {
+      done();
+      reject(e);
+    });
+    req.once('response', (res) => {
+      // The timeout and the hang-up still cover the body; they end with it.
+      res.once('close', done);
+      res.once('error', () => undefined);
+      resolve(res);
+    });
+    req.end(body);
+  });
 }

@@ -6,12 +6,14 @@
 // shard token; a shard that does not answer is a 502.
 
 import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tempDir } from '../helpers/ingester.js';
 import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile, type KeyPair } from '../helpers/jwt.js';
 import { bodiesOf, icebergFlags, landTenants, postSql, startQuery, type RunningQuery } from '../helpers/query.js';
+import { until } from '../helpers/wait.js';
 
 const TENANTS = ['default', 'acme', 'globex'] as const;
 const N = 4;
@@ -148,6 +150,29 @@ describe('query coordinator and shards', () => {
       expect(a.status).toBe(403);
       expect((a.body['error'] as { reason: string }).reason).toBe(reason);
     }
+  });
+
+  it("a caller that hangs up at the coordinator stops the shard's query, and is no shard error", async () => {
+    const shardErrors = (await C2.metrics()).get('siglake_query_shard_errors_total');
+    const slow = JSON.stringify({ sql: 'SELECT sum(range % 7) FROM range(100000000000000)' });
+    // node:http, so that the hang-up is certain to close the connection.
+    const u = new URL(`${C2.url}/api/v1/sql`);
+    const caller = http.request({
+      hostname: u.hostname,
+      port: u.port,
+      path: u.pathname,
+      method: 'POST',
+      headers: { authorization: `Bearer ${tokens['acme']}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(slow) },
+    });
+    const failed = new Promise<Error>((resolve) => caller.on('error', resolve));
+    caller.end(slow);
+    await until(async () => (await S.metrics()).get('siglake_query_running') === 1, 10_000, "the query running on acme's shard");
+    caller.destroy();
+    expect(await failed).toBeInstanceOf(Error);
+    // Stopped well before query.timeoutSecs (30 s).
+    await until(async () => (await S.metrics()).get('siglake_query_running') === 0, 10_000, 'the shard to stop the query');
+    await until(async () => (await C2.metrics()).get('siglake_query_requests_total{endpoint="sql",status="503"}') !== undefined, 5_000, 'the coordinator to count the request');
+    expect((await C2.metrics()).get('siglake_query_shard_errors_total')).toBe(shardErrors);
   });
 
   it('a shard that does not answer is a 502, counted', async () => {
