@@ -209,8 +209,11 @@ describe('loadgen against one default-tenant ingester', () => {
     expect(j.totals.ok).toBe(j.totals.issued);
     expect(j.totals.issued).toBeGreaterThanOrEqual(190);
     expect(j.fixedRate!.targetPerSec).toBe(100);
-    // About 100 complete in each second (a stall on a busy machine moves some across the boundary).
-    expect(j.timeline.filter((p) => p.t < 2).map((p) => p.requests).every((n) => n >= 50 && n <= 150)).toBe(true);
+    // Spread over both seconds, not sent in one burst (a burst would complete all 200 in the
+    // first). About 100 a second; a stall of the 2-core CI machine, busy with other test files,
+    // moved more than 50 across the boundary (CI of 2026-12-05), so the bound is loose.
+    const perSecond = j.timeline.filter((p) => p.t < 2).map((p) => p.requests);
+    expect(perSecond.every((n) => n >= 20 && n <= 180), JSON.stringify(perSecond)).toBe(true);
 
     // Bounded by a request count instead of a duration: stops after the last one.
     const out2 = path.join(dir, 'rate-n.json');
