@@ -67,8 +67,7 @@ export class ShardForwarder {
       const v = res.headers[h];
       if (typeof v === 'string') out[h] = v;
     }
-    const body: Readable = res;
-    return { status: res.statusCode ?? 502, headers: out, body };
+    return { status: res.statusCode ?? 502, headers: out, body: res };
   }
 }
 
