@@ -66,7 +66,7 @@ export interface IngestHeaders {
 export interface Admitted {
   tenant: string;
   index: string | undefined;
-  /** [declared tenants] the declared tenant it resolved to, and the principal's claims (for the first-admission audit). */
+  /** [declared tenants] the declared tenant it writes to (resolved, or routed to by id), and the principal's claims (for the first-admission audit). */
   declared?: TenantRuntime | null;
   claims?: AuthResult['claims'];
   /** [declared tenants] a budget found exhausted (step 12): refused once the worker validated the body. */
@@ -284,28 +284,33 @@ export class Admission {
       this.#countDenial(e);
       throw e;
     }
+    // [declared tenants] A principal of no declared tenant is routed as before
+    // (claim, header, default); the tenant it lands in, when that one is
+    // declared, still governs it: its bucket, its index subset (which the query
+    // side applies to every reader) and its budgets are the tenant's, whoever writes.
+    const rt = declared ?? (o.tenants === undefined ? null : o.tenants.runtimeOf(tenant));
     // [declared tenants] step 6 for a tenant with its own bucket: tenant, then principal.
-    if (declared !== null && o.tenants!.hasBucket(declared)) {
-      const w = o.tenants!.takeRate(declared, auth.claims);
+    if (rt !== null && o.tenants!.hasBucket(rt)) {
+      const w = o.tenants!.takeRate(rt, auth.claims);
       if (typeof w !== 'number') {
         return w.then((x) => {
           if (x > 0) throw this.#limited(x);
-          return this.#afterRate(tenant, index, declared, auth, null);
+          return this.#afterRate(tenant, index, rt, auth, null);
         });
       }
       if (w > 0) throw this.#limited(w);
-      return this.#afterRate(tenant, index, declared, auth, out);
+      return this.#afterRate(tenant, index, rt, auth, out);
     }
     // Rate limits check widest first; the tenant bucket needs the resolved tenant.
     const wait = o.rateBudget.takeTenant(tenant);
     if (typeof wait !== 'number') {
       return wait.then((w) => {
         if (w > 0) throw this.#limited(w);
-        return this.#afterTenantRate(tenant, index, declared, auth, null);
+        return this.#afterTenantRate(tenant, index, rt, auth, null);
       });
     }
     if (wait > 0) throw this.#limited(wait);
-    return this.#afterTenantRate(tenant, index, declared, auth, out);
+    return this.#afterTenantRate(tenant, index, rt, auth, out);
   }
 
   /** [declared tenants] the principal's bucket after the generic tenant bucket (a Promise while a shared lease is on its way). */

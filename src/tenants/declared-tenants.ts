@@ -280,6 +280,11 @@ export class DeclaredTenants {
     return rt;
   }
 
+  /** The declared tenant with this id, or null: one that a principal of no declared tenant was routed to (by claim, header or default). */
+  runtimeOf(id: string): TenantRuntime | null {
+    return this.#snap.byId.get(id) ?? null;
+  }
+
   /** Whether the tenant has a bucket of its own (else the generic per-tenant bucket applies). */
   hasBucket(rt: TenantRuntime): boolean {
     return rt.bucket !== null || rt.shared !== null;

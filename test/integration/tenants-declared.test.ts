@@ -219,6 +219,50 @@ describe('declared tenants at admission', () => {
   });
 });
 
+describe('a principal of no declared tenant routed to a declared one', () => {
+  // Routing stays as before (here X-Scope-OrgID, trusted), but the tenant it
+  // lands in governs it: the query side hides an index outside the subset from
+  // every reader, so a write there would be accepted and never seen again.
+  it("is held to that tenant's index subset and shares its one bucket", async () => {
+    const file = path.join(dir, 'tenants-routed.json');
+    fs.writeFileSync(
+      file,
+      JSON.stringify({
+        tenants: [
+          { id: 'initech', subjects: { claims: { org_id: 'initech' } }, indexes: ['payments'] },
+          { id: 'vandelay', subjects: { claims: { org_id: 'vandelay' } }, rateLimit: { requestsPerSec: 0.01, burst: 3 } },
+        ],
+      }),
+    );
+    const ing = await startIngester({
+      indexes: { initech: ['payments', 'other'] },
+      args: [...oidcArgs(jwks), '--trust-tenant-header', '--tenants-file', file],
+    });
+    const c = new Client(ing);
+    try {
+      const gw = (tenant: string, index?: string) => auth('gateway', {}, { 'x-scope-orgid': tenant, ...(index ? { 'x-siglake-index': index } : {}) });
+      refused(await c.send('http', 'logs', 'gw-other', await gw('initech', 'other')), 403, grpc.status.PERMISSION_DENIED, /index not in tenant/);
+      refused(await c.send('grpc', 'logs', 'gw-other', await gw('initech', 'other')), 403, grpc.status.PERMISSION_DENIED, /index not in tenant/);
+      ok(await c.send('http', 'logs', 'gw-payments', await gw('initech', 'payments')));
+      ok(await c.send('grpc', 'logs', 'gw-logs', await gw('initech')));
+      expect(await ing.metric('siglake_tenant_requests_total{tenant="initech",outcome="index_not_in_tenant"}')).toBe(2);
+      expect(textsUnder(path.join(ing.walDir, 'initech'))).toEqual(['gw-logs', 'gw-payments']);
+
+      // vandelay's bucket (3) is one bucket whoever writes: two from the gateway, one from its own principal, then none.
+      ok(await c.send('http', 'logs', 'v1', await gw('vandelay')));
+      ok(await c.send('grpc', 'logs', 'v2', await gw('vandelay')));
+      const own = await auth('vandelay-svc', { org_id: 'vandelay' });
+      ok(await c.send('http', 'logs', 'v3', own));
+      refused(await c.send('http', 'logs', 'v4', own), 429, grpc.status.RESOURCE_EXHAUSTED, /rate limited/);
+      refused(await c.send('grpc', 'logs', 'v5', await gw('vandelay')), 429, grpc.status.RESOURCE_EXHAUSTED, /rate limited/);
+      expect(textsUnder(path.join(ing.walDir, 'vandelay'))).toEqual(['v1', 'v2', 'v3']);
+    } finally {
+      c.close();
+      expect(await ing.stop()).toBe(0);
+    }
+  });
+});
+
 describe('tenants file at start-up and reload', () => {
   it('an overlap decidable from the file stops start-up with exit 2, naming both tenants', () => {
     const file = path.join(dir, 'overlap.yaml');
