@@ -34,6 +34,7 @@ import { useOtlpWalk } from '../otlp/wire-validator.js';
 import { ConfigError } from '../errors.js';
 import { dropSyncedPagesOps } from '../wal/page-cache.js';
 import { replayForeignJournals } from '../wal/journal.js';
+import { linksInWal } from '../wal/layout.js';
 
 export interface IngesterOptions {
   settings: Settings;
@@ -64,6 +65,13 @@ export class Ingester {
     this.#o = opts;
     const s = opts.settings;
     const log = opts.log;
+    const links = linksInWal(s.walDir);
+    if (links.length > 0) {
+      const named = links.length > 5 ? `${links.slice(0, 5).join(', ')} and ${links.length - 5} more` : links.join(', ');
+      throw new ConfigError(
+        `ingester.walDir ${s.walDir} holds a symbolic link where a tenant or lane directory lives (${named}): nothing that lands the WAL follows one, so what is written through it would never land; mount the disk at that path instead`,
+      );
+    }
     const { uws, native, failure } = loadUws(s.allowUwsFallback);
     if (!native) log.warn({ reason: failure }, 'uWebSockets.js runs on its JavaScript fallback: expect a fraction of the throughput');
     const walk = useOtlpWalk(s.otlpWalk);

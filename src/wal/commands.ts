@@ -8,7 +8,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { listJournalDirs, listJournalFiles } from './journal.js';
 import { decodeJournal, formatJournalName, isJournalDirName, JOURNAL_ROOT } from './journal-format.js';
-import { listLaneDirs, locateLaneDir, tableLabel, type WalTable } from './layout.js';
+import { linksInWal, listLaneDirs, locateLaneDir, tableLabel, type WalTable } from './layout.js';
 import { formatSegmentName, recordTypeName, type RecordType } from './format.js';
 import { listLaneFiles, type LaneFiles, type SegmentFile } from './segment-files.js';
 import { SegmentReader, type SegmentStop } from './segment-reader.js';
@@ -71,6 +71,11 @@ export async function walVerify(dir: string, out: (line: string) => void): Promi
     for (const l of lines) out(l);
   }
   problems += verifyJournals(dir, out);
+  // Lanes reached through a symbolic link are read by nothing that lands the WAL.
+  for (const link of targets.length === 0 || targets[0]!.dir !== dir ? linksInWal(dir) : []) {
+    problems++;
+    out(`NOT FOLLOWED: ${link} is a symbolic link; no lane is recovered or landed through it (start-up refuses it)`);
+  }
   const verdict = problems === 0 ? 'OK' : 'FAILED';
   out(`verify: ${targets.length} lanes, ${segments} segments, ${records} records, ${torn} torn tails, ${problems} problems: ${verdict}`);
   return problems === 0 ? EXIT_OK : EXIT_DAMAGED;

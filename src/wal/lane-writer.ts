@@ -44,12 +44,15 @@ import {
   type RecordType,
 } from './format.js';
 import { repairLane, type LaneRecovery } from './repair.js';
+import { linkOnLanePath } from './layout.js';
 import { WalArgumentError } from './wal-argument-error.js';
 import { WalWriteError } from './wal-write-error.js';
 
 export interface LaneWriterOptions {
   /** The lane directory (see laneDir). */
   readonly dir: string;
+  /** The WAL root above `dir`: when set, a lane reached through a symbolic link below it is refused (WalWriteError 'symlink'). */
+  readonly root?: string;
   /** Rotate before a segment would grow past this many bytes. */
   readonly segmentBytes: number;
   /** From recoverWal; when absent the writer repairs the lane itself on its first open. */
@@ -140,6 +143,7 @@ export interface LaneCheckpoint {
 
 export class LaneWriter {
   readonly #dir: string;
+  readonly #root: string | undefined;
   readonly #segmentBytes: number;
   readonly #cache: FdCache;
   readonly #ops: FileOps;
@@ -213,6 +217,7 @@ export class LaneWriter {
       throw new WalArgumentError('fileOps differ from the fdCache ones');
     }
     this.#dir = opts.dir;
+    this.#root = opts.root;
     this.#segmentBytes = opts.segmentBytes;
     this.#ops = opts.fdCache?.ops ?? opts.fileOps ?? NODE_FILE_OPS;
     this.#cache = opts.fdCache ?? new FdCache(1, this.#ops);
@@ -976,6 +981,11 @@ export class LaneWriter {
       } catch (err) {
         throw new WalWriteError('fdatasync', sealing.path, err);
       }
+    }
+    if (!this.#dirReady && this.#root !== undefined) {
+      // Before repair or mkdir touch anything through it (layout.ts linksInWal).
+      const link = linkOnLanePath(this.#root, this.#dir);
+      if (link !== null) throw new WalWriteError('symlink', link);
     }
     if (this.#next === 0) {
       this.#recovery = repairLane(this.#dir, { ops: this.#ops });

@@ -5,8 +5,8 @@
 // validated already (src/tenancy/identifier.ts); listLaneDirs validates what
 // it finds on disk, because a disk holds whatever was put there.
 
-import { readdirSync, type Dirent } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
+import { lstatSync, readdirSync, type Dirent } from 'node:fs';
+import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { DEFAULT_TENANT, isValidIdentifier } from '../tenancy/identifier.js';
 
 /** The table a lane feeds: the tenant's logs, its traces, or one of its managed indexes. */
@@ -78,6 +78,61 @@ function collectTenant(base: string, tenant: string, children: ReadonlySet<strin
   for (const name of [...subdirs(indexes)].sort()) {
     if (isValidIdentifier(name)) out.push({ dir: join(indexes, name), tenant, table: indexTable(name) });
   }
+}
+
+/**
+ * Symbolic links where listLaneDirs looks for a tenant, `indexes` or lane
+ * directory, sorted. Nothing follows them: not recovery, not the compactor,
+ * not `wal verify` (a link may point at another tenant's lanes, or loop), so
+ * what a writer put through one would stay on disk and never land. Start-up
+ * refuses a WAL that holds one, `wal verify` reports each, and a lane writer
+ * refuses to open a lane reached through one.
+ */
+export function linksInWal(walDir: string): string[] {
+  const out: string[] = [];
+  const scan = (dir: string, wanted: (name: string) => boolean, then?: (child: string, name: string) => void): void => {
+    let entries: Dirent[];
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch (err) {
+      if (isNotFound(err)) return;
+      throw err;
+    }
+    for (const e of entries) {
+      if (!wanted(e.name)) continue;
+      if (e.isSymbolicLink()) out.push(join(dir, e.name));
+      else if (e.isDirectory()) then?.(join(dir, e.name), e.name);
+    }
+  };
+  const laneParts = (base: string): void =>
+    scan(base, (n) => n === LOGS_DIR || n === TRACES_DIR || n === INDEXES_DIR, (child, name) => {
+      if (name === INDEXES_DIR) scan(child, isValidIdentifier);
+    });
+  laneParts(walDir);
+  scan(walDir, (n) => n !== DEFAULT_TENANT && isValidIdentifier(n), laneParts);
+  return out.sort();
+}
+
+/**
+ * The first symbolic link on the way from `root` down to `dir` (`dir` itself
+ * included), or null. Components that do not exist yet are not links. Lstat
+ * of at most three components: a lane is `[tenant/]logs`, `[tenant/]traces`
+ * or `[tenant/]indexes/<name>`.
+ */
+export function linkOnLanePath(root: string, dir: string): string | null {
+  const rel = relative(root, dir);
+  if (rel === '' || rel.startsWith('..')) return null;
+  let at = root;
+  for (const part of rel.split(sep)) {
+    at = join(at, part);
+    try {
+      if (lstatSync(at).isSymbolicLink()) return at;
+    } catch (err) {
+      if (isNotFound(err)) return null;
+      throw err;
+    }
+  }
+  return null;
 }
 
 /**

@@ -8,7 +8,7 @@ import { IngestError, walFailureCode } from '../errors.js';
 import { errnoCode } from './file-ops.js';
 
 /** The step that failed. A closed set, safe as a log field or a metric label. */
-export type WalWriteOp = 'mkdir' | 'create' | 'open' | 'write' | 'truncate' | 'fdatasync' | 'closed';
+export type WalWriteOp = 'mkdir' | 'create' | 'open' | 'write' | 'truncate' | 'fdatasync' | 'closed' | 'symlink';
 
 export class WalWriteError extends IngestError {
   readonly op: WalWriteOp;
@@ -18,7 +18,12 @@ export class WalWriteError extends IngestError {
 
   constructor(op: WalWriteOp, path: string, cause?: unknown) {
     const errno = errnoCode(cause);
-    super(walFailureCode(errno), `wal ${op} failed${errno ? ` (${errno})` : ''}: ${path}`);
+    super(
+      walFailureCode(errno),
+      op === 'symlink'
+        ? `wal lane not opened: ${path} is a symbolic link, which nothing that lands the WAL follows (mount the disk at that path instead)`
+        : `wal ${op} failed${errno ? ` (${errno})` : ''}: ${path}`,
+    );
     this.name = 'WalWriteError';
     this.op = op;
     this.path = path;

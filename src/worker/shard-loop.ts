@@ -450,6 +450,7 @@ export class ShardLoop {
     const journal = this.#journal;
     state.writer = new LaneWriter({
       dir,
+      root: this.#a.settings.walDir,
       segmentBytes: this.#a.settings.walSegmentBytes,
       fdCache: this.#fds,
       journaled: journal !== null,

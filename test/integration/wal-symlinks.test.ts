@@ -1,0 +1,67 @@
+// Symbolic links inside the WAL (docs/wal-format.md "Directories"). Nothing
+// that lands the WAL follows one (recovery, the compactor and `wal verify`
+// list directories without following links), so what a writer put through a
+// link would stay on disk and never land, and a link may point at another
+// tenant's lanes. Against the real `siglake` process:
+//
+//   - a lane reached through a link made while running is not opened: 500
+//     SIGLAKE_WAL_WRITE (the log names the link), nothing written where it
+//     points, and the other tenants write on
+//   - `siglake wal verify` counts the link as a problem (exit 1)
+//   - `siglake ingest` refuses to start on a WAL holding one (exit 2, named),
+//     and starts once it is gone
+
+import fs from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { runCli, startIngester, tempDir } from '../helpers/ingester.js';
+import { until } from '../helpers/wait.js';
+import { Client, textsUnder } from '../helpers/tenancy-client.js';
+
+describe('symbolic links in the WAL', () => {
+  it('a linked tenant directory is refused while running, reported by verify, and refused at start', async () => {
+    const dataDir = tempDir('siglake-wal-links-');
+    const walDir = path.join(dataDir, 'wal');
+    const elsewhere = tempDir('siglake-wal-elsewhere-');
+    const ing = await startIngester({ dataDir, args: ['--trust-tenant-header'] });
+    const c = new Client(ing);
+    try {
+      expect((await c.send('http', 'logs', 'acme-1', { 'x-scope-orgid': 'acme' })).status).toBe(200);
+      fs.symlinkSync(elsewhere, path.join(walDir, 'globex'));
+      for (const t of ['http', 'grpc'] as const) {
+        const r = await c.send(t, 'logs', `globex-${t}`, { 'x-scope-orgid': 'globex' });
+        if (t === 'http') expect(r.status).toBe(500);
+        // The client is told the write failed, never a path; the log names the link.
+        expect(r.errorCode).toBe('SIGLAKE_WAL_WRITE');
+        expect(r.message).toBe('write failed: the WAL could not store the request');
+      }
+      const named = (l: { msg?: unknown; err?: unknown }) => l.msg === 'WAL write failed' && /wal lane not opened: \S*globex is a symbolic link/.test(String(l.err));
+      await until(() => ing.logs.some(named), 10_000, 'the worker to log the link');
+      expect(fs.readdirSync(elsewhere)).toEqual([]);
+      expect((await c.send('grpc', 'logs', 'acme-2', { 'x-scope-orgid': 'acme' })).code).toBe(0);
+    } finally {
+      c.close();
+      expect(await ing.stop()).toBe(0);
+    }
+    expect(textsUnder(path.join(walDir, 'acme'))).toEqual(['acme-1', 'acme-2']);
+
+    const verify = runCli(['wal', 'verify', walDir]);
+    expect(verify.status).toBe(1);
+    expect(verify.stdout).toContain(`NOT FOLLOWED: ${path.join(walDir, 'globex')} is a symbolic link`);
+
+    const start = () => runCli(['ingest', '--http-listen', '127.0.0.1:0', '--grpc-listen', '127.0.0.1:0', '--wal-dir', walDir], { cwd: dataDir });
+    const refused = start();
+    expect(refused.status).toBe(2);
+    expect(refused.stderr).toContain(`symbolic link where a tenant or lane directory lives (${path.join(walDir, 'globex')})`);
+
+    // A link one level down (a lane, an index's lane) is refused the same way; once gone, start-up goes on.
+    fs.unlinkSync(path.join(walDir, 'globex'));
+    fs.mkdirSync(path.join(walDir, 'initech', 'indexes'), { recursive: true });
+    fs.symlinkSync(elsewhere, path.join(walDir, 'initech', 'indexes', 'payments'));
+    expect(start().stderr).toContain(path.join(walDir, 'initech', 'indexes', 'payments'));
+    fs.unlinkSync(path.join(walDir, 'initech', 'indexes', 'payments'));
+    const again = await startIngester({ dataDir });
+    expect(await again.stop()).toBe(0);
+    expect(runCli(['wal', 'verify', walDir]).status).toBe(0);
+  });
+});
