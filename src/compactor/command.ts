@@ -18,6 +18,7 @@
 // that cannot be written (src/compactor/preflight.ts).
 
 import { ConfigError } from '../errors.js';
+import { walRootProblem } from '../wal/layout.js';
 import { loadSettings, withSource } from '../config/load.js';
 import { SETTINGS, settingNames, type SettingName } from '../config/settings.js';
 import { createLogger } from '../log.js';
@@ -43,6 +44,9 @@ export async function runCompactCommand(argv: string[]): Promise<number> {
       throw new ConfigError(`flag ${SETTINGS[ingestOnly].flag} is a setting of siglake ingest; siglake compact does not use it`);
     }
     settings = loaded.settings;
+    // A tenant's directory given as the root would land its lanes as the default tenant's.
+    const badRoot = walRootProblem(settings.walDir, false);
+    if (badRoot !== null) throw new ConfigError(badRoot);
     // The catalog opens and the warehouse takes a write, or the command stops here (issue 19).
     await checkCompactorTargets(settings).catch((e: unknown) => {
       throw e instanceof ConfigError ? new ConfigError(withSource(e, loaded)) : e;

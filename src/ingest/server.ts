@@ -2,6 +2,7 @@
 // on the main thread), the admission checks, the worker pool and /metrics, and
 // owns start-up and graceful shutdown.
 
+import { mkdirSync } from 'node:fs';
 import { Piscina } from 'piscina';
 import client from 'prom-client';
 import type { TemplatedApp } from 'uWebSockets.js';
@@ -34,7 +35,7 @@ import { useOtlpWalk } from '../otlp/wire-validator.js';
 import { ConfigError } from '../errors.js';
 import { dropSyncedPagesOps } from '../wal/page-cache.js';
 import { replayForeignJournals } from '../wal/journal.js';
-import { linksInWal } from '../wal/layout.js';
+import { markWalRoot, walRootProblem } from '../wal/layout.js';
 
 export interface IngesterOptions {
   settings: Settings;
@@ -65,13 +66,8 @@ export class Ingester {
     this.#o = opts;
     const s = opts.settings;
     const log = opts.log;
-    const links = linksInWal(s.walDir);
-    if (links.length > 0) {
-      const named = links.length > 5 ? `${links.slice(0, 5).join(', ')} and ${links.length - 5} more` : links.join(', ');
-      throw new ConfigError(
-        `ingester.walDir ${s.walDir} holds a symbolic link where a tenant or lane directory lives (${named}): nothing that lands the WAL follows one, so what is written through it would never land; mount the disk at that path instead`,
-      );
-    }
+    const badRoot = walRootProblem(s.walDir);
+    if (badRoot !== null) throw new ConfigError(badRoot);
     const { uws, native, failure } = loadUws(s.allowUwsFallback);
     if (!native) log.warn({ reason: failure }, 'uWebSockets.js runs on its JavaScript fallback: expect a fraction of the throughput');
     const walk = useOtlpWalk(s.otlpWalk);
@@ -288,6 +284,8 @@ export class Ingester {
         this.#o.log.warn({ err: (e as Error).message }, 'Redis not ready at start: rate budgets unenforced until it is');
       });
     }
+    mkdirSync(this.#o.settings.walDir, { recursive: true });
+    markWalRoot(this.#o.settings.walDir);
     // [commit journal] journals of another worker count: replayed before any worker owns their lanes.
     for (const [dir, r] of replayForeignJournals(this.#o.settings.walDir, this.#o.settings.workers)) {
       this.#o.log.info({ dir, files: r.files, entries: r.entries, rewritten: r.rewritten, rewrittenRecords: r.rewrittenRecords }, 'WAL journal of another worker count replayed');

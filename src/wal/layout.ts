@@ -5,9 +5,10 @@
 // validated already (src/tenancy/identifier.ts); listLaneDirs validates what
 // it finds on disk, because a disk holds whatever was put there.
 
-import { lstatSync, readdirSync, type Dirent } from 'node:fs';
+import { lstatSync, readdirSync, statSync, writeFileSync, type Dirent } from 'node:fs';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { DEFAULT_TENANT, isValidIdentifier } from '../tenancy/identifier.js';
+import { JOURNAL_ROOT } from './journal-format.js';
 
 /** The table a lane feeds: the tenant's logs, its traces, or one of its managed indexes. */
 export type WalTable =
@@ -133,6 +134,68 @@ export function linkOnLanePath(root: string, dir: string): string | null {
     }
   }
   return null;
+}
+
+/**
+ * A file `siglake ingest` writes at its WAL root when it starts. With the
+ * batch mode's `.journal` directory it tells a root from a tenant's (or a
+ * lane's) directory, which never holds either.
+ */
+export const WAL_ROOT_MARKER = '.siglake-wal-root';
+
+/** Writes the root marker unless it is there (`dir` exists). */
+export function markWalRoot(dir: string): void {
+  try {
+    writeFileSync(join(dir, WAL_ROOT_MARKER), 'siglake WAL root: tenant and lane directories lie below (docs/wal-format.md)\n', { flag: 'wx' });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+}
+
+/**
+ * The WAL root that `dir` lies inside, or null: `dir` given as a root is then
+ * a tenant's directory (`<root>/<tenant>`), an `indexes` directory or a lane.
+ * An ingester started there would write the default tenant's lanes into that
+ * tenant's, and a compactor would land that tenant's lanes as the default
+ * tenant's. Looks up to three levels up for the root marker or a `.journal`
+ * directory. (Two WAL roots side by side, `/data/wal/a` and `/data/wal/b`,
+ * hold neither above them, so are not mistaken for tenants.)
+ */
+export function enclosingWalRoot(dir: string): string | null {
+  let at = resolve(dir);
+  for (let i = 0; i < 3; i++) {
+    const up = dirname(at);
+    if (up === at) return null;
+    at = up;
+    if (exists(join(at, WAL_ROOT_MARKER), false) || exists(join(at, JOURNAL_ROOT), true)) return at;
+  }
+  return null;
+}
+
+/**
+ * Why `walDir` cannot be a WAL root, or null: it lies inside another root
+ * (enclosingWalRoot), or, with `links`, holds symbolic links where lanes live
+ * (linksInWal). `siglake ingest` refuses to start on either (exit 2);
+ * `siglake compact` on the first, and logs the links it will not follow.
+ */
+export function walRootProblem(walDir: string, links = true): string | null {
+  const outer = enclosingWalRoot(walDir);
+  if (outer !== null) {
+    return `ingester.walDir ${walDir} lies inside the WAL root ${outer} (it is a tenant's, an index's or a lane's directory there): its lanes would be taken for the default tenant's; give the root itself`;
+  }
+  const found = links ? linksInWal(walDir) : [];
+  if (found.length === 0) return null;
+  const named = found.length > 5 ? `${found.slice(0, 5).join(', ')} and ${found.length - 5} more` : found.join(', ');
+  return `ingester.walDir ${walDir} holds a symbolic link where a tenant or lane directory lives (${named}): nothing that lands the WAL follows one, so what is written through it would never land; mount the disk at that path instead`;
+}
+
+function exists(path: string, dir: boolean): boolean {
+  try {
+    const st = statSync(path);
+    return dir ? st.isDirectory() : st.isFile();
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -1,4 +1,13 @@
-// Symbolic links inside the WAL (docs/wal-format.md "Directories"). Nothing
+// What `siglake ingest` and `siglake compact` take as a WAL root
+// (docs/wal-format.md "Directories"), against the real processes.
+//
+// A tenant's directory given as the root: an ingester there would write the
+// default tenant's lanes into that tenant's, and a compactor would land that
+// tenant's lanes in the default tenant's namespace. Both refuse it (exit 2,
+// naming the root), found by the root marker or the batch mode's `.journal`;
+// two roots side by side are not mistaken for tenants.
+//
+// Symbolic links inside the WAL. Nothing
 // that lands the WAL follows one (recovery, the compactor and `wal verify`
 // list directories without following links), so what a writer put through a
 // link would stay on disk and never land, and a link may point at another
@@ -15,8 +24,47 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli, startIngester, tempDir } from '../helpers/ingester.js';
+import { JOURNAL_ROOT } from '../../src/wal/journal-format.js';
+import { WAL_ROOT_MARKER } from '../../src/wal/layout.js';
 import { until } from '../helpers/wait.js';
 import { Client, textsUnder } from '../helpers/tenancy-client.js';
+
+describe('a directory inside a WAL root', () => {
+  it("a tenant's directory given as the root is refused by ingest and compact; a sibling root is not", async () => {
+    const dataDir = tempDir('siglake-wal-inside-');
+    const walDir = path.join(dataDir, 'wal');
+    const ing = await startIngester({ dataDir, args: ['--trust-tenant-header'] });
+    const c = new Client(ing);
+    try {
+      expect((await c.send('http', 'logs', 'acme-1', { 'x-scope-orgid': 'acme' })).status).toBe(200);
+    } finally {
+      c.close();
+      expect(await ing.stop()).toBe(0);
+    }
+    expect(fs.readFileSync(path.join(walDir, WAL_ROOT_MARKER), 'utf8')).toMatch(/^siglake WAL root/);
+    const ingest = (dir: string) =>
+      runCli(['ingest', '--http-listen', '127.0.0.1:0', '--grpc-listen', '127.0.0.1:0', '--wal-dir', dir], { cwd: dataDir });
+    const compact = (dir: string) => runCli(['compact', '--once', '--ingester-stopped', '--wal-dir', dir], { cwd: dataDir });
+    const inside = `lies inside the WAL root ${walDir} `;
+    for (const dir of [path.join(walDir, 'acme'), path.join(walDir, 'acme', 'logs')]) {
+      for (const run of [ingest, compact]) {
+        const r = run(dir);
+        expect(r.status).toBe(2);
+        expect(r.stderr).toContain(inside);
+      }
+    }
+    // Without the batch mode's journal (another fsync mode) the marker alone tells the root.
+    fs.rmSync(path.join(walDir, JOURNAL_ROOT), { recursive: true, force: true });
+    expect(compact(path.join(walDir, 'acme')).stderr).toContain(inside);
+    // Nothing was written under the tenant's directory, and its record stays the tenant's.
+    expect(fs.readdirSync(path.join(walDir, 'acme'))).toEqual(['logs']);
+    expect(textsUnder(path.join(walDir, 'acme'))).toEqual(['acme-1']);
+    // A second root beside the first is a root of its own.
+    const sibling = await startIngester({ dataDir: tempDir('siglake-wal-sibling-'), args: ['--wal-dir', path.join(dataDir, 'wal-b')] });
+    expect(await sibling.stop()).toBe(0);
+    expect(fs.existsSync(path.join(dataDir, 'wal-b', WAL_ROOT_MARKER))).toBe(true);
+  });
+});
 
 describe('symbolic links in the WAL', () => {
   it('a linked tenant directory is refused while running, reported by verify, and refused at start', async () => {
