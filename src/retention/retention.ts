@@ -234,7 +234,14 @@ export class Retention {
       for (const r of Object.values((doc['refs'] as JsonObject | undefined) ?? {})) refIds.add(String((r as JsonObject)['snapshot-id']));
       const cut = this.#now() - this.#o.snapshotMaxAgeHours * 3_600_000;
       const snaps = cur.metadata.snapshots;
-      const expire = snaps.filter((s) => s.snapshotId !== currentId && !refIds.has(String(s.snapshotId)) && s.timestampMs < cut);
+      // A snapshot's age counts from when it stopped being current, not from when it was made: a
+      // query planned on it a moment before it was replaced reads its files for snapshotMaxAgeHours
+      // more. (By creation time, retention's own drop on a table quiet for a day deleted the files
+      // of the snapshot it had just replaced, under any query reading them.)
+      const replaced = replacedAt(doc, snaps);
+      const expire = snaps.filter(
+        (s) => s.snapshotId !== currentId && !refIds.has(String(s.snapshotId)) && (replaced.get(s.snapshotId) ?? s.timestampMs) < cut,
+      );
       if (expire.length === 0) return 0;
       const expireIds = new Set(expire.map((s) => s.snapshotId));
       const kept = snaps.filter((s) => !expireIds.has(s.snapshotId));
@@ -351,4 +358,38 @@ function int32(d: number): Buffer {
   const b = Buffer.alloc(4);
   b.writeInt32LE(d, 0);
   return b;
+}
+
+/**
+ * When each snapshot stopped being current: the time of the next entry of
+ * the snapshot log (Iceberg's history of the current snapshot). One never
+ * current (not in the log) counts from the first snapshot made after it;
+ * failing that, from its own time.
+ */
+function replacedAt(doc: JsonObject, snaps: readonly SnapshotView[]): Map<bigint, number> {
+  const out = new Map<bigint, number>();
+  const log = ((doc['snapshot-log'] as JsonObject[] | undefined) ?? []).map((e) => ({
+    id: BigInt(e['snapshot-id'] as number | bigint),
+    at: Number(e['timestamp-ms']),
+  }));
+  for (let i = 0; i + 1 < log.length; i++) {
+    const prev = out.get(log[i]!.id);
+    // A snapshot current twice (a rollback) stays as long as its last spell asks.
+    out.set(log[i]!.id, Math.max(prev ?? 0, log[i + 1]!.at));
+  }
+  const logged = new Set(log.map((e) => e.id));
+  const times = snaps.map((t) => t.timestampMs).sort((a, b) => a - b);
+  for (const s of snaps) {
+    if (logged.has(s.snapshotId)) continue;
+    // The first time above its own (binary search over the sorted times).
+    let lo = 0;
+    let hi = times.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (times[mid]! > s.timestampMs) hi = mid;
+      else lo = mid + 1;
+    }
+    if (lo < times.length) out.set(s.snapshotId, times[lo]!);
+  }
+  return out;
 }

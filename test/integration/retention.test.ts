@@ -127,6 +127,31 @@ describe('siglake retention', () => {
     expect(await bodies('tenant_keep', 'logs')).toEqual(['k1-0', 'k2-0', 'k3-0']);
   });
 
+  it('a snapshot counts its age from when it was replaced: the drop on a table quiet for two days deletes nothing a query planned a moment before still reads', async () => {
+    await land([{ tenant: 'quiet', records: [['q-10', 10], ['q-0', 0]] }]);
+    const loc = (await lake.catalog.metadataLocation('tenant_quiet', 'logs'))!;
+    const files = parquetFiles('tenant_quiet', 'logs').sort();
+    expect(files).toHaveLength(2);
+    // The table's one snapshot was made two days ago (the file edited in place; the text, so
+    // that 64-bit snapshot ids keep every digit).
+    const twoDaysAgo = (t: string) => String(Number(t) - 48 * 3_600_000);
+    const text = fs.readFileSync(fileURLToPath(loc), 'utf8');
+    fs.writeFileSync(fileURLToPath(loc), text.replace(/("timestamp-ms"\s*:\s*)(\d+)/g, (_m, k: string, t: string) => k + twoDaysAgo(t)));
+    const keepADay = [...flags, '--retention-logs-days', '7', '--retention-snapshot-max-age-hours', '24'];
+    const r = runCli(['retention', '--once', ...keepADay]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(await bodies('tenant_quiet', 'logs')).toEqual(['q-0']);
+    // The snapshot the drop replaced stays a day more, and so does the file only it lists.
+    const meta = JSON.parse(fs.readFileSync(fileURLToPath((await lake.catalog.metadataLocation('tenant_quiet', 'logs'))!), 'utf8'));
+    expect(meta.snapshots).toHaveLength(2);
+    expect(parquetFiles('tenant_quiet', 'logs').sort()).toEqual(files);
+    // Once it has been replaced for longer than the bound, it goes, with the file.
+    const r0 = runCli(['retention', '--once', ...flags, '--retention-logs-days', '7', '--retention-snapshot-max-age-hours', '0']);
+    expect(r0.status, r0.stderr).toBe(0);
+    expect(parquetFiles('tenant_quiet', 'logs')).toHaveLength(1);
+    expect(await bodies('tenant_quiet', 'logs')).toEqual(['q-0']);
+  });
+
   for (const step of ['dropped', 'expired', 'deleting'] as const) {
     it(`kill -9 at "${step}" leaves a table every reader opens; a rerun finishes the job`, async () => {
       await land([{ tenant: 'default', records: [[`old-${step}`, 20], [`new-${step}`, 0]] }]);
