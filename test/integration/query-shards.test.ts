@@ -49,7 +49,8 @@ describe('query coordinator and shards', () => {
       return p;
     };
     A = await start(['--query-shard-token-file', tokenFile]);
-    S = await start(['--query-shard-token-file', tokenFile, '--query-allowed-tenants', 'acme']);
+    // A query timeout far beyond any wait below: a query that stops did so because the caller hung up.
+    S = await start(['--query-shard-token-file', tokenFile, '--query-allowed-tenants', 'acme', '--query-timeout-secs', '600']);
     const everyone = ['--query-allowed-tenants', TENANTS.join(',')];
     C1 = await start(['--query-shard-token', SHARD_TOKEN, '--query-shards', `${A.url},${S.url}`, ...everyone]);
     C2 = await start(['--query-shard-token', SHARD_TOKEN, '--query-shards', S.url, ...everyone]);
@@ -166,12 +167,12 @@ describe('query coordinator and shards', () => {
     });
     const failed = new Promise<Error>((resolve) => caller.on('error', resolve));
     caller.end(slow);
-    await until(async () => (await S.metrics()).get('siglake_query_running') === 1, 10_000, "the query running on acme's shard");
+    await until(async () => (await S.metrics()).get('siglake_query_running') === 1, 30_000, "the query running on acme's shard");
     caller.destroy();
     expect(await failed).toBeInstanceOf(Error);
-    // Stopped well before query.timeoutSecs (30 s).
-    await until(async () => (await S.metrics()).get('siglake_query_running') === 0, 10_000, 'the shard to stop the query');
-    await until(async () => (await C2.metrics()).get('siglake_query_requests_total{endpoint="sql",status="503"}') !== undefined, 5_000, 'the coordinator to count the request');
+    // Stopped long before the shard's query.timeoutSecs (600 s); the bounds are for a loaded 2-core machine.
+    await until(async () => (await S.metrics()).get('siglake_query_running') === 0, 30_000, 'the shard to stop the query');
+    await until(async () => (await C2.metrics()).get('siglake_query_requests_total{endpoint="sql",status="503"}') !== undefined, 30_000, 'the coordinator to count the request');
     expect((await C2.metrics()).get('siglake_query_shard_errors_total')).toBe(shardErrors);
   });
 

@@ -132,7 +132,9 @@ describe('TokenBucketTable under concurrent threads', () => {
     const results = await hammer(table, 0, 600);
     const admitted = results.reduce((s, r) => s + r.admitted, 0);
     const spanMs = Math.max(...results.map((r) => r.lastMs)) - Math.min(...results.map((r) => r.firstMs));
-    expect(results.filter((r) => r.admitted > 10_000).length).toBe(WORKERS); // every thread won a share
+    // At least two threads won a share, so they drained it together (on a loaded 2-core machine a
+    // thread may start only after the others emptied the bucket; it still ran dry for it below).
+    expect(results.filter((r) => r.admitted > 10_000).length).toBeGreaterThanOrEqual(2);
     expect(results.every((r) => r.refused > 0)).toBe(true); // and the bucket ran dry
     expect(admitted).toBeLessThanOrEqual(Math.floor(burst + (rate * spanMs) / 1000) + 1);
     expect(admitted).toBeGreaterThanOrEqual(burst + (0.9 * rate * spanMs) / 1000);
