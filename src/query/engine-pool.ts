@@ -138,8 +138,8 @@ export class EnginePool {
   async #build(tenant: string, ns: string, fingerprint: string, tables: { name: string; location: string }[], seq: number): Promise<Context> {
     const resolved = await Promise.all(
       tables.map(async (t) => {
-        const { files, rowCount } = await this.#reader.read(ns, t.location);
-        return { name: t.name, files, rowCount };
+        const { files, rowCount, columns } = await this.#reader.read(ns, t.location);
+        return { name: t.name, files, rowCount, columns };
       }),
     );
     const locations = resolved.flatMap((t) => t.files);
@@ -147,7 +147,7 @@ export class EnginePool {
     let engine: TenantEngine;
     try {
       engine = await TenantEngine.open(
-        resolved.map((t) => ({ name: t.name, files: t.files.map((f) => lease.paths.get(f)!), rowCount: t.rowCount })),
+        resolved.map((t) => ({ name: t.name, files: t.files.map((f) => lease.paths.get(f)!), rowCount: t.rowCount, columns: t.columns })),
         { memoryLimitMib: this.#memoryLimitMib, checked: this.#current.get(tenant)?.engine.checked },
       );
     } catch (e) {

@@ -29,6 +29,20 @@ export interface TableFiles {
   readonly rowCount: number;
   /** `siglake.table-kind` (`logs`, `traces`) or `index` for a managed index's table. */
   readonly properties: Readonly<Record<string, string>>;
+  /**
+   * The current schema's columns with their Iceberg field ids and engine
+   * types, for reading the files by field id (tenant-engine.ts); null when a
+   * column's type has no engine type here (the files are then read by name).
+   */
+  readonly columns: readonly EngineColumn[] | null;
+}
+
+/** One column of a table's current schema, as the query engine reads it. */
+export interface EngineColumn {
+  readonly id: number;
+  readonly name: string;
+  /** The engine (DuckDB) type: `BIGINT`, `VARCHAR`, `MAP(VARCHAR, VARCHAR)`, … */
+  readonly type: string;
 }
 
 const MANIFEST_CONTENT_DATA = 0;
@@ -74,8 +88,9 @@ export class TableFilesReader {
     const tableLoc = meta.location.replace(/\/+$/, '');
     if (!isUnder(tableLoc, storage.locationOf(namespace))) throw corrupt(`${metadataLocation}: table location is not under its namespace's directory`);
     const properties = propertiesOf(text);
+    const columns = columnsOf(text);
     const snap = meta.currentSnapshot();
-    if (snap === null) return { metadataLocation, files: [], rowCount: 0, properties };
+    if (snap === null) return { metadataLocation, files: [], rowCount: 0, properties, columns };
     const files: string[] = [];
     let rows = 0;
     for (const m of await ManifestList.read(storage, snap.manifestList)) {
@@ -93,7 +108,7 @@ export class TableFilesReader {
         rows += Number(df['record_count']);
       }
     }
-    return { metadataLocation, files, rowCount: rows, properties };
+    return { metadataLocation, files, rowCount: rows, properties, columns };
   }
 }
 
@@ -120,6 +135,60 @@ function propertiesOf(text: string): Record<string, string> {
     for (const [k, v] of Object.entries(props as Record<string, unknown>)) out[k] = String(v);
   }
   return out;
+}
+
+/** Iceberg primitive types and the engine's. */
+const PRIMITIVES: Readonly<Record<string, string>> = {
+  boolean: 'BOOLEAN',
+  int: 'INTEGER',
+  long: 'BIGINT',
+  float: 'FLOAT',
+  double: 'DOUBLE',
+  date: 'DATE',
+  time: 'TIME',
+  timestamp: 'TIMESTAMP',
+  timestamptz: 'TIMESTAMP WITH TIME ZONE',
+  string: 'VARCHAR',
+  uuid: 'UUID',
+  binary: 'BLOB',
+};
+
+/**
+ * The current schema's top-level columns (metadata JSON `schemas`,
+ * `current-schema-id`), or null when one has a type not mapped here. Siglake's
+ * own tables have primitives and `map<string,string>`; another engine's
+ * writes may bring more, which are then read by name.
+ */
+function columnsOf(text: string): EngineColumn[] | null {
+  const doc = LosslessJson.parse(text) as Record<string, unknown>;
+  const schemas = Array.isArray(doc['schemas']) ? (doc['schemas'] as Record<string, unknown>[]) : [];
+  const current = schemas.find((x) => Number(x['schema-id']) === Number(doc['current-schema-id']));
+  const fields = current?.['fields'];
+  if (!Array.isArray(fields)) return null;
+  const out: EngineColumn[] = [];
+  for (const f of fields as Record<string, unknown>[]) {
+    const type = engineTypeOf(f['type']);
+    const id = Number(f['id']);
+    if (type === null || !Number.isSafeInteger(id) || typeof f['name'] !== 'string') return null;
+    out.push({ id, name: f['name'], type });
+  }
+  return out;
+}
+
+function engineTypeOf(t: unknown): string | null {
+  if (typeof t === 'string') {
+    const p = PRIMITIVES[t];
+    if (p !== undefined) return p;
+    const dec = /^decimal\((\d+),\s*(\d+)\)$/.exec(t);
+    return dec !== null ? `DECIMAL(${dec[1]}, ${dec[2]})` : null;
+  }
+  if (t !== null && typeof t === 'object' && (t as Record<string, unknown>)['type'] === 'map') {
+    const m = t as Record<string, unknown>;
+    const k = engineTypeOf(m['key']);
+    const v = engineTypeOf(m['value']);
+    return k !== null && v !== null ? `MAP(${k}, ${v})` : null;
+  }
+  return null;
 }
 
 function corrupt(message: string): QueryError {

@@ -20,6 +20,7 @@
 // at maxRows is closed with its statements.
 
 import { DuckDBInstance, type DuckDBConnection, type DuckDBPreparedStatement } from '@duckdb/node-api';
+import type { EngineColumn } from './table-files.js';
 
 const MAX_IDLE_CONNECTIONS = 4;
 /** Prepared statements one connection keeps, least recently used dropped first. */
@@ -74,6 +75,8 @@ export interface ContextTable {
    * from it (statement-guard.ts, "Counts from the metadata").
    */
   readonly rowCount?: number;
+  /** The current schema's columns by field id (table-files.ts); absent or null: the files are read by column name. */
+  readonly columns?: readonly EngineColumn[] | null;
 }
 
 export interface TenantEngineOptions {
@@ -156,7 +159,7 @@ export class TenantEngine {
       for (const t of tables) {
         // A table without data files (all of them expired) has no schema to read; it is left out.
         if (t.files.length === 0) continue;
-        const source = `read_parquet([${t.files.map(sqlString).join(', ')}])`;
+        const source = parquetSource(t);
         await setup.run(`CREATE VIEW ${sqlIdent(t.name)} AS SELECT * FROM ${source}`);
         allowed.push(...t.files);
         sources.set(t.name.toLowerCase(), source);
@@ -203,4 +206,20 @@ export class TenantEngine {
     for (const c of this.#idle.splice(0)) c.close();
     this.#db.closeSync();
   }
+}
+
+/**
+ * The table function reading a table's files. By Iceberg field id against the
+ * current schema: a column added since a file was written reads as null there,
+ * a dropped one is not seen, and a name reused for a new column never picks up
+ * the old one's values (files written before `index update` or `siglake
+ * migrate` hold fewer or other columns). Without a schema, by name over the
+ * union of the files' columns.
+ */
+function parquetSource(t: ContextTable): string {
+  const files = `[${t.files.map(sqlString).join(', ')}]`;
+  const cols = t.columns;
+  if (cols === undefined || cols === null || cols.length === 0) return `read_parquet(${files}, union_by_name = true)`;
+  const schema = cols.map((c) => `${c.id}: {name: ${sqlString(c.name)}, type: ${sqlString(c.type)}, default_value: NULL}`).join(', ');
+  return `read_parquet(${files}, schema = MAP {${schema}})`;
 }
