@@ -116,6 +116,11 @@ export class IndexRegistry {
     const ns = namespaceOf(checkTenant(tenant));
     checkName(spec.name);
     if ((await this.#catalog.metadataLocation(ns, spec.name)) !== null) throw exists(spec.name);
+    // SQL names are compared without case: `Payments` beside `payments` would be two tables
+    // that no query could tell apart (the query engine's views of a namespace would collide).
+    const lower = spec.name.toLowerCase();
+    const twin = (await this.#catalog.tables(ns)).find((t) => t.toLowerCase() === lower);
+    if (twin !== undefined) throw existsAs(spec.name, twin);
     const now = this.#now();
     const location = this.#storage.locationOf(ns, spec.name);
     const doc = docOf(TableMetadata.create(location, TableSchema.LOGS, now));
@@ -325,6 +330,10 @@ export function unknownIndex(name: string): IndexError {
 
 function exists(name: string): IndexError {
   return new IndexError('SIGLAKE_INDEX_EXISTS', `index "${name}" exists already (update it instead)`);
+}
+
+function existsAs(name: string, twin: string): IndexError {
+  return new IndexError('SIGLAKE_INDEX_EXISTS', `index "${name}" exists already as "${twin}" (names are compared without case, as SQL does)`);
 }
 
 function notManaged(name: string): IndexError {

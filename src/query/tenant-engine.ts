@@ -159,6 +159,9 @@ export class TenantEngine {
       for (const t of tables) {
         // A table without data files (all of them expired) has no schema to read; it is left out.
         if (t.files.length === 0) continue;
+        // Two tables whose names differ only in case (made outside Siglake, or before it refused
+        // them) are one name to SQL: the first keeps it, rather than no query of the tenant running.
+        if (sources.has(t.name.toLowerCase())) continue;
         const source = parquetSource(t);
         await setup.run(`CREATE VIEW ${sqlIdent(t.name)} AS SELECT * FROM ${source}`);
         allowed.push(...t.files);

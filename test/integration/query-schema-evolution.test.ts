@@ -9,6 +9,8 @@
 //     found in file")
 //   - a name removed and added again (a new id, another type) never shows
 //     the old column's values
+//   - two names differing only in case are one name to SQL: a second index
+//     so named is refused, and one made elsewhere does not stop the queries
 //
 // Against the real processes: siglake index create/update, siglake ingest,
 // siglake compact, siglake query; the default tenant, whose namespace is main.
@@ -99,5 +101,21 @@ describe('siglake query over an index whose mapping evolved', () => {
     // Filters still reach the files.
     const f = await postSql(q.url, "SELECT body FROM payments WHERE user_id >= 'u3' ORDER BY body");
     expect(f.body['rows']).toEqual([['r3'], ['r4']]);
+  });
+
+  it('names are compared without case: a second index differing only in case is refused, and a catalog row made so elsewhere does not stop the queries', async () => {
+    const f = path.join(dir, 'twin.yaml');
+    fs.writeFileSync(f, 'name: Payments\n');
+    const r = runCli(['index', 'create', '--file', f, ...flags]);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain('SIGLAKE_INDEX_EXISTS');
+    expect(r.stderr).toContain('exists already as "payments"');
+    // Made outside Siglake (another engine, or a release before the refusal): the tenant's
+    // queries all failed ("View with name payments already exists"); now the first name keeps it.
+    const loc = (await lake.catalog.metadataLocation('main', 'payments'))!;
+    expect(await lake.catalog.createTable('main', 'PAYMENTS', loc)).toBe(true);
+    const logs = await postSql(q!.url, 'SELECT count(*) AS n FROM payments');
+    expect(logs.status, logs.text).toBe(200);
+    expect(logs.body['rows']).toEqual([['4']]); // BIGINT as a string in JSON
   });
 });
