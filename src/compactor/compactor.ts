@@ -45,6 +45,7 @@ import { WalIdentity } from './wal-identity.js';
 // Index registry hooks (src/indexes): mapped columns, labelled counters.
 import { LabelledCounts } from '../indexes/labelled-counts.js';
 import { mappedSchemaOf, type RowMapper } from '../indexes/mapping.js';
+import { deletedIndexProperty } from '../indexes/index-names.js';
 import { behindSchemaOf } from '../migrate/migrate.js';
 
 export interface CompactorOptions {
@@ -94,6 +95,12 @@ class TableWork {
     readonly mapper: RowMapper | null = null,
     /** An unmigrated table's base column count: rows are cut to it (src/migrate); null when current. */
     readonly baseWidth: number | null = null,
+    /**
+     * [deleted indexes] WAL records with an ingest time at or before this are
+     * dropped, not landed: the index was deleted after they were written
+     * (Infinity while no table of the name exists); null: none.
+     */
+    readonly dropThroughMs: number | null = null,
   ) {}
 }
 
@@ -246,10 +253,16 @@ export class Compactor {
     const reader = new SegmentReader(file.path);
     const size = reader.size;
     let corrupt = false;
+    let dropped = 0;
     try {
       for (let rec = reader.next(); rec !== null; rec = reader.next()) {
         const work = await this.#table(walId, lane, rec.type, tables);
         if ((work.known.get(key) ?? 0) >= file.number) continue;
+        if (work.dropThroughMs !== null && rec.timeMs <= work.dropThroughMs) {
+          this.labelled.inc('siglake_compactor_deleted_index_records_total', {}, 1);
+          dropped++;
+          continue;
+        }
         const batch: Row[] = [];
         const emit = (row: Row) => batch.push(row);
         if (rec.type === RecordType.LOGS) this.#decoder.logs(rec.payload, rec.timeMs, emit);
@@ -286,6 +299,12 @@ export class Compactor {
     } finally {
       reader.close();
     }
+    if (dropped > 0) {
+      this.#o.log.warn(
+        { segment: file.path, records: dropped },
+        'WAL records of an index deleted after they were written: dropped, the index is not made again',
+      );
+    }
     return { lane, file, hasHigher, touched, corrupt, size };
   }
 
@@ -297,6 +316,15 @@ export class Compactor {
     let work = tables.get(id);
     if (work === undefined) {
       const loaded = await this.#appender.load(namespace, table);
+      // [deleted indexes] An index deleted while its lane held records: those written before the
+      // delete are dropped (all of them while the table is gone), where landing them made the
+      // table again, bare, without its definition (registry.ts delete; docs/indexes.md).
+      let dropThroughMs: number | null = null;
+      if (lane.table.kind === 'index' && type === RecordType.LOGS) {
+        const mark = await this.#o.catalog.namespaceProperty(namespace, deletedIndexProperty(table));
+        const at = mark === null ? NaN : Number(mark);
+        if (Number.isFinite(at)) dropThroughMs = loaded === null ? Infinity : at;
+      }
       const location = loaded?.metadata.location ?? this.#o.storage.locationOf(namespace, table);
       // A table not yet migrated (src/migrate): written with the base columns it has, and counted.
       const behind = loaded !== null ? behindSchemaOf(loaded.metadata, schema) : null;
@@ -315,6 +343,7 @@ export class Compactor {
         progressOf(loaded, walId),
         mapped?.mapper ?? null,
         behind !== null ? baseWidth : null,
+        dropThroughMs,
       );
       tables.set(id, work);
     }

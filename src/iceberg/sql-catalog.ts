@@ -101,6 +101,26 @@ export class SqlCatalog {
     );
   }
 
+  /** Sets one namespace property (the namespace exists from then on). */
+  async setNamespaceProperty(namespace: string, key: string, value: string): Promise<void> {
+    await this.ready();
+    await this.driver.run(
+      `INSERT INTO iceberg_namespace_properties (catalog_name, namespace, property_key, property_value)
+       VALUES ($1, $2, $3, $4) ON CONFLICT (catalog_name, namespace, property_key) DO UPDATE SET property_value = excluded.property_value`,
+      [this.catalogName, namespace, key, value],
+    );
+  }
+
+  /** One namespace property, or null when it is not set. */
+  async namespaceProperty(namespace: string, key: string): Promise<string | null> {
+    await this.ready();
+    const rows = await this.driver.all(
+      'SELECT property_value AS v FROM iceberg_namespace_properties WHERE catalog_name = $1 AND namespace = $2 AND property_key = $3',
+      [this.catalogName, namespace, key],
+    );
+    return rows.length === 0 || rows[0]!['v'] === null ? null : String(rows[0]!['v']);
+  }
+
   async namespaces(): Promise<string[]> {
     await this.ready();
     const rows = await this.driver.all(

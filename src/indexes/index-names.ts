@@ -24,3 +24,13 @@ export async function indexNamesByNamespace(catalog: SqlCatalog): Promise<Map<st
   }
   return out;
 }
+
+/**
+ * The namespace property an index's delete leaves: Unix ms of the delete
+ * (the last one, when deleted more than once). WAL records of the index
+ * written (ingest time) at or before it are dropped by the compactor, and all
+ * of them while no table of that name exists.
+ */
+export function deletedIndexProperty(name: string): string {
+  return `siglake.index.deleted.${name}`;
+}

@@ -26,7 +26,7 @@ import { TableMetadata } from '../iceberg/table-metadata.js';
 import { TableSchema } from '../iceberg/table-schema.js';
 import { isValidIdentifier, namespaceOf } from '../tenancy/identifier.js';
 import { IndexError } from './index-error.js';
-import { BASE_TABLES, indexNamesByNamespace } from './index-names.js';
+import { BASE_TABLES, deletedIndexProperty, indexNamesByNamespace } from './index-names.js';
 import { icebergTypeOf, isValidIndexName, MAPPED_TYPES, type IndexSpec, type MappedType, type MappingEntry } from './index-spec.js';
 
 type JsonObject = { [key: string]: JsonValue };
@@ -190,7 +190,13 @@ export class IndexRegistry {
         'DELETE FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3 AND metadata_location = $4',
         [this.#catalog.catalogName, ns, name, loaded.location],
       );
-      if (n === 1) return;
+      if (n === 1) {
+        // After the row is gone (a kill in between leaves the index deleted, without the mark): the
+        // compactor drops what the WAL still holds for the index from before this time, rather than
+        // making the table again (compactor.ts, "deleted indexes").
+        await this.#catalog.setNamespaceProperty(ns, deletedIndexProperty(name), String(this.#now()));
+        return;
+      }
       await backoff(attempt);
     }
     throw new IcebergError('SIGLAKE_ICEBERG_COMMIT_RETRIES', `${ns}.${name}: index delete still conflicting after ${this.#maxAttempts} attempts`);
