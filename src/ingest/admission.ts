@@ -274,9 +274,11 @@ export class Admission {
     let index: string | undefined;
     if (h.headerError !== undefined) throw h.headerError;
     if (o.tenants !== undefined) o.tenants.remote = h.remote; // [declared tenants] audit; resumed requests too
-    // [declared tenants] step 4: declared tenants resolve first (403 ambiguous); none matched: as before.
-    const declared = o.tenants === undefined ? null : o.tenants.resolve(auth.claims, h.orgId, h.orgIdCount);
+    let declared: TenantRuntime | null;
     try {
+      // [declared tenants] step 4: declared tenants resolve first (403 ambiguous); none matched: as before.
+      // Inside the try: its header_mismatch is a tenant denial, counted as every other one.
+      declared = o.tenants === undefined ? null : o.tenants.resolve(auth.claims, h.orgId, h.orgIdCount);
       tenant = declared !== null ? declared.id : o.resolver.resolve(h.orgId, h.orgIdCount, auth.claims);
       index = o.resolver.resolveIndex(h.index, h.indexCount);
       o.allowList.check(tenant);

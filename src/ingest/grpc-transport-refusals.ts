@@ -14,6 +14,17 @@ import { grpcStatusDetails } from './responses.js';
 
 const DETAILS = 'grpc-status-details-bin';
 const patched = Symbol.for('siglake.grpcTransportRefusals');
+/** Set on a call grpc-js refused itself (RESOURCE_EXHAUSTED, the 413 of contract §6). */
+const refusedHere = Symbol.for('siglake.grpcTransportRefused');
+
+/**
+ * Whether grpc-js refused this call itself for its size (the call an
+ * interceptor is given): its refusal is counted as the 413 it is, and the
+ * half-close that follows is not refused again as a short message.
+ */
+export function refusedForSize(call: object): boolean {
+  return (call as { [refusedHere]?: true })[refusedHere] === true;
+}
 
 const tooLarge = new IngestError('SIGLAKE_BODY_TOO_LARGE', 'request message too large (--max-request-bytes)');
 
@@ -36,6 +47,7 @@ export function installGrpcTransportRefusals(): void {
   const original = proto.sendStatus;
   proto.sendStatus = function (this: unknown, status: StatusLike): void {
     if (status.code === grpc.status.RESOURCE_EXHAUSTED && !(status.metadata?.get(DETAILS).length ?? 0)) {
+      (this as { [refusedHere]?: true })[refusedHere] = true;
       const metadata = status.metadata?.clone() ?? new grpc.Metadata();
       const st = new IngestError('SIGLAKE_BODY_TOO_LARGE', status.details ?? tooLarge.message);
       metadata.set(DETAILS, grpcStatusDetails(status.details === undefined ? tooLarge : st));

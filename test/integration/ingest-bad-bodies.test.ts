@@ -310,12 +310,14 @@ describe('bad bodies', () => {
   it('gRPC: a message over --max-request-bytes → RESOURCE_EXHAUSTED', async () => {
     const big = logsProto(['y'.repeat(MAX)]);
     const r = await rpc.export('logs', big);
+    count('/v1/logs', 413); // counted as the 413 it is, once (it was counted a 400: regression of stop 45)
     expect(r.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
     expect(grpcCode(r)).toBe('SIGLAKE_BODY_TOO_LARGE');
   });
 
   it('gRPC: a gzip bomb (grpc-encoding gzip, ~1 GiB of zeros) → RESOURCE_EXHAUSTED, RSS stays bounded', async () => {
     const r = await rawGrpcCall(ing.grpcAddress, LOGS_EXPORT, gzipBombMultiMember(), { compressed: true });
+    count('/v1/logs', 413);
     expect(r.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
     expect(r.errorCode).toBe('SIGLAKE_BODY_TOO_LARGE');
     expect(await ing.metric('siglake_process_rss_bytes')).toBeLessThan(768 * 1024 * 1024);

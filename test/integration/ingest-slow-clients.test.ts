@@ -79,12 +79,15 @@ describe('slow and stalled clients (--request-timeout-secs 1)', () => {
   });
 
   it('a gRPC call whose message stalls is ended DEADLINE_EXCEEDED with SIGLAKE_REQUEST_TIMEOUT in grpc-status-details-bin', async () => {
+    const before = (await ing.metric('siglake_ingest_requests_total{endpoint="otlp",status="408"}')) ?? 0;
     const stalled = await openStalledGrpcCall(ing.grpcAddress, LOGS_EXPORT);
     try {
       expect(await stalled.answered).toEqual({ code: grpc.status.DEADLINE_EXCEEDED, errorCode: 'SIGLAKE_REQUEST_TIMEOUT' });
     } finally {
       stalled.close();
     }
+    // Counted as HTTP's 408 is (it went uncounted before stop 45).
+    expect(await ing.metric('siglake_ingest_requests_total{endpoint="otlp",status="408"}')).toBe(before + 1);
   });
 
   it('a few hundred idle connections and stalled uploads do not stop a normal request', async () => {

@@ -189,6 +189,8 @@ describe('declared tenants at admission', () => {
       grpc.status.PERMISSION_DENIED,
       /header_mismatch/,
     );
+    // A tenant denial as every other one (it went uncounted before stop 45).
+    expect(await ing.metric('siglake_ingest_tenant_denied_total{reason="header_mismatch"}')).toBe(1);
   });
 
   it('the audit file has refusals with tenant and subject, never a token', async () => {
