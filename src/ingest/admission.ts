@@ -303,7 +303,12 @@ export class Admission {
       if (w > 0) throw this.#limited(w);
       return this.#afterRate(tenant, index, rt, auth, out);
     }
-    // Rate limits check widest first; the tenant bucket needs the resolved tenant.
+    // Rate limits check widest first; the tenant bucket needs the resolved tenant. The principal's
+    // bucket is read before it is spent (and spent after): its refusal spends nothing of the tenant's.
+    if (o.tenants !== undefined) {
+      const pw = o.tenants.peekPrincipal(auth.claims, rt?.id ?? null);
+      if (pw > 0) throw this.#limited(pw);
+    }
     const wait = o.rateBudget.takeTenant(tenant);
     if (typeof wait !== 'number') {
       return wait.then((w) => {
@@ -387,7 +392,6 @@ export class Admission {
         throw this.#atCapacity;
       }
       lane = lanes.create(tenant, signal, index);
-      this.#o.tenants?.laneCreated(tenant, signal, index); // [declared tenants] audit
     }
     const depth = Atomics.load(lanes.depth, lane.slot);
     if (depth >= o.queueCapacity) {
@@ -422,7 +426,12 @@ export class Admission {
     const lanes = this.#o.lanes;
     Atomics.sub(lanes.depth, lane.slot, 1);
     if (stored) {
-      lane.committed = true;
+      if (!lane.committed) {
+        lane.committed = true;
+        // [declared tenants] audit: a lane's first admission is its first stored request (a lane a
+        // refused request opened, then released, was audited as admitted before stop 45).
+        this.#o.tenants?.laneCreated(lane.tenant, lane.signal, lane.index);
+      }
       return false;
     }
     return !lane.committed && lanes.releaseIfUnused(lane);

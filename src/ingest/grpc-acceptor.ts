@@ -83,7 +83,7 @@ const shortMessage = new IngestError('SIGLAKE_BAD_BODY', 'bad body: the stream e
 const tooManyStreams = new IngestError('SIGLAKE_TOO_MANY_STREAMS', 'too many gRPC calls open on this ingester (--grpc-max-streams): retry later');
 
 /** The facts admission needs, from a call's metadata. */
-function headersOf(md: grpc.Metadata, remote?: string): IngestHeaders {
+function headersOf(md: grpc.Metadata, remote: string | undefined, dropped: boolean): IngestHeaders {
   const org = single(md, 'x-scope-orgid');
   const idx = single(md, 'x-siglake-index');
   const authz = single(md, 'authorization');
@@ -94,7 +94,7 @@ function headersOf(md: grpc.Metadata, remote?: string): IngestHeaders {
     orgIdCount: org.count,
     index: idx.value,
     indexCount: idx.count,
-    headerError: md.get(INVALID_ROUTING_HEADER).length > 0 ? invalidRoutingHeader : undefined,
+    headerError: dropped ? droppedRoutingHeader : md.get(INVALID_ROUTING_HEADER).length > 0 ? invalidRoutingHeader : undefined,
     remote,
   };
 }
@@ -284,14 +284,14 @@ export class GrpcAcceptor {
                   refuse(DRAINING);
                   return;
                 }
-                if (where?.tap !== undefined && where.tap.take(where.stream.id!) !== undefined) {
-                  refuse(droppedRoutingHeader);
-                  return;
-                }
+                // A routing header HTTP/2 dropped is a raw header fault, refused where HTTP refuses
+                // one (after the breaker, the global bucket and authentication, contract §4), never
+                // read as absent.
+                const dropped = where?.tap !== undefined && where.tap.take(where.stream.id!) !== undefined;
                 let pre: Admitted | Promise<Admitted>;
                 try {
                   // [declared tenants] the peer for the audit stream, read only while it is on.
-                  pre = this.#o.admission.admitHeaders(headersOf(md, this.#o.admission.auditing ? call.getPeer() : undefined));
+                  pre = this.#o.admission.admitHeaders(headersOf(md, this.#o.admission.auditing ? call.getPeer() : undefined, dropped));
                 } catch (e) {
                   refuse(e);
                   return;
@@ -361,7 +361,8 @@ export class GrpcAcceptor {
       admitted =
         pre !== undefined
           ? this.#o.admission.reserve(signal, pre, state)
-          : this.#o.admission.admit(signal, headersOf(call.metadata, this.#o.admission.auditing ? call.getPeer() : undefined), state);
+          : // Every call passes #admitOnMetadata first (it took the tap's record of a dropped header).
+            this.#o.admission.admit(signal, headersOf(call.metadata, this.#o.admission.auditing ? call.getPeer() : undefined, false), state);
     } catch (e) {
       this.#refuse(state, e);
       return;

@@ -272,6 +272,9 @@ export class DeclaredTenants {
       for (let i = 0; i < orgId.length; i++) {
         const ch = orgId.charCodeAt(i);
         if (ch < 0x20 || ch === 0x7f) throw this.#controlOrgId;
+        // A comma list is two headers folded into one (a proxy's, or Node's HTTP/2 layer's): a 400
+        // as in every mode, not a mismatch (tenant-resolver.ts rawProblem).
+        if (ch === 0x2c) throw this.#twoOrgIds;
       }
       rt.series?.outcome[REFUSED]!.inc();
       this.#audit('refusal', rt.id, claims, 'header_mismatch');
@@ -369,6 +372,23 @@ export class DeclaredTenants {
     const p = this.#principals;
     if (p === null) return 0;
     return this.#principalTaken(claims, tenant, p.take(p.slotOf(sub)));
+  }
+
+  /**
+   * The principal's own bucket read, not spent: 0 while it holds a token, else
+   * seconds for Retry-After (the refusal audited). Read before the generic
+   * tenant bucket is spent, as a declared tenant's bucket is (takeRate): a
+   * request its principal's bucket refuses spends nothing of its tenant's.
+   * Shared buckets: only a refusal this replica already knows of is seen.
+   */
+  peekPrincipal(claims: Readonly<Record<string, unknown>> | undefined, tenant: string | null): number {
+    if (claims === undefined) return 0;
+    const sub = claims['sub'];
+    if (typeof sub !== 'string') return 0;
+    const p = this.#principals;
+    const sp = this.#sharedPrincipals;
+    const w = p !== null ? p.peek(p.slotOf(sub)) : sp !== null ? sp.peekTenant(sub) : 0;
+    return w > 0 ? this.#principalTaken(claims, tenant, w) : 0;
   }
 
   #principalTaken(claims: Readonly<Record<string, unknown>>, tenant: string | null, w: number): number {

@@ -191,11 +191,24 @@ describe('declared tenants at admission', () => {
     );
     // A tenant denial as every other one (it went uncounted before stop 45).
     expect(await ing.metric('siglake_ingest_tenant_denied_total{reason="header_mismatch"}')).toBe(1);
+    // A comma list is two headers folded into one: 400 as in every mode, not a mismatch (it was 403 over HTTP).
+    for (const t of ['http', 'grpc'] as const) {
+      refused(
+        await c.send(t, 'logs', 'hc', await auth('globex-hc', { groups: ['globex-writers'] }, { 'x-scope-orgid': 'globex,globex' })),
+        400,
+        grpc.status.INVALID_ARGUMENT,
+        /X-Scope-OrgID sent more than once/,
+      );
+    }
   });
 
   it('the audit file has refusals with tenant and subject, never a token', async () => {
     const t = await token('audit-probe', { org_id: 'acme-prod' });
     await c.send('http', 'logs', 'probe', { authorization: `Bearer ${t}` });
+    // Bad bodies on a lane that never stores: no lane admission to audit (each was audited before stop 45).
+    for (const tr of ['http', 'grpc'] as const) {
+      refused(await c.send(tr, 'traces', 'bad', await auth(`hooli-svc-${tr}`, { env: 'prod' }), Uint8Array.from([0xff, 0xff])), 400, grpc.status.INVALID_ARGUMENT, /invalid protobuf/);
+    }
     await c.send('grpc', 'logs', 'no-token', {});
     let lines: Record<string, unknown>[] = [];
     const deadline = Date.now() + 10_000;
@@ -218,6 +231,9 @@ describe('declared tenants at admission', () => {
     expect(lines).toContainEqual(expect.objectContaining({ event: 'refusal', tenant: 'initech', reason: 'budget_exhausted_index' }));
     expect(lines).toContainEqual(expect.objectContaining({ event: 'tenant_first_admission', tenant: 'acme' }));
     expect(lines).toContainEqual(expect.objectContaining({ event: 'lane_first_admission', tenant: 'initech', index: 'payments' }));
+    expect(lines.filter((l) => l['event'] === 'lane_first_admission' && l['tenant'] === 'hooli')).toEqual([]);
+    // Once per lane: initech's payments lane stored twice and was refused twice by its budget.
+    expect(lines.filter((l) => l['event'] === 'lane_first_admission' && l['tenant'] === 'initech' && l['index'] === 'payments')).toHaveLength(1);
   });
 });
 
@@ -258,6 +274,28 @@ describe('a principal of no declared tenant routed to a declared one', () => {
       refused(await c.send('http', 'logs', 'v4', own), 429, grpc.status.RESOURCE_EXHAUSTED, /rate limited/);
       refused(await c.send('grpc', 'logs', 'v5', await gw('vandelay')), 429, grpc.status.RESOURCE_EXHAUSTED, /rate limited/);
       expect(textsUnder(path.join(ing.walDir, 'vandelay'))).toEqual(['v1', 'v2', 'v3']);
+    } finally {
+      c.close();
+      expect(await ing.stop()).toBe(0);
+    }
+  });
+});
+
+describe("a principal's own bucket refuses before its tenant's is spent (no tenants file)", () => {
+  it("three principals, a generic tenant bucket of 3: the one its own bucket refused spent none of it", async () => {
+    const ing = await startIngester({
+      args: [...oidcArgs(jwks), '--rate-limit-per-sec', '0.01', '--rate-limit-burst', '3', '--rate-limit-per-principal-per-sec', '0.01'],
+    });
+    const c = new Client(ing);
+    try {
+      const p = await auth('principal-p');
+      ok(await c.send('http', 'logs', 'p1', p));
+      refused(await c.send('grpc', 'logs', 'p2', p), 429, grpc.status.RESOURCE_EXHAUSTED, /rate limited/); // its own bucket
+      ok(await c.send('grpc', 'logs', 'q1', await auth('principal-q')));
+      // Had p2 spent a token of the tenant's three, this would be refused.
+      ok(await c.send('http', 'logs', 'r1', await auth('principal-r')));
+      refused(await c.send('http', 'logs', 's1', await auth('principal-s')), 429, grpc.status.RESOURCE_EXHAUSTED, /rate limited/); // the tenant's, now empty
+      expect(textsUnder(path.join(ing.walDir, 'logs'))).toEqual(['p1', 'q1', 'r1']);
     } finally {
       c.close();
       expect(await ing.stop()).toBe(0);

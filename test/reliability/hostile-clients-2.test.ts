@@ -243,6 +243,29 @@ describe('gRPC routing headers that HTTP/2 drops (item 1)', () => {
   }
 });
 
+describe('gRPC: a dropped routing header is refused at the step HTTP refuses it', () => {
+  // Contract §4: the breaker, the global bucket and authentication come before
+  // the routing headers. A call that HTTP/2 stripped of its X-Scope-OrgID was
+  // refused before all of them (400 where HTTP said 401 or 503).
+  it('regression (grpc-header-check-before-auth): no credentials → UNAUTHENTICATED; a good token → INVALID_ARGUMENT', async () => {
+    const ing = await start(['--auth-bearer-tokens', 'tok-acme', '--trust-tenant-header']);
+    try {
+      const session = await h2Session(ing.grpcAddress);
+      const body = logsProto(['dropped-before-auth']);
+      expect(await h2Call(session, { 'x-scope-orgid': ' evil' }, body.length, body).ended).toBe(grpc.status.UNAUTHENTICATED);
+      expect(await h2Call(session, { authorization: 'Bearer nope', 'x-scope-orgid': ' evil' }, body.length, body).ended).toBe(grpc.status.UNAUTHENTICATED);
+      expect(await h2Call(session, { authorization: 'Bearer tok-acme', 'x-scope-orgid': ' evil' }, body.length, body).ended).toBe(grpc.status.INVALID_ARGUMENT);
+      session.close();
+      const m = await ing.metrics();
+      expect(m.get('siglake_ingest_requests_total{endpoint="otlp",status="401"}')).toBe(2);
+      expect(m.get('siglake_ingest_requests_total{endpoint="otlp",status="400"}')).toBe(1);
+      expect(topDirs(ing.walDir)).toEqual([]);
+    } finally {
+      await stop(ing);
+    }
+  });
+});
+
 describe('gRPC calls are authenticated on their headers, and streams are bounded (item 4)', () => {
   it('regression (grpc-unauthenticated-buffering): a call without credentials is refused UNAUTHENTICATED before its message arrives', async () => {
     const ing = await start(['--auth-bearer-tokens', 'tok-acme', '--request-timeout-secs', '30']);
