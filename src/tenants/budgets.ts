@@ -33,6 +33,15 @@ export class Budget {
   pendingBytes = 0;
   /** Checked or charged since the last sync (only those are synced). */
   touched = false;
+  /**
+   * [shared] A push to the shared counter not yet confirmed (its reply timed
+   * out or failed): sent again, the same one, until Redis confirms it, which
+   * applies it once (shared-budgets.ts). Null when none.
+   */
+  inflight: { readonly seq: number; readonly records: number; readonly bytes: number } | null = null;
+  /** [shared] What this replica's confirmed pushes added this period: the floor of the shared total (a Redis that lost its data). */
+  ownRecords = 0;
+  ownBytes = 0;
 
   constructor(decl: BudgetDecl, nowMs = Date.now()) {
     this.decl = decl;
@@ -62,9 +71,13 @@ export class Budget {
     this.sharedBytes = prev.sharedBytes;
     this.pendingRecords = prev.pendingRecords;
     this.pendingBytes = prev.pendingBytes;
+    this.inflight = prev.inflight;
+    this.ownRecords = prev.ownRecords;
+    this.ownBytes = prev.ownBytes;
     // Whatever prev had not pushed yet is this budget's to push now.
     prev.pendingRecords = 0;
     prev.pendingBytes = 0;
+    prev.inflight = null;
     this.#end = prev.#end;
   }
 
@@ -75,6 +88,9 @@ export class Budget {
     this.sharedBytes = 0;
     this.pendingRecords = 0;
     this.pendingBytes = 0;
+    this.inflight = null;
+    this.ownRecords = 0;
+    this.ownBytes = 0;
     this.#end = periodEnd(this.decl.period, nowMs);
     return true;
   }
