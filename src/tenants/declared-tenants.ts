@@ -62,6 +62,8 @@ class Snapshot {
   readonly byId = new Map<string, TenantRuntime>();
   readonly tables: TokenBucketTable[] = [];
   readonly redis: RedisBudget[] = [];
+  /** The shared budget of each (rate, burst) group, with the tenants it has room for: a reload keeps it. */
+  readonly redisByKey = new Map<string, { rb: RedisBudget; capacity: number }>();
   constructor(readonly index: TenantIndex) {}
 }
 
@@ -149,8 +151,9 @@ export class DeclaredTenants {
     const next = this.#build(index, old);
     this.#snap = next;
     this.#arm();
-    // Requests in flight finish on the old buckets; settle them with Redis once they are done.
-    for (const rb of old.redis) setTimeout(() => void rb.close(), 5000).unref();
+    // Requests in flight finish on the old buckets; settle them with Redis once they are done
+    // (those the new set took over stay open).
+    for (const rb of old.redis) if (!next.redis.includes(rb)) setTimeout(() => void rb.close(), 5000).unref();
     const removed: string[] = [];
     for (const id of old.byId.keys()) {
       if (!next.byId.has(id)) {
@@ -189,16 +192,29 @@ export class DeclaredTenants {
       const r = g[0]!.rateLimit!;
       if (shared !== undefined) {
         // One lease-based Redis budget per (rate, burst): keys are per tenant id, shared by every replica.
+        // A reload keeps the one it had for the same (rate, burst), connected, with its leases: a new one
+        // fails open until its connection is up (about a second, counted as backend errors).
+        const key = `${r.requestsPerSec}/${r.burst}`;
+        const kept = prev?.redisByKey.get(key);
+        if (kept !== undefined && kept.capacity >= g.length) {
+          snap.redis.push(kept.rb);
+          snap.redisByKey.set(key, kept);
+          for (const d of g) sharedOf.set(d.id, kept.rb);
+          continue;
+        }
+        // Room for twice the group (at least 64), so that a reload adding tenants of this rate keeps it.
+        const capacity = Math.max(64, 2 * g.length);
         const rb = new RedisBudget({
           url: shared.url,
           ratePerSec: r.requestsPerSec,
           burst: r.burst,
-          maxTenantBuckets: g.length,
+          maxTenantBuckets: capacity,
           commandTimeoutMs: shared.commandTimeoutMs,
           keyPrefix: 'siglake:tenant-rate:',
           onBackendError: shared.onBackendError,
         });
         snap.redis.push(rb);
+        snap.redisByKey.set(key, { rb, capacity });
         for (const d of g) sharedOf.set(d.id, rb);
         continue;
       }

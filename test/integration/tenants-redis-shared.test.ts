@@ -20,11 +20,12 @@ describe('two replicas share declared-tenant budgets and buckets through Redis',
   let b: RunningIngester;
   let ca: Client;
   let cb: Client;
+  let file: string;
   beforeAll(async () => {
     key = await makeKeyPair('ES256', 'k-shared');
     const dir = tempDir('siglake-tenants-redis-');
     const jwks = writeJwksFile(dir, [key.jwk]);
-    const file = path.join(dir, 'tenants.yaml');
+    file = path.join(dir, 'tenants.yaml');
     fs.writeFileSync(file, 'tenants:\n  - id: shared\n    subjects: { claims: { org_id: shared } }\n    budget: { period: month, records: 4 }\n  - id: flood\n    subjects: { claims: { org_id: flood } }\n    rateLimit: { requestsPerSec: 0.01, burst: 6 }\n');
     redis = await RedisServer.start();
     const args = ['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--tenants-file', file, '--redis-url', redis.url, '--redis-timeout-ms', '2000'];
@@ -70,5 +71,18 @@ describe('two replicas share declared-tenant budgets and buckets through Redis',
     expect(Number(ra.retryAfter)).toBeGreaterThan(0);
     expect((await cb.send('grpc', 'logs', 'fb-x', await hdr('fb-x'))).code).toBe(grpc.status.RESOURCE_EXHAUSTED);
     expect(await b.metric('siglake_rate_budget_backend_errors_total')).toBe(0);
+  });
+
+  it('a reload keeps the shared bucket of a (rate, burst) it still has: still refused, no backend error', async () => {
+    // Each reload made a new Redis budget, which failed open until its connection was up (about a
+    // second: hundreds of admissions past an empty bucket) and counted a backend error.
+    const hdr = async (sub: string) => ({ authorization: `Bearer ${await mint(key, { org_id: 'flood' }, { sub })}` });
+    const errorsBefore = await a.metric('siglake_rate_budget_backend_errors_total');
+    fs.appendFileSync(file, '  - id: flood2\n    subjects: { claims: { org_id: flood2 } }\n    rateLimit: { requestsPerSec: 0.01, burst: 6 }\n');
+    await until(() => a.logs.some((l) => l.msg === 'tenants file reloaded'), 10_000, 'replica A to reload');
+    const codes: number[] = [];
+    for (let i = 0; i < 20; i++) codes.push((await ca.send('http', 'logs', `fr${i}`, await hdr(`fr${i}`))).status);
+    expect(codes).toEqual(Array(20).fill(429));
+    expect(await a.metric('siglake_rate_budget_backend_errors_total')).toBe(errorsBefore);
   });
 });
