@@ -7,12 +7,32 @@ import pg from 'pg';
 import { IcebergError } from './iceberg-error.js';
 import type { SqlDriver } from './sql-driver.js';
 
+/**
+ * A statement without an answer after this long fails, and its connection is
+ * closed rather than given back to the pool: a connection whose packets a
+ * network partition dropped never answers again, and node-postgres would queue
+ * every later statement behind the lost one. (Without it, a one-second
+ * partition left both pooled connections waiting forever: every commit and
+ * every query of every tenant after it failed or hung.) The catalog's
+ * statements are single-row reads and writes; none comes near it.
+ */
+export const STATEMENT_TIMEOUT_MS = 10_000;
+
 export class PostgresDriver implements SqlDriver {
   readonly kind = 'postgres' as const;
   readonly #pool: pg.Pool;
+  readonly #timeoutMs: number;
 
-  constructor(url: string) {
-    this.#pool = new pg.Pool({ connectionString: url, max: 2, connectionTimeoutMillis: 10_000 });
+  constructor(url: string, timeoutMs = STATEMENT_TIMEOUT_MS) {
+    this.#timeoutMs = timeoutMs;
+    this.#pool = new pg.Pool({
+      connectionString: url,
+      max: 2,
+      connectionTimeoutMillis: timeoutMs,
+      // The kernel notices a dead idle connection (the server or the path went away) and the pool drops it.
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 10_000,
+    });
     // An idle client's error (the server went away) must not crash the process; the next query reports it.
     this.#pool.on('error', () => undefined);
   }
@@ -39,12 +59,39 @@ export class PostgresDriver implements SqlDriver {
   }
 
   async #query(sql: string, params: readonly unknown[]): Promise<pg.QueryResult> {
+    let client: pg.PoolClient;
     try {
-      return await this.#pool.query(sql, params as unknown[]);
+      client = await this.#pool.connect();
     } catch (e) {
-      const code = (e as { code?: string }).code;
-      const err = new IcebergError('SIGLAKE_ICEBERG_CATALOG', `PostgreSQL catalog: ${(e as Error).message}${code ? ` (${code})` : ''}`, { cause: e });
-      throw err;
+      throw catalogError(e);
+    }
+    let timer: NodeJS.Timeout | undefined;
+    let timedOut = false;
+    try {
+      const r = await Promise.race([
+        client.query(sql, params as unknown[]),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => {
+            timedOut = true;
+            reject(new Error(`no answer within ${this.#timeoutMs} ms (the connection is closed)`));
+          }, this.#timeoutMs);
+        }),
+      ]);
+      client.release();
+      return r;
+    } catch (e) {
+      // A statement that timed out, or any failure but the server's own answer (a DatabaseError):
+      // the connection goes, not back to the pool.
+      const broken = timedOut || !(e instanceof pg.DatabaseError);
+      client.release(broken ? (e as Error) : undefined);
+      throw catalogError(e);
+    } finally {
+      clearTimeout(timer);
     }
   }
+}
+
+function catalogError(e: unknown): IcebergError {
+  const code = (e as { code?: string }).code;
+  return new IcebergError('SIGLAKE_ICEBERG_CATALOG', `PostgreSQL catalog: ${(e as Error).message}${code ? ` (${code})` : ''}`, { cause: e });
 }

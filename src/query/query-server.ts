@@ -36,7 +36,7 @@ import { EnginePool, tableVisible } from './engine-pool.js';
 import { openLocalFiles } from './local-files.js';
 import { asQueryError, QueryError } from './query-error.js';
 import { QueryMetrics, type QueryEndpoint } from './query-metrics.js';
-import { runQuery } from './query-runner.js';
+import { runQuery, timeoutError } from './query-runner.js';
 import { readBody, sqlOf } from './request-body.js';
 import { ShardForwarder } from './shard-forwarder.js';
 import { TableFilesReader } from './table-files.js';
@@ -308,11 +308,16 @@ export class QueryServer {
     this.#stopping.signal.addEventListener('abort', onStop, { once: true });
     if (this.#stopping.signal.aborted) cancel.abort();
     try {
-      const lease = await this.#pool!.acquire(tenant, this.#gate.indexesOf(tenant));
+      // query.timeoutSecs bounds the whole request: reading the tables' metadata from the catalog
+      // and the warehouse, then the query. (A catalog that did not answer left the caller waiting
+      // past it, for as long as the catalog took.)
+      const limitMs = this.#s.queryTimeoutSecs * 1000;
+      const lease = await withinDeadline(this.#pool!.acquire(tenant, this.#gate.indexesOf(tenant)), limitMs, this.#s.queryTimeoutSecs);
       try {
         const result = await runQuery(lease.engine, sql, {
           maxRows: this.#s.queryMaxRows,
-          timeoutMs: this.#s.queryTimeoutSecs * 1000,
+          timeoutMs: Math.max(1, limitMs - (performance.now() - started)),
+          limitSecs: this.#s.queryTimeoutSecs,
           signal: cancel.signal,
         });
         if (wantsNdjson(req.headers.accept)) sendNdjson(res, result);
@@ -418,4 +423,22 @@ function readShardToken(s: Settings): string | undefined {
     return token;
   }
   return s.queryShardToken;
+}
+
+/**
+ * The lease, or a 504 once `ms` passed; a lease that arrives after that is
+ * released at once (its query never runs).
+ */
+function withinDeadline<T extends { release(): void }>(acquiring: Promise<T>, ms: number, limitSecs: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      acquiring.then(
+        (lease) => lease.release(),
+        () => undefined,
+      );
+      reject(timeoutError(limitSecs));
+    }, ms);
+  });
+  return Promise.race([acquiring, late]).finally(() => clearTimeout(timer));
 }

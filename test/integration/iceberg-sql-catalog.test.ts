@@ -4,6 +4,7 @@
 // all land, in order, with no lost snapshot.
 
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -11,6 +12,7 @@ import { Compactor } from '../../src/compactor/compactor.js';
 import { SealRule } from '../../src/compactor/seal-rule.js';
 import { TableBuilder } from '../../src/compactor/table-builder.js';
 import { FileStorage } from '../../src/iceberg/file-storage.js';
+import { PostgresDriver } from '../../src/iceberg/postgres-driver.js';
 import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
 import { TableAppender } from '../../src/iceberg/table-appender.js';
 import { TableSchema } from '../../src/iceberg/table-schema.js';
@@ -19,6 +21,8 @@ import { createLogger } from '../../src/log.js';
 import { LOGS_TABLE } from '../../src/wal/layout.js';
 import { icebirdRows, installFileFetch, logsRequest, writeLane } from '../helpers/iceberg.js';
 import { startPostgres, type PostgresServer } from '../helpers/postgres.js';
+import { postSql, startQuery } from '../helpers/query.js';
+import { until } from '../helpers/wait.js';
 
 const log = createLogger('warn');
 
@@ -219,5 +223,76 @@ describe.each(['sqlite', 'postgres'] as const)('SQL catalog on %s', (kind) => {
     const rows = await icebirdRows(loaded!.metadataLocation);
     expect(rows.map((r) => r['body']).sort()).toEqual(expected.sort());
     for (const c of compactors) expect(c.stats.commits).toBe(3);
+  });
+});
+
+/**
+ * A TCP proxy in front of PostgreSQL that drops every packet on the
+ * connections it holds while `partitioned` (a blackhole, not a reset): what a
+ * cloud network partition looks like.
+ */
+async function blackholeProxy(url: string): Promise<{ url: string; partition(on: boolean): void; close(): void }> {
+  const target = new URL(url);
+  let partitioned = false;
+  const proxy = net.createServer((client) => {
+    const server = net.connect(Number(target.port), target.hostname);
+    let dead = false;
+    const pass = (to: net.Socket) => (d: Buffer) => {
+      if (partitioned) dead = true;
+      if (!dead) to.write(d);
+    };
+    client.on('data', pass(server));
+    server.on('data', pass(client));
+    for (const sock of [client, server]) sock.on('error', () => undefined);
+    client.on('close', () => server.destroy());
+    server.on('close', () => client.destroy());
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  const port = (proxy.address() as net.AddressInfo).port;
+  return { url: url.replace(`:${target.port}/`, `:${port}/`), partition: (on) => (partitioned = on), close: () => proxy.close() };
+}
+
+describe('the PostgreSQL catalog across a network partition', () => {
+  // node-postgres waited on a blackholed connection forever and queued every
+  // later statement behind it, so a one-second partition wedged the catalog,
+  // and every commit and every query of every tenant with it, for good.
+  it('a statement without an answer fails within the timeout, its connection goes, and the catalog works once the network heals', async () => {
+    const proxy = await blackholeProxy(pg.url);
+    const driver = new PostgresDriver(proxy.url, 800);
+    try {
+      await Promise.all([driver.all('SELECT 1 AS x'), driver.all('SELECT 2 AS x')]); // both pooled connections open
+      proxy.partition(true);
+      const t0 = Date.now();
+      const lost = await Promise.allSettled([driver.all('SELECT 3 AS x'), driver.all('SELECT 4 AS x')]);
+      expect(lost.map((r) => r.status)).toEqual(['rejected', 'rejected']);
+      expect(String((lost[0] as PromiseRejectedResult).reason.message)).toMatch(/no answer within 800 ms/);
+      expect(Date.now() - t0).toBeLessThan(5_000); // bounded, never forever
+      proxy.partition(false);
+      expect(await driver.all('SELECT 5 AS x')).toEqual([{ x: 5 }]);
+      expect(await driver.all('SELECT 6 AS x')).toEqual([{ x: 6 }]);
+    } finally {
+      await driver.close();
+      proxy.close();
+    }
+  });
+
+  it('siglake query answers 504 within query.timeoutSecs while its catalog does not answer, and answers again once it does', async () => {
+    const proxy = await blackholeProxy(pg.url);
+    const dir = tmp();
+    const q = await startQuery(dir, ['--catalog-url', proxy.url, '--warehouse', path.join(dir, 'warehouse'), '--query-timeout-secs', '2']);
+    try {
+      expect((await postSql(q.url, 'SELECT 1 AS one')).status).toBe(200);
+      proxy.partition(true);
+      const t0 = Date.now();
+      const r = await postSql(q.url, 'SELECT 2 AS two');
+      expect(r.status, r.text).toBe(504);
+      expect((r.body['error'] as { code: string }).code).toBe('SIGLAKE_QUERY_TIMEOUT');
+      expect(Date.now() - t0).toBeLessThan(6_000); // the 2 s bound, not the catalog's 10 s (or forever)
+      proxy.partition(false);
+      await until(async () => (await postSql(q.url, 'SELECT 3 AS three')).status === 200, 30_000, 'the query server to answer again');
+    } finally {
+      await q.stop();
+      proxy.close();
+    }
   });
 });
