@@ -204,7 +204,10 @@ export class ObjectCache {
     if (this.#bytes <= this.#o.maxBytes) return;
     for (const e of [...this.#entries.values()]) {
       if (this.#bytes <= this.#o.maxBytes) break;
-      if (e.pins > 0) continue;
+      // Evictions run concurrently (one per release): one another run already took out, or a
+      // newer copy of the same name, is not this run's to take (its size was subtracted twice,
+      // and the cache grew to several times maxBytes while believing itself under it).
+      if (e.pins > 0 || this.#entries.get(e.name) !== e) continue;
       this.#entries.delete(e.name);
       this.#bytes -= e.size;
       this.#evictions++;

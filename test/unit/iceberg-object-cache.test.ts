@@ -73,6 +73,22 @@ describe('ObjectCache', () => {
     expect(cachedFiles(dir).length).toBe(cache.stats.files);
   });
 
+  it('readers releasing at once leave at most maxBytes, and the count agrees with the disk', async () => {
+    // Each release runs an eviction; run concurrently, two took out the same entry and
+    // subtracted its size twice: the cache believed itself under maxBytes at 2 to 4 times it.
+    const { storage, locations } = await warehouseWith(200, 1000);
+    const dir = tmp();
+    const cache = await ObjectCache.open({ storage, dir, maxBytes: 10_000, copyLocal: true });
+    const onDisk = () => fs.readdirSync(dir).reduce((n, f) => n + fs.statSync(path.join(dir, f)).size, 0);
+    for (let round = 0; round < 5; round++) {
+      const leases = await Promise.all(locations.slice(round * 40, round * 40 + 40).map((l) => cache.acquire([l])));
+      await Promise.all(leases.map((l) => l.release()));
+      expect(onDisk()).toBeLessThanOrEqual(10_000);
+      expect(cache.stats.bytes).toBe(onDisk());
+      expect(cache.stats.files).toBe(fs.readdirSync(dir).length);
+    }
+  });
+
   it('downloads a location once for concurrent readers', async () => {
     const { storage, locations } = await warehouseWith(1, 50_000);
     const cache = await ObjectCache.open({ storage, dir: tmp(), maxBytes: 1_000_000, copyLocal: true });
