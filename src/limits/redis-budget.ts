@@ -86,6 +86,12 @@ export interface RedisBudgetOptions {
   backoffMs?: number;
   /** Prefix of every key. Default `siglake:rate:`. */
   keyPrefix?: string;
+  /**
+   * A connection from redisBudgetClient() to use instead of a new one, shared
+   * by several budgets (one per rate of declared tenants): close() then leaves
+   * it connected. Its URL and timeout win over `url` and `commandTimeoutMs`.
+   */
+  client?: Redis;
   /** Called once per failed command: the caller counts siglake_rate_budget_backend_errors_total. */
   onBackendError?: (err: Error) => void;
   /**
@@ -116,6 +122,8 @@ function defaultLease(ratePerSec: number, burst: number): number {
 
 export class RedisBudget implements RateBudget {
   readonly #client: Redis | null;
+  /** False when the client was handed in (shared by several budgets): its owner disconnects it. */
+  #ownsClient = true;
   /** Tokens per lease of a tenant (and the overflow) budget. */
   readonly #lease: number = 0;
   /** Ask for the next lease when a tenant budget's counter falls to this. */
@@ -206,16 +214,8 @@ export class RedisBudget implements RateBudget {
       this.#client = null;
       return;
     }
-    this.#client = new Redis(options.url, {
-      commandTimeout: commandTimeoutMs,
-      connectTimeout: Math.max(1000, commandTimeoutMs),
-      // Fail at once while disconnected instead of queueing: a queued lease request would only delay the fail-open answer.
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      autoResendUnfulfilledCommands: false,
-    });
-    // Connection errors are reported by the commands that fail; reconnection is ioredis' own (retryStrategy).
-    this.#client.on('error', () => undefined);
+    this.#ownsClient = options.client === undefined;
+    this.#client = options.client ?? redisBudgetClient(options.url, commandTimeoutMs);
   }
 
   get enabled(): boolean {
@@ -312,7 +312,7 @@ export class RedisBudget implements RateBudget {
       this.#debt[i] = 0;
     }
     await Promise.allSettled(settling);
-    client.disconnect();
+    if (this.#ownsClient) client.disconnect();
   }
 
   /** Tokens per lease of budget `i`. */
@@ -474,4 +474,22 @@ export class RedisBudget implements RateBudget {
     }
     return [reply[0], reply[1]];
   }
+}
+
+/**
+ * The connection a RedisBudget uses: commands fail at once while disconnected
+ * (a queued lease request would only delay the fail-open answer), none is
+ * retried or resent, and each has `commandTimeoutMs`.
+ */
+export function redisBudgetClient(url: string, commandTimeoutMs: number): Redis {
+  const client = new Redis(url, {
+    commandTimeout: commandTimeoutMs,
+    connectTimeout: Math.max(1000, commandTimeoutMs),
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    autoResendUnfulfilledCommands: false,
+  });
+  // Connection errors are reported by the commands that fail; reconnection is ioredis' own (retryStrategy).
+  client.on('error', () => undefined);
+  return client;
 }

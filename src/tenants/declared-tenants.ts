@@ -13,7 +13,8 @@
 // step 11 before 12), and charged once the worker wrote it.
 
 import { IngestError, tenantDenied, type ErrorCode } from '../errors.js';
-import { RedisBudget } from '../limits/redis-budget.js';
+import type { Redis } from 'ioredis';
+import { RedisBudget, redisBudgetClient } from '../limits/redis-budget.js';
 import { TokenBucketTable } from '../limits/token-bucket-table.js';
 import type { AuditEvent, AuditLog } from './audit-log.js';
 import { Budget } from './budgets.js';
@@ -79,6 +80,8 @@ export interface DeclaredTenantsOptions {
 
 export class DeclaredTenants {
   #snap: Snapshot;
+  /** [shared] The one Redis connection of the tenants' rate buckets (every (rate, burst) group). */
+  #redisClient: Redis | undefined;
   readonly #o: DeclaredTenantsOptions;
   /** The principals' buckets in this replica (null with `redis.url`, or without perPrincipalPerSec). */
   readonly #principals: PrincipalBuckets | null;
@@ -204,7 +207,11 @@ export class DeclaredTenants {
         }
         // Room for twice the group (at least 64), so that a reload adding tenants of this rate keeps it.
         const capacity = Math.max(64, 2 * g.length);
+        // One connection for every group (10,000 tenants of distinct rates made 10,000 connections
+        // per replica, past Redis's default maxclients), already up when a reload adds a group.
+        this.#redisClient ??= redisBudgetClient(shared.url, shared.commandTimeoutMs);
         const rb = new RedisBudget({
+          client: this.#redisClient,
           url: shared.url,
           ratePerSec: r.requestsPerSec,
           burst: r.burst,
@@ -572,6 +579,7 @@ export class DeclaredTenants {
     this.#timer = undefined;
     this.#principals?.close();
     await Promise.all(this.#snap.redis.map((rb) => rb.close()));
+    this.#redisClient?.disconnect();
     await this.#sharedPrincipals?.close();
     await this.#sync?.close();
   }

@@ -4,6 +4,7 @@
 // replica's own view and counts siglake_rate_budget_backend_errors_total.
 
 import fs from 'node:fs';
+import { Redis } from 'ioredis';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { grpc } from '../helpers/grpc-client.js';
@@ -84,5 +85,36 @@ describe('two replicas share declared-tenant budgets and buckets through Redis',
     for (let i = 0; i < 20; i++) codes.push((await ca.send('http', 'logs', `fr${i}`, await hdr(`fr${i}`))).status);
     expect(codes).toEqual(Array(20).fill(429));
     expect(await a.metric('siglake_rate_budget_backend_errors_total')).toBe(errorsBefore);
+  });
+});
+
+describe('one Redis connection for every rate of the declared tenants', () => {
+  it('forty tenants of forty rates: a handful of connections per replica, not one per rate', async () => {
+    const key = await makeKeyPair('ES256', 'k-conns');
+    const dir = tempDir('siglake-tenants-conns-');
+    const jwks = writeJwksFile(dir, [key.jwk]);
+    const file = path.join(dir, 'tenants.yaml');
+    const tenants = Array.from({ length: 40 }, (_, i) => `  - id: t${i}\n    subjects: { claims: { org_id: t${i} } }\n    rateLimit: { requestsPerSec: ${i + 1}, burst: ${i + 2} }\n`);
+    fs.writeFileSync(file, `tenants:\n${tenants.join('')}`);
+    const redis = await RedisServer.start();
+    const ing = await startIngester({ args: ['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--tenants-file', file, '--redis-url', redis.url] });
+    const c = new Client(ing);
+    const admin = new Redis(redis.url);
+    try {
+      for (let i = 0; i < 40; i++) {
+        const r = await c.send('http', 'logs', `t${i}`, { authorization: `Bearer ${await mint(key, { org_id: `t${i}` }, { sub: `s${i}` })}` });
+        expect(r.status).toBe(200);
+      }
+      const info = String(await admin.info('clients'));
+      const connected = Number(/connected_clients:(\d+)/.exec(info)![1]);
+      // This one, and the replica's: its tenants' buckets and its budget sync (one each).
+      expect(connected).toBeLessThanOrEqual(4);
+      expect(await ing.metric('siglake_rate_budget_backend_errors_total')).toBe(0);
+    } finally {
+      admin.disconnect();
+      c.close();
+      expect(await ing.stop()).toBe(0);
+      await redis.stop();
+    }
   });
 });
