@@ -95,7 +95,10 @@ export async function handleIndexRequest(req: IndexHttpRequest, tenant: string, 
     }
   } catch (e) {
     if (e instanceof IndexError) return refuse(e.status, e.code, e.message);
-    if (e instanceof IcebergError && e.code === 'SIGLAKE_ICEBERG_COMMIT_RETRIES') return refuse(503, 'SIGLAKE_UNAVAILABLE', 'the index is being changed by another writer; retry');
+    if (e instanceof IcebergError && e.code === 'SIGLAKE_ICEBERG_COMMIT_RETRIES') {
+      const r = refuse(503, 'SIGLAKE_UNAVAILABLE', 'the index is being changed by another writer; retry');
+      return { ...r, headers: { ...r.headers, 'retry-after': '1' } }; // as every 503 of the query server
+    }
     // Catalog or warehouse failure: no internals (paths, SQL) in the answer.
     return refuse(500, 'SIGLAKE_INDEX_REGISTRY', 'the index registry (catalog or warehouse) failed');
   }

@@ -7,8 +7,27 @@ import type { QueryError } from './query-error.js';
 import type { QueryResult } from './query-runner.js';
 import type { ForwardedAnswer } from './shard-forwarder.js';
 
+/**
+ * Whether the caller asked for NDJSON: `application/x-ndjson` in Accept with a
+ * q above 0 and not below `application/json`'s (a tie is NDJSON, the one
+ * named for it). `application/x-ndjson;q=0` says "not this".
+ */
 export function wantsNdjson(accept: string | undefined): boolean {
-  return accept !== undefined && /(^|,)\s*application\/x-ndjson\s*(;|,|$)/i.test(accept);
+  if (accept === undefined) return false;
+  let ndjson = -1;
+  let json = -1;
+  for (const range of accept.split(',')) {
+    const [type, ...params] = range.split(';').map((x) => x.trim().toLowerCase());
+    let q = 1;
+    for (const p of params) {
+      const m = /^q\s*=\s*([0-9.]+)$/.exec(p);
+      if (m !== null) q = Number(m[1]);
+    }
+    if (!Number.isFinite(q)) q = 0;
+    if (type === 'application/x-ndjson') ndjson = Math.max(ndjson, q);
+    else if (type === 'application/json') json = Math.max(json, q);
+  }
+  return ndjson > 0 && ndjson >= json;
 }
 
 export function sendError(res: ServerResponse, err: QueryError): void {
@@ -19,19 +38,36 @@ export function sendError(res: ServerResponse, err: QueryError): void {
 }
 
 export function sendJson(res: ServerResponse, status: number, value: unknown): void {
+  const text = JSON.stringify(value); // before the status line: a failure here is still an error answer
   res.writeHead(status, { 'content-type': 'application/json' });
-  res.end(JSON.stringify(value));
+  res.end(text);
 }
 
-/** `{"columns", "rows", "rowCount", "truncated", "elapsedMs"}`. */
+const ROW_BATCH = 512;
+
+/**
+ * `{"columns", "rows", "rowCount", "truncated", "elapsedMs"}`, written a batch
+ * of rows at a time: the answer is never one string (V8 refuses strings past
+ * about 512 MiB, and an answer that size once left its caller waiting on a
+ * connection that never got a byte).
+ */
 export function sendResult(res: ServerResponse, result: QueryResult, elapsedMs: number): void {
-  sendJson(res, 200, {
-    columns: result.columns,
-    rows: result.rows,
-    rowCount: result.rows.length,
-    truncated: result.truncated,
-    elapsedMs,
-  });
+  const rows = result.rows;
+  const head = `{"columns":${JSON.stringify(result.columns)},"rows":[`;
+  const tail = `],"rowCount":${rows.length},"truncated":${result.truncated},"elapsedMs":${elapsedMs}}`;
+  const first = rowsText(rows, 0);
+  res.writeHead(200, { 'content-type': 'application/json' });
+  res.write(head + first);
+  for (let i = ROW_BATCH; i < rows.length; i += ROW_BATCH) res.write(',' + rowsText(rows, i));
+  res.end(tail);
+}
+
+/** Rows [from, from + ROW_BATCH) as JSON array elements, comma-separated. */
+function rowsText(rows: QueryResult['rows'], from: number): string {
+  let out = '';
+  const end = Math.min(rows.length, from + ROW_BATCH);
+  for (let i = from; i < end; i++) out += (i > from ? ',' : '') + JSON.stringify(rows[i]);
+  return out;
 }
 
 /**
@@ -47,11 +83,11 @@ export function sendNdjson(res: ServerResponse, result: QueryResult): void {
     'x-siglake-row-count': String(result.rows.length),
   });
   const names = result.columns.map((c) => c.name);
-  const BATCH = 512;
-  for (let i = 0; i < result.rows.length; i += BATCH) {
+  for (let i = 0; i < result.rows.length; i += ROW_BATCH) {
     let out = '';
-    for (const row of result.rows.slice(i, i + BATCH)) {
-      const obj: Record<string, unknown> = {};
+    for (const row of result.rows.slice(i, i + ROW_BATCH)) {
+      // No prototype: a column named __proto__ is a field like any other (on {} it set the prototype and vanished).
+      const obj = Object.create(null) as Record<string, unknown>;
       for (let c = 0; c < names.length; c++) obj[names[c]!] = row[c];
       out += JSON.stringify(obj) + '\n';
     }

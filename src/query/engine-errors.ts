@@ -5,6 +5,7 @@
 
 import { QueryError } from './query-error.js';
 
+const DATA_FILE = /^(Permission Error: Cannot access file "[^"]*\.parquet\/\*\*\/\*\.parquet"|IO Error: No files found that match the pattern|IO Error: Cannot open file|Invalid Input Error: Failed to read file)/;
 const SERVER_SIDE = /^(IO|Internal|Fatal|FATAL|Out of Memory|Connection|Unknown|Invalid Configuration|INTERRUPT) Error/;
 
 export function engineError(e: unknown): QueryError {
@@ -17,6 +18,11 @@ export function engineError(e: unknown): QueryError {
       'SIGLAKE_QUERY_ENGINE',
       `${first}: the query needs more memory than query.memoryLimitMib gives this tenant's queries, and nothing spills to disk; narrow it (time range, LIMIT, fewer columns)`,
     );
+  }
+  // A data file of the tenant's own tables gone or unreadable (the engine retries a missing file as a
+  // glob, which allowed_paths then refuses): the server's problem, a 500, and no server path in it.
+  if (DATA_FILE.test(message)) {
+    return new QueryError('SIGLAKE_QUERY_ENGINE', "a data file of the tenant's tables could not be read (missing or unreadable): the table may have changed under the query; retry");
   }
   if (SERVER_SIDE.test(message)) return new QueryError('SIGLAKE_QUERY_ENGINE', message);
   return new QueryError('SIGLAKE_BAD_SQL', message);

@@ -100,10 +100,11 @@ export class QueryMetrics {
     this.#denied.inc({ reason });
   }
 
-  answered(endpoint: QueryEndpoint, status: number, seconds: number): void {
+  /** `forwarded`: a coordinator passing a shard's answer on (the shard counted its own timeout). */
+  answered(endpoint: QueryEndpoint, status: number, seconds: number, forwarded = false): void {
     this.#requests.inc({ endpoint, status: String(status) });
     if (status === 200) this.#duration.observe({ endpoint }, seconds);
-    if (status === 504) this.#timeouts.inc();
+    if (status === 504 && !forwarded) this.#timeouts.inc();
     if (status === 502) this.#shardErrors.inc();
   }
 }

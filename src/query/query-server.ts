@@ -72,6 +72,8 @@ export class QueryServer {
   readonly #tenantsReloader: TenantsReloader | undefined;
   #draining = false;
   #inFlight = 0;
+  /** Answers passed on from a shard (the coordinator does not count their timeouts as its own). */
+  readonly #forwarded = new WeakSet<ServerResponse>();
   #idle: (() => void) | undefined;
 
   constructor(opts: QueryServerOptions) {
@@ -246,8 +248,12 @@ export class QueryServer {
   async #endpoint(req: IncomingMessage, res: ServerResponse, endpoint: QueryEndpoint, method: string | undefined, run: () => Promise<void>): Promise<void> {
     const started = performance.now();
     this.#inFlight++;
+    let cut = false;
     try {
-      if (method !== undefined && req.method !== method) throw new QueryError('SIGLAKE_METHOD_NOT_ALLOWED', `${req.method ?? '?'} is not allowed here; use ${method}`);
+      if (method !== undefined && req.method !== method) {
+        res.setHeader('allow', method);
+        throw new QueryError('SIGLAKE_METHOD_NOT_ALLOWED', `${req.method ?? '?'} is not allowed here; use ${method}`);
+      }
       if (this.#draining) throw new QueryError('SIGLAKE_UNAVAILABLE', 'the query server is shutting down', { retryAfterSecs: 1 });
       await run();
     } catch (e) {
@@ -257,8 +263,14 @@ export class QueryServer {
       if (err.httpStatus >= 500 && err.code !== 'SIGLAKE_QUERY_TIMEOUT') this.#log.warn({ code: err.code, endpoint }, 'query failed');
       req.resume();
       if (!res.headersSent) sendError(res, err);
+      else {
+        // The status line is out: a cut connection is the only way left to say the answer failed
+        // (left open, the caller waited forever), and it is counted as the failure it is.
+        cut = true;
+        res.destroy();
+      }
     } finally {
-      this.#metrics.answered(endpoint, res.statusCode, (performance.now() - started) / 1000);
+      this.#metrics.answered(endpoint, cut ? 500 : res.statusCode, (performance.now() - started) / 1000, this.#forwarded.has(res));
       this.#inFlight--;
       if (this.#inFlight === 0) this.#idle?.();
     }
@@ -287,6 +299,7 @@ export class QueryServer {
           { body, contentType: req.headers['content-type'], accept: req.headers.accept, authorization: req.headers.authorization },
           hangUp.signal,
         );
+        this.#forwarded.add(res);
         await sendForwarded(res, answer);
       } finally {
         res.off('close', onHangUp);

@@ -163,6 +163,11 @@ export async function prepareReadOnly(engine: TenantEngine, conn: EngineConnecti
       if (checked.size > CHECKED_ENTRIES) checked.delete(checked.keys().next().value as string);
     }
   }
+  for (const r of found.refs) {
+    if (engine.broken.has(r.name)) {
+      throw new QueryError('SIGLAKE_QUERY_ENGINE', `table ${r.name} cannot be read now: one of its data files is missing or unreadable; the tenant's other tables answer`);
+    }
+  }
   let prepared: DuckDBPreparedStatement;
   try {
     prepared = await conn.conn.prepare(sql);

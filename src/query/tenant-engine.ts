@@ -123,13 +123,22 @@ export class TenantEngine {
   readonly sources: ReadonlyMap<string, string>;
   /** Each table's row count from the Iceberg metadata, by its name in lower case (tables opened with one). */
   readonly rowCounts: ReadonlyMap<string, number>;
+  /** Tables (lower case) whose view could not be made: a data file is missing or unreadable. */
+  readonly broken: ReadonlySet<string>;
   /** Connections whose last query ended normally, ready for the next one. */
   readonly #idle: EngineConnection[] = [];
   /** Statement texts of this tenant that passed the parse-tree check (statement-guard.ts), with their table references; this tenant's only. */
   readonly checked: Map<string, CheckedText>;
   #closed = false;
 
-  private constructor(db: DuckDBInstance, sources: ReadonlyMap<string, string>, rowCounts: ReadonlyMap<string, number>, checked: Map<string, CheckedText>) {
+  private constructor(
+    db: DuckDBInstance,
+    sources: ReadonlyMap<string, string>,
+    rowCounts: ReadonlyMap<string, number>,
+    checked: Map<string, CheckedText>,
+    broken: ReadonlySet<string>,
+  ) {
+    this.broken = broken;
     this.#db = db;
     this.tables = [...sources.keys()];
     this.sources = sources;
@@ -156,14 +165,23 @@ export class TenantEngine {
       const allowed: string[] = [];
       const sources = new Map<string, string>();
       const rowCounts = new Map<string, number>();
+      const broken = new Set<string>();
       for (const t of tables) {
-        // A table without data files (all of them expired) has no schema to read; it is left out.
-        if (t.files.length === 0) continue;
+        const lower = t.name.toLowerCase();
         // Two tables whose names differ only in case (made outside Siglake, or before it refused
         // them) are one name to SQL: the first keeps it, rather than no query of the tenant running.
-        if (sources.has(t.name.toLowerCase())) continue;
-        const source = parquetSource(t);
-        await setup.run(`CREATE VIEW ${sqlIdent(t.name)} AS SELECT * FROM ${source}`);
+        if (sources.has(lower) || broken.has(lower)) continue;
+        // A table without data files (an index nothing landed in yet, every file expired) is an empty
+        // view of its current schema; only one whose schema is not known is left out.
+        const source = t.files.length > 0 ? parquetSource(t) : emptySource(t.columns);
+        if (source === undefined) continue;
+        try {
+          await setup.run(`CREATE VIEW ${sqlIdent(t.name)} AS SELECT * FROM ${source}`);
+        } catch {
+          // A data file gone or unreadable: that table answers 500 (statement-guard.ts), the others as ever.
+          broken.add(lower);
+          continue;
+        }
         allowed.push(...t.files);
         sources.set(t.name.toLowerCase(), source);
         if (t.rowCount !== undefined && Number.isSafeInteger(t.rowCount) && t.rowCount >= 0) rowCounts.set(t.name.toLowerCase(), t.rowCount);
@@ -177,7 +195,7 @@ export class TenantEngine {
       await setup.run('SET enable_external_access = false');
       await setup.run('SET lock_configuration = true');
       setup.closeSync();
-      return new TenantEngine(db, sources, rowCounts, opts.checked ?? new Map());
+      return new TenantEngine(db, sources, rowCounts, opts.checked ?? new Map(), broken);
     } catch (e) {
       setup.closeSync();
       db.closeSync();
@@ -225,4 +243,10 @@ function parquetSource(t: ContextTable): string {
   if (cols === undefined || cols === null || cols.length === 0) return `read_parquet(${files}, union_by_name = true)`;
   const schema = cols.map((c) => `${c.id}: {name: ${sqlString(c.name)}, type: ${sqlString(c.type)}, default_value: NULL}`).join(', ');
   return `read_parquet(${files}, schema = MAP {${schema}})`;
+}
+
+/** An empty table of the current schema (no data file yet, or none left), or undefined when the schema is not known. */
+function emptySource(cols: readonly EngineColumn[] | null | undefined): string | undefined {
+  if (cols === undefined || cols === null || cols.length === 0) return undefined;
+  return `(SELECT ${cols.map((c) => `CAST(NULL AS ${c.type}) AS ${sqlIdent(c.name)}`).join(', ')} WHERE false)`;
 }

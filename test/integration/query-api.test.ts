@@ -327,6 +327,41 @@ describe('siglake query: tenant-routed SQL over the landed tables', () => {
     }
   }, 120_000);
 
+  it('answers a review found wrong: NDJSON keeps a __proto__ column, q=0 is honoured, 405 says Allow, an empty index is an empty table, a missing file is a 500 without a path', async () => {
+    const acme = tokens['acme']!;
+    const nd = await postSql(q.url, 'SELECT 1 AS a, 42 AS "__proto__"', { token: acme, accept: 'application/x-ndjson' });
+    expect(nd.text).toBe('{"a":1,"__proto__":42}\n');
+    const notNd = await postSql(q.url, 'SELECT 1 AS a', { token: acme, accept: 'application/x-ndjson;q=0, application/json' });
+    expect(notNd.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(notNd.body['rows']).toEqual([[1]]);
+    const get = await fetch(`${q.url}/api/v1/sql`, { headers: { authorization: `Bearer ${acme}` } });
+    expect(get.status).toBe(405);
+    expect(get.headers.get('allow')).toBe('POST');
+
+    // An index nothing landed in yet is a table with its columns and no rows ("does not exist" before).
+    const put = await fetch(`${q.url}/api/v1/indexes/fresh`, { method: 'PUT', headers: { authorization: `Bearer ${acme}`, 'content-type': 'application/json' }, body: '{}' });
+    expect(put.status).toBe(201);
+    const empty = await postSql(q.url, 'SELECT count(*) AS n, max(body) AS b FROM fresh', { token: acme });
+    expect(empty.status, empty.text).toBe(200);
+    expect(empty.body['rows']).toEqual([['0', null]]);
+
+    // A data file gone from under the table: that table's queries are a 500 naming no server path,
+    // the tenant's other tables answer, and it reads again once the file is back.
+    const file = (await tableFiles(dataDir, 'globex', 'traces'))[0]!;
+    const globex = tokens['globex']!;
+    fs.renameSync(file, `${file}.away`);
+    try {
+      const gone = await postSql(q.url, 'SELECT * FROM traces', { token: globex });
+      expect(gone.status, gone.text).toBe(500);
+      expect((gone.body['error'] as { code: string }).code).toBe('SIGLAKE_QUERY_ENGINE');
+      expect(gone.text).not.toContain(dataDir);
+      expect((await postSql(q.url, 'SELECT count(body) AS n FROM logs', { token: globex })).status).toBe(200);
+    } finally {
+      fs.renameSync(`${file}.away`, file);
+    }
+    expect((await postSql(q.url, 'SELECT * FROM traces', { token: globex })).status).toBe(200);
+  });
+
   it('SIGTERM lets a running query answer, then exits 0', async () => {
     const pending = postSql(q.url, 'SELECT sum(range % 7) FROM range(100000000000000)', { token: tokens['default'] });
     const deadline = Date.now() + 20_000;
