@@ -101,6 +101,11 @@ class TableWork {
      * (Infinity while no table of the name exists); null: none.
      */
     readonly dropThroughMs: number | null = null,
+    /**
+     * The table is not one Siglake made (no `siglake.table-kind` of this
+     * signal): nothing is written to it, and the segments routed to it stay.
+     */
+    readonly foreign: boolean = false,
   ) {}
 }
 
@@ -126,6 +131,8 @@ export class Compactor {
   readonly #stats: CompactorStats;
   readonly #now: () => number;
   readonly #reportedCorrupt = new Set<string>();
+  /** Tables of another engine already reported (once per process). */
+  readonly #reportedForeign = new Set<string>();
   #firstError: string | undefined;
   /** Per-table counters (src/indexes/labelled-counts.ts), drained by the thread after each round. */
   readonly labelled = new LabelledCounts();
@@ -258,6 +265,10 @@ export class Compactor {
       for (let rec = reader.next(); rec !== null; rec = reader.next()) {
         const work = await this.#table(walId, lane, rec.type, tables);
         if ((work.known.get(key) ?? 0) >= file.number) continue;
+        if (work.foreign) {
+          touched.add(work); // never committed: the segment stays in the WAL
+          continue;
+        }
         if (work.dropThroughMs !== null && rec.timeMs <= work.dropThroughMs) {
           this.labelled.inc('siglake_compactor_deleted_index_records_total', {}, 1);
           dropped++;
@@ -333,6 +344,17 @@ export class Compactor {
         this.labelled.inc('siglake_compactor_schema_behind_total', { namespace, table });
         this.#o.log.warn({ table: id, columns: behind.columns.length }, 'table schema behind this release: writing the columns it has (run siglake migrate)');
       }
+      // Another engine's table under the name (the catalog is shared): Siglake writes only to tables
+      // it made, whatever their columns, so its rows never go into a table of another shape or owner.
+      const kind = loaded === null ? undefined : tableKindOf(loaded.metadata);
+      const foreign = loaded !== null && kind !== (type === RecordType.TRACES ? 'traces' : 'logs');
+      if (foreign && !this.#reportedForeign.has(id)) {
+        this.#reportedForeign.add(id);
+        this.#o.log.error(
+          { table: id, kind: kind ?? null },
+          'WAL records for a table Siglake did not make (no siglake.table-kind of this signal): not landed, kept in the WAL; drop or rename that table',
+        );
+      }
       const baseWidth = schema.columns.length;
       // An index with mapped columns: written with them (src/indexes/mapping.ts).
       const mapped = loaded !== null && type === RecordType.LOGS ? mappedSchemaOf(loaded.metadata, schema) : null;
@@ -344,6 +366,7 @@ export class Compactor {
         mapped?.mapper ?? null,
         behind !== null ? baseWidth : null,
         dropThroughMs,
+        foreign,
       );
       tables.set(id, work);
     }
@@ -476,4 +499,9 @@ function isEmptyFile(path: string): boolean {
   } catch {
     return true;
   }
+}
+
+/** The `siglake.table-kind` property of a table's metadata (`logs`, `traces`), or undefined for a table Siglake did not make. */
+function tableKindOf(metadata: LoadedTable['metadata']): string | undefined {
+  return metadata.property('siglake.table-kind');
 }

@@ -79,6 +79,13 @@ export class TableMetadata {
     return this.#doc['location'] as string;
   }
 
+  /** One table property as text, or undefined when the table has none of that name. */
+  property(key: string): string | undefined {
+    const props = this.#doc['properties'] as JsonObject | undefined;
+    const v = props?.[key];
+    return v === undefined || v === null ? undefined : String(v);
+  }
+
   get tableUuid(): string {
     return String(this.#doc['table-uuid']);
   }

@@ -13,6 +13,9 @@ import { icebirdRows } from '../helpers/iceberg.js';
 import { post } from '../helpers/http.js';
 import { runCli, startIngester, walDump } from '../helpers/ingester.js';
 import { useLocalLake } from '../helpers/local-lake.js';
+import { FileStorage } from '../../src/iceberg/file-storage.js';
+import { TableMetadata } from '../../src/iceberg/table-metadata.js';
+import { TableSchema } from '../../src/iceberg/table-schema.js';
 import { logsProto } from '../helpers/otlp-bodies.js';
 
 describe('an index deleted while its WAL lane holds records', () => {
@@ -77,5 +80,31 @@ describe('an index deleted while its WAL lane holds records', () => {
     expect(rows[0]).not.toHaveProperty('http_status');
     expect(JSON.parse(index('show').stdout)).toMatchObject({ registered: true, mapping: [{ column: 'user_id' }] });
     expect(laneRecords()).toEqual([]);
+  });
+
+  it("a table another engine made under an index's name is never written to; its records stay in the WAL", async () => {
+    // No siglake.table-kind, but the very columns of a Siglake log table: before stop 45 the
+    // compactor appended the tenant's rows into it.
+    const location = new FileStorage(lake.warehouse).locationOf('tenant_acme', 'orders');
+    const doc = JSON.parse(TableMetadata.create(location, TableSchema.LOGS, Date.now()).toJson()) as { properties: Record<string, string> };
+    delete doc.properties['siglake.table-kind'];
+    delete doc.properties['siglake.index'];
+    const meta = `${location}/metadata/00000-${'f'.repeat(8)}.metadata.json`;
+    await new FileStorage(lake.warehouse).putNew(meta, Buffer.from(JSON.stringify(doc)));
+    expect(await lake.catalog.createTable('tenant_acme', 'orders', meta)).toBe(true);
+    const ing = await startIngester({ dataDir: dir, args: ['--trust-tenant-header', '--compactor=false', ...flags] });
+    try {
+      const r = await post(ing.url, '/v1/logs', logsProto(['for-orders']), { headers: { 'x-scope-orgid': 'acme', 'x-siglake-index': 'orders' } });
+      expect(r.status).toBe(200);
+      expect((await post(ing.url, '/v1/logs', logsProto(['for-logs']), { headers: { 'x-scope-orgid': 'acme' } })).status).toBe(200);
+    } finally {
+      expect(await ing.stop()).toBe(0);
+    }
+    const c = runCli(['compact', '--once', '--ingester-stopped', '--wal-dir', walDir, ...flags]);
+    expect(c.status, c.stderr).toBe(0);
+    expect(c.stdout + c.stderr).toContain('WAL records for a table Siglake did not make');
+    expect(await lake.catalog.metadataLocation('tenant_acme', 'orders')).toBe(meta); // no commit
+    expect(walDump(path.join(walDir, 'acme', 'indexes', 'orders')).flatMap((l) => l.texts)).toEqual(['for-orders']);
+    expect((await icebirdRows((await lake.catalog.metadataLocation('tenant_acme', 'logs'))!)).map((x) => x['body'])).toEqual(['for-logs']);
   });
 });
