@@ -38,6 +38,14 @@ export async function runQuery(engine: TenantEngine, sql: string, opts: RunOptio
   }, opts.timeoutMs);
   const onAbort = () => conn.conn.interrupt();
   opts.signal?.addEventListener('abort', onAbort);
+  // A caller that hung up while the tables were being read (before this listener existed) stops
+  // the query before it starts: the abort event has fired already and would never reach it.
+  if (aborted(opts.signal)) {
+    clearTimeout(timer);
+    opts.signal?.removeEventListener('abort', onAbort);
+    engine.giveBack(conn, true);
+    throw cancelledError();
+  }
   let statement: ReadOnlyStatement | undefined;
   let finished = false;
   let executed = false;
@@ -66,7 +74,7 @@ export async function runQuery(engine: TenantEngine, sql: string, opts: RunOptio
     return { columns, rows, truncated };
   } catch (e) {
     if (timedOut) throw timeoutError(opts.limitSecs ?? opts.timeoutMs / 1000);
-    if (opts.signal?.aborted === true) throw new QueryError('SIGLAKE_UNAVAILABLE', 'query cancelled: the server is stopping or the caller hung up', { retryAfterSecs: 1 });
+    if (aborted(opts.signal)) throw cancelledError();
     throw executionError(e, statement?.prepared);
   } finally {
     clearTimeout(timer);
@@ -77,7 +85,7 @@ export async function runQuery(engine: TenantEngine, sql: string, opts: RunOptio
     // as clean as before, unless an interrupt was sent to it meanwhile.
     if (executed && !finished) conn.conn.interrupt();
     if (statement !== undefined && !statement.kept) statement.prepared.destroySync();
-    const clean = finished || (!executed && opts.signal?.aborted !== true);
+    const clean = finished || (!executed && !aborted(opts.signal));
     engine.giveBack(conn, clean && !timedOut);
   }
 }
@@ -85,4 +93,13 @@ export async function runQuery(engine: TenantEngine, sql: string, opts: RunOptio
 /** 504 SIGLAKE_QUERY_TIMEOUT: the query (or the reading of its tables before it) ran past query.timeoutSecs. */
 export function timeoutError(limitSecs: number): QueryError {
   return new QueryError('SIGLAKE_QUERY_TIMEOUT', `query cancelled after query.timeoutSecs (${limitSecs} s)`);
+}
+
+function cancelledError(): QueryError {
+  return new QueryError('SIGLAKE_UNAVAILABLE', 'query cancelled: the server is stopping or the caller hung up', { retryAfterSecs: 1 });
+}
+
+/** Read through a call, so that a check made earlier does not narrow it: the signal changes under the query. */
+function aborted(signal: AbortSignal | undefined): boolean {
+  return signal?.aborted === true;
 }
