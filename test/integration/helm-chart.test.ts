@@ -222,7 +222,7 @@ describe('values.yaml', () => {
     'ingester.memBreaker.limitMib': 1536, // below the 2Gi container limit
     'query.cacheDir': '/var/lib/siglake/query-cache', // the query pod's emptyDir
   };
-  const CONFIG_SECTIONS = ['server', 'ingester', 'redis', 'catalog', 'warehouse', 'compactor', 'auth', 'log', 'query'];
+  const CONFIG_SECTIONS = ['server', 'ingester', 'redis', 'catalog', 'warehouse', 'compactor', 'auth', 'log', 'query', 'tenants', 'audit', 'retention'];
 
   it('names only settings (as their YAML keys), with the binary\'s defaults except where the chart says why', () => {
     const values = YAML.parse(fs.readFileSync(path.join(CHART, 'values.yaml'), 'utf8')) as Record<string, unknown>;
@@ -245,6 +245,27 @@ describe('values.yaml', () => {
       if (isListen) expect(def!.defaultDoc).toBe(value);
       else expect(value, key).toEqual(want);
     }
+  });
+});
+
+describe('every settings section reaches the commands that read it', () => {
+  it('tenants, audit and retention values are in the config files (they were dropped without a word)', () => {
+    const r = template('', ['tenants.file=/etc/siglake/tenants.yaml', 'audit.file=-', 'retention.logsDays=7', 'pods.query.enabled=true', 'catalog.url=postgres://pg/siglake', 'warehouse.path=s3://lake/siglake']);
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    const secret = one(objects(r.stdout), 'Secret', 'sl-siglake-config');
+    const ingest = YAML.parse(secret.stringData!['ingester.yaml']!);
+    const query = YAML.parse(secret.stringData!['query.yaml']!);
+    expect(ingest.tenants).toEqual({ file: '/etc/siglake/tenants.yaml' });
+    expect(ingest.audit).toEqual({ file: '-' });
+    expect(ingest.retention.logsDays).toBe(7);
+    expect(query.tenants).toEqual({ file: '/etc/siglake/tenants.yaml' });
+    expect(query.audit).toEqual({ file: '-' });
+    // Every top-level section of the settings is rendered for at least one command.
+    const helpers = fs.readFileSync(path.join(CHART, 'templates/_helpers.tpl'), 'utf8');
+    const rendered = new Set([...helpers.matchAll(/range \$k := list ([^-]*)-/g)].flatMap((m) => [...m[1]!.matchAll(/"([a-z]+)"/g)].map((x) => x[1]!)));
+    const sections = new Set(settingNames().map((n) => SETTINGS[n].key.split('.')[0]!));
+    expect([...sections].filter((x) => !rendered.has(x))).toEqual([]);
   });
 });
 

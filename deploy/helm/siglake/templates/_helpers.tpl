@@ -27,11 +27,13 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/*
 The Siglake settings of the values, as the config file's YAML: only the
-sections that are settings (the keys of `siglake config reference`).
+sections that are settings (the keys of `siglake config reference`), each
+given to the commands that read it (helm-chart.test.ts checks that every
+section of the reference is in one of the lists).
 */}}
 {{- define "siglake.ingesterConfig" -}}
 {{- $cfg := dict -}}
-{{- range $k := list "server" "ingester" "redis" "catalog" "warehouse" "compactor" "auth" "log" -}}
+{{- range $k := list "server" "ingester" "redis" "catalog" "warehouse" "compactor" "auth" "log" "tenants" "audit" "retention" -}}
 {{- if hasKey $.Values $k -}}{{- $_ := set $cfg $k (get $.Values $k) -}}{{- end -}}
 {{- end -}}
 {{- toYaml $cfg -}}
@@ -39,7 +41,7 @@ sections that are settings (the keys of `siglake config reference`).
 
 {{- define "siglake.queryConfig" -}}
 {{- $cfg := dict -}}
-{{- range $k := list "query" "catalog" "warehouse" "auth" "log" -}}
+{{- range $k := list "query" "catalog" "warehouse" "auth" "log" "tenants" "audit" -}}
 {{- if hasKey $.Values $k -}}{{- $_ := set $cfg $k (get $.Values $k) -}}{{- end -}}
 {{- end -}}
 {{- toYaml $cfg -}}
