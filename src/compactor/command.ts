@@ -18,7 +18,7 @@
 // that cannot be written (src/compactor/preflight.ts).
 
 import { ConfigError } from '../errors.js';
-import { walRootProblem } from '../wal/layout.js';
+import { drainRootProblem, walRootProblem } from '../wal/layout.js';
 import { loadSettings, withSource } from '../config/load.js';
 import { SETTINGS, settingNames, type SettingName } from '../config/settings.js';
 import { createLogger } from '../log.js';
@@ -45,7 +45,8 @@ export async function runCompactCommand(argv: string[]): Promise<number> {
     }
     settings = loaded.settings;
     // A tenant's directory given as the root would land its lanes as the default tenant's.
-    const badRoot = walRootProblem(settings.walDir, false);
+    // --ingester-stopped reports "done" like a drain: a path that is no WAL root is refused, not read as empty.
+    const badRoot = stopped ? drainRootProblem(settings.walDir) : walRootProblem(settings.walDir, false);
     if (badRoot !== null) throw new ConfigError(badRoot);
     // The catalog opens and the warehouse takes a write, or the command stops here (issue 19).
     await checkCompactorTargets(settings).catch((e: unknown) => {

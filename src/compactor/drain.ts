@@ -13,13 +13,14 @@
 //
 // Output: the log line `drained` with {segmentsLanded, rows, commits, left: [paths]}.
 // Exit codes: 0 the WAL holds no unlanded record; 1 something is left (or the
-// catalog/warehouse failed); 2 a bad flag or setting.
+// catalog/warehouse failed); 2 a bad flag or setting, or a --wal-dir that is
+// not a WAL root (missing, or without the marker, a journal or a lane).
 
 import { statSync } from 'node:fs';
 import type { Logger } from 'pino';
 import { loadCommandSettings } from '../config/load.js';
 import { createLogger } from '../log.js';
-import { listLaneDirs } from '../wal/layout.js';
+import { drainRootProblem, listLaneDirs } from '../wal/layout.js';
 import { listLaneFiles } from '../wal/segment-files.js';
 import { SEGMENT_HEADER_SIZE } from '../wal/format.js';
 import { CompactorSetup, type CompactorSettings } from './compactor-setup.js';
@@ -76,6 +77,11 @@ export async function runDrainCommand(argv: string[]): Promise<number> {
   const loaded = loadCommandSettings(argv);
   if (loaded === undefined) return 2;
   const settings = loaded.settings;
+  const notRoot = drainRootProblem(settings.walDir);
+  if (notRoot !== null) {
+    process.stderr.write(`siglake: ${notRoot}\n`);
+    return 2;
+  }
   const log = createLogger(settings.logLevel, 'siglake-drain');
   let result: DrainResult;
   try {

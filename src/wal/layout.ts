@@ -189,6 +189,22 @@ export function walRootProblem(walDir: string, links = true): string | null {
   return `ingester.walDir ${walDir} holds a symbolic link where a tenant or lane directory lives (${named}): nothing that lands the WAL follows one, so what is written through it would never land; mount the disk at that path instead`;
 }
 
+/**
+ * Why `walDir` cannot be drained, or null: a drain (or `compact
+ * --ingester-stopped`) that found nothing to land says "drained", the signal
+ * that the volume may go, so a path that is not a WAL root must be refused,
+ * not read as an empty WAL (a mount in another place, a typo). A root is a
+ * directory with the marker an ingester writes at start, the batch mode's
+ * `.journal`, or lanes (a WAL older than the marker).
+ */
+export function drainRootProblem(walDir: string): string | null {
+  const inside = walRootProblem(walDir, false);
+  if (inside !== null) return inside;
+  if (!exists(walDir, true)) return `ingester.walDir ${walDir} does not exist: nothing to drain there, and nothing that says the volume may go`;
+  if (exists(join(walDir, WAL_ROOT_MARKER), false) || exists(join(walDir, JOURNAL_ROOT), true) || listLaneDirs(walDir).length > 0) return null;
+  return `ingester.walDir ${walDir} is not a WAL root (no ${WAL_ROOT_MARKER}, no .journal, no lane): is the volume mounted there?`;
+}
+
 function exists(path: string, dir: boolean): boolean {
   try {
     const st = statSync(path);

@@ -66,6 +66,28 @@ describe('a directory inside a WAL root', () => {
   });
 });
 
+describe('drain and compact --ingester-stopped need a WAL root', () => {
+  it('a missing directory, or one that is no WAL root, is refused (exit 2), never reported "drained"', () => {
+    // "drained" is the signal that the volume may go: a drain Job that mounted the volume elsewhere,
+    // or a typo, used to print it for a WAL it never saw.
+    const dir = tempDir('siglake-drain-root-');
+    const flags = ['--catalog-url', `sqlite:${path.join(dir, 'catalog.db')}`, '--warehouse', path.join(dir, 'warehouse')];
+    const missing = path.join(dir, 'typo', 'wal');
+    for (const args of [['drain'], ['compact', '--once', '--ingester-stopped']]) {
+      const r = runCli([...args, '--wal-dir', missing, ...flags], { cwd: dir });
+      expect(r.status, r.stderr).toBe(2);
+      expect(r.stderr).toContain(`ingester.walDir ${missing} does not exist`);
+      expect(r.stdout).not.toContain('drained');
+    }
+    const empty = path.join(dir, 'empty');
+    fs.mkdirSync(empty);
+    const r = runCli(['drain', '--wal-dir', empty, ...flags], { cwd: dir });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('is not a WAL root');
+    expect(fs.existsSync(path.join(dir, 'catalog.db'))).toBe(false); // refused before anything was made
+  });
+});
+
 describe('symbolic links in the WAL', () => {
   it('a linked tenant directory is refused while running, reported by verify, and refused at start', async () => {
     const dataDir = tempDir('siglake-wal-links-');
