@@ -72,6 +72,53 @@ export const COMMANDS: Readonly<Record<string, CommandHelp>> = {
     extra: [CONFIG_FLAG, HELP_FLAG],
     more: ['server.shutdownTimeoutSecs (--shutdown-timeout-secs) bounds how long running queries may finish on SIGTERM.'],
   },
+  drain: {
+    usage: ['siglake drain [flags]'],
+    summary:
+      'Land every record a WAL volume holds in the Iceberg tables, once the ingester that wrote it has stopped (a pod scaled down). Exit 0 only when nothing is left: the volume may then go (docs/iceberg.md).',
+    categories: ['wal', 'iceberg', 'logging'],
+    extra: [CONFIG_FLAG, HELP_FLAG],
+    more: ['A --wal-dir that does not exist or is no WAL root is refused (exit 2), never reported drained.'],
+  },
+  retention: {
+    usage: ['siglake retention [--once] [flags]'],
+    summary: "Enforce each table's retention over every namespace: drop old days, expire snapshots, delete unreferenced files (docs/iceberg.md).",
+    categories: ['iceberg', 'logging'],
+    extra: [{ flag: '--once', doc: 'Run one round and exit. Without it: a round every hour until SIGTERM.' }, CONFIG_FLAG, HELP_FLAG],
+  },
+  migrate: {
+    usage: ['siglake migrate [--all-namespaces] [--dry-run] [flags]'],
+    summary: 'Bring table schemas to this release (adds columns only; idempotent, safe while ingest and compaction run).',
+    categories: ['iceberg', 'logging'],
+    extra: [
+      { flag: '--all-namespaces', doc: 'Every tenant_* namespace too (default: the tables of main only).' },
+      { flag: '--dry-run', doc: 'Print what would change, change nothing.' },
+      CONFIG_FLAG,
+      HELP_FLAG,
+    ],
+  },
+  index: {
+    usage: [
+      'siglake index create|update --file F [--tenant T] [flags]',
+      'siglake index list [--tenant T] [flags]',
+      'siglake index show|delete NAME [--tenant T] [flags]',
+    ],
+    summary: "Manage a tenant's indexes offline, straight against the catalog and the warehouse (docs/indexes.md).",
+    categories: ['iceberg', 'logging'],
+    extra: [
+      { flag: '--file', value: 'F', doc: 'The YAML or JSON of an index definition (- for standard input).' },
+      { flag: '--tenant', value: 'T', doc: 'The tenant (default: default, namespace main).' },
+      CONFIG_FLAG,
+      HELP_FLAG,
+    ],
+    subcommands: [
+      { flag: 'create', doc: 'Create the index from --file; exit 1 with SIGLAKE_INDEX_EXISTS when the tenant has it.' },
+      { flag: 'update', doc: 'Replace its definition (mapped columns may be added, never retyped).' },
+      { flag: 'list', doc: "Print the tenant's indexes as JSON." },
+      { flag: 'show NAME', doc: 'Print one index as JSON.' },
+      { flag: 'delete NAME', doc: 'Drop the index from the catalog; what the WAL still holds for it is dropped, not landed.' },
+    ],
+  },
   config: {
     usage: ['siglake config reference'],
     summary: 'Print the configuration reference (Markdown, the text of docs/configuration.md): every setting as YAML key, flag and env var.',

@@ -65,11 +65,22 @@ describe('siglake --help on a terminal', () => {
     expect(widest(r.output)).toBeLessThanOrEqual(80);
   });
 
-  it.each([['wal'], ['config'], ['loadgen']])('%s --help exits 0 and fits 80 columns', async (cmd) => {
+  it.each([['wal'], ['config'], ['loadgen'], ['drain'], ['retention'], ['migrate'], ['index']])('%s --help exits 0 and fits 80 columns', async (cmd) => {
     const r = await siglake([cmd, '--help']);
     expect(r.code).toBe(0);
     expect(r.output).toMatch(new RegExp(`^usage: siglake ${cmd}`));
     expect(widest(r.output)).toBeLessThanOrEqual(80);
+  });
+
+  it('every command the usage names answers --help (drain, retention, migrate and index used to refuse it, exit 2)', async () => {
+    const usage = (await siglake(['--help'])).output;
+    const commands = [...usage.matchAll(/^ {2}([a-z]+) /gm)].map((m) => m[1]!);
+    expect(commands).toEqual(expect.arrayContaining(['ingest', 'compact', 'drain', 'query', 'index', 'retention', 'migrate']));
+    for (const cmd of new Set(commands)) {
+      const r = await siglake([cmd, '--help']);
+      expect(r.code, cmd).toBe(0);
+      expect(r.output, cmd).toMatch(new RegExp(`^usage: siglake ${cmd}`));
+    }
   });
 
   it('wal dump DIR -h and help <command> also answer help', async () => {
