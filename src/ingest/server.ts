@@ -2,7 +2,7 @@
 // on the main thread), the admission checks, the worker pool and /metrics, and
 // owns start-up and graceful shutdown.
 
-import { mkdirSync } from 'node:fs';
+import { accessSync, constants as fsConstants, mkdirSync, statSync } from 'node:fs';
 import { Piscina } from 'piscina';
 import client from 'prom-client';
 import type { TemplatedApp } from 'uWebSockets.js';
@@ -68,6 +68,7 @@ export class Ingester {
     const log = opts.log;
     const badRoot = walRootProblem(s.walDir);
     if (badRoot !== null) throw new ConfigError(badRoot);
+    usableWalDir(s.walDir);
     const { uws, native, failure } = loadUws(s.allowUwsFallback);
     if (!native) log.warn({ reason: failure }, 'uWebSockets.js runs on its JavaScript fallback: expect a fraction of the throughput');
     const walk = useOtlpWalk(s.otlpWalk);
@@ -346,5 +347,23 @@ export class Ingester {
       void thread.terminate();
       res.cork(() => res.end(`terminated thread ${tid} of shard ${shard}\n`));
     });
+  }
+}
+
+/**
+ * The WAL root exists (made when missing) and this process may write in it,
+ * or a ConfigError naming ingester.walDir (exit 2, with where the value came
+ * from), before anything else is made: the catalog file and the warehouse
+ * were left behind by a start that failed later on EACCES or EEXIST (exit 1).
+ */
+function usableWalDir(walDir: string): void {
+  try {
+    mkdirSync(walDir, { recursive: true });
+    if (!statSync(walDir).isDirectory()) throw new Error('not a directory');
+    accessSync(walDir, fsConstants.W_OK | fsConstants.X_OK);
+  } catch (e) {
+    const err = e as NodeJS.ErrnoException;
+    const why = err.code === 'EEXIST' || err.message === 'not a directory' ? `${walDir} is not a directory` : `${walDir} cannot be written (${err.code ?? err.message})`;
+    throw ConfigError.ofSetting('ingester.walDir', why);
   }
 }

@@ -66,6 +66,18 @@ describe('a directory inside a WAL root', () => {
   });
 });
 
+describe('a WAL directory the ingester cannot use', () => {
+  it('a file where the directory should be: exit 2 naming the setting and its source, nothing else made', () => {
+    // It failed with exit 1 and "EEXIST: mkdir", after the catalog file and the warehouse were made.
+    const dir = tempDir('siglake-wal-unusable-');
+    fs.writeFileSync(path.join(dir, 'afile'), '');
+    const r = runCli(['ingest', '--http-listen', '127.0.0.1:0', '--grpc-listen', '127.0.0.1:0', '--wal-dir', path.join(dir, 'afile')], { cwd: dir });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain(`invalid ingester.walDir (flag --wal-dir): ${path.join(dir, 'afile')} is not a directory`);
+    expect(fs.readdirSync(dir)).toEqual(['afile']);
+  });
+});
+
 describe('drain and compact --ingester-stopped need a WAL root', () => {
   it('a missing directory, or one that is no WAL root, is refused (exit 2), never reported "drained"', () => {
     // "drained" is the signal that the volume may go: a drain Job that mounted the volume elsewhere,
