@@ -404,13 +404,14 @@ export class ShardLoop {
     const r = recoverWal(walDir, (l) => LaneKey.at(l).shard(workers) === shard, { cutTornEarlier: this.#journal !== null });
     for (const [dir, next] of r.nextSegment) this.#nextSegment.set(dir, next);
     if (r.truncatedBytes > 0) this.#stats.addTruncatedBytes(r.truncatedBytes);
-    if (this.#journal !== null) {
-      // Every segment of an earlier life is durable now (replay synced what the journal held, a
-      // checkpoint the rest; markRecoveredLanes syncs what a killed round wrote past both) and no
-      // journal file names it, and this life never appends to one: mark them for the compactor,
-      // which under a journal takes nothing above a lane's marker.
-      markRecoveredLanes(r.nextSegment);
-    }
+    // Every segment of an earlier life is durable now (batch: replay synced what the journal held, a
+    // checkpoint the rest; markRecoveredLanes syncs what a killed round wrote past both, and whatever
+    // `interval` or `never` left in the page cache) and no journal file names it, and this life never
+    // appends to one: mark them for the compactor, which under a journal takes nothing above a lane's
+    // marker, and in every mode nothing at or above a lane's highest segment of this ingester's life.
+    // (After a worker thread was replaced, a quiet lane's last segment, written by the dead worker,
+    // stayed the lane's highest, unmarked: outside batch mode it never landed until the lane wrote again.)
+    markRecoveredLanes(r.nextSegment);
     for (const { lane, recovery } of r.lanes) {
       if (recovery.cut !== null) {
         this.#log.warn(
