@@ -45,6 +45,7 @@ import { WalIdentity } from './wal-identity.js';
 // Index registry hooks (src/indexes): mapped columns, labelled counters.
 import { LabelledCounts } from '../indexes/labelled-counts.js';
 import { mappedSchemaOf, type RowMapper } from '../indexes/mapping.js';
+import { OtlpWireError } from './otlp-wire-rows.js';
 import { deletedIndexProperty } from '../indexes/index-names.js';
 import { behindSchemaOf } from '../migrate/migrate.js';
 
@@ -80,6 +81,9 @@ export interface RoundResult {
 }
 
 /** One table's work in a round. */
+/** How long a lane that failed its round sits out before it is tried again. */
+const QUARANTINE_MS = 60_000;
+
 class TableWork {
   /** Lane key → highest segment read this round, for lanes that gave this table rows. */
   readonly progress = new Map<string, number>();
@@ -131,6 +135,10 @@ export class Compactor {
   readonly #stats: CompactorStats;
   readonly #now: () => number;
   readonly #reportedCorrupt = new Set<string>();
+  /** Lane directory → when it may be read again after a failure (a table that could not be loaded). */
+  readonly #quarantine = new Map<string, number>();
+  /** The lane the last round stopped at for its byte budget: the next starts there. */
+  #resumeAt: string | undefined;
   /** Tables of another engine already reported (once per process). */
   readonly #reportedForeign = new Set<string>();
   #firstError: string | undefined;
@@ -187,7 +195,24 @@ export class Compactor {
     try {
       // A `batch`-mode journal: segments below the highest are taken only once a checkpoint marked them (seal-rule.ts).
       const journaled = this.#o.sealRule.mode !== 'stopped' && hasShardJournal(this.#o.walDir);
-      lanes: for (const lane of listLaneDirs(this.#o.walDir)) {
+      // Round robin over the lanes: a round that runs out of its byte budget leaves the next one to
+      // start at the lane after the last it read from. (In a fixed order, one tenant's backlog took
+      // every round's budget and the lanes after it never landed.)
+      const all = listLaneDirs(this.#o.walDir);
+      const from = this.#resumeAt === undefined ? -1 : all.findIndex((l) => l.dir === this.#resumeAt);
+      const order = from > 0 ? [...all.slice(from), ...all.slice(0, from)] : all;
+      this.#resumeAt = undefined;
+      const now = Date.now();
+      let lastRead = -1;
+      lanes: for (let li = 0; li < order.length; li++) {
+        const lane = order[li]!;
+        // A lane whose table could not be read (or whose segment could not be opened) sits out a
+        // while: its failure must not stop every other tenant's landing round after round.
+        const until = this.#quarantine.get(lane.dir);
+        if (until !== undefined) {
+          if (now < until) continue;
+          this.#quarantine.delete(lane.dir);
+        }
         const files = listLaneFiles(lane.dir);
         const highest = files.maxNumber;
         const sealedUpTo = readSealedMarker(lane.dir);
@@ -196,11 +221,23 @@ export class Compactor {
           if (isEmptyFile(file.path)) continue; // a retired lane head, kept only for its number
           if (walBytes >= maxBytes) {
             backlog = true;
+            this.#resumeAt = order[(lastRead + 1) % order.length]!.dir;
             break lanes;
           }
+          lastRead = li;
           walId ??= this.#identity.get();
           const hasHigher = files.segments.some((s) => s.number > file.number);
-          const read = await this.#readSegment(walId, lane, file, hasHigher, tables);
+          let read: SegmentRead;
+          try {
+            read = await this.#readSegment(walId, lane, file, hasHigher, tables);
+          } catch (e) {
+            this.#quarantine.set(lane.dir, Date.now() + QUARANTINE_MS);
+            this.#o.log.error(
+              { lane: lane.dir, segment: file.name, err: (e as Error).message, retryInSecs: QUARANTINE_MS / 1000 },
+              'WAL lane could not be landed: the round is dropped, and the lane sits out while the others land',
+            );
+            throw e;
+          }
           reads.push(read);
           walBytes += read.size;
           this.#stats.walRead(read.size);
@@ -261,6 +298,7 @@ export class Compactor {
     const size = reader.size;
     let corrupt = false;
     let dropped = 0;
+    let undecodable: { offset: number; why: string } | undefined;
     try {
       for (let rec = reader.next(); rec !== null; rec = reader.next()) {
         const work = await this.#table(walId, lane, rec.type, tables);
@@ -276,8 +314,17 @@ export class Compactor {
         }
         const batch: Row[] = [];
         const emit = (row: Row) => batch.push(row);
-        if (rec.type === RecordType.LOGS) this.#decoder.logs(rec.payload, rec.timeMs, emit);
-        else this.#decoder.traces(rec.payload, rec.timeMs, emit);
+        try {
+          if (rec.type === RecordType.LOGS) this.#decoder.logs(rec.payload, rec.timeMs, emit);
+          else this.#decoder.traces(rec.payload, rec.timeMs, emit);
+        } catch (e) {
+          // A record whose checksum holds but whose payload does not decode (ingest validated it: a
+          // bug between the two): it cannot land; the rest of the segment does, and the segment is
+          // kept and counted as corrupt. (It threw out of the round, and no tenant landed again.)
+          if (!(e instanceof OtlpWireError)) throw e;
+          undecodable ??= { offset: rec.offset, why: e.message };
+          continue;
+        }
         if (batch.length === 0) continue;
         const share = rec.payload.length / batch.length;
         const mapper = work.mapper;
@@ -291,6 +338,17 @@ export class Compactor {
         touched.add(work);
         work.progress.set(key, Math.max(work.progress.get(key) ?? 0, file.number));
         if (!work.firstRouted.has(key)) work.firstRouted.set(key, file.number);
+      }
+      if (undecodable !== undefined) {
+        corrupt = true;
+        this.#stats.corrupt();
+        if (!this.#reportedCorrupt.has(file.path)) {
+          this.#reportedCorrupt.add(file.path);
+          this.#o.log.error(
+            { segment: file.path, offset: undecodable.offset, why: undecodable.why },
+            'WAL record does not decode: the segment\'s other records are landed, the file is kept (run siglake wal dump)',
+          );
+        }
       }
       const stop = reader.stop;
       // A torn end is a crash's unfinished append only in the lane's last segment (which recovery

@@ -14,7 +14,9 @@ import { createLogger } from '../../src/log.js';
 import { readSealedMarker, SEALED_MARKER, writeSealedMarker } from '../../src/wal/sealed-marker.js';
 import { indexTable, laneDir, LOGS_TABLE, TRACES_TABLE } from '../../src/wal/layout.js';
 import { listLaneFiles } from '../../src/wal/segment-files.js';
-import { RECORD_HEADER_SIZE, SEGMENT_HEADER_SIZE } from '../../src/wal/format.js';
+import { RECORD_HEADER_SIZE, RecordType, SEGMENT_HEADER_SIZE } from '../../src/wal/format.js';
+import { LaneWriter } from '../../src/wal/lane-writer.js';
+import { ProtoRoot } from '../../src/otlp/proto-root.js';
 import {
   duckParquet,
   duckQuery,
@@ -454,5 +456,62 @@ describe('compaction round', () => {
     expect(fs.existsSync(path.join(e.dir, 'warehouse'))).toBe(false);
     // The next round with a working catalog lands it.
     expect(await (await e.compactor()).runRound()).toMatchObject({ rows: 3, commits: 1, retired: 1 });
+  });
+
+  it('a record that does not decode keeps its segment, and every other record, of that lane and the others, lands', async () => {
+    // Its checksum holds but its payload is no OTLP (a LEN field past the end): the decoder's
+    // error threw out of the round, and no tenant landed anything again.
+    const e = env();
+    const w = new LaneWriter({ dir: laneDir(e.walDir, 'aaa', LOGS_TABLE), segmentBytes: 1 << 20 });
+    const root = ProtoRoot.load();
+    w.stage(RecordType.LOGS, 1, Date.now(), root.encodeLogsRequest(logsRequest(['a-before'])));
+    w.stage(RecordType.LOGS, 1, Date.now(), Uint8Array.from([0x0a, 0x05, 0x0a, 0x10, 0x00]));
+    w.stage(RecordType.LOGS, 1, Date.now(), root.encodeLogsRequest(logsRequest(['a-after'])));
+    w.flush();
+    await w.sync();
+    await w.close();
+    await writeLane(e.walDir, 'zzz', LOGS_TABLE, [{ type: 'logs', request: logsRequest(['z1']) }]);
+    await writeLane(e.walDir, 'default', LOGS_TABLE, [{ type: 'logs', request: logsRequest(['d1']) }]);
+    const c = await e.compactor();
+    expect(await c.runRound()).toMatchObject({ failedTables: 0, rows: 4 });
+    expect((await e.rows('tenant_aaa', 'logs')).map((x) => x['body']).sort()).toEqual(['a-after', 'a-before']);
+    expect((await e.rows('tenant_zzz', 'logs')).map((x) => x['body'])).toEqual(['z1']);
+    expect((await e.rows('main', 'logs')).map((x) => x['body'])).toEqual(['d1']);
+    expect(c.stats.corruptSegments).toBe(1);
+    expect(listLaneFiles(laneDir(e.walDir, 'aaa', LOGS_TABLE)).segments.map((x) => fs.statSync(x.path).size > SEGMENT_HEADER_SIZE)).toEqual([true]);
+    // Read again, it lands nothing twice.
+    await c.runRound();
+    expect(await e.rows('tenant_aaa', 'logs')).toHaveLength(2);
+  });
+
+  it("a lane whose table cannot be read sits out; the other tenants land from the next round on", async () => {
+    const e = env();
+    await writeLane(e.walDir, 'aaa', LOGS_TABLE, [{ type: 'logs', request: logsRequest(['a1']) }]);
+    await (await e.compactor()).runRound();
+    // aaa's current metadata file gone (an object store that lost it, an operator's slip).
+    fs.rmSync(new URL((await e.location('tenant_aaa', 'logs'))!));
+    await writeLane(e.walDir, 'aaa', LOGS_TABLE, [{ type: 'logs', request: logsRequest(['a2']) }]);
+    await writeLane(e.walDir, 'zzz', LOGS_TABLE, [{ type: 'logs', request: logsRequest(['z1']) }]);
+    const c = await e.compactor();
+    await expect(c.runRound()).rejects.toThrow();
+    expect(await c.runRound()).toMatchObject({ failedTables: 0, commits: 1 });
+    expect((await e.rows('tenant_zzz', 'logs')).map((x) => x['body'])).toEqual(['z1']);
+    // aaa's segment waits for its table, kept.
+    expect(listLaneFiles(laneDir(e.walDir, 'aaa', LOGS_TABLE)).segments.filter((x) => fs.statSync(x.path).size > SEGMENT_HEADER_SIZE)).toHaveLength(1);
+  });
+
+  it("one tenant's backlog does not starve the lanes after it: each round starts where the last ran out of budget", async () => {
+    const e = env();
+    const add = (tenant: string, tag: string) => writeLane(e.walDir, tenant, LOGS_TABLE, [{ type: 'logs', request: logsRequest(bodies(tag, 20)) }]);
+    for (let i = 0; i < 3; i++) await add('aaa', `a${i}`);
+    await add('zzz', 'z');
+    const c = await e.compactor({ maxRoundWalBytes: 1 }); // one segment a round
+    let zzz = 0;
+    for (let r = 0; r < 6 && zzz === 0; r++) {
+      await add('aaa', `a-new-${r}`); // aaa writes a segment every round
+      await c.runRound();
+      zzz = (await e.location('tenant_zzz', 'logs')) === null ? 0 : (await e.rows('tenant_zzz', 'logs')).length;
+    }
+    expect(zzz).toBe(20);
   });
 });
