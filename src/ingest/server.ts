@@ -35,7 +35,7 @@ import { useOtlpWalk } from '../otlp/wire-validator.js';
 import { ConfigError } from '../errors.js';
 import { dropSyncedPagesOps } from '../wal/page-cache.js';
 import { replayForeignJournals } from '../wal/journal.js';
-import { markWalRoot, walRootProblem } from '../wal/layout.js';
+import { lockWalRoot, markWalRoot, unlockWalRoot, walRootProblem } from '../wal/layout.js';
 
 export interface IngesterOptions {
   settings: Settings;
@@ -287,6 +287,7 @@ export class Ingester {
     }
     mkdirSync(this.#o.settings.walDir, { recursive: true });
     markWalRoot(this.#o.settings.walDir);
+    lockWalRoot(this.#o.settings.walDir); // drain and compact --ingester-stopped refuse while it is held
     // [commit journal] journals of another worker count: replayed before any worker owns their lanes.
     for (const [dir, r] of replayForeignJournals(this.#o.settings.walDir, this.#o.settings.workers)) {
       this.#o.log.info({ dir, files: r.files, entries: r.entries, rewritten: r.rewritten, rewrittenRecords: r.rewrittenRecords }, 'WAL journal of another worker count replayed');
@@ -330,6 +331,8 @@ export class Ingester {
     await compactorDone;
     await this.#indexes.close();
     this.#http.close();
+    // Every writer has sealed and closed: the WAL may be drained now (drain-on-shutdown comes next).
+    unlockWalRoot(s.walDir);
     return unanswered;
   }
 

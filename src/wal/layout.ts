@@ -5,7 +5,8 @@
 // validated already (src/tenancy/identifier.ts); listLaneDirs validates what
 // it finds on disk, because a disk holds whatever was put there.
 
-import { lstatSync, readdirSync, statSync, writeFileSync, type Dirent } from 'node:fs';
+import { lstatSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, type Dirent } from 'node:fs';
+import { hostname } from 'node:os';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { DEFAULT_TENANT, isValidIdentifier } from '../tenancy/identifier.js';
 import { JOURNAL_ROOT } from './journal-format.js';
@@ -189,6 +190,59 @@ export function walRootProblem(walDir: string, links = true): string | null {
   return `ingester.walDir ${walDir} holds a symbolic link where a tenant or lane directory lives (${named}): nothing that lands the WAL follows one, so what is written through it would never land; mount the disk at that path instead`;
 }
 
+/** The file a running `siglake ingest` keeps at its WAL root: who writes it now. */
+export const INGESTER_LOCK = '.siglake-ingester';
+
+interface IngesterLock {
+  readonly pid: number;
+  readonly host: string;
+  /** The process's start time in clock ticks since boot (/proc/<pid>/stat field 22): a reused pid is not it. */
+  readonly started: string | null;
+}
+
+function processStart(pid: number): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/** Writes the lock of this process at the root (replacing one a crashed ingester left). */
+export function lockWalRoot(dir: string): void {
+  const lock: IngesterLock = { pid: process.pid, host: hostname(), started: processStart(process.pid) };
+  writeFileSync(join(dir, INGESTER_LOCK), `${JSON.stringify(lock)}\n`);
+}
+
+/** Removes this process's lock (a stop that finished). */
+export function unlockWalRoot(dir: string): void {
+  rmSync(join(dir, INGESTER_LOCK), { force: true });
+}
+
+/**
+ * The ingester that writes `walDir` now, as a sentence, or null: a lock of a
+ * live process on this host with the same start time. A lock of another host
+ * cannot be checked from here (a pod gone, its volume mounted by a drain Job
+ * elsewhere): it is not taken as live.
+ */
+export function liveIngester(walDir: string): string | null {
+  let lock: IngesterLock;
+  try {
+    lock = JSON.parse(readFileSync(join(walDir, INGESTER_LOCK), 'utf8')) as IngesterLock;
+  } catch {
+    return null;
+  }
+  if (lock.host !== hostname() || !Number.isSafeInteger(lock.pid)) return null;
+  try {
+    process.kill(lock.pid, 0);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ESRCH') return null;
+  }
+  if (lock.started !== null && processStart(lock.pid) !== lock.started) return null;
+  return `an ingester (pid ${lock.pid}) writes ${walDir}: stop it first`;
+}
+
 /**
  * Why `walDir` cannot be drained, or null: a drain (or `compact
  * --ingester-stopped`) that found nothing to land says "drained", the signal
@@ -200,6 +254,10 @@ export function walRootProblem(walDir: string, links = true): string | null {
 export function drainRootProblem(walDir: string): string | null {
   const inside = walRootProblem(walDir, false);
   if (inside !== null) return inside;
+  // Beside a live writer a drain takes its live segments as sealed, lands them and truncates them
+  // while it still appends: acknowledged records lost, a segment left with a zeroed header.
+  const live = liveIngester(walDir);
+  if (live !== null) return `${live} (a drain, or compact --ingester-stopped, beside it lands and retires segments it still appends to)`;
   if (!exists(walDir, true)) return `ingester.walDir ${walDir} does not exist: nothing to drain there, and nothing that says the volume may go`;
   if (exists(join(walDir, WAL_ROOT_MARKER), false) || exists(join(walDir, JOURNAL_ROOT), true) || listLaneDirs(walDir).length > 0) return null;
   return `ingester.walDir ${walDir} is not a WAL root (no ${WAL_ROOT_MARKER}, no .journal, no lane): is the volume mounted there?`;

@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { followLogLines, type LogLine } from './log-lines.js';
-import { WAL_ROOT_MARKER } from '../../src/wal/layout.js';
+import { INGESTER_LOCK, WAL_ROOT_MARKER } from '../../src/wal/layout.js';
 
 export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const CLI = path.join(REPO, 'dist', 'cli.js');
@@ -197,8 +197,8 @@ export function listFiles(dir: string): string[] {
   const out: string[] = [];
   const walk = (d: string) => {
     for (const e of fs.readdirSync(d, { withFileTypes: true })) {
-      // The root marker every ingester writes at start (wal-format.md "Directories") is no request's doing.
-      if (d === dir && e.name === WAL_ROOT_MARKER) continue;
+      // The root marker and lock every ingester writes at start (wal-format.md "Directories") are no request's doing.
+      if (d === dir && (e.name === WAL_ROOT_MARKER || e.name === INGESTER_LOCK)) continue;
       const p = path.join(d, e.name);
       out.push(path.relative(dir, p) + (e.isDirectory() ? '/' : ''));
       if (e.isDirectory()) walk(p);

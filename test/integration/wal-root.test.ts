@@ -21,11 +21,12 @@
 //     and starts once it is gone
 
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli, startIngester, tempDir } from '../helpers/ingester.js';
 import { JOURNAL_ROOT } from '../../src/wal/journal-format.js';
-import { WAL_ROOT_MARKER } from '../../src/wal/layout.js';
+import { INGESTER_LOCK, WAL_ROOT_MARKER } from '../../src/wal/layout.js';
 import { until } from '../helpers/wait.js';
 import { Client, textsUnder } from '../helpers/tenancy-client.js';
 
@@ -97,6 +98,35 @@ describe('drain and compact --ingester-stopped need a WAL root', () => {
     expect(r.status).toBe(2);
     expect(r.stderr).toContain('is not a WAL root');
     expect(fs.existsSync(path.join(dir, 'catalog.db'))).toBe(false); // refused before anything was made
+  });
+});
+
+describe('drain beside a running ingester', () => {
+  it('is refused while the ingester runs (its lock names it), and drains once it stopped; a lock a dead process left does not block', async () => {
+    // Beside a live writer, a drain (or compact --ingester-stopped) took its live segment as sealed,
+    // landed it and truncated it while the writer still appended: acknowledged records lost.
+    const dataDir = tempDir('siglake-drain-live-');
+    const walDir = path.join(dataDir, 'wal');
+    const flags = ['--catalog-url', `sqlite:${path.join(dataDir, 'catalog.db')}`, '--warehouse', path.join(dataDir, 'warehouse')];
+    const ing = await startIngester({ dataDir, args: ['--compactor=false', ...flags] });
+    try {
+      const c = new Client(ing);
+      expect((await c.send('http', 'logs', 'live-1', {})).status).toBe(200);
+      c.close();
+      for (const args of [['drain'], ['compact', '--once', '--ingester-stopped']]) {
+        const r = runCli([...args, '--wal-dir', walDir, ...flags], { cwd: dataDir });
+        expect(r.status, r.stderr).toBe(2);
+        expect(r.stderr).toContain(`an ingester (pid ${ing.child.pid}) writes ${walDir}: stop it first`);
+      }
+    } finally {
+      expect(await ing.stop()).toBe(0);
+    }
+    expect(fs.existsSync(path.join(walDir, INGESTER_LOCK))).toBe(false);
+    // A lock left by a process that is gone (a crash) does not stand in the way.
+    fs.writeFileSync(path.join(walDir, INGESTER_LOCK), JSON.stringify({ pid: 2 ** 22 + 17, host: os.hostname(), started: '1' }));
+    const r = runCli(['drain', '--wal-dir', walDir, ...flags], { cwd: dataDir });
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain('"msg":"drained"');
   });
 });
 
