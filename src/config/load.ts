@@ -112,6 +112,14 @@ function nearestFlag(flag: string): string | undefined {
   return best;
 }
 
+/** Every key path that has settings below it (`server`, `ingester.rateLimit`, …). */
+const SECTIONS: ReadonlySet<string> = new Set(
+  [...byKey.keys()].flatMap((k) => {
+    const parts = k.split('.');
+    return parts.slice(1).map((_, i) => parts.slice(0, i + 1).join('.'));
+  }),
+);
+
 function flatten(obj: unknown, prefix: string, out: Map<string, unknown>, file: string): void {
   if (obj === null || obj === undefined) return;
   if (typeof obj !== 'object' || Array.isArray(obj)) {
@@ -120,7 +128,8 @@ function flatten(obj: unknown, prefix: string, out: Map<string, unknown>, file: 
   for (const [k, v] of Object.entries(obj as Record<string, unknown>)) {
     const path = prefix === '' ? k : `${prefix}.${k}`;
     if (byKey.has(path)) out.set(path, v);
-    else if (v !== null && typeof v === 'object' && !Array.isArray(v)) flatten(v, path, out, file);
+    // A map only where settings lie below: `foo: {bar: {}}` is an unknown key, even empty.
+    else if (v !== null && typeof v === 'object' && !Array.isArray(v) && SECTIONS.has(path)) flatten(v, path, out, file);
     else throw new ConfigError(`invalid file ${file}: unknown key ${path} (see \`siglake config reference\`)`);
   }
 }

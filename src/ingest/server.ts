@@ -3,6 +3,7 @@
 // owns start-up and graceful shutdown.
 
 import { accessSync, constants as fsConstants, mkdirSync, statSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { Piscina } from 'piscina';
 import client from 'prom-client';
 import type { TemplatedApp } from 'uWebSockets.js';
@@ -360,13 +361,28 @@ export class Ingester {
  * were left behind by a start that failed later on EACCES or EEXIST (exit 1).
  */
 function usableWalDir(walDir: string): void {
-  try {
-    mkdirSync(walDir, { recursive: true });
-    if (!statSync(walDir).isDirectory()) throw new Error('not a directory');
-    accessSync(walDir, fsConstants.W_OK | fsConstants.X_OK);
-  } catch (e) {
-    const err = e as NodeJS.ErrnoException;
-    const why = err.code === 'EEXIST' || err.message === 'not a directory' ? `${walDir} is not a directory` : `${walDir} cannot be written (${err.code ?? err.message})`;
-    throw ConfigError.ofSetting('ingester.walDir', why);
+  // Nothing is made here (a refused start leaves nothing): the directory, or the nearest one above
+  // it that exists (start() makes the rest), must be a directory this process may write in.
+  let at = resolve(walDir);
+  for (;;) {
+    let st;
+    try {
+      st = statSync(at);
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if ((code === 'ENOENT' || code === 'ENOTDIR') && dirname(at) !== at) {
+        if (code === 'ENOTDIR') throw ConfigError.ofSetting('ingester.walDir', `${walDir} lies under a file, not a directory`);
+        at = dirname(at);
+        continue;
+      }
+      throw ConfigError.ofSetting('ingester.walDir', `${walDir} cannot be read (${code ?? (e as Error).message})`);
+    }
+    if (!st.isDirectory()) throw ConfigError.ofSetting('ingester.walDir', at === resolve(walDir) ? `${walDir} is not a directory` : `${walDir} lies under a file, not a directory`);
+    try {
+      accessSync(at, fsConstants.W_OK | fsConstants.X_OK);
+    } catch (e) {
+      throw ConfigError.ofSetting('ingester.walDir', `${walDir} cannot be written (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+    }
+    return;
   }
 }

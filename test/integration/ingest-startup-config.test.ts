@@ -110,6 +110,21 @@ describe('configuration errors stop start-up with exit code 2 and one line', () 
     expect(line).toMatch(/unknown key/);
   });
 
+  it('an unknown key that holds only a map, even an empty one, is refused too', () => {
+    // `flatten` descended into any map: `foo: {bar: {}}` or a typo'd section with nested maps was accepted.
+    const dir = tempDir('siglake-yaml-');
+    for (const [text, key] of [
+      ['foo:\n  bar: {}\n', 'foo'],
+      ['server:\n  budget:\n    nope: {}\n', 'server.budget.nope'],
+    ] as const) {
+      const file = path.join(dir, 'siglake.yaml');
+      fs.writeFileSync(file, text);
+      const r = ingestMustFail(['--config', file]);
+      expect(r.status).toBe(2);
+      expect(oneLine(r.stderr)).toContain(`unknown key ${key} `);
+    }
+  });
+
   it('a YAML value of the wrong type names the setting and the file', () => {
     const dir = tempDir('siglake-yaml-');
     const file = path.join(dir, 'siglake.yaml');
