@@ -14,6 +14,8 @@ describe('siglake compact flags', () => {
       expect(r.stderr).toContain(`flag ${flag[0]} is a setting of siglake ingest`);
     }
     expect(fs.existsSync(`${dir}/catalog.db`), 'a refused run opens no catalog').toBe(false);
-    expect(runCli(['compact', '--once', '--ingester-stopped', '--wal-dir', `${dir}/wal`, '--catalog-url', `sqlite:${dir}/catalog.db`, '--warehouse', `${dir}/wh`, '--log-level', 'warn']).status).toBe(0);
+    // The same run without the ingest flag works (beside an ingester: a WAL not made yet is no error;
+    // --ingester-stopped, like drain, refuses a path that is no WAL root: wal-root.test.ts).
+    expect(runCli(['compact', '--once', '--wal-dir', `${dir}/wal`, '--catalog-url', `sqlite:${dir}/catalog.db`, '--warehouse', `${dir}/wh`, '--log-level', 'warn']).status).toBe(0);
   });
 });
