@@ -6,7 +6,7 @@
 // the writer (or recovery, after a restart) continues after it
 // (docs/wal-format.md "Directories").
 
-import { closeSync, fstatSync, fsyncSync, openSync, readSync, truncateSync, unlinkSync } from 'node:fs';
+import { closeSync, fstatSync, fsyncSync, openSync, readSync, statSync, truncateSync, unlinkSync } from 'node:fs';
 import { decodeSegmentHeader, SEGMENT_HEADER_SIZE } from './format.js';
 
 export interface RetiredSegment {
@@ -23,10 +23,14 @@ export interface RetiredSegment {
  * Retires one segment: deletes it when a higher one exists, else truncates it
  * to an empty segment that keeps its number; then fsyncs the file and the
  * directory. Returns false when there was nothing to do (already empty, or
- * gone); throws the file system's error otherwise.
+ * gone) or when it must not (its size is not the size it was read at);
+ * throws the file system's error otherwise.
  */
 export function retireSegment(seg: RetiredSegment): boolean {
   try {
+    // Grown since it was read: something still writes it (a compactor that took a live segment as
+    // sealed, beside an ingester it could not see). Its new records have not landed: keep it.
+    if (seg.size > 0 && statSync(seg.path).size !== seg.size) return false;
     if (seg.hasHigher) {
       unlinkSync(seg.path);
     } else {

@@ -49,4 +49,15 @@ describe('retireSegment', () => {
     expect(retireSegment({ laneDir: dir, path: hi!.path, size: 0, hasHigher: false })).toBe(false);
     expect(retireSegment({ laneDir: dir, path: lo!.path, size: loSize, hasHigher: true })).toBe(false);
   });
+
+  it('keeps a segment that grew since it was read: its new records have not landed', async () => {
+    // A compactor that took a live segment as sealed (beside an ingester it could not see) cut it
+    // to zero under the writer, who went on appending at its old offset: records lost.
+    const dir = await laneWithTwoSegments();
+    const [, hi] = listLaneFiles(dir).segments;
+    const readAt = fs.statSync(hi!.path).size;
+    fs.appendFileSync(hi!.path, Buffer.alloc(64, 1)); // the writer's next append
+    expect(retireSegment({ laneDir: dir, path: hi!.path, size: readAt, hasHigher: false })).toBe(false);
+    expect(fs.statSync(hi!.path).size).toBe(readAt + 64);
+  });
 });
