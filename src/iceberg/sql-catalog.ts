@@ -13,6 +13,7 @@
 // column, added by Iceberg Java with jdbc.schema-version=V1), rows are written
 // as TABLE and commits only match tables.
 
+import { existsSync } from 'node:fs';
 import { IcebergError } from './iceberg-error.js';
 import { PostgresDriver } from './postgres-driver.js';
 import type { SqlDriver } from './sql-driver.js';
@@ -34,6 +35,18 @@ const CREATE_NAMESPACE_PROPERTIES = `CREATE TABLE IF NOT EXISTS iceberg_namespac
   property_value VARCHAR(1000),
   PRIMARY KEY (catalog_name, namespace, property_key)
 )`;
+
+/**
+ * For a command that only reads or changes what a catalog holds (`index
+ * list`, `migrate`): the message when `url` is an SQLite catalog whose file
+ * does not exist, else null. Opening it would make an empty catalog there
+ * and answer "nothing" from it: in the wrong directory, a wrong answer.
+ */
+export function missingSqliteCatalog(url: string): string | null {
+  if (!url.startsWith('sqlite:')) return null;
+  const path = url.slice('sqlite:'.length).replace(/^\/\/(?=\/)/, '');
+  return existsSync(path) ? null : `catalog.url ${url}: no catalog there (nothing is made by this command; check the working directory or --catalog-url)`;
+}
 
 export class SqlCatalog {
   readonly catalogName: string;

@@ -18,7 +18,7 @@
 import fs from 'node:fs';
 import { loadCommandSettings } from '../config/load.js';
 import { closeWarehouse, openWarehouse } from '../iceberg/warehouse.js';
-import { SqlCatalog } from '../iceberg/sql-catalog.js';
+import { missingSqliteCatalog, SqlCatalog } from '../iceberg/sql-catalog.js';
 import { DEFAULT_TENANT } from '../tenancy/identifier.js';
 import { indexJson } from './http-handlers.js';
 import { IndexError } from './index-error.js';
@@ -71,6 +71,13 @@ export async function runIndexCommand(argv: string[]): Promise<number> {
   const loaded = loadCommandSettings(rest);
   if (loaded === undefined) return 2;
   const settings = loaded.settings;
+  // Only create may make the catalog; list, show, update and delete of one that is not there would
+  // make an empty one (in the wrong directory, say) and answer from it.
+  const missing = sub === 'create' ? null : missingSqliteCatalog(settings.catalogUrl);
+  if (missing !== null) {
+    process.stderr.write(`siglake: ${missing}\n`);
+    return 2;
+  }
   const catalog = SqlCatalog.open(settings.catalogUrl, settings.catalogName);
   // A local directory or an s3:// bucket (warehouse.path), as the compactor opens it.
   const storage = await openWarehouse(settings).catch(async (e: unknown) => {

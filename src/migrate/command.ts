@@ -7,7 +7,7 @@
 
 import { loadCommandSettings } from '../config/load.js';
 import { closeWarehouse, openWarehouse } from '../iceberg/warehouse.js';
-import { SqlCatalog } from '../iceberg/sql-catalog.js';
+import { missingSqliteCatalog, SqlCatalog } from '../iceberg/sql-catalog.js';
 import { Migrator } from './migrate.js';
 
 export async function runMigrateCommand(argv: string[]): Promise<number> {
@@ -16,6 +16,12 @@ export async function runMigrateCommand(argv: string[]): Promise<number> {
   const loaded = loadCommandSettings(argv.filter((a) => a !== '--all-namespaces' && a !== '--dry-run'));
   if (loaded === undefined) return 2;
   const settings = loaded.settings;
+  // Nothing to migrate in a catalog that is not there; opening it would make an empty one.
+  const missing = missingSqliteCatalog(settings.catalogUrl);
+  if (missing !== null) {
+    process.stderr.write(`siglake: ${missing}\n`);
+    return 2;
+  }
   const catalog = SqlCatalog.open(settings.catalogUrl, settings.catalogName);
   let failed = 0;
   let migrated = 0;

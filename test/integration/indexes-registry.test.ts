@@ -277,3 +277,17 @@ describe('index API handlers (PostgreSQL catalog)', () => {
     for (const f of s.fields.slice(24)) expect(f.id).toBeGreaterThan(106);
   });
 });
+
+describe('commands that read a catalog do not make one', () => {
+  it('index list, show and delete, and migrate, in a place with no catalog: exit 2, nothing made', () => {
+    // They opened ./data/catalog.db, made it, and answered {"indexes":[]} (exit 0) from the empty one.
+    const dir = tempDir('siglake-no-catalog-');
+    const flags = ['--catalog-url', `sqlite:${path.join(dir, 'data', 'catalog.db')}`, '--warehouse', path.join(dir, 'warehouse')];
+    for (const args of [['index', 'list'], ['index', 'show', 'payments'], ['index', 'delete', 'payments'], ['migrate', '--dry-run'], ['migrate']]) {
+      const r = runCli([...args, ...flags], { cwd: dir });
+      expect(r.status, args.join(' ')).toBe(2);
+      expect(r.stderr).toContain('no catalog there');
+    }
+    expect(fs.readdirSync(dir)).toEqual([]);
+  });
+});
