@@ -31,8 +31,14 @@ export class Budget {
   /** Charged here and not yet pushed to the shared counter (everything, in-process). */
   pendingRecords = 0;
   pendingBytes = 0;
-  /** Checked or charged since the last sync (only those are synced). */
+  /** Checked or charged since the last sync (only those are pushed). */
   touched = false;
+  /**
+   * [shared] Rounds since this replica last read the shared total, once it has
+   * pushed at all (-1 before): an idle scope is read again every few rounds,
+   * so its view and siglake_tenant_budget_remaining follow the other replicas.
+   */
+  idleRounds = -1;
   /**
    * [shared] A push to the shared counter not yet confirmed (its reply timed
    * out or failed): sent again, the same one, until Redis confirms it, which
@@ -74,6 +80,7 @@ export class Budget {
     this.inflight = prev.inflight;
     this.ownRecords = prev.ownRecords;
     this.ownBytes = prev.ownBytes;
+    this.idleRounds = prev.idleRounds;
     // Whatever prev had not pushed yet is this budget's to push now.
     prev.pendingRecords = 0;
     prev.pendingBytes = 0;

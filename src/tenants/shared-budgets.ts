@@ -15,6 +15,12 @@
 // merged into the next one and both ran: a one-second stall charged a budget
 // several times over, and every replica then refused the tenant all day.)
 //
+// A scope this replica has pushed for and no longer charges is read again
+// every IDLE_REFRESH_ROUNDS rounds (2 s by default; the push script with
+// nothing to add): its view, and siglake_tenant_budget_remaining, follow what
+// the other replicas spend even while no request for it comes here. (Before,
+// an idle replica kept the total of its last push until its next request.)
+//
 // Fail-open, as the rate buckets: a Redis failure counts
 // siglake_rate_budget_backend_errors_total and the replica goes on enforcing
 // what it knows (its own charges and the last total it read). A Redis that
@@ -44,6 +50,9 @@ if tonumber(ARGV[5]) > last then
 end
 return {tonumber(redis.call('GET', KEYS[1]) or '0'), tonumber(redis.call('GET', KEYS[2]) or '0')}
 `;
+
+/** How many sync rounds an idle scope's shared total may age before it is read again. */
+export const IDLE_REFRESH_ROUNDS = 10;
 
 interface PushPipeline {
   siglakeBudgetPush(records: string, bytes: string, pushed: string, r: number, y: number, expireAt: number, replica: string, seq: number): PushPipeline;
@@ -100,8 +109,14 @@ export class BudgetSync {
     for (const [scope, b] of this.#o.budgets()) {
       b.roll(now);
       let push = b.inflight;
+      if (push === null && !b.touched && b.pendingRecords === 0 && b.pendingBytes === 0) {
+        // Idle here: only read the total again, now and then (sequence 0 applies nothing).
+        if (b.idleRounds < 0 || ++b.idleRounds < IDLE_REFRESH_ROUNDS) continue;
+        b.idleRounds = 0;
+        work.push({ b, end: b.periodEndMs, push: { seq: 0, records: 0, bytes: 0 }, key: `${this.#prefix}${scope}:${b.periodEndMs}` });
+        continue;
+      }
       if (push === null) {
-        if (!b.touched && b.pendingRecords === 0 && b.pendingBytes === 0) continue;
         push = { seq: ++this.#seq, records: b.pendingRecords, bytes: b.pendingBytes };
         // Counted as shared at once, so the local view never dips while the push is in flight.
         b.sharedRecords += push.records;
@@ -111,6 +126,7 @@ export class BudgetSync {
         b.inflight = push;
       }
       b.touched = false;
+      b.idleRounds = 0;
       work.push({ b, end: b.periodEndMs, push, key: `${this.#prefix}${scope}:${b.periodEndMs}` });
     }
     if (work.length === 0) return;
@@ -136,10 +152,16 @@ export class BudgetSync {
         this.#o.onBackendError(err ?? new Error('unexpected reply from Redis'));
         continue;
       }
-      if (w.b.periodEndMs !== w.end || w.b.inflight !== w.push) continue; // rolled over, or adopted and sent by another budget meanwhile
-      w.b.inflight = null;
-      w.b.ownRecords += w.push.records;
-      w.b.ownBytes += w.push.bytes;
+      if (w.b.periodEndMs !== w.end) continue; // rolled over meanwhile
+      if (w.push.seq === 0) {
+        // A read: taken unless a push of this replica is unconfirmed (its total would count it twice).
+        if (w.b.inflight !== null) continue;
+      } else {
+        if (w.b.inflight !== w.push) continue; // adopted and sent by another budget meanwhile
+        w.b.inflight = null;
+        w.b.ownRecords += w.push.records;
+        w.b.ownBytes += w.push.bytes;
+      }
       // The total includes the push; anything charged since is still pending. Never below what
       // this replica itself added (a Redis that lost its data).
       w.b.sharedRecords = Math.max(totals[0]!, w.b.ownRecords);

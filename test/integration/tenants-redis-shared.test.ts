@@ -27,7 +27,7 @@ describe('two replicas share declared-tenant budgets and buckets through Redis',
     const dir = tempDir('siglake-tenants-redis-');
     const jwks = writeJwksFile(dir, [key.jwk]);
     file = path.join(dir, 'tenants.yaml');
-    fs.writeFileSync(file, 'tenants:\n  - id: shared\n    subjects: { claims: { org_id: shared } }\n    budget: { period: month, records: 4 }\n  - id: flood\n    subjects: { claims: { org_id: flood } }\n    rateLimit: { requestsPerSec: 0.01, burst: 6 }\n');
+    fs.writeFileSync(file, 'tenants:\n  - id: shared\n    subjects: { claims: { org_id: shared } }\n    budget: { period: month, records: 4 }\n  - id: idle\n    subjects: { claims: { org_id: idle } }\n    budget: { period: month, records: 4 }\n  - id: flood\n    subjects: { claims: { org_id: flood } }\n    rateLimit: { requestsPerSec: 0.01, burst: 6 }\n');
     redis = await RedisServer.start();
     const args = ['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--tenants-file', file, '--redis-url', redis.url, '--redis-timeout-ms', '2000'];
     [a, b] = await Promise.all([startIngester({ args }), startIngester({ args })]);
@@ -59,6 +59,29 @@ describe('two replicas share declared-tenant budgets and buckets through Redis',
     }, 10_000, "A's view of the shared budget to reach 0", 20);
     expect((await ca.send('grpc', 'logs', 'a9', await hdr('a9'))).code).toBe(grpc.status.RESOURCE_EXHAUSTED);
     expect(await a.metric('siglake_rate_budget_backend_errors_total')).toBe(0);
+  });
+
+  it("a replica that no longer serves a tenant still follows what the others spend of its budget", async () => {
+    // B charged once and then sat idle: it kept the total of its own push until its next request.
+    const idle = (ing: RunningIngester) => ing.metric('siglake_tenant_budget_remaining{tenant="idle",unit="records"}');
+    const hdr = async (sub: string) => ({ authorization: `Bearer ${await mint(key, { org_id: 'idle' }, { sub })}` });
+    expect((await cb.send('http', 'logs', 'i-b0', await hdr('i-b0'))).status).toBe(200);
+    // B's push is confirmed: the shared counter holds it (its view counted it as pending before).
+    const admin = new Redis(redis.url);
+    try {
+      await until(async () => {
+        const keys = await admin.keys('siglake:budget:t:idle:*:records');
+        return keys.length === 1 && (await admin.get(keys[0]!)) === '1';
+      }, 10_000, "B's own charge to reach Redis", 20);
+    } finally {
+      admin.disconnect();
+    }
+    await new Promise((r) => setTimeout(r, 500)); // and B has read that total back
+    expect(await idle(b)).toBe(3);
+    for (let i = 0; i < 3; i++) expect((await ca.send('http', 'logs', `i-a${i}`, await hdr(`i-a${i}`))).status).toBe(200);
+    await until(async () => (await idle(b)) === 0, 10_000, "idle B's view of the shared budget to reach 0", 50);
+    const r = await cb.send('grpc', 'logs', 'i-b1', await hdr('i-b1'));
+    expect(r.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
   });
 
   it("one tenant bucket for both replicas: the request past the burst is refused on either", async () => {
