@@ -1,7 +1,8 @@
 // Loading and reloading the tenants file (declared-tenants.md §1). At start-up
 // a bad file stops the process (exit 2, the message names tenant and field).
 // Afterwards the file is reloaded on SIGHUP and when it changes (fs.watch on
-// its directory, so an editor's rename-into-place is seen; debounced): a
+// its directory, so an editor's rename-into-place is seen, and so is a
+// Kubernetes ConfigMap's swap of its ..data link; debounced): a
 // reload that fails keeps the previous set, logs one line, counts
 // siglake_tenants_reload_failures_total and writes an audit event.
 
@@ -64,7 +65,9 @@ export class TenantsReloader {
     }
     try {
       this.#watcher = fs.watch(dir, { persistent: false }, (_event, name) => {
-        if (name !== null && name !== base) return;
+        // The file itself, or a Kubernetes ConfigMap/Secret update: the kubelet never writes
+        // tenants.yaml (a link to ..data/tenants.yaml); it renames a new ..data link into place.
+        if (name !== null && name !== base && !name.startsWith('..')) return;
         if (this.#timer !== undefined) clearTimeout(this.#timer);
         this.#timer = setTimeout(() => {
           this.#timer = undefined;

@@ -20,7 +20,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sleep } from '../helpers/wait.js';
+import { sleep, until } from '../helpers/wait.js';
 import { runCli, startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
 import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile, type KeyPair } from '../helpers/jwt.js';
 import { grpc } from '../helpers/grpc-client.js';
@@ -360,6 +360,36 @@ describe('tenants file at start-up and reload', () => {
       const accepted = (await ing.metric('siglake_tenant_requests_total{tenant="beta",outcome="accepted"}')) ?? 0;
       ok(await c.send('http', 'logs', 'b2', beta));
       expect(await ing.metric('siglake_tenant_requests_total{tenant="beta",outcome="accepted"}')).toBe(accepted + 1);
+    } finally {
+      c.close();
+      expect(await ing.stop()).toBe(0);
+    }
+  });
+});
+
+describe('tenants file mounted from a Kubernetes ConfigMap', () => {
+  it('is reloaded when the kubelet swaps the ..data link (the file itself is never written)', async () => {
+    // The kubelet's atomic writer: <dir>/tenants.yaml -> ..data/tenants.yaml, ..data -> ..<timestamp>;
+    // an update writes a new timestamped directory and renames a new ..data over the old one.
+    const cm = path.join(dir, 'configmap');
+    const version = (name: string, text: string): void => {
+      fs.mkdirSync(path.join(cm, name), { recursive: true });
+      fs.writeFileSync(path.join(cm, name, 'tenants.yaml'), text);
+      fs.symlinkSync(name, path.join(cm, '..data_tmp'));
+      fs.renameSync(path.join(cm, '..data_tmp'), path.join(cm, '..data'));
+    };
+    version('..2026_12_05_v1', 'tenants:\n  - id: alpha\n    subjects: { claims: { org_id: alpha } }\n');
+    fs.symlinkSync('..data/tenants.yaml', path.join(cm, 'tenants.yaml'));
+    const ing = await startIngester({ args: [...oidcArgs(jwks), '--tenants-file', path.join(cm, 'tenants.yaml')] });
+    const c = new Client(ing);
+    try {
+      const beta = await auth('beta-cm', { org_id: 'beta' });
+      ok(await c.send('http', 'logs', 'b-undeclared', beta));
+      expect(topDirs(ing.walDir)).not.toContain('beta');
+      version('..2026_12_05_v2', 'tenants:\n  - id: beta\n    subjects: { claims: { org_id: beta } }\n');
+      await until(() => ing.logs.some((l) => l.msg === 'tenants file reloaded'), 10_000, 'the reload after the ..data swap');
+      ok(await c.send('http', 'logs', 'b', beta));
+      expect(topDirs(ing.walDir)).toContain('beta');
     } finally {
       c.close();
       expect(await ing.stop()).toBe(0);
