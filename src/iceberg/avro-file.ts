@@ -41,7 +41,10 @@ export class AvroFile {
     const meta: [string, Buffer][] = [
       ['avro.schema', Buffer.from(JSON.stringify(schema), 'utf8')],
       ['avro.codec', Buffer.from('null', 'utf8')],
-      ...Object.entries(metadata).map(([k, v]) => [k, Buffer.from(v, 'utf8')] as [string, Buffer]),
+      // Never a second avro.schema or avro.codec: readers keep the last of a repeated key.
+      ...Object.entries(metadata)
+        .filter(([k]) => k !== 'avro.schema' && k !== 'avro.codec')
+        .map(([k, v]) => [k, Buffer.from(v, 'utf8')] as [string, Buffer]),
     ];
     parts.push(zigzag(meta.length));
     for (const [k, v] of meta) {

@@ -18,6 +18,7 @@
 
 import { randomInt, randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { AvroRecord } from './avro-file.js';
 import { IcebergError } from './iceberg-error.js';
 import { ManifestList } from './manifest-list.js';
 import { ManifestWriter, type WrittenManifest } from './manifest-writer.js';
@@ -138,7 +139,9 @@ export class TableAppender {
     const location = base.location;
     const parent = base.currentSnapshot();
     const sequenceNumber = base.lastSequenceNumber + 1n;
-    const inherited = parent === null ? [] : await ManifestList.read(this.#storage, parent.manifestList);
+    // Every manifest of the parent with a live file: one that only records an earlier snapshot's
+    // deletes (retention's) is not carried on.
+    const inherited = parent === null ? [] : (await ManifestList.read(this.#storage, parent.manifestList)).filter((m) => !onlyDeletes(m));
     const listLocation = `${location}/metadata/snap-${snapshotId}-${attempt}-${randomUUID()}.avro`;
     await ManifestList.write(this.#storage, listLocation, {
       snapshotId,
@@ -209,4 +212,10 @@ function summaryOf(parent: SnapshotView | null, req: AppendRequest, manifest: Wr
   for (const [k, v] of Object.entries(prev)) if (k.startsWith(SUMMARY_CARRY_PREFIX)) out[k] = v;
   for (const [k, v] of Object.entries(req.summary)) out[k] = v;
   return out;
+}
+
+/** A manifest-list entry whose manifest holds only DELETED entries (counts as v2 requires them). */
+function onlyDeletes(m: AvroRecord): boolean {
+  const n = (v: unknown) => Number(v ?? -1);
+  return n(m['added_files_count']) === 0 && n(m['existing_files_count']) === 0 && n(m['deleted_files_count']) > 0;
 }

@@ -128,44 +128,60 @@ export class Retention {
       let dropped = 0;
       let droppedRows = 0n;
       let droppedBytes = 0n;
+      let droppedDeleteFiles = 0;
       for (const m of list) {
         const { records, metadata } = AvroFile.decode(await this.#o.storage.get(String(m['manifest_path'])), String(m['manifest_path']));
         const live = records.filter((e) => e['status'] !== STATUS_DELETED);
+        // A manifest left with deleted entries only (an earlier delete) is carried no further.
+        if (live.length === 0 && records.length > 0) continue;
         const old = live.filter((e) => dayOf(e, schema) < cutoffDay);
         if (old.length === 0) {
           keptList.push(m);
           continue;
         }
-        dropped += old.length;
+        const isDeletes = Number(m['content'] ?? 0) === 1;
+        if (isDeletes) droppedDeleteFiles += old.length;
+        else dropped += old.length;
+        let oldRows = 0n;
         for (const e of old) {
           const f = e['data_file'] as AvroRecord;
-          droppedRows += BigInt(f['record_count'] as bigint);
+          oldRows += BigInt(f['record_count'] as bigint);
+          if (isDeletes) continue;
           droppedBytes += BigInt(f['file_size_in_bytes'] as bigint);
         }
+        if (!isDeletes) droppedRows += oldRows;
         const keep = live.filter((e) => dayOf(e, schema) >= cutoffDay);
-        if (keep.length === 0) continue;
-        // The manifest's surviving entries, EXISTING, with their inherited ids made explicit.
+        // The manifest again: its surviving entries EXISTING and the dropped ones DELETED by this
+        // snapshot (spec: a deleted file's entry has status 2 and the deleting snapshot's id), all
+        // with their inherited sequence numbers made explicit. Engines that expire snapshots by
+        // these entries (Iceberg Java's, Trino's) find the dropped files through them.
         const mSeq = m['sequence_number'] as bigint;
-        const entries: AvroRecord[] = keep.map((e) => ({
-          ...e,
-          status: 0,
-          snapshot_id: e['snapshot_id'] ?? m['added_snapshot_id'],
+        const explicit = (e: AvroRecord) => ({
           sequence_number: e['sequence_number'] ?? mSeq,
           file_sequence_number: e['file_sequence_number'] ?? e['sequence_number'] ?? mSeq,
-        }));
+        });
+        const entries: AvroRecord[] = [
+          ...keep.map((e) => ({ ...e, status: 0, snapshot_id: e['snapshot_id'] ?? m['added_snapshot_id'], ...explicit(e) })),
+          ...old.map((e) => ({ ...e, status: STATUS_DELETED, snapshot_id: snapshotId, ...explicit(e) })),
+        ];
         const path = `${location}/metadata/${randomUUID()}-m0.avro`;
-        const bytes = AvroFile.encode(ManifestWriter.entrySchema(schema), entries, Object.fromEntries(metadata));
+        // The Iceberg keys of the old header only: avro.schema and avro.codec describe the bytes
+        // written now (copied, they named the other writer's codec over uncompressed blocks).
+        const icebergKeys = Object.fromEntries([...metadata].filter(([k]) => !k.startsWith('avro.')));
+        const bytes = AvroFile.encode(ManifestWriter.entrySchema(schema), entries, icebergKeys);
         await this.#o.storage.putNew(path, bytes);
         written.push(path);
-        let minSeq = entries[0]!['sequence_number'] as bigint;
+        let minSeq = mSeq;
         let minDay = Infinity;
         let maxDay = -Infinity;
         let rows = 0n;
         for (const e of entries) {
-          if ((e['sequence_number'] as bigint) < minSeq) minSeq = e['sequence_number'] as bigint;
           const d = dayOf(e, schema);
           minDay = Math.min(minDay, d);
           maxDay = Math.max(maxDay, d);
+        }
+        for (const e of entries.slice(0, keep.length)) {
+          if ((e['sequence_number'] as bigint) < minSeq) minSeq = e['sequence_number'] as bigint;
           rows += BigInt((e['data_file'] as AvroRecord)['record_count'] as bigint);
         }
         keptList.push({
@@ -176,15 +192,15 @@ export class Retention {
           min_sequence_number: minSeq,
           added_snapshot_id: snapshotId,
           added_files_count: 0,
-          existing_files_count: entries.length,
-          deleted_files_count: 0,
+          existing_files_count: keep.length,
+          deleted_files_count: old.length,
           added_rows_count: 0n,
           existing_rows_count: rows,
-          deleted_rows_count: 0n,
+          deleted_rows_count: oldRows,
           partitions: [{ contains_null: false, contains_nan: null, lower_bound: int32(minDay), upper_bound: int32(maxDay) }],
         });
       }
-      if (dropped === 0) return 0;
+      if (dropped === 0 && droppedDeleteFiles === 0) return 0;
       const listLocation = `${location}/metadata/snap-${snapshotId}-${attempt}-${randomUUID()}.avro`;
       await this.#o.storage.putNew(
         listLocation,
@@ -210,6 +226,13 @@ export class Retention {
       total('total-records', droppedRows);
       total('total-files-size', droppedBytes);
       for (const k of ['total-delete-files', 'total-position-deletes', 'total-equality-deletes']) if (parent.summary[k] !== undefined) summary[k] = parent.summary[k]!;
+      if (droppedDeleteFiles > 0) {
+        // Delete files of the dropped days go with them; what they counted of the totals is no longer known exactly.
+        summary['removed-delete-files'] = String(droppedDeleteFiles);
+        total('total-delete-files', BigInt(droppedDeleteFiles));
+        delete summary['total-position-deletes'];
+        delete summary['total-equality-deletes'];
+      }
       const snap: SnapshotView = { snapshotId, parentSnapshotId: parent.snapshotId, sequenceNumber, timestampMs: now, manifestList: listLocation, summary };
       const next = cur.metadata.withAppend(snap, cur.metadataLocation, now);
       const nextLoc = `${location}/metadata/${TableMetadata.nextFileName(cur.metadataLocation)}`;
@@ -324,7 +347,8 @@ export class Retention {
           if (kept) throw unreadable(`the manifest ${p}`, e);
           continue;
         }
-        for (const e of records) out.add(String((e['data_file'] as AvroRecord)['file_path']));
+        // A DELETED entry records a removal: the file is live only in the snapshots before it.
+        for (const e of records) if (e['status'] !== STATUS_DELETED) out.add(String((e['data_file'] as AvroRecord)['file_path']));
       }
     }
     return out;

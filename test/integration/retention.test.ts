@@ -7,10 +7,13 @@
 // -9 at each step of a round leaves a table every reader opens, and a rerun
 // finishes the job.
 
+import avro from 'avsc';
 import fs from 'node:fs';
 import path from 'node:path';
+import zlib from 'node:zlib';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { AvroFile, type AvroRecord } from '../../src/iceberg/avro-file.js';
 import { duckParquet, duckQuery, filesUnder, icebirdDataFiles, icebirdRows } from '../helpers/iceberg.js';
 import { post } from '../helpers/http.js';
 import { runCli, startIngester } from '../helpers/ingester.js';
@@ -150,6 +153,65 @@ describe('siglake retention', () => {
     expect(r0.status, r0.stderr).toBe(0);
     expect(parquetFiles('tenant_quiet', 'logs')).toHaveLength(1);
     expect(await bodies('tenant_quiet', 'logs')).toEqual(['q-0']);
+  });
+
+  it("rewrites another engine's deflate manifest readably, and records the dropped files as DELETED entries of its snapshot", async () => {
+    await land([{ tenant: 'mixed', records: [['m-10', 10], ['m-0', 0]] }]);
+    const metaOf = async () => JSON.parse(fs.readFileSync(fileURLToPath((await lake.catalog.metadataLocation('tenant_mixed', 'logs'))!), 'utf8'));
+    const currentOf = (meta: { snapshots: { 'snapshot-id': number; 'manifest-list': string }[]; 'current-snapshot-id': number }) =>
+      meta.snapshots.find((x) => x['snapshot-id'] === meta['current-snapshot-id'])!;
+    const readList = (list: string): AvroRecord[] => AvroFile.decode(fs.readFileSync(fileURLToPath(list))).records;
+    const manifestsOf = async (list: string) => (readList(list)).map((m) => String(m['manifest_path']));
+    // The manifest as Iceberg Java or pyiceberg writes it: the same entries, deflate-compressed blocks.
+    const [manifest] = await manifestsOf(currentOf(await metaOf())['manifest-list']);
+    const orig = AvroFile.decode(fs.readFileSync(fileURLToPath(manifest!)));
+    const metadata: Record<string, Buffer> = {};
+    for (const [k, v] of orig.metadata) if (!k.startsWith('avro.')) metadata[k] = Buffer.from(v, 'utf8');
+    const deflated: Buffer[] = [];
+    const enc = new avro.streams.BlockEncoder(AvroFile.typeOf(orig.schema), {
+      codec: 'deflate',
+      codecs: { deflate: zlib.deflateRaw },
+      metadata, // avsc writes these header keys (its typings omit the option)
+    } as unknown as ConstructorParameters<typeof avro.streams.BlockEncoder>[1]);
+    enc.on('data', (b: Buffer) => deflated.push(b));
+    const done = new Promise((r) => enc.on('end', r));
+    for (const rec of orig.records) enc.write(rec);
+    enc.end();
+    await done;
+    fs.writeFileSync(fileURLToPath(manifest!), Buffer.concat(deflated));
+    const reencoded = AvroFile.decode(fs.readFileSync(fileURLToPath(manifest!)));
+    expect([reencoded.metadata.get('avro.codec'), reencoded.metadata.get('partition-spec-id'), reencoded.records.length]).toEqual(['deflate', '0', 2]);
+    expect(await bodies('tenant_mixed', 'logs')).toEqual(['m-0', 'm-10']);
+
+    const r = runCli(['retention', '--once', ...[...flags, '--retention-logs-days', '7', '--retention-snapshot-max-age-hours', '24']]);
+    expect(r.status, r.stderr).toBe(0);
+    // Every reader still opens it (the header named deflate over uncompressed blocks: "invalid stored block lengths").
+    expect(await bodies('tenant_mixed', 'logs')).toEqual(['m-0']);
+    const meta = await metaOf();
+    const cur = currentOf(meta);
+    const [rewritten, ...more] = await manifestsOf(cur['manifest-list']);
+    expect(more).toEqual([]);
+    const file = AvroFile.decode(fs.readFileSync(fileURLToPath(rewritten!)));
+    expect(file.metadata.get('avro.codec')).toBe('null');
+    expect(file.metadata.get('content')).toBe('data');
+    const raw = fs.readFileSync(fileURLToPath(rewritten!)).toString('latin1');
+    expect(raw.split('avro.codec').length - 1).toBe(1);
+    const entries = file.records.map((e) => ({ status: e['status'], snapshot: String(e['snapshot_id']), day: Number(((e['data_file'] as Record<string, unknown>)['partition'] as Record<string, unknown>)['time_day']) }));
+    const todayDay = Math.floor(Date.now() / 86_400_000);
+    expect(entries.sort((a, b) => a.day - b.day)).toEqual([
+      { status: 2, snapshot: String(cur['snapshot-id']), day: todayDay - 10 },
+      { status: 0, snapshot: String(meta.snapshots.find((x: { 'snapshot-id': number }) => x['snapshot-id'] !== cur['snapshot-id'])['snapshot-id']), day: todayDay },
+    ]);
+    const listed = readList(cur['manifest-list'])[0]!;
+    expect([listed['existing_files_count'], listed['deleted_files_count'], String(listed['added_snapshot_id'])]).toEqual([1, 1, String(cur['snapshot-id'])]);
+    // The next append does not carry a manifest of deletes only; expiry still finds the dropped file.
+    await land([{ tenant: 'mixed', records: [['m-0b', 0]] }]);
+    expect(await bodies('tenant_mixed', 'logs')).toEqual(['m-0', 'm-0b']);
+    expect(parquetFiles('tenant_mixed', 'logs')).toHaveLength(3);
+    const r0 = runCli(['retention', '--once', ...flags, '--retention-logs-days', '7', '--retention-snapshot-max-age-hours', '0']);
+    expect(r0.status, r0.stderr).toBe(0);
+    expect(parquetFiles('tenant_mixed', 'logs')).toHaveLength(2);
+    expect(await bodies('tenant_mixed', 'logs')).toEqual(['m-0', 'm-0b']);
   });
 
   for (const step of ['dropped', 'expired', 'deleting'] as const) {
