@@ -47,8 +47,8 @@ export class OtlpRowDecoder {
       for (const sl of (rl['scopeLogs'] as Msg[]) ?? []) {
         const scope = scopeParts(sl);
         for (const lr of (sl['logRecords'] as Msg[]) ?? []) {
-          const t = u64(lr['timeUnixNano']);
-          const o = u64(lr['observedTimeUnixNano']);
+          const t = nanos(lr['timeUnixNano']);
+          const o = nanos(lr['observedTimeUnixNano']);
           const body = lr['body'] as Msg | null | undefined;
           const kind = body == null ? undefined : (body['value'] as string | undefined);
           emit([
@@ -73,7 +73,7 @@ export class OtlpRowDecoder {
             scope.attributes,
             scope.schemaUrl,
             mapOf(lr['attributes'] as Msg[]),
-            (lr['droppedAttributesCount'] as number) >>> 0,
+            count(lr['droppedAttributesCount']),
             res.serviceNamespace,
             res.environment,
           ]);
@@ -94,8 +94,8 @@ export class OtlpRowDecoder {
       for (const ss of (rs['scopeSpans'] as Msg[]) ?? []) {
         const scope = scopeParts(ss);
         for (const sp of (ss['spans'] as Msg[]) ?? []) {
-          const start = u64(sp['startTimeUnixNano']);
-          const end = u64(sp['endTimeUnixNano']);
+          const start = nanos(sp['startTimeUnixNano']);
+          const end = nanos(sp['endTimeUnixNano']);
           const status = sp['status'] as Msg | null | undefined;
           const events = (sp['events'] as Msg[]) ?? [];
           const links = (sp['links'] as Msg[]) ?? [];
@@ -123,11 +123,11 @@ export class OtlpRowDecoder {
             scope.attributes,
             scope.schemaUrl,
             mapOf(sp['attributes'] as Msg[]),
-            (sp['droppedAttributesCount'] as number) >>> 0,
+            count(sp['droppedAttributesCount']),
             events.length === 0 ? null : JSON.stringify(events.map(eventJson)),
-            (sp['droppedEventsCount'] as number) >>> 0,
+            count(sp['droppedEventsCount']),
             links.length === 0 ? null : JSON.stringify(links.map(linkJson)),
-            (sp['droppedLinksCount'] as number) >>> 0,
+            count(sp['droppedLinksCount']),
             res.serviceNamespace,
             res.environment,
           ]);
@@ -172,7 +172,7 @@ function resourceParts(r: Msg): {
     serviceName,
     serviceNamespace,
     environment,
-    dropped: resource == null ? 0 : (resource['droppedAttributesCount'] as number) >>> 0,
+    dropped: resource == null ? 0 : count(resource['droppedAttributesCount']),
     schemaUrl: nonEmpty(r['schemaUrl']),
   };
 }
@@ -289,6 +289,21 @@ function jsonOf(v: Msg): unknown {
 export function setJsonKey(out: Record<string, unknown>, key: string, value: unknown): void {
   if (key === '__proto__') Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
   else out[key] = value;
+}
+
+/** The largest values of the signed Iceberg columns (long, int) OTLP's unsigned fields land in. */
+export const INT64_MAX = 2n ** 63n - 1n;
+export const INT32_MAX = 2 ** 31 - 1;
+
+/** A fixed64 timestamp (ns) for a `long` column: past 2^63 − 1 it is unknown, as 0 is. */
+function nanos(v: unknown): bigint {
+  const n = u64(v);
+  return n > INT64_MAX ? 0n : n;
+}
+
+/** A uint32 count for an `int` column, capped at 2^31 − 1. */
+function count(v: unknown): number {
+  return Math.min((v as number) >>> 0, INT32_MAX);
 }
 
 function u64(v: unknown): bigint {

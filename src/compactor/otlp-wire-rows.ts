@@ -24,7 +24,7 @@
 // wrong wire type for a known field) throws; the compactor reports the
 // segment as it does for any payload it cannot decode.
 
-import { setJsonKey, type MapValue, type Row } from './otlp-row-decoder.js';
+import { INT32_MAX, INT64_MAX, setJsonKey, type MapValue, type Row } from './otlp-row-decoder.js';
 
 const EMPTY_MAP: MapValue = Object.freeze([]) as unknown as MapValue;
 
@@ -164,10 +164,10 @@ export class OtlpWireRows {
       const tag = this.#tag(end);
       switch (tag) {
         case (1 << 3) | I64:
-          t = this.#fixed64(end);
+          t = this.#nanos(end);
           break;
         case (11 << 3) | I64:
-          o = this.#fixed64(end);
+          o = this.#nanos(end);
           break;
         case (2 << 3) | VARINT:
           severity = this.#varint32(end) | 0;
@@ -182,7 +182,7 @@ export class OtlpWireRows {
           attrs = this.#keyValueInto(attrs, end);
           break;
         case (7 << 3) | VARINT:
-          dropped = this.#varint32(end);
+          dropped = this.#count(end);
           break;
         case (8 << 3) | I32:
           flags = this.#fixed32(end);
@@ -282,16 +282,16 @@ export class OtlpWireRows {
           kind = this.#varint32(end) | 0;
           break;
         case (7 << 3) | I64:
-          startNs = this.#fixed64(end);
+          startNs = this.#nanos(end);
           break;
         case (8 << 3) | I64:
-          endNs = this.#fixed64(end);
+          endNs = this.#nanos(end);
           break;
         case (9 << 3) | LEN:
           attrs = this.#keyValueInto(attrs, end);
           break;
         case (10 << 3) | VARINT:
-          dropped = this.#varint32(end);
+          dropped = this.#count(end);
           break;
         case (11 << 3) | LEN: {
           const s = this.#range(end);
@@ -301,7 +301,7 @@ export class OtlpWireRows {
           break;
         }
         case (12 << 3) | VARINT:
-          droppedEvents = this.#varint32(end);
+          droppedEvents = this.#count(end);
           break;
         case (13 << 3) | LEN: {
           const s = this.#range(end);
@@ -311,7 +311,7 @@ export class OtlpWireRows {
           break;
         }
         case (14 << 3) | VARINT:
-          droppedLinks = this.#varint32(end);
+          droppedLinks = this.#count(end);
           break;
         case (15 << 3) | LEN:
           status = this.#occurrence(status, end);
@@ -465,7 +465,7 @@ export class OtlpWireRows {
         while (this.#pos < re) {
           const tag = this.#tag(re);
           if (tag === ((1 << 3) | LEN)) attrs = this.#keyValueInto(attrs, re);
-          else if (tag === ((2 << 3) | VARINT)) dropped = this.#varint32(re);
+          else if (tag === ((2 << 3) | VARINT)) dropped = this.#count(re);
           else this.#skipField(tag, re, RESOURCE_FIELDS);
         }
       }
@@ -754,6 +754,21 @@ export class OtlpWireRows {
       if (x < 0x80) break;
     }
     return BigInt.asIntN(64, (BigInt(hi >>> 0) << 32n) | BigInt(lo >>> 0));
+  }
+
+  /**
+   * A fixed64 timestamp (ns) for a signed 64-bit column: one past 2^63 − 1
+   * (after the year 2262) is unknown, as 0 is (valid OTLP, but the Parquet
+   * writer threw on it for the whole table, round after round).
+   */
+  #nanos(end: number): bigint {
+    const v = this.#fixed64(end);
+    return v > INT64_MAX ? 0n : v;
+  }
+
+  /** A uint32 count for a signed 32-bit column: capped at 2^31 − 1. */
+  #count(end: number): number {
+    return Math.min(this.#varint32(end), INT32_MAX);
   }
 
   #fixed64(end: number): bigint {
