@@ -32,11 +32,20 @@ export interface RunOptions {
 export async function runQuery(engine: TenantEngine, sql: string, opts: RunOptions): Promise<QueryResult> {
   const conn = await engine.borrow();
   let timedOut = false;
+  // DuckDB drops an interrupt that arrives while the statement is parsed or prepared (nothing
+  // runs yet), so a stop is sent again every 20 ms until the query settles, and checked once the
+  // statement is prepared. (Once only, a hang-up or the timeout during the prepare was lost: the
+  // query ran on, to query.timeoutSecs or for good.)
+  let again: NodeJS.Timeout | undefined;
+  const stop = (): void => {
+    conn.conn.interrupt();
+    again ??= setInterval(() => conn.conn.interrupt(), 20);
+  };
   const timer = setTimeout(() => {
     timedOut = true;
-    conn.conn.interrupt();
+    stop();
   }, opts.timeoutMs);
-  const onAbort = () => conn.conn.interrupt();
+  const onAbort = stop;
   opts.signal?.addEventListener('abort', onAbort);
   // A caller that hung up while the tables were being read (before this listener existed) stops
   // the query before it starts: the abort event has fired already and would never reach it.
@@ -52,6 +61,8 @@ export async function runQuery(engine: TenantEngine, sql: string, opts: RunOptio
   try {
     statement = await prepareReadOnly(engine, conn, sql);
     executed = true;
+    if (timedOut) throw timeoutError(opts.limitSecs ?? opts.timeoutMs / 1000);
+    if (aborted(opts.signal)) throw cancelledError();
     const result = await statement.prepared.stream();
     const names = result.columnNames();
     const types = result.columnTypes();
@@ -78,6 +89,7 @@ export async function runQuery(engine: TenantEngine, sql: string, opts: RunOptio
     throw executionError(e, statement?.prepared);
   } finally {
     clearTimeout(timer);
+    clearInterval(again);
     opts.signal?.removeEventListener('abort', onAbort);
     // A truncated or failed query may still have work queued: stop it, and do not reuse its connection.
     // A kept statement stays with its connection (closed with it when the connection is not reused).

@@ -26,3 +26,26 @@ describe('runQuery with a signal aborted before it starts', () => {
     expect(next.rows).toEqual([[42]]);
   });
 });
+
+describe('runQuery with a signal aborted while the statement is being prepared', () => {
+  it('is cancelled whenever the hang-up comes: never left to run to its timeout', async () => {
+    // DuckDB drops an interrupt that arrives while a statement is parsed or prepared (no query
+    // running yet): the query then ran to query.timeoutSecs. So an abort a few event-loop turns
+    // after the call, at each of a dozen moments, must answer "cancelled", not "timed out".
+    const outcomes: string[] = [];
+    for (let ticks = 0; ticks < 12; ticks++) {
+      for (let rep = 0; rep < 2; rep++) {
+        const hungUp = new AbortController();
+        // A text of its own each time, so that nothing is cached and every step runs.
+        const sql = `SELECT sum(range % 7) + ${ticks * 10 + rep} AS s FROM range(100000000000000)`;
+        const run = runQuery(engine, sql, { maxRows: 10, timeoutMs: 5_000, signal: hungUp.signal });
+        for (let n = 0; n < ticks; n++) await new Promise<void>((r) => setImmediate(r));
+        hungUp.abort();
+        outcomes.push(await run.then(() => 'answered', (e: { code?: string }) => e.code ?? String(e)));
+      }
+    }
+    expect(outcomes).toEqual(Array(24).fill('SIGLAKE_UNAVAILABLE'));
+    const next = await runQuery(engine, 'SELECT 41 + 1 AS n', { maxRows: 10, timeoutMs: 10_000 });
+    expect(next.rows).toEqual([[42]]);
+  }, 180_000);
+});
