@@ -17,7 +17,7 @@ import type { BudgetRefusal } from '../tenants/declared-tenants.js';
 import type { PendingRequest } from '../shard/dispatcher.js';
 import { INVALID_ROUTING_HEADER, installGrpcHeaderGuard } from './grpc-header-guard.js';
 import { tapOfCall, tapSocket } from './grpc-header-tap.js';
-import { installGrpcTransportRefusals, refusedForSize } from './grpc-transport-refusals.js';
+import { installGrpcTransportRefusals, transportRefusal } from './grpc-transport-refusals.js';
 import { Answers } from './answers.js';
 import { asRefusal, DRAINING, grpcStatusDetails, logRefusal } from './responses.js';
 
@@ -44,7 +44,6 @@ function refusalMetadata(e: IngestError): grpc.Metadata {
 }
 
 const requestTimeout = new IngestError('SIGLAKE_REQUEST_TIMEOUT', 'request message not received in time (--request-timeout-secs)');
-const messageTooLarge = new IngestError('SIGLAKE_BODY_TOO_LARGE', 'request message too large (--max-request-bytes)');
 
 function method(path: string): grpc.MethodDefinition<Buffer, Buffer> {
   return {
@@ -248,14 +247,16 @@ export class GrpcAcceptor {
       this.#o.metrics.request(endpoint, e.httpStatus);
       call.sendStatus(statusOf(e));
     };
-    // grpc-js refused the message for its size and answered it itself (413): counted as that,
-    // once, whichever of the half-close and the close comes (a half-close was refused again as
-    // a short message and counted a 400; a close alone left it uncounted).
-    const countedForSize = (): boolean => {
-      if (refused || !refusedForSize(call)) return false;
+    // grpc-js refused the message itself (its size: 413; it does not inflate: 400; an unknown
+    // grpc-encoding: 415) and answered it: counted as that, once, whichever of the half-close
+    // and the close comes (a half-close was refused again as a short message and counted a 400;
+    // a close alone left it uncounted).
+    const countedTransport = (): boolean => {
+      const e = refused ? undefined : transportRefusal(call);
+      if (e === undefined) return false;
       refused = true;
-      logRefusal(this.#o.log, messageTooLarge, endpoint, messageTooLarge);
-      this.#o.metrics.request(endpoint, messageTooLarge.httpStatus);
+      logRefusal(this.#o.log, e, endpoint, e);
+      this.#o.metrics.request(endpoint, e.httpStatus);
       return true;
     };
     return new grpc.ServerInterceptingCall(
@@ -321,7 +322,7 @@ export class GrpcAcceptor {
                   // A stream reset or a connection closed mid-message ends its readable side too:
                   // that call was abandoned (counted as aborted), not a bad request to answer.
                   if (where !== undefined && (where.stream.aborted || where.stream.destroyed)) return;
-                  if (countedForSize()) return;
+                  if (countedTransport()) return;
                   refuse(shortMessage);
                   return;
                 }
@@ -332,7 +333,7 @@ export class GrpcAcceptor {
               .withOnCancel(() => {
                 clear();
                 release();
-                countedForSize();
+                countedTransport();
                 if (where !== undefined && where.stream.aborted) this.#o.metrics.aborted(endpoint);
               })
               .build(),

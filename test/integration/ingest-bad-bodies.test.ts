@@ -4,6 +4,7 @@
 // ingester that saw only bad bodies has no file and no lane); the process stays
 // up and counts every status.
 
+import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOGS_EXPORT, RawGrpcClient, grpc, rawGrpcCall } from '../helpers/grpc-client.js';
 import { ManualUpload, post, postChunked, type HttpReply } from '../helpers/http.js';
@@ -321,6 +322,22 @@ describe('bad bodies', () => {
     expect(r.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
     expect(r.errorCode).toBe('SIGLAKE_BODY_TOO_LARGE');
     expect(await ing.metric('siglake_process_rss_bytes')).toBeLessThan(768 * 1024 * 1024);
+  });
+
+  it('gRPC: a compressed message that does not inflate → INVALID_ARGUMENT SIGLAKE_BAD_BODY; an unknown grpc-encoding → INVALID_ARGUMENT SIGLAKE_UNSUPPORTED_MEDIA; both counted', async () => {
+    // grpc-js answered these itself: INTERNAL (which exporters drop as our bug) and UNIMPLEMENTED,
+    // with no ErrorInfo, and neither was counted.
+    const gz = gzipSync(logsProto(['t']));
+    for (const [name, body] of [['not gzip at all', Buffer.from('not gzip at all')], ['a truncated gzip stream', gz.subarray(0, gz.length - 9)]] as const) {
+      const r = await rawGrpcCall(ing.grpcAddress, LOGS_EXPORT, body, { compressed: true });
+      count('/v1/logs', 400);
+      expect([r.code, r.errorCode], name).toEqual([grpc.status.INVALID_ARGUMENT, 'SIGLAKE_BAD_BODY']);
+      expect(r.message, name).toMatch(/does not decompress/);
+    }
+    const br = await rawGrpcCall(ing.grpcAddress, LOGS_EXPORT, Buffer.from('whatever'), { compressed: true, headers: { 'grpc-encoding': 'br' } });
+    count('/v1/logs', 415);
+    expect([br.code, br.errorCode]).toEqual([grpc.status.INVALID_ARGUMENT, 'SIGLAKE_UNSUPPORTED_MEDIA']);
+    expect(br.message).toMatch(/unsupported grpc-encoding "br"/);
   });
 
   it('nothing reached the WAL: no file, no lane, no tenant', async () => {
