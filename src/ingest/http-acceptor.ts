@@ -67,7 +67,8 @@ type HeaderRecord = IngestHeaders & {
 function encodingOf(contentType: string): number {
   const semi = contentType.indexOf(';');
   const base = (semi === -1 ? contentType : contentType.slice(0, semi)).trim().toLowerCase();
-  if (base === 'application/x-protobuf' || base === 'application/protobuf') return Encoding.PROTOBUF;
+  if (base === 'application/x-protobuf') return Encoding.PROTOBUF;
+  if (base === 'application/protobuf') return Encoding.PROTOBUF_ALT;
   if (base === 'application/json') return Encoding.JSON;
   return -1;
 }

@@ -7,10 +7,11 @@
 import { ERROR_DOMAIN, IngestError, type ErrorCode } from '../errors.js';
 import { LogThrottle, type Logger } from '../log.js';
 
-export const Encoding = { PROTOBUF: 0, JSON: 1, TEXT: 2 } as const;
+/** How a response is encoded; PROTOBUF_ALT is protobuf for a request sent as `application/protobuf`, answered in kind. */
+export const Encoding = { PROTOBUF: 0, JSON: 1, TEXT: 2, PROTOBUF_ALT: 3 } as const;
 export type EncodingCode = (typeof Encoding)[keyof typeof Encoding];
 
-export const CONTENT_TYPES = ['application/x-protobuf', 'application/json', 'text/plain; charset=utf-8'] as const;
+export const CONTENT_TYPES = ['application/x-protobuf', 'application/json', 'text/plain; charset=utf-8', 'application/protobuf'] as const;
 
 /** Refusals both transports make before a request reaches a worker. */
 export const DRAINING = new IngestError('SIGLAKE_DRAINING', 'ingester shutting down: retry on another instance');
@@ -21,7 +22,7 @@ export const ADMISSION_FAILED = new IngestError(
 );
 
 /** Empty Export*ServiceResponse: zero protobuf bytes, or `{}`. */
-export const EMPTY_RESPONSE: readonly Uint8Array[] = [new Uint8Array(0), new TextEncoder().encode('{}'), new Uint8Array(0)];
+export const EMPTY_RESPONSE: readonly Uint8Array[] = [new Uint8Array(0), new TextEncoder().encode('{}'), new Uint8Array(0), new Uint8Array(0)];
 
 const STATUS_LINES: Record<number, string> = {
   200: '200 OK',
@@ -131,9 +132,9 @@ export function encodeStatusJson(err: IngestError): Uint8Array {
   return utf8.encode(JSON.stringify({ code: err.grpcCode, message: err.message, details }));
 }
 
-// Per error object: [protobuf, JSON, text] bodies, then the gRPC status details.
+// Per error object: [protobuf, JSON, text, protobuf again (application/protobuf)] bodies, then the gRPC status details.
 const cache = new WeakMap<IngestError, (Uint8Array | undefined)[]>();
-const GRPC_DETAILS = 3;
+const GRPC_DETAILS = 4;
 
 function cached(err: IngestError, slot: number, make: () => Uint8Array): Uint8Array {
   let entry = cache.get(err);
@@ -147,7 +148,7 @@ function cached(err: IngestError, slot: number, make: () => Uint8Array): Uint8Ar
 /** The refusal body of `err` in `encoding`, cached on the error object. */
 export function refusalBody(err: IngestError, encoding: EncodingCode): Uint8Array {
   return cached(err, encoding, () =>
-    encoding === Encoding.PROTOBUF
+    encoding === Encoding.PROTOBUF || encoding === Encoding.PROTOBUF_ALT
       ? encodeStatusProto(err)
       : encoding === Encoding.JSON
         ? encodeStatusJson(err)

@@ -105,7 +105,7 @@ export function decodeStatus(contentType: string, body: Uint8Array): RpcStatus {
   if (contentType.startsWith('application/json')) {
     return JSON.parse(Buffer.from(body).toString('utf8')) as RpcStatus;
   }
-  if (contentType.startsWith('application/x-protobuf')) return proto.decodeStatus(body);
+  if (contentType.startsWith('application/x-protobuf') || contentType.startsWith('application/protobuf')) return proto.decodeStatus(body);
   throw new Error(`not a google.rpc.Status content type: ${contentType}`);
 }
 

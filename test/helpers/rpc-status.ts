@@ -90,7 +90,7 @@ export function decodeStatusJson(body: Uint8Array): DecodedStatus {
 /** The Status of an HTTP refusal body in its content type; undefined for text/plain. */
 export function httpStatusOf(contentType: string, body: Uint8Array): DecodedStatus | undefined {
   if (contentType.startsWith('application/json')) return decodeStatusJson(body);
-  if (contentType.startsWith('application/x-protobuf')) return decodeStatusProto(body);
+  if (contentType.startsWith('application/x-protobuf') || contentType.startsWith('application/protobuf')) return decodeStatusProto(body);
   return undefined;
 }
 

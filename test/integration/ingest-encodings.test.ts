@@ -161,6 +161,16 @@ describe('encodings: OTLP/JSON, gzip, empty requests', () => {
     }
   });
 
+  it('application/protobuf (accepted as protobuf) is answered as application/protobuf, a refusal too', async () => {
+    // OTLP/HTTP: the response has the request's Content-Type. It came back as application/x-protobuf.
+    const ok = await post(ing.url, '/v1/logs', new Uint8Array(0), { contentType: 'application/protobuf' });
+    expect([ok.status, ok.contentType, ok.body.length]).toEqual([200, 'application/protobuf', 0]);
+    const bad = await post(ing.url, '/v1/logs', new Uint8Array([0xff, 0xff]), { contentType: 'application/protobuf' });
+    expect([bad.status, bad.contentType]).toEqual([400, 'application/protobuf']);
+    expect(httpCode(bad)).toBe('SIGLAKE_BAD_BODY');
+    expect(decodeStatus(bad.contentType, bad.body).code).toBe(grpc.status.INVALID_ARGUMENT);
+  });
+
   it('counts the records it wrote', async () => {
     const m = await ing.metrics();
     // records_total matches the log records and spans the WAL holds.
