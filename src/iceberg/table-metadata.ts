@@ -174,7 +174,11 @@ export class TableMetadata {
     doc['last-sequence-number'] = snap.sequenceNumber;
     doc['last-updated-ms'] = nowMs;
     doc['current-snapshot-id'] = snap.snapshotId;
-    doc['refs'] = { ...((doc['refs'] as JsonObject | undefined) ?? {}), main: { 'snapshot-id': snap.snapshotId, type: 'branch' } };
+    // The main branch moves; its retention settings (min-snapshots-to-keep, max-snapshot-age-ms,
+    // max-ref-age-ms), set by another engine, stay.
+    const refs = (doc['refs'] as JsonObject | undefined) ?? {};
+    const main = refs['main'] !== null && typeof refs['main'] === 'object' && !Array.isArray(refs['main']) ? (refs['main'] as JsonObject) : {};
+    doc['refs'] = { ...refs, main: { ...main, 'snapshot-id': snap.snapshotId, type: 'branch' } };
     doc['snapshot-log'] = [...((doc['snapshot-log'] as JsonValue[] | undefined) ?? []), { 'timestamp-ms': snap.timestampMs, 'snapshot-id': snap.snapshotId }];
     if (previousLocation !== null) {
       const log = [...((doc['metadata-log'] as JsonValue[] | undefined) ?? []), { 'timestamp-ms': this.lastUpdatedMs, 'metadata-file': previousLocation }];
