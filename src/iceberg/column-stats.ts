@@ -81,8 +81,8 @@ export class ColumnStats {
           continue;
         }
         if (min === null) min = max = x;
-        else if (x < (min as bigint | number | boolean)) min = x;
-        else if (x > (max as bigint | number | boolean)) max = x;
+        else if (below(x, min as bigint | number | boolean)) min = x;
+        else if (below(max as bigint | number | boolean, x)) max = x;
       }
     }
     f.min = min;
@@ -171,4 +171,9 @@ function truncateUpper(s: string): string | null {
     if (cp <= 0x10ffff) return head.slice(0, i).join('') + String.fromCodePoint(cp);
   }
   return null;
+}
+
+/** a < b in Iceberg's order of values, where −0.0 precedes +0.0 (a bound must hold for both). */
+function below(a: bigint | number | boolean, b: bigint | number | boolean): boolean {
+  return a < b || (a === 0 && b === 0 && Object.is(a, -0) && Object.is(b, 0));
 }

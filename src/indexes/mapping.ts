@@ -130,7 +130,8 @@ const CONVERTERS: Readonly<Record<MappedType, (text: string) => unknown>> = {
   double: (t) => {
     const s = t.trim();
     if (!DOUBLE_RE.test(s)) return undefined;
-    const v = Number(s);
+    // -0 is stored as 0: equal in SQL, and the Parquet dictionary would merge the two anyway.
+    const v = Number(s) + 0;
     return Number.isFinite(v) ? v : undefined;
   },
   boolean: (t) => {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ColumnStats, compareCodePoints, encodeBound } from '../../src/iceberg/column-stats.js';
 import { TableSchema } from '../../src/iceberg/table-schema.js';
+import { RowMapper } from '../../src/indexes/mapping.js';
 
 describe('column bounds in Iceberg single-value form', () => {
   it('encodes int, long and timestamptz little-endian', () => {
@@ -50,4 +51,28 @@ describe('column bounds in Iceberg single-value form', () => {
     expect(m.nullValueCounts.get(106)).toBe(1n);
     expect(m.lowerBounds.has(105)).toBe(false);
   });
+
+  it('orders −0.0 before +0.0 in double bounds, whichever comes first (Spark skipped files holding 0.0)', () => {
+    const schema = TableSchema.LOGS.withColumns([{ id: 107, name: 'amount', type: 'double', required: false, doc: '' }], 1);
+    const at = schema.columns.length - 1;
+    for (const values of [[-0, 0], [0, -0], [-1, 0, -0], [0, -0, -1]]) {
+      const stats = new ColumnStats(schema);
+      stats.observe(at, values);
+      const m = stats.metrics();
+      const lo = Buffer.from(m.lowerBounds.get(107)!).readDoubleLE();
+      const hi = Buffer.from(m.upperBounds.get(107)!).readDoubleLE();
+      expect(Object.is(hi, 0), `upper of ${values.map((v) => (Object.is(v, -0) ? '-0' : v))}`).toBe(true);
+      expect(Object.is(lo, values.includes(-1) ? -1 : -0), `lower of ${values.map((v) => (Object.is(v, -0) ? '-0' : v))}`).toBe(true);
+    }
+  });
+
+  it('maps the text -0 of a double column to 0 (the Parquet dictionary would merge the two)', () => {
+    const mapper = new RowMapper([{ id: 107, column: 'amount', from: 'body', type: 'double' }]);
+    const row = new Array(TableSchema.LOGS.columns.length).fill(null) as unknown[];
+    const bodyAt = TableSchema.LOGS.columns.findIndex((c) => c.name === 'body');
+    row[bodyAt] = '-0.0';
+    mapper.apply(row as never);
+    expect(Object.is(row.at(-1), 0)).toBe(true);
+  });
 });
+
