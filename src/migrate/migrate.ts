@@ -39,6 +39,11 @@ function currentFields(doc: JsonObject): JsonObject[] {
   return (cur?.['fields'] as JsonObject[] | undefined) ?? [];
 }
 
+/** The top-level fields of every schema the table has had. */
+function everyField(doc: JsonObject): JsonObject[] {
+  return ((doc['schemas'] as JsonObject[] | undefined) ?? []).flatMap((s) => (s['fields'] as JsonObject[] | undefined) ?? []);
+}
+
 /**
  * The base schema restricted to the columns the table has, when it lacks some
  * (an unmigrated table); null when the table has them all.
@@ -100,6 +105,20 @@ export class Migrator {
       if (clash !== undefined) {
         return { namespace: ns, table, from, to: from, added: [], outcome: 'refused', reason: `the table has a column named ${clash.name} with another id; rename it first` };
       }
+      // A field id is never reused (Iceberg): one that an earlier schema had was dropped, and its
+      // old files still hold its values, which adding it back would bring back.
+      const dropped = missing.find((c) => everyField(doc).some((f) => Number(f['id']) === c.id));
+      if (dropped !== undefined) {
+        return {
+          namespace: ns,
+          table,
+          from,
+          to: from,
+          added: [],
+          outcome: 'refused',
+          reason: `column ${dropped.name} (id ${dropped.id}) was dropped from this table by another engine; Siglake writes it under that id and cannot add it back`,
+        };
+      }
       const added = missing.map((c) => c.name);
       if (dryRun) return { namespace: ns, table, from, to: SCHEMA_VERSION, added, outcome: 'would-migrate' };
       if (missing.length > 0) {
@@ -107,7 +126,9 @@ export class Migrator {
         const newFields = [...fields, ...full.filter((f) => missing.some((c) => c.id === Number(f['id'])))];
         const schemas = (doc['schemas'] as JsonObject[]).slice();
         const schemaId = Math.max(...schemas.map((s) => Number(s['schema-id']))) + 1;
-        schemas.push({ type: 'struct', 'schema-id': schemaId, fields: newFields });
+        // The current schema with the columns added: its other keys (identifier-field-ids) stay.
+        const cur = schemas.find((s) => Number(s['schema-id']) === Number(doc['current-schema-id'])) ?? {};
+        schemas.push({ ...cur, type: 'struct', 'schema-id': schemaId, fields: newFields });
         doc['schemas'] = schemas;
         doc['current-schema-id'] = schemaId;
         doc['last-column-id'] = Math.max(Number(doc['last-column-id'] ?? 0), ...missing.map((c) => c.id));

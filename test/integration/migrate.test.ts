@@ -171,3 +171,57 @@ describe('siglake migrate', () => {
     expect(runCli(['migrate', '--all-namespaces', '--dry-run', ...flags]).stdout).toBe('');
   });
 });
+
+describe('siglake migrate and what other engines set on a table', () => {
+  const lake = useLocalLake('siglake-migrate-other-');
+  const { warehouse, flags } = lake;
+
+  /** A table whose metadata `edit` changed from the previous release's (an edit another engine made). */
+  async function v1TableEdited(ns: string, edit: (doc: Record<string, unknown>) => void): Promise<void> {
+    const storage = new FileStorage(warehouse);
+    const v1 = TableSchema.LOGS.restrictTo(new Set(Array.from({ length: 22 }, (_, i) => i + 1)), 0);
+    const location = storage.locationOf(ns, 'logs');
+    const doc = LosslessJson.parse(TableMetadata.create(location, v1, Date.now()).toJson()) as Record<string, unknown>;
+    delete (doc['properties'] as Record<string, unknown>)['siglake.schema-version'];
+    edit(doc);
+    const loc = `${location}/metadata/${TableMetadata.nextFileName(null)}`;
+    await storage.putNew(loc, Buffer.from(LosslessJson.stringify(doc as never), 'utf8'));
+    await lake.catalog.ensureNamespace(ns);
+    expect(await lake.catalog.createTable(ns, 'logs', loc)).toBe(true);
+  }
+  const current = async (ns: string) => {
+    const doc = JSON.parse((await import('node:fs')).readFileSync(fileURLToPath((await lake.catalog.metadataLocation(ns, 'logs'))!), 'utf8'));
+    return { doc, schema: doc.schemas.find((s: { 'schema-id': number }) => s['schema-id'] === doc['current-schema-id']) };
+  };
+
+  it("keeps the current schema's identifier-field-ids", async () => {
+    await v1TableEdited('tenant_ident', (doc) => {
+      (doc['schemas'] as Record<string, unknown>[])[0]!['identifier-field-ids'] = [1];
+    });
+    const r = runCli(['migrate', '--all-namespaces', ...flags]);
+    expect(r.status, r.stderr).toBe(0);
+    const { schema } = await current('tenant_ident');
+    expect(schema.fields.length).toBe(24);
+    expect(schema['identifier-field-ids']).toEqual([1]);
+  });
+
+  it('refuses to add back a column another engine dropped (its id would bring the old values back)', async () => {
+    await v1TableEdited('tenant_dropped', (doc) => {
+      // Schema 0 had service_namespace (id 23); schema 1, current, has it dropped.
+      const full = TableSchema.LOGS.icebergSchema() as Record<string, unknown>;
+      const fields = (full['fields'] as { id: number }[]).filter((f) => f.id <= 23);
+      doc['schemas'] = [
+        { type: 'struct', 'schema-id': 0, fields },
+        { type: 'struct', 'schema-id': 1, fields: fields.filter((f) => f.id !== 23) },
+      ];
+      doc['current-schema-id'] = 1;
+      doc['last-column-id'] = 23;
+    });
+    const before = await lake.catalog.metadataLocation('tenant_dropped', 'logs');
+    const r = runCli(['migrate', '--all-namespaces', ...flags]);
+    const line = r.stdout.trim().split('\n').map((l) => JSON.parse(l)).find((l) => l.namespace === 'tenant_dropped');
+    expect(line).toMatchObject({ outcome: 'refused' });
+    expect(line.reason).toMatch(/service_namespace \(id 23\) was dropped/);
+    expect(await lake.catalog.metadataLocation('tenant_dropped', 'logs')).toBe(before);
+  });
+});
