@@ -43,7 +43,7 @@ import { TableFilesReader } from './table-files.js';
 import { TenantGate } from './tenant-gate.js';
 import { TenantIndex } from '../tenants/tenant-index.js';
 import { TenantsFileError } from '../tenants/tenants-file.js';
-import { AuditLog } from '../tenants/audit-log.js';
+import { AuditLog, auditErrorLog } from '../tenants/audit-log.js';
 import { readTenantsFile, TenantsReloader } from '../tenants/tenants-reloader.js';
 
 export interface QueryServerOptions {
@@ -99,7 +99,7 @@ export class QueryServer {
     );
     // The tenants file is reloaded as on ingest: SIGHUP and file change; a bad
     // file keeps the old set, logs one line, counts, and writes an audit event.
-    this.#audit = s.tenantsFile !== undefined && s.auditFile !== undefined ? openAudit(s.auditFile) : undefined;
+    this.#audit = s.tenantsFile !== undefined && s.auditFile !== undefined ? openAudit(s.auditFile, opts.log) : undefined;
     if (s.tenantsFile !== undefined) {
       const gate = this.#gate;
       const file = s.tenantsFile;
@@ -194,7 +194,7 @@ export class QueryServer {
     this.#pool?.close();
     if (this.#storage !== undefined) closeWarehouse(this.#storage);
     await this.#catalog.close();
-    this.#audit?.close();
+    await this.#audit?.close();
     return interrupted;
   }
 
@@ -415,9 +415,9 @@ function loadDeclared(s: Settings): TenantIndex | undefined {
   }
 }
 
-function openAudit(file: string): AuditLog {
+function openAudit(file: string, log: Logger): AuditLog {
   try {
-    return new AuditLog(file);
+    return new AuditLog(file, auditErrorLog(log));
   } catch (e) {
     throw ConfigError.ofSetting('audit.file', `cannot open ${file} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
   }

@@ -7,6 +7,7 @@
 // sink that cannot keep up never blocks or grows the acceptor.
 
 import fs from 'node:fs';
+import { LogThrottle, type Logger } from '../log.js';
 
 export interface AuditEvent {
   event: 'refusal' | 'tenant_first_admission' | 'lane_first_admission' | 'index_change' | 'tenants_reload' | 'tenants_reload_failed';
@@ -22,17 +23,25 @@ export const MAX_QUEUED_BYTES = 4 * 1024 * 1024;
 
 export class AuditLog {
   readonly #fd: number | 'stdout';
+  readonly #onError: ((err: Error, lost: number) => void) | undefined;
   #queue: string[] = [];
   #queued = 0;
-  #writing = false;
+  #writing: Promise<void> | undefined;
   #scheduled = false;
   #closed = false;
+  /** Events lost: dropped at the queue's bound, or in a batch the file refused. */
   dropped = 0;
+  /** Events written. */
   written = 0;
 
-  /** Opens (appends to) `file`, or stdout for `-`. Throws when the file cannot be opened. */
-  constructor(file: string) {
+  /**
+   * Opens (appends to) `file`, or stdout for `-`. Throws when the file cannot
+   * be opened. `onError`: a batch the file refused (its events are counted
+   * lost), for the caller to log (throttled).
+   */
+  constructor(file: string, onError?: (err: Error, lost: number) => void) {
     this.#fd = file === '-' ? 'stdout' : fs.openSync(file, 'a', 0o640);
+    this.#onError = onError;
   }
 
   write(e: AuditEvent): void {
@@ -44,7 +53,7 @@ export class AuditLog {
     }
     this.#queue.push(line);
     this.#queued += line.length;
-    if (!this.#scheduled && !this.#writing) {
+    if (!this.#scheduled && this.#writing === undefined) {
       this.#scheduled = true;
       setImmediate(() => this.#flush());
     }
@@ -52,40 +61,71 @@ export class AuditLog {
 
   #flush(): void {
     this.#scheduled = false;
-    if (this.#writing || this.#queue.length === 0) return;
-    const text = this.#queue.join('');
+    if (this.#writing !== undefined || this.#queue.length === 0) return;
+    const events = this.#queue.length;
+    const bytes = Buffer.from(this.#queue.join(''), 'utf8');
     this.#queue = [];
     this.#queued = 0;
-    this.#writing = true;
-    const done = (): void => {
-      this.#writing = false;
-      if (this.#queue.length > 0) this.#flush();
-    };
+    this.#writing = this.#writeAll(bytes).then(
+      () => {
+        this.written += events;
+      },
+      (err: unknown) => {
+        this.dropped += events;
+        this.#onError?.(err instanceof Error ? err : new Error(String(err)), events);
+      },
+    );
+    void this.#writing.then(() => {
+      this.#writing = undefined;
+      if (this.#queue.length > 0 && !this.#closed) this.#flush();
+    });
+  }
+
+  /** Writes every byte (a short write goes on from where it stopped). */
+  async #writeAll(bytes: Buffer): Promise<void> {
     if (this.#fd === 'stdout') {
-      process.stdout.write(text, done);
-    } else {
-      fs.write(this.#fd, text, null, 'utf8', (err) => {
-        if (err) this.dropped++;
-        else this.written++;
-        done();
-      });
+      await new Promise<void>((resolve, reject) => process.stdout.write(bytes, (err) => (err ? reject(err) : resolve())));
+      return;
+    }
+    const fd = this.#fd;
+    for (let off = 0; off < bytes.length; ) {
+      off += await new Promise<number>((resolve, reject) => fs.write(fd, bytes, off, bytes.length - off, null, (err, n) => (err ? reject(err) : resolve(n))));
     }
   }
 
-  /** Writes what is queued (synchronously) and closes the file. */
-  close(): void {
+  /** Waits for the batch being written, writes what is queued, and closes the file. */
+  async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    await this.#writing;
+    const events = this.#queue.length;
     const text = this.#queue.join('');
     this.#queue = [];
     if (this.#fd === 'stdout') {
       if (text !== '') process.stdout.write(text);
+      this.written += events;
       return;
     }
     try {
       if (text !== '') fs.writeSync(this.#fd, text);
+      this.written += events;
+    } catch (e) {
+      this.dropped += events;
+      this.#onError?.(e as Error, events);
     } finally {
       fs.closeSync(this.#fd);
     }
   }
+}
+
+/** An AuditLog `onError` that logs a refused batch at warn, at most one line per 10 s (with the events lost meanwhile). */
+export function auditErrorLog(log: Logger): (err: Error, lost: number) => void {
+  const throttle = new LogThrottle(10_000);
+  let lost = 0;
+  return (err, n) => {
+    lost += n;
+    if (throttle.take('audit') < 0) return;
+    log.warn({ err: err.message, lost }, 'audit file write failed: events lost (siglake_audit_events_dropped_total)');
+    lost = 0;
+  };
 }
