@@ -734,6 +734,14 @@ export const SETTINGS = {
     doc: 'Queries one tenant may run at once on this server; one more is answered 429 + Retry-After: 1.',
     parse: integer({ min: 1, max: 1024 }),
   }),
+  queryMaxIndexesPerTenant: def<number>({
+    key: 'query.maxIndexesPerTenant',
+    flag: '--query-max-indexes-per-tenant',
+    category: 'query',
+    default: 100,
+    doc: 'Indexes one tenant may create through the index API; one more is 409 SIGLAKE_INDEX_LIMIT. Each index name is a label value of per-table metrics (siglake_compactor_mapping_errors_total{table}, siglake_retention_files_deleted_total{table}), so this bounds what a tenant adds to them. `siglake index create` (the operator\'s) is not limited.',
+    parse: integer({ min: 1, max: 100_000 }),
+  }),
   // Declared tenants (declared-tenants.md, src/tenants): appended, additive.
   tenantsFile: optional<string>({
     key: 'tenants.file',

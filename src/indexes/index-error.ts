@@ -11,7 +11,9 @@ export type IndexErrorCode =
   /** An update that would retype or re-source an existing mapped column. */
   | 'SIGLAKE_INDEX_MAPPING_CONFLICT'
   /** The table of that name is not a Siglake log table (another engine's, or `traces`). */
-  | 'SIGLAKE_INDEX_NOT_MANAGED';
+  | 'SIGLAKE_INDEX_NOT_MANAGED'
+  /** A create past query.maxIndexesPerTenant (the index API; the CLI is the operator's and has no limit). */
+  | 'SIGLAKE_INDEX_LIMIT';
 
 const STATUS: Readonly<Record<IndexErrorCode, number>> = {
   SIGLAKE_BAD_INDEX: 400,
@@ -19,6 +21,7 @@ const STATUS: Readonly<Record<IndexErrorCode, number>> = {
   SIGLAKE_INDEX_EXISTS: 409,
   SIGLAKE_INDEX_MAPPING_CONFLICT: 409,
   SIGLAKE_INDEX_NOT_MANAGED: 409,
+  SIGLAKE_INDEX_LIMIT: 409,
 };
 
 export class IndexError extends Error {

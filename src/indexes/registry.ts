@@ -59,6 +59,14 @@ export interface IndexRegistryOptions {
   readonly maxAttempts?: number;
   /** Test hook: runs after a create wrote the metadata file, before the catalog row exists. */
   readonly afterCreateMetadata?: () => void;
+  /**
+   * Indexes a tenant may have (query.maxIndexesPerTenant on the index API):
+   * every index name becomes a label value of the compactor's and retention's
+   * per-table series, so a tenant must not make them without bound. Checked
+   * against the tables of the namespace at create time: two creates at once
+   * may pass it by one. Unset: no limit (the operator's CLI).
+   */
+  readonly maxPerTenant?: number;
 }
 
 const METADATA_LOG_MAX = 100;
@@ -69,6 +77,7 @@ export class IndexRegistry {
   readonly #now: () => number;
   readonly #maxAttempts: number;
   readonly #afterCreateMetadata: () => void;
+  readonly #maxPerTenant: number;
 
   constructor(o: IndexRegistryOptions) {
     this.#catalog = o.catalog;
@@ -76,6 +85,7 @@ export class IndexRegistry {
     this.#now = o.now ?? Date.now;
     this.#maxAttempts = o.maxAttempts ?? 50;
     this.#afterCreateMetadata = o.afterCreateMetadata ?? (() => undefined);
+    this.#maxPerTenant = o.maxPerTenant ?? Infinity;
   }
 
   /** The names of the tenant's indexes (one catalog query, no file read): what ingest accepts. */
@@ -119,8 +129,13 @@ export class IndexRegistry {
     // SQL names are compared without case: `Payments` beside `payments` would be two tables
     // that no query could tell apart (the query engine's views of a namespace would collide).
     const lower = spec.name.toLowerCase();
-    const twin = (await this.#catalog.tables(ns)).find((t) => t.toLowerCase() === lower);
+    const tables = await this.#catalog.tables(ns);
+    const twin = tables.find((t) => t.toLowerCase() === lower);
     if (twin !== undefined) throw existsAs(spec.name, twin);
+    const indexes = tables.filter((t) => t !== 'logs' && t !== 'traces').length;
+    if (indexes >= this.#maxPerTenant) {
+      throw new IndexError('SIGLAKE_INDEX_LIMIT', `the tenant has ${indexes} indexes, the most query.maxIndexesPerTenant (${this.#maxPerTenant}) allows: delete one first`);
+    }
     const now = this.#now();
     const location = this.#storage.locationOf(ns, spec.name);
     const doc = docOf(TableMetadata.create(location, TableSchema.LOGS, now));

@@ -150,7 +150,7 @@ export class QueryServer {
       : new FileStorage(s.warehousePath);
     this.#storage = storage;
     this.#reader = new TableFilesReader(storage);
-    this.#indexes = new IndexRegistry({ catalog: this.#catalog, storage });
+    this.#indexes = new IndexRegistry({ catalog: this.#catalog, storage, maxPerTenant: s.queryMaxIndexesPerTenant });
     const files = await openLocalFiles(storage, { dir: s.queryCacheDir, maxMib: s.queryCacheMaxMib });
     this.#pool = new EnginePool(this.#catalog, this.#reader, files, { memoryLimitMib: s.queryMemoryLimitMib });
     const { host, port } = this.#s.queryListen;

@@ -195,3 +195,41 @@ describe('siglake query: the index API, tenant-routed', () => {
     }
   });
 });
+
+describe('siglake query: query.maxIndexesPerTenant', () => {
+  it('a tenant at its limit gets 409 SIGLAKE_INDEX_LIMIT for one more; updates, other tenants and a create after a delete still go', async () => {
+    // Every index name is a label value of per-table series: a tenant must not make them without bound.
+    const dataDir = tempDir('siglake-query-index-limit-');
+    const key = await makeKeyPair('ES256', 'k1');
+    const jwks = writeJwksFile(dataDir, [key.jwk]);
+    const acme = await mint(key, { tenant: 'acme' });
+    const globex = await mint(key, { tenant: 'globex' });
+    const q = await startQuery(dataDir, [
+      ...icebergFlags(dataDir),
+      ...['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--query-tenant-claim', 'tenant'],
+      ...['--query-max-indexes-per-tenant', '2'],
+    ]);
+    const put = async (token: string, name: string, days = 1) => {
+      const res = await fetch(`${q.url}/api/v1/indexes/${name}`, { method: 'PUT', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ retentionDays: days }) });
+      return { status: res.status, json: (await res.json()) as any };
+    };
+    try {
+      expect((await put(acme, 'a')).status).toBe(201);
+      expect((await put(acme, 'b')).status).toBe(201);
+      const over = await put(acme, 'c');
+      expect(over.status).toBe(409);
+      expect(over.json.error.code).toBe('SIGLAKE_INDEX_LIMIT');
+      expect(over.json.error.message).toMatch(/has 2 indexes.*query\.maxIndexesPerTenant \(2\)/);
+      expect((await put(acme, 'b', 7)).status).toBe(200); // an update is no new index
+      expect((await put(globex, 'c')).status).toBe(201); // the limit is per tenant
+      const del = await fetch(`${q.url}/api/v1/indexes/a`, { method: 'DELETE', headers: { authorization: `Bearer ${acme}` } });
+      expect(del.status).toBe(204);
+      expect((await put(acme, 'c')).status).toBe(201);
+      const list = await fetch(`${q.url}/api/v1/indexes`, { headers: { authorization: `Bearer ${acme}` } });
+      expect(((await list.json()) as { indexes: { name: string }[] }).indexes.map((i) => i.name).sort()).toEqual(['b', 'c']);
+    } finally {
+      await q.stop();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
