@@ -41,6 +41,7 @@ import type { RateBudget } from '../limits/rate-budget.js';
 import type { IngestMetrics } from '../metrics/ingest-metrics.js';
 import type { AllowList } from '../tenancy/allow-list.js';
 import type { TenantResolver } from '../tenancy/tenant-resolver.js';
+import type { AuditLog, AuditNote } from '../tenants/audit-log.js';
 import type { BudgetRefusal, DeclaredTenants, TenantRuntime } from '../tenants/declared-tenants.js';
 
 export interface Breaker {
@@ -58,8 +59,8 @@ export interface IngestHeaders {
   indexCount: number;
   /** A routing header the transport could not pass on faithfully (refused at step 4). */
   headerError?: IngestError | undefined;
-  /** The peer address, read only while the audit stream is on (`auditing`). */
-  remote?: string | undefined;
+  /** The request's audit note (its peer address, then what admission learns), only while the audit stream is on (`auditing`). */
+  audit?: AuditNote | undefined;
 }
 
 /** Where a request that passed the header checks goes. */
@@ -71,6 +72,8 @@ export interface Admitted {
   claims?: AuthResult['claims'];
   /** [declared tenants] a budget found exhausted (step 12): refused once the worker validated the body. */
   budget?: BudgetRefusal | undefined;
+  /** The request's audit note (auditing on): the lane steps' refusals and the first admission are written with it. */
+  audit?: AuditNote | undefined;
 }
 
 /**
@@ -95,6 +98,8 @@ export interface AdmissionOptions {
   queueCapacity: number;
   /** Declared tenants (src/tenants; --tenants-file, per-principal buckets, budgets); undefined: none declared. */
   tenants?: DeclaredTenants | undefined;
+  /** The audit stream (`audit.file`): one event per refusal, whether or not tenants are declared. */
+  audit?: AuditLog | undefined;
   /** The index registry as ingest knows it (src/indexes/ingest-index-set.ts); absent: every valid index is taken. */
   indexes?: IndexLookup;
 }
@@ -115,7 +120,7 @@ function copyHeaders(h: IngestHeaders): IngestHeaders {
     index: h.index,
     indexCount: h.indexCount,
     headerError: h.headerError,
-    remote: h.remote,
+    audit: h.audit,
   };
 }
 
@@ -127,13 +132,15 @@ function answer(
   declared: TenantRuntime | null,
   claims: AuthResult['claims'],
   budget: BudgetRefusal | undefined,
+  audit: AuditNote | undefined,
 ): Admitted {
-  if (out === null) return { tenant, index, declared, claims, budget };
+  if (out === null) return { tenant, index, declared, claims, budget, audit };
   out.tenant = tenant;
   out.index = index;
   out.declared = declared;
   out.claims = claims;
   out.budget = budget;
+  out.audit = audit;
   return out;
 }
 
@@ -146,7 +153,7 @@ export class Admission {
   readonly #atCapacity: IngestError;
   readonly #rateLimited = new Map<number, IngestError>();
   /** The synchronous path's answer, reused request after request (see #admitHeaders). */
-  readonly #scratch: Admitted = { tenant: '', index: undefined, declared: null, claims: undefined, budget: undefined };
+  readonly #scratch: Admitted = { tenant: '', index: undefined, declared: null, claims: undefined, budget: undefined, audit: undefined };
   readonly #unknownIndex = new IngestError(
     'SIGLAKE_UNKNOWN_INDEX',
     'unknown index: this tenant has no index of the name in x-siglake-index (create it first: siglake index create, or PUT /api/v1/indexes/{name})',
@@ -174,33 +181,33 @@ export class Admission {
    * refusal is left ([declared tenants]; see BudgetSink).
    */
   admit(signal: 'logs' | 'traces', h: IngestHeaders, sink?: BudgetSink): Lane | Promise<Lane> {
-    // [declared tenants] every refusal is audited when audit.file is set; no closure on the plain path.
-    const gate = this.#o.tenants;
-    if (gate === undefined || !gate.auditing) return this.#admit(signal, h, sink);
-    gate.remote = h.remote;
-    try {
-      return this.#auditLater(h.remote, this.#admit(signal, h, sink));
-    } catch (e) {
-      gate.refusedAtAdmission(e);
-      throw e;
-    }
-  }
-
-  #admit(signal: 'logs' | 'traces', h: IngestHeaders, sink: BudgetSink | undefined): Lane | Promise<Lane> {
     // The synchronous path fills one reused Admitted and reserves at once: no allocation.
     const pre = this.#admitHeaders(h, this.#scratch);
     if (pre instanceof Promise) return pre.then((p) => this.reserve(signal, p, sink));
     return this.reserve(signal, pre, sink);
   }
 
-  /** [declared tenants] the worker found the body of a request with a deferred budget refusal valid: the 429 to send (counted, audited). */
+  /** [declared tenants] the worker found the body of a request with a deferred budget refusal valid: the 429 to send (counted, its reason noted). */
   budgetRefused(d: BudgetRefusal): IngestError {
     return this.#o.tenants!.budgetRefused(d);
   }
 
-  /** Whether refusals are audited: the acceptors then pass the peer address in `remote`. */
+  /** Whether refusals are audited: the acceptors then give each request an audit note (auditNote, with the peer address). */
   get auditing(): boolean {
-    return this.#o.tenants?.auditing === true;
+    return this.#o.audit !== undefined;
+  }
+
+  /**
+   * Writes the refusal event of a request (once: a request is refused once),
+   * with what its note learned: tenant, subject, the refusing step's reason
+   * (else the denial label, else the code), peer. Every refusal an acceptor
+   * answers comes here (Answers.refuse, and gRPC's own answers).
+   */
+  auditRefusal(e: IngestError, note: AuditNote | undefined): void {
+    const a = this.#o.audit;
+    if (a === undefined || note === undefined || note.done) return;
+    note.done = true;
+    a.write({ event: 'refusal', tenant: note.tenant, subject: note.subject, reason: note.reason ?? e.reason ?? e.code, remote: note.remote });
   }
 
   /**
@@ -210,26 +217,7 @@ export class Admission {
    * where the request goes, or throws the refusal.
    */
   admitHeaders(h: IngestHeaders): Admitted | Promise<Admitted> {
-    const gate = this.#o.tenants;
-    if (gate === undefined || !gate.auditing) return this.#admitHeaders(h, null);
-    gate.remote = h.remote;
-    try {
-      return this.#auditLater(h.remote, this.#admitHeaders(h, null));
-    } catch (e) {
-      gate.refusedAtAdmission(e);
-      throw e;
-    }
-  }
-
-  /** [declared tenants] audits the refusal of a check that finished asynchronously. */
-  #auditLater<T>(remote: string | undefined, r: T | Promise<T>): T | Promise<T> {
-    if (!(r instanceof Promise)) return r;
-    const gate = this.#o.tenants!;
-    return r.catch((e: unknown) => {
-      gate.remote = remote;
-      gate.refusedAtAdmission(e);
-      throw e;
-    });
+    return this.#admitHeaders(h, null);
   }
 
   /**
@@ -272,14 +260,19 @@ export class Admission {
     const o = this.#o;
     let tenant: string;
     let index: string | undefined;
+    const note = h.audit;
+    if (note !== undefined) {
+      const sub = auth.claims?.['sub'];
+      note.subject = typeof sub === 'string' ? sub : null;
+    }
     if (h.headerError !== undefined) throw h.headerError;
-    if (o.tenants !== undefined) o.tenants.remote = h.remote; // [declared tenants] audit; resumed requests too
     let declared: TenantRuntime | null;
     try {
       // [declared tenants] step 4: declared tenants resolve first (403 ambiguous); none matched: as before.
       // Inside the try: its header_mismatch is a tenant denial, counted as every other one.
-      declared = o.tenants === undefined ? null : o.tenants.resolve(auth.claims, h.orgId, h.orgIdCount);
+      declared = o.tenants === undefined ? null : o.tenants.resolve(auth.claims, h.orgId, h.orgIdCount, note);
       tenant = declared !== null ? declared.id : o.resolver.resolve(h.orgId, h.orgIdCount, auth.claims);
+      if (note !== undefined) note.tenant = tenant;
       index = o.resolver.resolveIndex(h.index, h.indexCount);
       o.allowList.check(tenant);
     } catch (e) {
@@ -293,31 +286,31 @@ export class Admission {
     const rt = declared ?? (o.tenants === undefined ? null : o.tenants.runtimeOf(tenant));
     // [declared tenants] step 6 for a tenant with its own bucket: tenant, then principal.
     if (rt !== null && o.tenants!.hasBucket(rt)) {
-      const w = o.tenants!.takeRate(rt, auth.claims);
+      const w = o.tenants!.takeRate(rt, auth.claims, note);
       if (typeof w !== 'number') {
         return w.then((x) => {
           if (x > 0) throw this.#limited(x);
-          return this.#afterRate(tenant, index, rt, auth, null);
+          return this.#afterRate(tenant, index, rt, auth, null, note);
         });
       }
       if (w > 0) throw this.#limited(w);
-      return this.#afterRate(tenant, index, rt, auth, out);
+      return this.#afterRate(tenant, index, rt, auth, out, note);
     }
     // Rate limits check widest first; the tenant bucket needs the resolved tenant. The principal's
     // bucket is read before it is spent (and spent after): its refusal spends nothing of the tenant's.
     if (o.tenants !== undefined) {
-      const pw = o.tenants.peekPrincipal(auth.claims, rt?.id ?? null);
+      const pw = o.tenants.peekPrincipal(auth.claims, rt?.id ?? null, note);
       if (pw > 0) throw this.#limited(pw);
     }
     const wait = o.rateBudget.takeTenant(tenant);
     if (typeof wait !== 'number') {
       return wait.then((w) => {
         if (w > 0) throw this.#limited(w);
-        return this.#afterTenantRate(tenant, index, rt, auth, null);
+        return this.#afterTenantRate(tenant, index, rt, auth, null, note);
       });
     }
     if (wait > 0) throw this.#limited(wait);
-    return this.#afterTenantRate(tenant, index, rt, auth, out);
+    return this.#afterTenantRate(tenant, index, rt, auth, out, note);
   }
 
   /** [declared tenants] the principal's bucket after the generic tenant bucket (a Promise while a shared lease is on its way). */
@@ -327,23 +320,24 @@ export class Admission {
     declared: TenantRuntime | null,
     auth: AuthResult,
     out: Admitted | null,
+    note: AuditNote | undefined,
   ): Admitted | Promise<Admitted> {
     const gate = this.#o.tenants;
     if (gate !== undefined) {
-      const w = gate.takePrincipal(auth.claims, declared?.id ?? null);
+      const w = gate.takePrincipal(auth.claims, declared?.id ?? null, note);
       if (typeof w !== 'number') {
         return w.then((x) => {
           if (x > 0) throw this.#limited(x);
-          return this.#afterRate(tenant, index, declared, auth, null);
+          return this.#afterRate(tenant, index, declared, auth, null, note);
         });
       }
       if (w > 0) throw this.#limited(w);
     }
-    return this.#afterRate(tenant, index, declared, auth, out);
+    return this.#afterRate(tenant, index, declared, auth, out, note);
   }
 
   /** Step 7 (an unknown index, 400; [declared tenants] outside the tenant's subset, 403) and step 12's check (budgets, 429). */
-  #afterRate(tenant: string, index: string | undefined, declared: TenantRuntime | null, auth: AuthResult, out: Admitted | null): Admitted {
+  #afterRate(tenant: string, index: string | undefined, declared: TenantRuntime | null, auth: AuthResult, out: Admitted | null, note: AuditNote | undefined): Admitted {
     const o = this.#o;
     // Step 7: a managed index must exist in the tenant's registry before any lane or WAL directory does.
     if (index !== undefined && o.indexes !== undefined) {
@@ -355,11 +349,11 @@ export class Admission {
       if (known === undefined) throw this.#indexesUnknown;
     }
     const gate = o.tenants;
-    if (gate === undefined) return answer(out, tenant, index, null, undefined, undefined);
-    if (declared !== null) gate.checkIndex(declared, index, auth.claims);
+    if (gate === undefined) return answer(out, tenant, index, null, undefined, undefined, note);
+    if (declared !== null) gate.checkIndex(declared, index, note);
     // Step 12 looked at now, refused after step 11 (the body) by the worker: see BudgetSink.
-    const budget = gate.checkBudgets(tenant, index, auth.claims);
-    return answer(out, tenant, index, declared, auth.claims, budget);
+    const budget = gate.checkBudgets(tenant, index, auth.claims, note);
+    return answer(out, tenant, index, declared, auth.claims, budget, note);
   }
 
   /**
@@ -368,11 +362,11 @@ export class Admission {
    */
   reserve(signal: 'logs' | 'traces', a: Admitted, sink?: BudgetSink): Lane {
     // A caller with nowhere to carry the refusal gets it now, before the body (the order of old).
-    if (a.budget !== undefined && sink === undefined) throw this.#o.tenants!.budgetRefused(a.budget, true);
+    if (a.budget !== undefined && sink === undefined) throw this.#o.tenants!.budgetRefused(a.budget);
     const lane = this.#reserveLane(signal, a.tenant, a.index);
     if (sink !== undefined) sink.budget = a.budget;
     // [declared tenants] first admission of the tenant (audit); a request its budget will refuse is not one.
-    if (a.declared !== undefined && a.declared !== null && a.budget === undefined) this.#o.tenants!.admitted(a.declared, a.claims);
+    if (a.declared !== undefined && a.declared !== null && a.budget === undefined) this.#o.tenants!.admitted(a.declared, a.claims, a.audit);
     return lane;
   }
 

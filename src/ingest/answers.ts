@@ -6,12 +6,15 @@
 import type { ErrorCode, IngestError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { IngestMetrics } from '../metrics/ingest-metrics.js';
+import type { AuditNote } from '../tenants/audit-log.js';
 import { asRefusal, errorForCompletion, logRefusal } from './responses.js';
 
 /** One request in flight, as the answering side sees it. */
 export interface Answerable {
   /** ENDPOINT index of siglake_ingest_requests_total (0 logs, 1 traces). */
   readonly endpoint: number;
+  /** Its audit note, while the audit stream is on: every refusal answered here is audited with it. */
+  audit?: AuditNote | undefined;
 }
 
 /** How one transport writes its two kinds of answer. */
@@ -24,11 +27,14 @@ export class Answers<S extends Answerable> {
   readonly #log: Logger;
   readonly #metrics: IngestMetrics;
   readonly #writer: AnswerWriter<S>;
+  readonly #audit: ((e: IngestError, note: AuditNote | undefined) => void) | undefined;
 
-  constructor(log: Logger, metrics: IngestMetrics, writer: AnswerWriter<S>) {
+  /** `audit`: writes a refusal's audit event (Admission.auditRefusal), once per request. */
+  constructor(log: Logger, metrics: IngestMetrics, writer: AnswerWriter<S>, audit?: (e: IngestError, note: AuditNote | undefined) => void) {
     this.#log = log;
     this.#metrics = metrics;
     this.#writer = writer;
+    this.#audit = audit;
   }
 
   /** The request was stored. */
@@ -47,6 +53,7 @@ export class Answers<S extends Answerable> {
     const e = asRefusal(err);
     logRefusal(this.#log, e, state.endpoint, err);
     this.#metrics.request(state.endpoint, e.httpStatus);
+    if (state.audit !== undefined) this.#audit?.(e, state.audit);
     this.#writer.sendRefusal(state, e);
     return e;
   }

@@ -13,10 +13,11 @@ import { FLAG_BUDGET_EXHAUSTED, Signal } from '../shard/frames.js';
 import type { Lane } from '../lanes/lane-table.js';
 import type { AcceptorOptions } from './acceptor-options.js';
 import type { Admitted, BudgetSink, IngestHeaders } from './admission.js';
+import { auditNote, type AuditNote } from '../tenants/audit-log.js';
 import type { BudgetRefusal } from '../tenants/declared-tenants.js';
 import type { PendingRequest } from '../shard/dispatcher.js';
 import { INVALID_ROUTING_HEADER, installGrpcHeaderGuard } from './grpc-header-guard.js';
-import { tapOfCall, tapSocket } from './grpc-header-tap.js';
+import { peerOfCall, tapOfCall, tapSocket } from './grpc-header-tap.js';
 import { installGrpcTransportRefusals, transportRefusal } from './grpc-transport-refusals.js';
 import { Answers } from './answers.js';
 import { asRefusal, DRAINING, grpcStatusDetails, logRefusal } from './responses.js';
@@ -82,7 +83,7 @@ const shortMessage = new IngestError('SIGLAKE_BAD_BODY', 'bad body: the stream e
 const tooManyStreams = new IngestError('SIGLAKE_TOO_MANY_STREAMS', 'too many gRPC calls open on this ingester (--grpc-max-streams): retry later');
 
 /** The facts admission needs, from a call's metadata. */
-function headersOf(md: grpc.Metadata, remote: string | undefined, dropped: boolean): IngestHeaders {
+function headersOf(md: grpc.Metadata, audit: AuditNote | undefined, dropped: boolean): IngestHeaders {
   const org = single(md, 'x-scope-orgid');
   const idx = single(md, 'x-siglake-index');
   const authz = single(md, 'authorization');
@@ -94,7 +95,7 @@ function headersOf(md: grpc.Metadata, remote: string | undefined, dropped: boole
     index: idx.value,
     indexCount: idx.count,
     headerError: dropped ? droppedRoutingHeader : md.get(INVALID_ROUTING_HEADER).length > 0 ? invalidRoutingHeader : undefined,
-    remote,
+    audit,
   };
 }
 
@@ -106,6 +107,8 @@ function statusOf(e: IngestError): grpc.StatusObject {
 class GrpcIngest implements PendingRequest, BudgetSink {
   /** [declared tenants] a budget admission found exhausted: the worker validates the message, then this 429 is sent. */
   budget: BudgetRefusal | undefined = undefined;
+  /** Its audit note, while the audit stream is on (the one its metadata was admitted with). */
+  audit: AuditNote | undefined = undefined;
   /** Bytes of its message this call holds of the in-flight bound. */
   reserved = 0;
   constructor(
@@ -133,10 +136,15 @@ export class GrpcAcceptor {
 
   constructor(opts: GrpcAcceptorOptions) {
     this.#o = opts;
-    this.#answers = new Answers<GrpcIngest>(opts.log, opts.metrics, {
-      sendOk: (state) => state.callback(null, EMPTY),
-      sendRefusal: (state, e) => state.callback(statusOf(e)),
-    });
+    this.#answers = new Answers<GrpcIngest>(
+      opts.log,
+      opts.metrics,
+      {
+        sendOk: (state) => state.callback(null, EMPTY),
+        sendRefusal: (state, e) => state.callback(statusOf(e)),
+      },
+      (e, note) => opts.admission.auditRefusal(e, note),
+    );
     installGrpcHeaderGuard(opts.log);
     installGrpcTransportRefusals();
     this.#server = new grpc.Server({
@@ -240,11 +248,15 @@ export class GrpcAcceptor {
       if (timer !== undefined) clearTimeout(timer);
       timer = undefined;
     };
+    // The call's audit note (its peer address), only while the audit stream is on.
+    let note: AuditNote | undefined;
+    const noteOf = (): AuditNote | undefined => (note ??= this.#o.admission.auditing ? auditNote(peerOfCall(call)) : undefined);
     const refuse = (err: unknown) => {
       refused = true;
       const e = asRefusal(err);
       logRefusal(this.#o.log, e, endpoint, err);
       this.#o.metrics.request(endpoint, e.httpStatus);
+      this.#o.admission.auditRefusal(e, noteOf());
       call.sendStatus(statusOf(e));
     };
     // grpc-js refused the message itself (its size: 413; it does not inflate: 400; an unknown
@@ -257,6 +269,7 @@ export class GrpcAcceptor {
       refused = true;
       logRefusal(this.#o.log, e, endpoint, e);
       this.#o.metrics.request(endpoint, e.httpStatus);
+      this.#o.admission.auditRefusal(e, noteOf());
       return true;
     };
     return new grpc.ServerInterceptingCall(
@@ -292,7 +305,7 @@ export class GrpcAcceptor {
                 let pre: Admitted | Promise<Admitted>;
                 try {
                   // [declared tenants] the peer for the audit stream, read only while it is on.
-                  pre = this.#o.admission.admitHeaders(headersOf(md, this.#o.admission.auditing ? call.getPeer() : undefined, dropped));
+                  pre = this.#o.admission.admitHeaders(headersOf(md, noteOf(), dropped));
                 } catch (e) {
                   refuse(e);
                   return;
@@ -350,12 +363,13 @@ export class GrpcAcceptor {
 
   #ingest(call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>, endpoint: number): void {
     const state = new GrpcIngest(this, endpoint, call, cb);
+    const pre = this.#admitted.get(call.metadata);
+    state.audit = pre !== undefined ? pre.audit : this.#o.admission.auditing ? auditNote(peerOfCall(call)) : undefined;
     if (this.#o.isDraining()) {
       this.#refuse(state, DRAINING);
       return;
     }
     const signal = endpoint === 0 ? 'logs' : 'traces';
-    const pre = this.#admitted.get(call.metadata);
     let admitted: Lane | Promise<Lane>;
     try {
       // The header checks ran on the metadata already (#admitOnMetadata); what is left is the lane.
@@ -363,7 +377,7 @@ export class GrpcAcceptor {
         pre !== undefined
           ? this.#o.admission.reserve(signal, pre, state)
           : // Every call passes #admitOnMetadata first (it took the tap's record of a dropped header).
-            this.#o.admission.admit(signal, headersOf(call.metadata, this.#o.admission.auditing ? call.getPeer() : undefined, false), state);
+            this.#o.admission.admit(signal, headersOf(call.metadata, state.audit, false), state);
     } catch (e) {
       this.#refuse(state, e);
       return;

@@ -238,3 +238,18 @@ export function tapOfCall(call: unknown): { stream: Http2Stream; tap: Http2Heade
   const tap = (sock?.[TAP] ?? (sock?.['stream'] as Record<symbol, unknown> | undefined)?.[TAP]) as Http2HeaderTap | undefined;
   return { stream, tap };
 }
+
+/**
+ * The peer address of a grpc-js server call (`host:port`), or 'unknown'.
+ * grpc-js's getPeer() reads the session's socket, which for a tapped
+ * connection is Node's wrapper around our duplex and has no address: the
+ * address is the duplex's (tapSocket copies it from the TCP socket).
+ */
+export function peerOfCall(call: unknown): string {
+  let c = call as { stream?: Http2Stream; nextCall?: unknown } | undefined;
+  for (let i = 0; i < 8 && c !== undefined && c.stream === undefined; i++) c = c.nextCall as typeof c;
+  const sock = c?.stream?.session?.socket as unknown as { remoteAddress?: string; remotePort?: number; stream?: { remoteAddress?: string; remotePort?: number } } | undefined;
+  const at = sock?.remoteAddress !== undefined ? sock : sock?.stream;
+  if (at?.remoteAddress === undefined) return 'unknown';
+  return at.remotePort !== undefined ? `${at.remoteAddress}:${at.remotePort}` : at.remoteAddress;
+}

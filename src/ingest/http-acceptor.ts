@@ -12,6 +12,7 @@ import { FLAG_BUDGET_EXHAUSTED, FLAG_GZIP, FLAG_JSON, Signal } from '../shard/fr
 import type { Lane } from '../lanes/lane-table.js';
 import type { AcceptorOptions } from './acceptor-options.js';
 import type { BudgetSink, IngestHeaders } from './admission.js';
+import { auditNote, type AuditNote } from '../tenants/audit-log.js';
 import type { BudgetRefusal } from '../tenants/declared-tenants.js';
 import type { PendingRequest } from '../shard/dispatcher.js';
 import { Answers } from './answers.js';
@@ -76,6 +77,8 @@ function encodingOf(contentType: string): number {
 /** One ingest request in flight on a connection. */
 class HttpIngest implements PendingRequest, BudgetSink {
   aborted = false;
+  /** Its audit note, while the audit stream is on. */
+  audit: AuditNote | undefined = undefined;
   /** [declared tenants] a budget admission found exhausted: the worker validates the body, then this 429 is sent. */
   budget: BudgetRefusal | undefined = undefined;
   done = false;
@@ -139,7 +142,7 @@ export class HttpAcceptor {
     orgIdCount: 0,
     index: undefined,
     indexCount: 0,
-    remote: undefined,
+    audit: undefined,
     contentType: '',
     contentEncoding: '',
     contentLength: -1,
@@ -192,10 +195,15 @@ export class HttpAcceptor {
 
   constructor(opts: HttpAcceptorOptions) {
     this.#o = opts;
-    this.#answers = new Answers(opts.log, opts.metrics, {
-      sendOk: (state) => this.#sendOk(state),
-      sendRefusal: (state, err) => this.#sendRefusal(state, err),
-    });
+    this.#answers = new Answers(
+      opts.log,
+      opts.metrics,
+      {
+        sendOk: (state) => this.#sendOk(state),
+        sendRefusal: (state, err) => this.#sendRefusal(state, err),
+      },
+      (e, note) => opts.admission.auditRefusal(e, note),
+    );
     const app = opts.uws.App();
     this.#app = app;
     app.post('/v1/logs', (res, req) => this.#ingest(res, req, ENDPOINT_LOGS));
@@ -281,8 +289,8 @@ export class HttpAcceptor {
    */
   #ingest(res: HttpResponse, req: HttpRequest, endpoint: number): void {
     const h = this.#readHeaders(req);
-    // [declared tenants] the peer for the audit stream, read only while it is on.
-    h.remote = this.#o.admission.auditing ? Buffer.from(res.getRemoteAddressAsText()).toString() : undefined;
+    // The request's audit note (its peer address), only while the audit stream is on.
+    h.audit = this.#o.admission.auditing ? auditNote(Buffer.from(res.getRemoteAddressAsText()).toString()) : undefined;
     const enc = encodingOf(h.contentType);
     const state = new HttpIngest(
       this,
@@ -291,6 +299,7 @@ export class HttpAcceptor {
       enc < 0 ? Encoding.TEXT : (enc as EncodingCode),
       Number.isFinite(h.contentLength) ? h.contentLength : -1,
     );
+    state.audit = h.audit;
     res.onAborted(() => this.#aborted(state));
     // Refused before its body was read: close the connection rather than read
     // and throw away a large or open-ended body (small ones are skipped by uWS).
@@ -503,9 +512,10 @@ export class HttpAcceptor {
    * buffered meanwhile.
    */
   #lingerRefuse(state: HttpIngest, err: IngestError): void {
-    // Counted and logged now, as any refusal: the answer itself waits (#endLinger).
+    // Counted, logged and audited now, as any refusal: the answer itself waits (#endLinger).
     logRefusal(this.#o.log, err, state.endpoint);
     this.#o.metrics.request(state.endpoint, err.httpStatus);
+    this.#o.admission.auditRefusal(err, state.audit);
     state.done = true;
     state.refused = true;
     state.buf = undefined;

@@ -14,7 +14,7 @@ import { IngestIndexSet } from '../indexes/ingest-index-set.js';
 import { LaneTable } from '../lanes/lane-table.js';
 import { InflightBytes } from '../limits/inflight-bytes.js';
 import { MemBreaker } from '../limits/mem-breaker.js';
-import { scrapedGauge } from '../metrics/scraped.js';
+import { scrapedCounter, scrapedGauge } from '../metrics/scraped.js';
 import type { RateBudget } from '../limits/rate-budget.js';
 import { RateLimiter } from '../limits/rate-limiter.js';
 import { RedisBudget } from '../limits/redis-budget.js';
@@ -216,6 +216,12 @@ export class Ingester {
           : new TenantsReloader({ file: s.tenantsFile, tenants, log, metrics: tenantMetrics, ...(audit !== undefined ? { audit } : {}) });
     }
     this.#tenants = tenants;
+    // The audit stream without declared tenants: refusals are audited all the same (they were
+    // silently not, the file stayed empty), and its losses counted under the same name.
+    if (!declaring && this.#audit !== undefined) {
+      const audit = this.#audit;
+      scrapedCounter(registry, 'siglake_audit_events_dropped_total', 'Audit events dropped because the audit sink could not keep up.', () => audit.dropped);
+    }
     admission = new Admission({
       tenants,
       breaker: this.#breaker,
@@ -231,6 +237,7 @@ export class Ingester {
       maxTenants: s.maxTenants,
       queueCapacity: s.queueCapacity,
       indexes: this.#indexes,
+      audit: this.#audit,
     });
 
     const inflight = new InflightBytes(s.maxInflightMib * 1024 * 1024, this.#breaker, (e) => {

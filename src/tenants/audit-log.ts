@@ -18,6 +18,34 @@ export interface AuditEvent {
   [k: string]: unknown;
 }
 
+/**
+ * What one request's refusal event says, filled in as admission learns it:
+ * the peer address (read when the request came), the verified subject, the
+ * tenant, and a reason finer than the refusal's code (`tenant_rate_limited`,
+ * `index_not_in_tenant`, `budget_exhausted_tenant`, …). One per request,
+ * never shared: a request that resumes after an await still writes its own
+ * (a field shared by all requests named another client's address).
+ */
+export interface AuditNote {
+  readonly remote: string | null;
+  subject: string | null;
+  tenant: string | null;
+  reason: string | null;
+  /** Its refusal was written (a request is refused once). */
+  done: boolean;
+}
+
+export function auditNote(remote: string | undefined): AuditNote {
+  return { remote: remote ?? null, subject: null, tenant: null, reason: null, done: false };
+}
+
+/** Records what a refusing step knows (`note` undefined: auditing is off). */
+export function noteRefusal(note: AuditNote | undefined, tenant: string | null, reason: string): void {
+  if (note === undefined) return;
+  if (tenant !== null) note.tenant = tenant;
+  note.reason = reason;
+}
+
 /** Queued bytes past which new events are dropped (and counted). */
 export const MAX_QUEUED_BYTES = 4 * 1024 * 1024;
 

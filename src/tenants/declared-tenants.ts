@@ -16,7 +16,7 @@ import { IngestError, tenantDenied, type ErrorCode } from '../errors.js';
 import type { Redis } from 'ioredis';
 import { RedisBudget, redisBudgetClient } from '../limits/redis-budget.js';
 import { TokenBucketTable } from '../limits/token-bucket-table.js';
-import type { AuditEvent, AuditLog } from './audit-log.js';
+import { noteRefusal, type AuditEvent, type AuditLog, type AuditNote } from './audit-log.js';
 import { Budget } from './budgets.js';
 import { PrincipalBuckets, sharedPrincipalBuckets } from './principal-buckets.js';
 import { BudgetSync, type BudgetSyncOptions } from './shared-budgets.js';
@@ -55,7 +55,8 @@ export interface BudgetRefusal {
   readonly scope: string;
   readonly rt: TenantRuntime | undefined;
   readonly claims: Readonly<Record<string, unknown>> | undefined;
-  readonly remote: string | undefined;
+  /** The request's audit note (auditing on), for the refusal's reason. */
+  readonly note: AuditNote | undefined;
 }
 
 class Snapshot {
@@ -90,9 +91,6 @@ export class DeclaredTenants {
   readonly #server: Budget | null;
   readonly #sync: BudgetSync | undefined;
   #timer: NodeJS.Timeout | undefined;
-  #auditedPending = false;
-  /** The peer of the request being admitted (set by admission while auditing; audit only). */
-  remote: string | undefined = undefined;
   readonly #ambiguous = new IngestError(
     'SIGLAKE_TENANT_AMBIGUOUS',
     'tenant ambiguous: the verified principal matches more than one declared tenant; the operator must make the tenants file unambiguous',
@@ -278,13 +276,13 @@ export class DeclaredTenants {
    * SIGLAKE_TENANT_AMBIGUOUS, or header_mismatch when X-Scope-OrgID names
    * another tenant (a tenant is derived, never presented).
    */
-  resolve(claims: Readonly<Record<string, unknown>> | undefined, orgId: string | undefined, orgIdCount: number): TenantRuntime | null {
+  resolve(claims: Readonly<Record<string, unknown>> | undefined, orgId: string | undefined, orgIdCount: number, note?: AuditNote): TenantRuntime | null {
     const snap = this.#snap;
     const r = snap.index.resolve(claims);
     if (r === null) return null;
     if (r === AMBIGUOUS) {
       this.#o.metrics?.ambiguous.inc();
-      this.#audit('refusal', null, claims, 'tenant_ambiguous');
+      noteRefusal(note, null, 'tenant_ambiguous');
       throw this.#ambiguous;
     }
     const rt = snap.byOrd[r.ord]!;
@@ -300,7 +298,7 @@ export class DeclaredTenants {
         if (ch === 0x2c) throw this.#twoOrgIds;
       }
       rt.series?.outcome[REFUSED]!.inc();
-      this.#audit('refusal', rt.id, claims, 'header_mismatch');
+      noteRefusal(note, rt.id, 'header_mismatch');
       throw this.#headerMismatch;
     }
     return rt;
@@ -326,54 +324,54 @@ export class DeclaredTenants {
    * emptied since may spend one token of its tenant's before its first
    * refusal here; from then on this replica refuses it from the read.
    */
-  takeRate(rt: TenantRuntime, claims: Readonly<Record<string, unknown>> | undefined): number | Promise<number> {
+  takeRate(rt: TenantRuntime, claims: Readonly<Record<string, unknown>> | undefined, note?: AuditNote): number | Promise<number> {
     const bucket = rt.bucket;
-    if (bucket !== null && bucket.tokens(rt.slot) < 1) return this.#tenantLimited(rt, claims, Math.max(1, bucket.take(rt.slot)));
+    if (bucket !== null && bucket.tokens(rt.slot) < 1) return this.#tenantLimited(rt, note, Math.max(1, bucket.take(rt.slot)));
     const p = this.#principals;
     const sub = claims?.['sub'];
     const pslot = p !== null && typeof sub === 'string' ? p.slotOf(sub) : -1;
     if (pslot >= 0) {
       const w = p!.peek(pslot);
-      if (w > 0) return this.#principalLimited(rt, claims, w);
+      if (w > 0) return this.#principalLimited(rt, note, w);
     }
     const sp = this.#sharedPrincipals;
     if (sp !== null && typeof sub === 'string') {
       // Shared: only a refusal this replica already knows of (Redis said the bucket is empty) is seen before the tenant's take.
       const w = sp.peekTenant(sub);
-      if (w > 0) return this.#principalLimited(rt, claims, w);
+      if (w > 0) return this.#principalLimited(rt, note, w);
     }
     if (rt.shared !== null) {
       const w = rt.shared.takeTenant(rt.id);
-      if (typeof w !== 'number') return w.then((x) => this.#afterTenantTake(rt, claims, pslot, x));
-      return this.#afterTenantTake(rt, claims, pslot, w);
+      if (typeof w !== 'number') return w.then((x) => this.#afterTenantTake(rt, claims, pslot, x, note));
+      return this.#afterTenantTake(rt, claims, pslot, w, note);
     }
-    return this.#afterTenantTake(rt, claims, pslot, bucket === null ? 0 : bucket.take(rt.slot));
+    return this.#afterTenantTake(rt, claims, pslot, bucket === null ? 0 : bucket.take(rt.slot), note);
   }
 
-  #afterTenantTake(rt: TenantRuntime, claims: Readonly<Record<string, unknown>> | undefined, pslot: number, w: number): number | Promise<number> {
-    if (w > 0) return this.#tenantLimited(rt, claims, w);
+  #afterTenantTake(rt: TenantRuntime, claims: Readonly<Record<string, unknown>> | undefined, pslot: number, w: number, note: AuditNote | undefined): number | Promise<number> {
+    if (w > 0) return this.#tenantLimited(rt, note, w);
     if (pslot >= 0) {
       const pw = this.#principals!.take(pslot);
-      if (pw > 0) return this.#principalLimited(rt, claims, pw);
+      if (pw > 0) return this.#principalLimited(rt, note, pw);
       return 0;
     }
     const sp = this.#sharedPrincipals;
     const sub = claims?.['sub'];
     if (sp === null || typeof sub !== 'string') return 0;
     const pw = sp.takeTenant(sub);
-    if (typeof pw !== 'number') return pw.then((x) => (x > 0 ? this.#principalLimited(rt, claims, x) : 0));
-    return pw > 0 ? this.#principalLimited(rt, claims, pw) : 0;
+    if (typeof pw !== 'number') return pw.then((x) => (x > 0 ? this.#principalLimited(rt, note, x) : 0));
+    return pw > 0 ? this.#principalLimited(rt, note, pw) : 0;
   }
 
-  #tenantLimited(rt: TenantRuntime, claims: Readonly<Record<string, unknown>> | undefined, w: number): number {
+  #tenantLimited(rt: TenantRuntime, note: AuditNote | undefined, w: number): number {
     rt.series?.outcome[RATE_LIMITED]!.inc();
-    this.#audit('refusal', rt.id, claims, 'tenant_rate_limited');
+    noteRefusal(note, rt.id, 'tenant_rate_limited');
     return w;
   }
 
-  #principalLimited(rt: TenantRuntime, claims: Readonly<Record<string, unknown>> | undefined, w: number): number {
+  #principalLimited(rt: TenantRuntime, note: AuditNote | undefined, w: number): number {
     rt.series?.outcome[RATE_LIMITED]!.inc();
-    this.#audit('refusal', rt.id, claims, 'principal_rate_limited');
+    noteRefusal(note, rt.id, 'principal_rate_limited');
     return w;
   }
 
@@ -382,19 +380,19 @@ export class DeclaredTenants {
    * `sub`), after the generic tenant bucket: 0 or seconds (a Promise while a
    * shared lease is on its way).
    */
-  takePrincipal(claims: Readonly<Record<string, unknown>> | undefined, tenant: string | null): number | Promise<number> {
+  takePrincipal(claims: Readonly<Record<string, unknown>> | undefined, tenant: string | null, note?: AuditNote): number | Promise<number> {
     if (claims === undefined) return 0;
     const sub = claims['sub'];
     if (typeof sub !== 'string') return 0;
     const sp = this.#sharedPrincipals;
     if (sp !== null) {
       const w = sp.takeTenant(sub);
-      if (typeof w !== 'number') return w.then((x) => this.#principalTaken(claims, tenant, x));
-      return this.#principalTaken(claims, tenant, w);
+      if (typeof w !== 'number') return w.then((x) => this.#principalTaken(tenant, x, note));
+      return this.#principalTaken(tenant, w, note);
     }
     const p = this.#principals;
     if (p === null) return 0;
-    return this.#principalTaken(claims, tenant, p.take(p.slotOf(sub)));
+    return this.#principalTaken(tenant, p.take(p.slotOf(sub)), note);
   }
 
   /**
@@ -404,26 +402,26 @@ export class DeclaredTenants {
    * request its principal's bucket refuses spends nothing of its tenant's.
    * Shared buckets: only a refusal this replica already knows of is seen.
    */
-  peekPrincipal(claims: Readonly<Record<string, unknown>> | undefined, tenant: string | null): number {
+  peekPrincipal(claims: Readonly<Record<string, unknown>> | undefined, tenant: string | null, note?: AuditNote): number {
     if (claims === undefined) return 0;
     const sub = claims['sub'];
     if (typeof sub !== 'string') return 0;
     const p = this.#principals;
     const sp = this.#sharedPrincipals;
     const w = p !== null ? p.peek(p.slotOf(sub)) : sp !== null ? sp.peekTenant(sub) : 0;
-    return w > 0 ? this.#principalTaken(claims, tenant, w) : 0;
+    return w > 0 ? this.#principalTaken(tenant, w, note) : 0;
   }
 
-  #principalTaken(claims: Readonly<Record<string, unknown>>, tenant: string | null, w: number): number {
-    if (w > 0) this.#audit('refusal', tenant, claims, 'principal_rate_limited');
+  #principalTaken(tenant: string | null, w: number, note: AuditNote | undefined): number {
+    if (w > 0) noteRefusal(note, tenant, 'principal_rate_limited');
     return w;
   }
 
   /** Step 7: an index outside the tenant's declared subset is refused (403) before any budget. */
-  checkIndex(rt: TenantRuntime, index: string | undefined, claims: Readonly<Record<string, unknown>> | undefined): void {
+  checkIndex(rt: TenantRuntime, index: string | undefined, note?: AuditNote): void {
     if (index === undefined || rt.indexes === undefined || rt.indexes.has(index)) return;
     rt.series?.outcome[INDEX_REFUSED]!.inc();
-    this.#audit('refusal', rt.id, claims, 'index_not_in_tenant');
+    noteRefusal(note, rt.id, 'index_not_in_tenant');
     throw this.#indexRefused(index);
   }
 
@@ -448,7 +446,7 @@ export class DeclaredTenants {
    * does once the worker found the body valid. Allocates only when a budget
    * is exhausted.
    */
-  checkBudgets(tenant: string, index: string | undefined, claims: Readonly<Record<string, unknown>> | undefined): BudgetRefusal | undefined {
+  checkBudgets(tenant: string, index: string | undefined, claims: Readonly<Record<string, unknown>> | undefined, note?: AuditNote): BudgetRefusal | undefined {
     const rt = this.#snap.byId.get(tenant);
     if (rt === undefined && this.#server === null) return undefined;
     const now = Date.now();
@@ -461,28 +459,17 @@ export class DeclaredTenants {
     }
     if (wait === 0 && this.#server !== null && (wait = this.#server.exhausted(now)) > 0) scope = 'server';
     if (wait === 0) return undefined;
-    return { error: this.#budgetError(scope, wait), scope, rt, claims, remote: this.remote };
+    return { error: this.#budgetError(scope, wait), scope, rt, claims, note };
   }
 
   /**
-   * A request whose budget was exhausted at admission had a valid body: count
-   * and audit its refusal; returns the 429 to send. `atAdmission`: thrown by
-   * admission itself (a caller without a BudgetSink), which audits nothing more.
+   * A request whose budget was exhausted at admission had a valid body (or,
+   * at admission, a caller without a BudgetSink): count it and note the
+   * refusal's reason for its audit event; returns the 429 to send.
    */
-  budgetRefused(d: BudgetRefusal, atAdmission = false): IngestError {
+  budgetRefused(d: BudgetRefusal): IngestError {
     d.rt?.series?.outcome[BUDGET_EXHAUSTED]!.inc();
-    const a = this.#o.audit;
-    if (a !== undefined) {
-      if (atAdmission) this.#auditedPending = true;
-      const sub = d.claims?.['sub'];
-      a.write({
-        event: 'refusal',
-        tenant: d.rt?.id ?? null,
-        subject: typeof sub === 'string' ? sub : null,
-        reason: `budget_exhausted_${d.scope}`,
-        remote: d.remote ?? null,
-      });
-    }
+    noteRefusal(d.note, d.rt?.id ?? null, `budget_exhausted_${d.scope}`);
     return d.error;
   }
 
@@ -504,8 +491,8 @@ export class DeclaredTenants {
     if (code === 'SIGLAKE_BUDGET_EXHAUSTED') return;
     const rt = this.#snap.byId.get(tenant);
     if (code !== undefined) {
+      // Audited where it is answered (Answers.refuse), with its subject and peer.
       rt?.series?.outcome[REFUSED]!.inc();
-      if (this.#o.audit !== undefined) this.#o.audit.write({ event: 'refusal', tenant: rt?.id ?? null, subject: null, reason: code, remote: null });
       return;
     }
     const now = Date.now();
@@ -528,10 +515,11 @@ export class DeclaredTenants {
   }
 
   /** First admission of a declared tenant (audited once per tenant per process). */
-  admitted(rt: TenantRuntime, claims: Readonly<Record<string, unknown>> | undefined): void {
+  admitted(rt: TenantRuntime, claims: Readonly<Record<string, unknown>> | undefined, note: AuditNote | undefined): void {
     if (rt.admitted) return;
     rt.admitted = true;
-    this.#audit('tenant_first_admission', rt.id, claims, null);
+    const sub = claims?.['sub'];
+    this.#o.audit?.write({ event: 'tenant_first_admission', tenant: rt.id, subject: typeof sub === 'string' ? sub : null, reason: null, remote: note?.remote ?? null });
   }
 
   /** Budget gauges: what is left of every declared tenant's budget. */
@@ -544,34 +532,6 @@ export class DeclaredTenants {
       if (b.decl.bytes !== undefined) out.push({ tenant: rt.id, unit: 'bytes', value: b.remaining('bytes') });
     }
     return out;
-  }
-
-  get auditing(): boolean {
-    return this.#o.audit !== undefined;
-  }
-
-  /** A refusal at admission: audited here unless the step that refused audited it already (with tenant and subject). */
-  refusedAtAdmission(e: unknown): void {
-    if (this.#auditedPending) {
-      this.#auditedPending = false;
-      return;
-    }
-    const code = (e as { code?: unknown } | null)?.code;
-    this.#o.audit?.write({
-      event: 'refusal',
-      tenant: null,
-      subject: null,
-      reason: typeof code === 'string' ? code : 'internal',
-      remote: this.remote ?? null,
-    });
-  }
-
-  #audit(event: AuditEvent['event'], tenant: string | null, claims: Readonly<Record<string, unknown>> | undefined, reason: string | null): void {
-    const a = this.#o.audit;
-    if (a === undefined) return;
-    if (event === 'refusal') this.#auditedPending = true;
-    const sub = claims?.['sub'];
-    a.write({ event, tenant, subject: typeof sub === 'string' ? sub : null, reason, remote: this.remote ?? null });
   }
 
   async close(): Promise<void> {

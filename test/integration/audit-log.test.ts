@@ -1,16 +1,142 @@
-// The audit stream's accounting when its file refuses writes (a full disk:
-// /dev/full answers every write ENOSPC): every event lost is counted in
-// siglake_audit_events_dropped_total, one per event (it counted one per
-// batch of events), and the loss is logged at warn, throttled, never with a
-// token.
+// The audit stream (declared-tenants.md §4): one event per refusal, with
+// the tenant, verified subject, reason and peer of that request (each request
+// carries its own note: a field shared by all requests named another
+// client's address on a gRPC call's first admission); refusals after
+// admission (413, 415, a gRPC lane-step refusal) and without declared
+// tenants are audited too; and when its file refuses writes (a full disk:
+// /dev/full answers every write ENOSPC) every event lost is counted in
+// siglake_audit_events_dropped_total, one per event, and logged at warn,
+// throttled, never with a token.
 
 import fs from 'node:fs';
+import http from 'node:http';
+import http2 from 'node:http2';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { LOGS_EXPORT, grpc } from '../helpers/grpc-client.js';
 import { post } from '../helpers/http.js';
-import { startIngester, tempDir } from '../helpers/ingester.js';
+import { startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
+import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile } from '../helpers/jwt.js';
 import { logsProto } from '../helpers/otlp-bodies.js';
-import { until } from '../helpers/wait.js';
+import { Client } from '../helpers/tenancy-client.js';
+import { sleep, until } from '../helpers/wait.js';
+
+type Event = Record<string, unknown>;
+const events = (file: string): Event[] =>
+  fs.existsSync(file)
+    ? fs
+        .readFileSync(file, 'utf8')
+        .split('\n')
+        .filter((l) => l !== '')
+        .map((l) => JSON.parse(l) as Event)
+    : [];
+const eventually = async (file: string, pred: (e: Event[]) => boolean, what: string): Promise<Event[]> => {
+  await until(() => pred(events(file)), 10_000, what);
+  return events(file);
+};
+
+/** A POST from another loopback address (127.0.0.3): another client, as the audit sees it. */
+function postFrom(localAddress: string, url: string, body: Uint8Array, headers: Record<string, string>): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(`${url}/v1/logs`, { method: 'POST', localAddress, headers: { 'content-type': 'application/x-protobuf', ...headers } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('error', reject);
+    req.end(Buffer.from(body));
+  });
+}
+
+describe('audit events: each request its own', () => {
+  it("a gRPC call's first admission names its own peer, not that of a request refused meanwhile; later refusals carry tenant, subject and reason", async () => {
+    const dir = tempDir('siglake-audit-own-');
+    const key = await makeKeyPair('ES256', 'k-audit');
+    const jwks = writeJwksFile(dir, [key.jwk]);
+    const tenants = path.join(dir, 'tenants.yaml');
+    fs.writeFileSync(tenants, 'tenants:\n  - id: acme\n    subjects: { claims: { org_id: acme } }\n');
+    const file = path.join(dir, 'audit.jsonl');
+    const ing: RunningIngester = await startIngester({
+      args: ['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--tenants-file', tenants, '--audit-file', file, '--max-tenants', '1', '--max-request-bytes', '4096'],
+    });
+    const alice = `Bearer ${await mint(key, { org_id: 'acme' }, { sub: 'alice' })}`;
+    const c = new Client(ing);
+    try {
+      // acme's gRPC call from 127.0.0.1: headers now, its message held back.
+      const session = http2.connect(`http://${ing.grpcAddress}`);
+      session.on('error', () => {});
+      await new Promise<void>((r, j) => {
+        session.once('connect', () => r());
+        session.once('error', j);
+      });
+      const call = session.request({ ':method': 'POST', ':path': LOGS_EXPORT, 'content-type': 'application/grpc', te: 'trailers', authorization: alice });
+      call.on('error', () => {});
+      let status = -1;
+      const closed = new Promise<void>((r) => call.on('close', () => r()));
+      call.on('response', (h) => h['grpc-status'] !== undefined && (status = Number(h['grpc-status'])));
+      call.on('trailers', (h) => (status = Number(h['grpc-status'])));
+      call.on('data', () => {});
+      await new Promise<void>((r, j) => session.ping((e) => (e === null ? r() : j(e))));
+      await sleep(100);
+      // Meanwhile another client, from 127.0.0.3, is refused (no credentials).
+      expect(await postFrom('127.0.0.3', ing.url, logsProto(['x']), {})).toBe(401);
+      // Now acme's message: admitted, its first admission audited.
+      const msg = Buffer.from(logsProto(['first']));
+      const prefix = Buffer.alloc(5);
+      prefix.writeUInt32BE(msg.length, 1);
+      call.end(Buffer.concat([prefix, msg]));
+      await closed;
+      session.close();
+      expect(status).toBe(grpc.status.OK);
+      let ev = await eventually(file, (e) => e.some((x) => x['event'] === 'tenant_first_admission'), 'the first admission');
+      const first = ev.find((x) => x['event'] === 'tenant_first_admission')!;
+      expect(first).toMatchObject({ tenant: 'acme', subject: 'alice' });
+      expect(String(first['remote'])).toMatch(/127\.0\.0\.1/);
+      expect(ev.find((x) => x['reason'] === 'SIGLAKE_UNAUTHENTICATED')).toMatchObject({ event: 'refusal', tenant: null, subject: null, remote: expect.stringMatching(/127\.0\.0\.3/) });
+
+      // Refusals after admission, each with acme's tenant and alice as subject:
+      expect((await c.send('http', 'logs', 'x', { authorization: alice }, logsProto(['y'.repeat(5000)]))).status).toBe(413);
+      expect((await c.send('http', 'logs', 'x', { authorization: alice }, logsProto(['z']), 'text/csv')).status).toBe(415);
+      expect((await c.send('grpc', 'logs', 'x', { authorization: alice }, logsProto(['y'.repeat(5000)]))).code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+      expect((await c.send('http', 'logs', 'x', { authorization: alice }, new Uint8Array([0xff, 0xff]))).status).toBe(400);
+      // --max-tenants 1: a second tenant (routed by header) is at_capacity, on gRPC too.
+      const bob = `Bearer ${await mint(key, { org_id: 'other' }, { sub: 'bob' })}`;
+      expect((await c.send('grpc', 'traces', 'x', { authorization: bob })).code).toBe(grpc.status.PERMISSION_DENIED);
+      ev = await eventually(file, (e) => e.filter((x) => x['event'] === 'refusal').length >= 6, 'six refusals');
+      const refusals = ev.filter((x) => x['event'] === 'refusal').map((x) => [x['tenant'], x['subject'], x['reason']]);
+      expect(refusals).toEqual([
+        [null, null, 'SIGLAKE_UNAUTHENTICATED'],
+        ['acme', 'alice', 'SIGLAKE_BODY_TOO_LARGE'],
+        ['acme', 'alice', 'SIGLAKE_UNSUPPORTED_MEDIA'],
+        ['acme', 'alice', 'SIGLAKE_BODY_TOO_LARGE'],
+        ['acme', 'alice', 'SIGLAKE_BAD_BODY'],
+        ['default', 'bob', 'at_capacity'],
+      ]);
+    } finally {
+      c.close();
+      expect(await ing.stop()).toBe(0);
+    }
+  });
+
+  it('audits refusals without declared tenants too (the file stayed empty)', async () => {
+    const dir = tempDir('siglake-audit-plain-');
+    const file = path.join(dir, 'audit.jsonl');
+    const ing = await startIngester({ args: ['--auth-bearer-tokens', 'tok-plain-1', '--audit-file', file] });
+    try {
+      expect((await post(ing.url, '/v1/logs', logsProto(['a']), { contentType: 'application/x-protobuf' })).status).toBe(401);
+      const denied = await post(ing.url, '/v1/logs', logsProto(['b']), { contentType: 'application/x-protobuf', headers: { authorization: 'Bearer tok-plain-1', 'x-scope-orgid': 'acme' } });
+      expect(denied.status).toBe(403);
+      const ev = await eventually(file, (e) => e.length >= 2, 'two refusals');
+      expect(ev.map((x) => [x['event'], x['reason']])).toEqual([
+        ['refusal', 'SIGLAKE_UNAUTHENTICATED'],
+        ['refusal', 'header_not_trusted'],
+      ]);
+      expect(fs.readFileSync(file, 'utf8')).not.toContain('tok-plain-1');
+      expect(await ing.metric('siglake_audit_events_dropped_total')).toBe(0);
+    } finally {
+      expect(await ing.stop()).toBe(0);
+    }
+  });
+});
 
 describe('audit file that refuses writes', () => {
   it('counts every event lost, and says so at warn', async () => {

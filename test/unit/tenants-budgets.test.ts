@@ -61,7 +61,7 @@ describe('audit log', () => {
     const n = Math.ceil(MAX_QUEUED_BYTES / 1024) + 100;
     for (let i = 0; i < n; i++) log.write({ event: 'refusal', tenant: 't', subject: `s${i}`, reason, remote: null });
     expect(log.dropped).toBeGreaterThan(0);
-    log.close();
+    await log.close();
     const lines = fs.readFileSync(file, 'utf8').split('\n').filter(Boolean);
     expect(lines.length + log.dropped).toBe(n);
     expect(JSON.parse(lines[0]!)).toMatchObject({ event: 'refusal', tenant: 't', subject: 's0', remote: null });
