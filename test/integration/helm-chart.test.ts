@@ -14,6 +14,7 @@ import YAML from 'yaml';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadSettings } from '../../src/config/load.js';
 import { SETTINGS, settingNames } from '../../src/config/settings.js';
+import { parseTenantsText } from '../../src/tenants/tenants-file.js';
 import { REPO, tempDir } from '../helpers/ingester.js';
 
 const CHART = path.join(REPO, 'deploy/helm/siglake');
@@ -250,22 +251,75 @@ describe('values.yaml', () => {
 
 describe('every settings section reaches the commands that read it', () => {
   it('tenants, audit and retention values are in the config files (they were dropped without a word)', () => {
-    const r = template('', ['tenants.file=/etc/siglake/tenants.yaml', 'audit.file=-', 'retention.logsDays=7', 'pods.query.enabled=true', 'catalog.url=postgres://pg/siglake', 'warehouse.path=s3://lake/siglake']);
+    const mounted = [
+      'tenants.file=/etc/tenants/tenants.yaml',
+      ...['ingester', 'query'].flatMap((pod) => [
+        `pods.${pod}.extraVolumes[0].name=tenants`,
+        `pods.${pod}.extraVolumes[0].configMap.name=my-tenants`,
+        `pods.${pod}.extraVolumeMounts[0].name=tenants`,
+        `pods.${pod}.extraVolumeMounts[0].mountPath=/etc/tenants`,
+      ]),
+    ];
+    const r = template('', [...mounted, 'audit.file=-', 'retention.logsDays=7', 'pods.query.enabled=true', 'catalog.url=postgres://pg/siglake', 'warehouse.path=s3://lake/siglake']);
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
     const secret = one(objects(r.stdout), 'Secret', 'sl-siglake-config');
     const ingest = YAML.parse(secret.stringData!['ingester.yaml']!);
     const query = YAML.parse(secret.stringData!['query.yaml']!);
-    expect(ingest.tenants).toEqual({ file: '/etc/siglake/tenants.yaml' });
+    expect(ingest.tenants).toEqual({ file: '/etc/tenants/tenants.yaml' });
     expect(ingest.audit).toEqual({ file: '-' });
     expect(ingest.retention.logsDays).toBe(7);
-    expect(query.tenants).toEqual({ file: '/etc/siglake/tenants.yaml' });
+    expect(query.tenants).toEqual({ file: '/etc/tenants/tenants.yaml' });
     expect(query.audit).toEqual({ file: '-' });
     // Every top-level section of the settings is rendered for at least one command.
     const helpers = fs.readFileSync(path.join(CHART, 'templates/_helpers.tpl'), 'utf8');
     const rendered = new Set([...helpers.matchAll(/range \$k := list ([^-]*)-/g)].flatMap((m) => [...m[1]!.matchAll(/"([a-z]+)"/g)].map((x) => x[1]!)));
     const sections = new Set(settingNames().map((n) => SETTINGS[n].key.split('.')[0]!));
     expect([...sections].filter((x) => !rendered.has(x))).toEqual([]);
+  });
+});
+
+describe('declaredTenants: the chart mounts the tenants file', () => {
+  it('renders them into a ConfigMap every pod mounts, sets tenants.file to it, and Siglake reads the file', () => {
+    const r = template('', [
+      'declaredTenants[0].id=acme',
+      'declaredTenants[0].subjects.claims.org_id=acme',
+      'declaredTenants[0].rateLimit.requestsPerSec=500',
+      'declaredTenants[1].id=globex',
+      'declaredTenants[1].subjects.groups[0]=globex-writers',
+      'pods.query.enabled=true',
+      'catalog.url=postgres://pg/siglake',
+      'warehouse.path=s3://lake/siglake',
+    ]);
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    const objs = objects(r.stdout);
+    const cm = one(objs, 'ConfigMap', 'sl-siglake-tenants') as K8sObject & { data: Record<string, string> };
+    const decls = parseTenantsText(cm.data['tenants.yaml']!, 'tenants.yaml');
+    expect(decls.map((d) => d.id)).toEqual(['acme', 'globex']);
+    const secret = one(objs, 'Secret', 'sl-siglake-config');
+    for (const key of ['ingester.yaml', 'query.yaml']) expect(YAML.parse(secret.stringData![key]!).tenants).toEqual({ file: '/etc/siglake-tenants/tenants.yaml' });
+    for (const [kind, name] of [['StatefulSet', 'sl-siglake-ingester'], ['Deployment', 'sl-siglake-query']] as const) {
+      const pod = one(objs, kind, name).spec.template.spec;
+      expect(pod.volumes).toContainEqual({ name: 'tenants', configMap: { name: 'sl-siglake-tenants' } });
+      expect(pod.containers[0].volumeMounts).toContainEqual({ name: 'tenants', mountPath: '/etc/siglake-tenants', readOnly: true });
+    }
+    // No restart on a change: the ConfigMap is not in the pods' checksum (each pod reloads the file).
+    const again = template('', ['declaredTenants[0].id=acme', 'declaredTenants[0].subjects.claims.org_id=other']);
+    const first = template('', ['declaredTenants[0].id=acme', 'declaredTenants[0].subjects.claims.org_id=acme']);
+    const checksum = (out: string) => one(objects(out), 'StatefulSet', 'sl-siglake-ingester').spec.template.metadata.annotations['checksum/config'];
+    expect(checksum(again.stdout)).toBe(checksum(first.stdout));
+  });
+
+  it(`validates against the Kubernetes ${KUBE_VERSION} API types with the tenants mounted`, () => {
+    const r = template('', ['declaredTenants[0].id=acme', 'declaredTenants[0].subjects.claims.org_id=acme']);
+    expect(r.status).toBe(0);
+    const file = path.join(tempDir('siglake-helm-'), 'manifest.yaml');
+    fs.writeFileSync(file, r.stdout);
+    const check = spawnSync(path.join(bin, 'kubecheck'), [file], { encoding: 'utf8' });
+    expect(check.stdout + check.stderr).not.toContain('FAIL');
+    expect(check.status).toBe(0);
+    expect(check.stdout.trim().split('\n')).toHaveLength(objects(r.stdout).length);
   });
 });
 
@@ -278,6 +332,9 @@ describe('the chart refuses values that cannot work', () => {
     [['pods.ingester.replicas=2'], /catalog\.url is SQLite on one pod's volume/],
     [['pods.query.enabled=true', 'catalog.url=postgres://pg/siglake'], /warehouse\.path is a directory on one pod's volume/],
     [['ingester.tenantClaim=tenant'], /ingester\.tenantClaim needs auth\.oidc\.issuer/],
+    [['tenants.file=/etc/tenants/tenants.yaml'], /tenants\.file \/etc\/tenants\/tenants\.yaml is under no mountPath of pods\.ingester\.extraVolumeMounts/],
+    [['tenants.file=/etc/t.yaml', 'declaredTenants[0].id=a', 'declaredTenants[0].subjects.claims.o=a'], /set declaredTenants .* or tenants\.file .*, not both/],
+    [['audit.file=/var/log/siglake/audit.jsonl'], /audit\.file \/var\/log\/siglake\/audit\.jsonl is on the pods' read-only root file system/],
   ])('--set %s', (set, message) => {
     const r = template('', set);
     expect(r.status).not.toBe(0);

@@ -36,7 +36,17 @@ section of the reference is in one of the lists).
 {{- range $k := list "server" "ingester" "redis" "catalog" "warehouse" "compactor" "auth" "log" "tenants" "audit" "retention" -}}
 {{- if hasKey $.Values $k -}}{{- $_ := set $cfg $k (get $.Values $k) -}}{{- end -}}
 {{- end -}}
+{{- include "siglake.tenantsFileInto" (dict "cfg" $cfg "root" $) -}}
 {{- toYaml $cfg -}}
+{{- end -}}
+
+{{/* The chart's own tenants file (values: declaredTenants) as tenants.file. */}}
+{{- define "siglake.tenantsFile" -}}/etc/siglake-tenants/tenants.yaml{{- end -}}
+
+{{- define "siglake.tenantsFileInto" -}}
+{{- if .root.Values.declaredTenants -}}
+{{- $_ := set .cfg "tenants" (merge (dict "file" (include "siglake.tenantsFile" .root)) (default dict (get .cfg "tenants"))) -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "siglake.queryConfig" -}}
@@ -44,6 +54,7 @@ section of the reference is in one of the lists).
 {{- range $k := list "query" "catalog" "warehouse" "auth" "log" "tenants" "audit" -}}
 {{- if hasKey $.Values $k -}}{{- $_ := set $cfg $k (get $.Values $k) -}}{{- end -}}
 {{- end -}}
+{{- include "siglake.tenantsFileInto" (dict "cfg" $cfg "root" $) -}}
 {{- toYaml $cfg -}}
 {{- end -}}
 
@@ -102,6 +113,34 @@ a pod that crash-loops or is OOM-killed.
 {{- end -}}
 {{- if and $shared (not (hasPrefix "s3://" (toString .Values.warehouse.path))) -}}
 {{- fail "warehouse.path is a directory on one pod's volume, but several ingesters (pods.ingester.replicas > 1) or the query server (pods.query.enabled) need a shared warehouse: set warehouse.path to s3://bucket/prefix" -}}
+{{- end -}}
+{{- $tenantsFile := dig "file" "" (default dict .Values.tenants) -}}
+{{- if and .Values.declaredTenants $tenantsFile -}}
+{{- fail "set declaredTenants (the chart mounts them) or tenants.file (a file you mount), not both" -}}
+{{- end -}}
+{{- if $tenantsFile -}}
+{{- range $pod := list "ingester" "query" -}}
+{{- $p := get $.Values.pods $pod -}}
+{{- if or (eq $pod "ingester") $p.enabled -}}
+{{- $mounted := false -}}
+{{- range $m := (default list $p.extraVolumeMounts) -}}
+{{- if hasPrefix (printf "%s/" (trimSuffix "/" $m.mountPath)) $tenantsFile -}}{{- $mounted = true -}}{{- end -}}
+{{- end -}}
+{{- if not $mounted -}}
+{{- fail (printf "tenants.file %s is under no mountPath of pods.%s.extraVolumeMounts: the pod could not read it and would exit 2 at start; mount it there (a ConfigMap or Secret volume), or list the tenants in declaredTenants and let the chart mount them" $tenantsFile $pod) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $auditFile := dig "file" "" (default dict .Values.audit) -}}
+{{- if and $auditFile (ne $auditFile "-") -}}
+{{- $writable := or (hasPrefix "/var/lib/siglake/" $auditFile) (hasPrefix "/tmp/" $auditFile) -}}
+{{- range $m := (default list $ing.extraVolumeMounts) -}}
+{{- if and (not $m.readOnly) (hasPrefix (printf "%s/" (trimSuffix "/" $m.mountPath)) $auditFile) -}}{{- $writable = true -}}{{- end -}}
+{{- end -}}
+{{- if not $writable -}}
+{{- fail (printf "audit.file %s is on the pods' read-only root file system: use - (stdout), a path under /var/lib/siglake/ (the ingester's volume), or a writable pods.ingester.extraVolumeMounts" $auditFile) -}}
+{{- end -}}
 {{- end -}}
 {{- if and (hasKey .Values.ingester "tenantClaim") .Values.ingester.tenantClaim (not (dig "oidc" "issuer" "" (default dict .Values.auth))) -}}
 {{- fail "ingester.tenantClaim needs auth.oidc.issuer (the claim is read from a verified JWT)" -}}
