@@ -192,22 +192,28 @@ export class Admission {
     return this.#o.tenants!.budgetRefused(d);
   }
 
-  /** Whether refusals are audited: the acceptors then give each request an audit note (auditNote, with the peer address). */
+  /** Whether refusals are audited: the acceptors then read each request's peer address into its note. */
   get auditing(): boolean {
     return this.#o.audit !== undefined;
   }
 
+  /** Whether the acceptors give each request a note (auditNote): while auditing, or with declared tenants (their counts). */
+  get notes(): boolean {
+    return this.#o.audit !== undefined || this.#o.tenants !== undefined;
+  }
+
   /**
-   * Writes the refusal event of a request (once: a request is refused once),
-   * with what its note learned: tenant, subject, the refusing step's reason
-   * (else the denial label, else the code), peer. Every refusal an acceptor
-   * answers comes here (Answers.refuse, and gRPC's own answers).
+   * A request was refused (once: a request is refused once): writes its audit
+   * event with what its note learned (tenant, subject, the refusing step's
+   * reason, else the denial label, else the code; peer), and counts it in its
+   * declared tenant's siglake_tenant_requests_total by outcome. Every refusal
+   * an acceptor answers comes here (Answers.refuse, and gRPC's own answers).
    */
-  auditRefusal(e: IngestError, note: AuditNote | undefined): void {
-    const a = this.#o.audit;
-    if (a === undefined || note === undefined || note.done) return;
+  refused(e: IngestError, note: AuditNote | undefined): void {
+    if (note === undefined || note.done) return;
     note.done = true;
-    a.write({ event: 'refusal', tenant: note.tenant, subject: note.subject, reason: note.reason ?? e.reason ?? e.code, remote: note.remote });
+    this.#o.audit?.write({ event: 'refusal', tenant: note.tenant, subject: note.subject, reason: note.reason ?? e.reason ?? e.code, remote: note.remote });
+    if (note.tenant !== null) this.#o.tenants?.countRefusal(note.tenant, e.code);
   }
 
   /**

@@ -29,7 +29,7 @@ export class Answers<S extends Answerable> {
   readonly #writer: AnswerWriter<S>;
   readonly #audit: ((e: IngestError, note: AuditNote | undefined) => void) | undefined;
 
-  /** `audit`: writes a refusal's audit event (Admission.auditRefusal), once per request. */
+  /** `audit`: a refusal's audit event and declared-tenant count (Admission.refused), once per request. */
   constructor(log: Logger, metrics: IngestMetrics, writer: AnswerWriter<S>, audit?: (e: IngestError, note: AuditNote | undefined) => void) {
     this.#log = log;
     this.#metrics = metrics;

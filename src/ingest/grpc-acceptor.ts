@@ -143,7 +143,7 @@ export class GrpcAcceptor {
         sendOk: (state) => state.callback(null, EMPTY),
         sendRefusal: (state, e) => state.callback(statusOf(e)),
       },
-      (e, note) => opts.admission.auditRefusal(e, note),
+      (e, note) => opts.admission.refused(e, note),
     );
     installGrpcHeaderGuard(opts.log);
     installGrpcTransportRefusals();
@@ -248,15 +248,15 @@ export class GrpcAcceptor {
       if (timer !== undefined) clearTimeout(timer);
       timer = undefined;
     };
-    // The call's audit note (its peer address), only while the audit stream is on.
+    // The call's note (its peer address while auditing), for its refusal's audit event and tenant count.
     let note: AuditNote | undefined;
-    const noteOf = (): AuditNote | undefined => (note ??= this.#o.admission.auditing ? auditNote(peerOfCall(call)) : undefined);
+    const noteOf = (): AuditNote | undefined => (note ??= this.#noteOf(call));
     const refuse = (err: unknown) => {
       refused = true;
       const e = asRefusal(err);
       logRefusal(this.#o.log, e, endpoint, err);
       this.#o.metrics.request(endpoint, e.httpStatus);
-      this.#o.admission.auditRefusal(e, noteOf());
+      this.#o.admission.refused(e, noteOf());
       call.sendStatus(statusOf(e));
     };
     // grpc-js refused the message itself (its size: 413; it does not inflate: 400; an unknown
@@ -269,7 +269,7 @@ export class GrpcAcceptor {
       refused = true;
       logRefusal(this.#o.log, e, endpoint, e);
       this.#o.metrics.request(endpoint, e.httpStatus);
-      this.#o.admission.auditRefusal(e, noteOf());
+      this.#o.admission.refused(e, noteOf());
       return true;
     };
     return new grpc.ServerInterceptingCall(
@@ -364,7 +364,7 @@ export class GrpcAcceptor {
   #ingest(call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>, endpoint: number): void {
     const state = new GrpcIngest(this, endpoint, call, cb);
     const pre = this.#admitted.get(call.metadata);
-    state.audit = pre !== undefined ? pre.audit : this.#o.admission.auditing ? auditNote(peerOfCall(call)) : undefined;
+    state.audit = pre !== undefined ? pre.audit : this.#noteOf(call);
     if (this.#o.isDraining()) {
       this.#refuse(state, DRAINING);
       return;
@@ -396,6 +396,12 @@ export class GrpcAcceptor {
     } else {
       this.#o.dispatcher.dispatch(admitted, flags | (state.budget !== undefined ? FLAG_BUDGET_EXHAUSTED : 0), body, state);
     }
+  }
+
+  /** A call's note (admission.notes: declared tenants or the audit stream), with its peer address while auditing. */
+  #noteOf(call: unknown): AuditNote | undefined {
+    const a = this.#o.admission;
+    return a.notes ? auditNote(a.auditing ? peerOfCall(call) : undefined) : undefined;
   }
 
   #release(state: GrpcIngest): void {

@@ -202,7 +202,7 @@ export class HttpAcceptor {
         sendOk: (state) => this.#sendOk(state),
         sendRefusal: (state, err) => this.#sendRefusal(state, err),
       },
-      (e, note) => opts.admission.auditRefusal(e, note),
+      (e, note) => opts.admission.refused(e, note),
     );
     const app = opts.uws.App();
     this.#app = app;
@@ -289,8 +289,9 @@ export class HttpAcceptor {
    */
   #ingest(res: HttpResponse, req: HttpRequest, endpoint: number): void {
     const h = this.#readHeaders(req);
-    // The request's audit note (its peer address), only while the audit stream is on.
-    h.audit = this.#o.admission.auditing ? auditNote(Buffer.from(res.getRemoteAddressAsText()).toString()) : undefined;
+    // The request's note (its peer address while auditing), for its refusal's audit event and tenant count.
+    const adm = this.#o.admission;
+    h.audit = adm.notes ? auditNote(adm.auditing ? Buffer.from(res.getRemoteAddressAsText()).toString() : undefined) : undefined;
     const enc = encodingOf(h.contentType);
     const state = new HttpIngest(
       this,
@@ -515,7 +516,7 @@ export class HttpAcceptor {
     // Counted, logged and audited now, as any refusal: the answer itself waits (#endLinger).
     logRefusal(this.#o.log, err, state.endpoint);
     this.#o.metrics.request(state.endpoint, err.httpStatus);
-    this.#o.admission.auditRefusal(err, state.audit);
+    this.#o.admission.refused(err, state.audit);
     state.done = true;
     state.refused = true;
     state.buf = undefined;

@@ -297,7 +297,6 @@ export class DeclaredTenants {
         // as in every mode, not a mismatch (tenant-resolver.ts rawProblem).
         if (ch === 0x2c) throw this.#twoOrgIds;
       }
-      rt.series?.outcome[REFUSED]!.inc();
       noteRefusal(note, rt.id, 'header_mismatch');
       throw this.#headerMismatch;
     }
@@ -364,13 +363,11 @@ export class DeclaredTenants {
   }
 
   #tenantLimited(rt: TenantRuntime, note: AuditNote | undefined, w: number): number {
-    rt.series?.outcome[RATE_LIMITED]!.inc();
     noteRefusal(note, rt.id, 'tenant_rate_limited');
     return w;
   }
 
   #principalLimited(rt: TenantRuntime, note: AuditNote | undefined, w: number): number {
-    rt.series?.outcome[RATE_LIMITED]!.inc();
     noteRefusal(note, rt.id, 'principal_rate_limited');
     return w;
   }
@@ -420,7 +417,6 @@ export class DeclaredTenants {
   /** Step 7: an index outside the tenant's declared subset is refused (403) before any budget. */
   checkIndex(rt: TenantRuntime, index: string | undefined, note?: AuditNote): void {
     if (index === undefined || rt.indexes === undefined || rt.indexes.has(index)) return;
-    rt.series?.outcome[INDEX_REFUSED]!.inc();
     noteRefusal(note, rt.id, 'index_not_in_tenant');
     throw this.#indexRefused(index);
   }
@@ -468,7 +464,6 @@ export class DeclaredTenants {
    * refusal's reason for its audit event; returns the 429 to send.
    */
   budgetRefused(d: BudgetRefusal): IngestError {
-    d.rt?.series?.outcome[BUDGET_EXHAUSTED]!.inc();
     noteRefusal(d.note, d.rt?.id ?? null, `budget_exhausted_${d.scope}`);
     return d.error;
   }
@@ -487,14 +482,9 @@ export class DeclaredTenants {
 
   /** A request to `tenant` was answered: a 200 charges every budget (narrowest first) and counts. */
   completed(tenant: string, index: string | undefined, code: ErrorCode | undefined, records: number, bytes: number): void {
-    // A budget refusal is counted and audited by budgetRefused(), which knows its scope and subject.
-    if (code === 'SIGLAKE_BUDGET_EXHAUSTED') return;
+    // A refusal is counted and audited where it is answered (Admission.refused), with its subject and peer.
+    if (code !== undefined) return;
     const rt = this.#snap.byId.get(tenant);
-    if (code !== undefined) {
-      // Audited where it is answered (Answers.refuse), with its subject and peer.
-      rt?.series?.outcome[REFUSED]!.inc();
-      return;
-    }
     const now = Date.now();
     if (rt !== undefined) {
       if (index !== undefined) rt.indexBudgets.get(index)?.charge(records, bytes, now);
@@ -507,6 +497,21 @@ export class DeclaredTenants {
       }
     }
     this.#server?.charge(records, bytes, now);
+  }
+
+  /**
+   * A request of `tenant` was refused (Admission.refused: every refusal, once,
+   * where it is answered): counted in siglake_tenant_requests_total under the
+   * outcome of its code, when the tenant is declared. (Counted by the steps
+   * that refused, most refusals were missing: a 413, a 415, an unknown index,
+   * a lane-step refusal.)
+   */
+  countRefusal(tenant: string, code: ErrorCode): void {
+    const s = this.#snap.byId.get(tenant)?.series;
+    if (s === undefined || s === null) return;
+    const outcome =
+      code === 'SIGLAKE_RATE_LIMITED' ? RATE_LIMITED : code === 'SIGLAKE_BUDGET_EXHAUSTED' ? BUDGET_EXHAUSTED : code === 'SIGLAKE_INDEX_NOT_IN_TENANT' ? INDEX_REFUSED : REFUSED;
+    s.outcome[outcome]!.inc();
   }
 
   /** First admission of a lane (audited). */

@@ -101,6 +101,9 @@ describe('audit events: each request its own', () => {
       // --max-tenants 1: a second tenant (routed by header) is at_capacity, on gRPC too.
       const bob = `Bearer ${await mint(key, { org_id: 'other' }, { sub: 'bob' })}`;
       expect((await c.send('grpc', 'traces', 'x', { authorization: bob })).code).toBe(grpc.status.PERMISSION_DENIED);
+      // Each of acme's requests is in its outcome counts (the 413s, the 415 and the 400 were missing).
+      expect(await ing.metric('siglake_tenant_requests_total{tenant="acme",outcome="accepted"}')).toBe(1);
+      expect(await ing.metric('siglake_tenant_requests_total{tenant="acme",outcome="refused"}')).toBe(4);
       ev = await eventually(file, (e) => e.filter((x) => x['event'] === 'refusal').length >= 6, 'six refusals');
       const refusals = ev.filter((x) => x['event'] === 'refusal').map((x) => [x['tenant'], x['subject'], x['reason']]);
       expect(refusals).toEqual([
