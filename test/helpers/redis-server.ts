@@ -1,15 +1,26 @@
 // A real `redis-server` for tests: started on a free port in a temporary
 // directory, with no persistence. It can be killed with SIGKILL, paused with
 // SIGSTOP (so commands time out) and started again on the same port.
+//
+// The port lies below the kernel's ephemeral range (freeFixedPort), so that
+// while the server is down no listen(0) or outgoing connection of another
+// process can take it; should something hold it all the same, start() picks
+// another port and restart() tries again for a while, then fails saying so.
 
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort } from './free-port.js';
+import { freeFixedPort } from './free-port.js';
 
 export const REDIS_SERVER_BIN = process.env.REDIS_SERVER_BIN ?? '/usr/bin/redis-server';
+
+/** redis-server could not listen: another process holds the port. */
+class PortTakenError extends Error {}
+
+/** How long restart() waits for a port another process holds to be free again. */
+const RESTART_PORT_WAIT_MS = 10_000;
 
 /** Resolves once something accepts TCP connections on the port and answers PING. */
 async function waitForPong(port: number, deadlineMs: number): Promise<void> {
@@ -49,11 +60,21 @@ export class RedisServer {
     this.dir = dir;
   }
 
-  /** Start a fresh redis-server on a free port. */
+  /** Start a fresh redis-server on a free port (another one if something takes it first). */
   static async start(): Promise<RedisServer> {
-    const server = new RedisServer(await freePort(), mkdtempSync(join(tmpdir(), 'siglake-redis-')));
-    await server.restart();
-    return server;
+    const dir = mkdtempSync(join(tmpdir(), 'siglake-redis-'));
+    for (let attempt = 1; ; attempt++) {
+      const server = new RedisServer(await freeFixedPort(), dir);
+      try {
+        await server.#spawn();
+        return server;
+      } catch (e) {
+        if (!(e instanceof PortTakenError) || attempt >= 5) {
+          rmSync(dir, { recursive: true, force: true });
+          throw e;
+        }
+      }
+    }
   }
 
   get url(): string {
@@ -64,25 +85,64 @@ export class RedisServer {
     return this.#child !== null;
   }
 
-  /** (Re)start the server on the same port; it comes back empty (no persistence). */
+  /**
+   * Start the server again on the same port (after kill9()); it comes back
+   * empty (no persistence). A port another process took meanwhile is tried
+   * again for RESTART_PORT_WAIT_MS, then this fails naming the port.
+   */
   async restart(): Promise<void> {
+    const until = Date.now() + RESTART_PORT_WAIT_MS;
+    for (;;) {
+      try {
+        await this.#spawn();
+        return;
+      } catch (e) {
+        if (!(e instanceof PortTakenError)) throw e;
+        if (Date.now() > until) {
+          throw new Error(
+            `redis-server could not be started again on port ${this.port}: another process has held it for ${RESTART_PORT_WAIT_MS} ms since the server went down (${e.message})`,
+          );
+        }
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+  }
+
+  /** One start of redis-server on this.port; PortTakenError when the port is in use. */
+  async #spawn(): Promise<void> {
     if (this.#child !== null) throw new Error('redis-server is already running');
     const child = spawn(
       REDIS_SERVER_BIN,
       ['--port', String(this.port), '--bind', '127.0.0.1', '--dir', this.dir, '--save', '', '--appendonly', 'no', '--protected-mode', 'no', '--loglevel', 'warning'],
-      { stdio: ['ignore', 'ignore', 'pipe'] },
+      { stdio: ['ignore', 'pipe', 'pipe'] },
     );
-    let stderr = '';
-    child.stderr?.on('data', (c: Buffer) => {
-      stderr += c.toString();
-    });
+    // redis-server logs (a failed bind too) on stdout; keep the tail of both.
+    let output = '';
+    const keep = (c: Buffer) => {
+      output = (output + c.toString()).slice(-4096);
+    };
+    child.stdout?.on('data', keep);
+    child.stderr?.on('data', keep);
     this.#child = child;
-    this.#exited = new Promise((resolve) => child.once('exit', () => resolve()));
+    // 'close': the process has exited and its output is all read.
+    this.#exited = new Promise((resolve) => child.once('close', () => resolve()));
     const died = this.#exited.then(() => {
-      throw new Error(`redis-server exited during start-up: ${stderr.trim()}`);
+      const why = output.trim();
+      const inUse = why.split('\n').find((l) => /address already in use/i.test(l));
+      if (inUse !== undefined) throw new PortTakenError(inUse.trim());
+      throw new Error(`redis-server exited during start-up: ${why}`);
     });
     died.catch(() => undefined);
-    await Promise.race([waitForPong(this.port, 10_000), died]);
+    try {
+      await Promise.race([waitForPong(this.port, 10_000), died]);
+      // Whatever answered PING must be this server, not another one that holds the port.
+      if (child.exitCode !== null || child.signalCode !== null) await died;
+    } catch (e) {
+      child.kill('SIGKILL');
+      await this.#exited;
+      this.#child = null;
+      throw e;
+    }
   }
 
   /** SIGKILL, as a crash: no shutdown, connections drop. */

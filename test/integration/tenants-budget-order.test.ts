@@ -18,6 +18,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sleep } from '../helpers/wait.js';
+import { clearOfUtcPeriodEnd, UTC_PERIOD_WAIT_MAX_MS } from '../helpers/utc-period.js';
 import { startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
 import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile, type KeyPair } from '../helpers/jwt.js';
 import { grpc } from '../helpers/grpc-client.js';
@@ -54,6 +55,8 @@ describe('budgets refuse after the body (declared tenant)', () => {
   let c: Client;
   let auditFile: string;
   beforeAll(async () => {
+    // A day budget spent, then refused to the end of the UTC day: never across 00:00 UTC.
+    await clearOfUtcPeriodEnd('day');
     key = await makeKeyPair('ES256', 'k-budget-order');
     dir = tempDir('siglake-budget-order-');
     const jwks = writeJwksFile(dir, [key.jwk]);
@@ -64,7 +67,7 @@ describe('budgets refuse after the body (declared tenant)', () => {
       args: ['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--tenants-file', file, '--audit-file', auditFile],
     });
     c = new Client(ing);
-  });
+  }, UTC_PERIOD_WAIT_MAX_MS + 60_000);
   afterAll(async () => {
     c?.close();
     if (ing) expect(await ing.stop()).toBe(0);
@@ -134,10 +137,12 @@ describe('budgets refuse after the body (server budget, a novel tenant)', () => 
   let ing: RunningIngester;
   let c: Client;
   beforeAll(async () => {
+    // The server budget's period is a day (the default): spent, then refused, never across 00:00 UTC.
+    await clearOfUtcPeriodEnd('day');
     // Trusted-header routing, no declared tenant: the server budget governs every tenant.
     ing = await startIngester({ args: ['--trust-tenant-header', '--server-budget-records', '1'] });
     c = new Client(ing);
-  });
+  }, UTC_PERIOD_WAIT_MAX_MS + 60_000);
   afterAll(async () => {
     c?.close();
     if (ing) expect(await ing.stop()).toBe(0);

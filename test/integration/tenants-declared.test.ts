@@ -21,6 +21,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sleep, until } from '../helpers/wait.js';
+import { clearOfUtcPeriodEnd, UTC_PERIOD_WAIT_MAX_MS } from '../helpers/utc-period.js';
 import { runCli, startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
 import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile, type KeyPair } from '../helpers/jwt.js';
 import { grpc } from '../helpers/grpc-client.js';
@@ -83,6 +84,9 @@ describe('declared tenants at admission', () => {
   let c: Client;
   let auditFile: string;
   beforeAll(async () => {
+    // initech's day budgets and the server's (21 records, spent across the tests below) must not
+    // start again at 00:00 UTC halfway: the refusals and Retry-After below expect one day.
+    await clearOfUtcPeriodEnd('day');
     const file = path.join(dir, 'tenants.json');
     fs.writeFileSync(file, JSON.stringify(TENANTS));
     auditFile = path.join(dir, 'audit.jsonl');
@@ -103,7 +107,7 @@ describe('declared tenants at admission', () => {
       ],
     });
     c = new Client(ing);
-  });
+  }, UTC_PERIOD_WAIT_MAX_MS + 60_000);
   afterAll(async () => {
     c?.close();
     if (ing) expect(await ing.stop()).toBe(0);

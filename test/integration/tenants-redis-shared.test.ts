@@ -9,6 +9,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { grpc } from '../helpers/grpc-client.js';
 import { until } from '../helpers/wait.js';
+import { clearOfUtcPeriodEnd, UTC_PERIOD_WAIT_MAX_MS } from '../helpers/utc-period.js';
 import { startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
 import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile, type KeyPair } from '../helpers/jwt.js';
 import { RedisServer } from '../helpers/redis-server.js';
@@ -23,6 +24,9 @@ describe('two replicas share declared-tenant budgets and buckets through Redis',
   let cb: Client;
   let file: string;
   beforeAll(async () => {
+    // The month budgets below are spent, then refused: never across the end of the UTC month
+    // (the shared counters' keys name the period's end).
+    await clearOfUtcPeriodEnd('month');
     key = await makeKeyPair('ES256', 'k-shared');
     const dir = tempDir('siglake-tenants-redis-');
     const jwks = writeJwksFile(dir, [key.jwk]);
@@ -33,7 +37,7 @@ describe('two replicas share declared-tenant budgets and buckets through Redis',
     [a, b] = await Promise.all([startIngester({ args }), startIngester({ args })]);
     ca = new Client(a);
     cb = new Client(b);
-  });
+  }, UTC_PERIOD_WAIT_MAX_MS + 60_000);
   afterAll(async () => {
     ca?.close();
     cb?.close();
@@ -120,7 +124,11 @@ describe('one Redis connection for every rate of the declared tenants', () => {
     const tenants = Array.from({ length: 40 }, (_, i) => `  - id: t${i}\n    subjects: { claims: { org_id: t${i} } }\n    rateLimit: { requestsPerSec: ${i + 1}, burst: ${i + 2} }\n`);
     fs.writeFileSync(file, `tenants:\n${tenants.join('')}`);
     const redis = await RedisServer.start();
-    const ing = await startIngester({ args: ['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--tenants-file', file, '--redis-url', redis.url] });
+    // A generous command timeout (the default is 100 ms): a slow answer on a loaded machine would
+    // fail open and count the backend error this test asserts there is none of.
+    const ing = await startIngester({
+      args: ['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--tenants-file', file, '--redis-url', redis.url, '--redis-timeout-ms', '2000'],
+    });
     const c = new Client(ing);
     const admin = new Redis(redis.url);
     try {
