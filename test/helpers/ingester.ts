@@ -45,11 +45,26 @@ export class RunningIngester {
     readonly child: ChildProcess,
     readonly dataDir: string,
   ) {
+    // 'exit' may come before the last lines the process wrote are read from its stdout: `exited`
+    // also waits for the pipe's end, so that `logs` holds them (its last words, 'stopped' among
+    // them). At most a second: a compactor child that inherited the pipe may hold it a little longer.
+    const stdout = child.stdout;
+    const drained =
+      stdout === null
+        ? Promise.resolve()
+        : new Promise<void>((resolve) => {
+            stdout.once('end', resolve);
+            stdout.once('close', resolve);
+          });
     this.exited = new Promise((resolve) => {
       child.on('exit', (code, signal) => {
         this.exitCode = code;
         this.exitSignal = signal;
-        resolve(code);
+        let cap: NodeJS.Timeout | undefined;
+        void Promise.race([drained, new Promise<void>((r) => (cap = setTimeout(r, 1000)))]).then(() => {
+          clearTimeout(cap);
+          resolve(code);
+        });
       });
     });
   }

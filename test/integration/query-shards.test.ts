@@ -1,9 +1,10 @@
 // Coordinator and shards (contract query §5) with real processes: shard A
 // admits every tenant, shard S only acme; coordinator C1 spreads tenants
 // over [A, S] by rendezvous hashing, C2 sends everything to S, C3 to a port
-// where nothing listens. Each coordinator returns its shard's answer
-// unchanged, a stricter shard's 403 included; the shard endpoint wants the
-// shard token; a shard that does not answer is a 502.
+// with no shard behind it (held by the test, every connection reset). Each
+// coordinator returns its shard's answer unchanged, a stricter shard's 403
+// included; the shard endpoint wants the shard token; a shard that does not
+// answer is a 502.
 
 import fs from 'node:fs';
 import http from 'node:http';
@@ -19,13 +20,16 @@ const TENANTS = ['default', 'acme', 'globex'] as const;
 const N = 4;
 const SHARD_TOKEN = 'shard-secret-for-tests';
 
-/** A port nothing listens on (bound, then released). */
-async function closedPort(): Promise<number> {
-  const srv = net.createServer();
+/**
+ * A shard that is not there: a port held for the whole test (a port released instead could be
+ * handed to another process, a query process of this very test included), whose every connection
+ * is reset at once, as a refused one would be, before a byte of a request is read.
+ */
+async function refusingPort(): Promise<{ port: number; close: () => Promise<void> }> {
+  const srv = net.createServer((sock) => sock.resetAndDestroy());
   await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
   const port = (srv.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
+  return { port, close: () => new Promise<void>((r) => srv.close(() => r())) };
 }
 
 describe('query coordinator and shards', () => {
@@ -34,6 +38,7 @@ describe('query coordinator and shards', () => {
   const tokens: Record<string, string> = {};
   const procs: RunningQuery[] = [];
   let A: RunningQuery, S: RunningQuery, C1: RunningQuery, C2: RunningQuery, C3: RunningQuery;
+  let absentShard: Awaited<ReturnType<typeof refusingPort>> | undefined;
 
   beforeAll(async () => {
     await landTenants(dataDir, TENANTS, 'r1', N);
@@ -54,11 +59,13 @@ describe('query coordinator and shards', () => {
     const everyone = ['--query-allowed-tenants', TENANTS.join(',')];
     C1 = await start(['--query-shard-token', SHARD_TOKEN, '--query-shards', `${A.url},${S.url}`, ...everyone]);
     C2 = await start(['--query-shard-token', SHARD_TOKEN, '--query-shards', S.url, ...everyone]);
-    C3 = await start(['--query-shard-token', SHARD_TOKEN, '--query-shards', `http://127.0.0.1:${await closedPort()}`, ...everyone]);
+    absentShard = await refusingPort();
+    C3 = await start(['--query-shard-token', SHARD_TOKEN, '--query-shards', `http://127.0.0.1:${absentShard.port}`, ...everyone]);
   }, 180_000);
 
   afterAll(async () => {
     await Promise.all(procs.map((p) => p.stop()));
+    await absentShard?.close();
     fs.rmSync(dataDir, { recursive: true, force: true });
   });
 

@@ -359,10 +359,13 @@ describe('gRPC calls are authenticated on their headers, and streams are bounded
   });
 });
 
-describe('a gRPC call written, then cancelled before its answer (every journal fdatasync 400 ms slower)', () => {
+describe('a gRPC call written, then cancelled before its answer (every journal fdatasync 2 s slower)', () => {
+  // The slow fdatasync is the window, between the write and the answer, in which the client resets
+  // the stream: long enough that a loaded machine still resets it within the window.
+  const SYNC_DELAY_MS = 2000;
   let ing: RunningIngester;
   beforeAll(async () => {
-    ing = await startWalIngester({ args: ['--trust-tenant-header'], env: { SIGLAKE_TEST_JOURNAL_SYNC_DELAY_MS: '400' } });
+    ing = await startWalIngester({ args: ['--trust-tenant-header'], env: { SIGLAKE_TEST_JOURNAL_SYNC_DELAY_MS: String(SYNC_DELAY_MS) } });
     live.add(ing);
   });
   afterAll(async () => {
@@ -373,13 +376,20 @@ describe('a gRPC call written, then cancelled before its answer (every journal f
     const metric = async (name: string) => (await ing.metric(name)) ?? 0;
     const ok0 = await metric('siglake_ingest_requests_total{endpoint="otlp",status="200"}');
     const gone0 = await metric('siglake_ingest_requests_total{endpoint="otlp",status="499"}');
+    const written0 = await metric('siglake_wal_bytes_written_total');
     const session = await h2Session(ing.grpcAddress);
     const body = logsProto(['cancelled-after-write']);
     const call = h2Call(session, { 'x-scope-orgid': 'acme' }, body.length, body);
-    // The message is in and written; its round waits on the slow fdatasync. Then the client resets the stream.
-    await sleep(150);
+    let answered = false;
+    void call.ended.then(() => {
+      answered = true;
+    });
+    // The message is in and written (the WAL's byte counter moves before the round's fdatasync);
+    // its round waits on the slow fdatasync. Then the client resets the stream.
+    await until(async () => (await metric('siglake_wal_bytes_written_total')) > written0, 10_000, 'the call to be written to the WAL');
+    expect(answered, 'the call was answered before the client could reset it').toBe(false);
     call.close();
-    await until(async () => (await metric('siglake_ingest_requests_total{endpoint="otlp",status="499"}')) === gone0 + 1, 5000, 'the call counted 499');
+    await until(async () => (await metric('siglake_ingest_requests_total{endpoint="otlp",status="499"}')) === gone0 + 1, 10_000, 'the call counted 499');
     session.close();
     expect(await metric('siglake_ingest_requests_total{endpoint="otlp",status="200"}')).toBe(ok0);
     expect(textsUnder(path.join(ing.walDir, 'acme'))).toEqual(['cancelled-after-write']);

@@ -105,7 +105,7 @@ async function hammer(table: TokenBucketTable, slot: number, durationMs: number)
 }
 
 describe('TokenBucketTable under concurrent threads', () => {
-  it('never admits more than burst + rate × elapsed, and admits close to it', async () => {
+  it('never admits more than burst + rate × elapsed, and hands out its burst and refilled tokens', async () => {
     // A burst of a quarter second covers a thread scheduler that parks every worker for a while.
     const rate = 20_000;
     const burst = 5000;
@@ -118,8 +118,12 @@ describe('TokenBucketTable under concurrent threads', () => {
     const allowed = burst + (rate * (lastMs - firstMs)) / 1000;
     expect(results.every((r) => r.admitted > 0 && r.badRetry === 0)).toBe(true);
     expect(refused).toBeGreaterThan(admitted); // the threads really did contend for the bucket
+    // The safety property: never more than the bucket allows over the run.
     expect(admitted).toBeLessThanOrEqual(Math.floor(allowed) + 1);
-    expect(admitted).toBeGreaterThanOrEqual(0.9 * allowed);
+    // And, loosely (how close to `allowed` it gets depends on the scheduler: tokens a full bucket
+    // could not hold while every thread was parked are gone): the threads drained the full bucket
+    // they started on, which their refusals show ran dry, and took refilled tokens too.
+    expect(admitted).toBeGreaterThan(burst);
     // The other buckets of the table were not touched.
     expect(table.tokens(0)).toBe(burst);
   });
@@ -137,6 +141,8 @@ describe('TokenBucketTable under concurrent threads', () => {
     expect(results.filter((r) => r.admitted > 10_000).length).toBeGreaterThanOrEqual(2);
     expect(results.every((r) => r.refused > 0)).toBe(true); // and the bucket ran dry
     expect(admitted).toBeLessThanOrEqual(Math.floor(burst + (rate * spanMs) / 1000) + 1);
-    expect(admitted).toBeGreaterThanOrEqual(burst + (0.9 * rate * spanMs) / 1000);
+    // Every token of the burst was handed out (the bucket ran dry for each thread), whatever the
+    // threads got of the refill (that depends on how the scheduler ran them).
+    expect(admitted).toBeGreaterThanOrEqual(burst);
   });
 });
