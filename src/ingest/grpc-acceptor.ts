@@ -99,6 +99,8 @@ function headersOf(md: grpc.Metadata, audit: AuditNote | undefined, dropped: boo
   };
 }
 
+const noNote = (): undefined => undefined;
+
 /** The grpc-js status of a refusal: code, message, retry-after metadata, RetryInfo for a rate limit. */
 function statusOf(e: IngestError): grpc.StatusObject {
   return { code: e.grpcCode, details: e.message, metadata: refusalMetadata(e) };
@@ -250,8 +252,11 @@ export class GrpcAcceptor {
     };
     // The call's note (its peer address while auditing), for its refusal's audit event and tenant count.
     let note: AuditNote | undefined;
-    const noteOf = (): AuditNote | undefined => (note ??= this.#noteOf(call));
+    // No closure on the plain path (neither auditing nor declared tenants).
+    const noteOf = this.#o.admission.notes ? (): AuditNote | undefined => (note ??= this.#noteOf(call)) : noNote;
     const refuse = (err: unknown) => {
+      // Answered once: grpc-js may have refused the message itself meanwhile (countedTransport).
+      if (refused) return;
       refused = true;
       const e = asRefusal(err);
       logRefusal(this.#o.log, e, endpoint, err);

@@ -151,6 +151,9 @@ export class Retention {
         }
         if (!isDeletes) droppedRows += oldRows;
         const keep = live.filter((e) => dayOf(e, schema) >= cutoffDay);
+        // Delete files of dropped days only: the manifest goes (their data files go with them, and a
+        // reader that cannot apply deletes, Siglake's own, then reads the table again).
+        if (isDeletes && keep.length === 0) continue;
         // The manifest again: its surviving entries EXISTING and the dropped ones DELETED by this
         // snapshot (spec: a deleted file's entry has status 2 and the deleting snapshot's id), all
         // with their inherited sequence numbers made explicit. Engines that expire snapshots by

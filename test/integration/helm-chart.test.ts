@@ -251,6 +251,10 @@ describe('values.yaml', () => {
 
 describe('every settings section reaches the commands that read it', () => {
   it('tenants, audit and retention values are in the config files (they were dropped without a word)', () => {
+    // A file mounted on its own (subPath) counts as mounted too.
+    const single = template('', ['tenants.file=/etc/t/tenants.yaml', 'pods.ingester.extraVolumes[0].name=t', 'pods.ingester.extraVolumes[0].configMap.name=x', 'pods.ingester.extraVolumeMounts[0].name=t', 'pods.ingester.extraVolumeMounts[0].mountPath=/etc/t/tenants.yaml', 'pods.ingester.extraVolumeMounts[0].subPath=tenants.yaml']);
+    expect(single.stderr).toBe('');
+    expect(single.status).toBe(0);
     const mounted = [
       'tenants.file=/etc/tenants/tenants.yaml',
       ...['ingester', 'query'].flatMap((pod) => [
@@ -334,7 +338,22 @@ describe('the chart refuses values that cannot work', () => {
     [['ingester.tenantClaim=tenant'], /ingester\.tenantClaim needs auth\.oidc\.issuer/],
     [['tenants.file=/etc/tenants/tenants.yaml'], /tenants\.file \/etc\/tenants\/tenants\.yaml is under no mountPath of pods\.ingester\.extraVolumeMounts/],
     [['tenants.file=/etc/t.yaml', 'declaredTenants[0].id=a', 'declaredTenants[0].subjects.claims.o=a'], /set declaredTenants .* or tenants\.file .*, not both/],
-    [['audit.file=/var/log/siglake/audit.jsonl'], /audit\.file \/var\/log\/siglake\/audit\.jsonl is on the pods' read-only root file system/],
+    [['audit.file=/var/log/siglake/audit.jsonl'], /audit\.file \/var\/log\/siglake\/audit\.jsonl is on the ingester pods' read-only root file system/],
+    [
+      [
+        'audit.file=/audit/a.jsonl',
+        'pods.ingester.extraVolumes[0].name=a',
+        'pods.ingester.extraVolumes[0].emptyDir.medium=Memory',
+        'pods.ingester.extraVolumeMounts[0].name=a',
+        'pods.ingester.extraVolumeMounts[0].mountPath=/audit',
+        'declaredTenants[0].id=a',
+        'declaredTenants[0].subjects.claims.o=a',
+        'pods.query.enabled=true',
+        'catalog.url=postgres://pg/siglake',
+        'warehouse.path=s3://lake/siglake',
+      ],
+      /audit\.file \/audit\/a\.jsonl is on the query pods' read-only root file system/,
+    ],
   ])('--set %s', (set, message) => {
     const r = template('', set);
     expect(r.status).not.toBe(0);

@@ -214,6 +214,21 @@ describe('siglake retention', () => {
     expect(await bodies('tenant_mixed', 'logs')).toEqual(['m-0', 'm-0b']);
   });
 
+  it("a manifest left with deleted entries only is in the drop's snapshot, and the next append does not carry it", async () => {
+    await land([{ tenant: 'alldrop', records: [['d-10', 10]] }]);
+    const listOf = async () => {
+      const meta = JSON.parse(fs.readFileSync(fileURLToPath((await lake.catalog.metadataLocation('tenant_alldrop', 'logs'))!), 'utf8'));
+      const cur = meta.snapshots.find((x: { 'snapshot-id': number }) => x['snapshot-id'] === meta['current-snapshot-id']);
+      return AvroFile.decode(fs.readFileSync(fileURLToPath(cur['manifest-list']))).records.map((m) => [m['added_files_count'], m['existing_files_count'], m['deleted_files_count']]);
+    };
+    const r = runCli(['retention', '--once', ...flags, '--retention-logs-days', '7', '--retention-snapshot-max-age-hours', '24']);
+    expect(r.status, r.stderr).toBe(0);
+    expect(await listOf()).toEqual([[0, 0, 1]]); // the drop, recorded
+    await land([{ tenant: 'alldrop', records: [['d-0', 0]] }]);
+    expect(await listOf()).toEqual([[1, 0, 0]]); // only the new manifest
+    expect(await bodies('tenant_alldrop', 'logs')).toEqual(['d-0']);
+  });
+
   for (const step of ['dropped', 'expired', 'deleting'] as const) {
     it(`kill -9 at "${step}" leaves a table every reader opens; a rerun finishes the job`, async () => {
       await land([{ tenant: 'default', records: [[`old-${step}`, 20], [`new-${step}`, 0]] }]);

@@ -124,7 +124,8 @@ a pod that crash-loops or is OOM-killed.
 {{- if or (eq $pod "ingester") $p.enabled -}}
 {{- $mounted := false -}}
 {{- range $m := (default list $p.extraVolumeMounts) -}}
-{{- if hasPrefix (printf "%s/" (trimSuffix "/" $m.mountPath)) $tenantsFile -}}{{- $mounted = true -}}{{- end -}}
+{{- $at := trimSuffix "/" $m.mountPath -}}
+{{- if or (eq $at $tenantsFile) (hasPrefix (printf "%s/" $at) $tenantsFile) -}}{{- $mounted = true -}}{{- end -}}
 {{- end -}}
 {{- if not $mounted -}}
 {{- fail (printf "tenants.file %s is under no mountPath of pods.%s.extraVolumeMounts: the pod could not read it and would exit 2 at start; mount it there (a ConfigMap or Secret volume), or list the tenants in declaredTenants and let the chart mount them" $tenantsFile $pod) -}}
@@ -134,12 +135,18 @@ a pod that crash-loops or is OOM-killed.
 {{- end -}}
 {{- $auditFile := dig "file" "" (default dict .Values.audit) -}}
 {{- if and $auditFile (ne $auditFile "-") -}}
+{{- /* The query server opens it too when it has a tenants file. */ -}}
+{{- $pods := list "ingester" -}}
+{{- if and .Values.pods.query.enabled (or $tenantsFile .Values.declaredTenants) -}}{{- $pods = append $pods "query" -}}{{- end -}}
+{{- range $pod := $pods -}}
+{{- $p := get $.Values.pods $pod -}}
 {{- $writable := or (hasPrefix "/var/lib/siglake/" $auditFile) (hasPrefix "/tmp/" $auditFile) -}}
-{{- range $m := (default list $ing.extraVolumeMounts) -}}
+{{- range $m := (default list $p.extraVolumeMounts) -}}
 {{- if and (not $m.readOnly) (hasPrefix (printf "%s/" (trimSuffix "/" $m.mountPath)) $auditFile) -}}{{- $writable = true -}}{{- end -}}
 {{- end -}}
 {{- if not $writable -}}
-{{- fail (printf "audit.file %s is on the pods' read-only root file system: use - (stdout), a path under /var/lib/siglake/ (the ingester's volume), or a writable pods.ingester.extraVolumeMounts" $auditFile) -}}
+{{- fail (printf "audit.file %s is on the %s pods' read-only root file system: use - (stdout), a path under /var/lib/siglake/ (the pod's volume), or a writable pods.%s.extraVolumeMounts" $auditFile $pod $pod) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- if and (hasKey .Values.ingester "tenantClaim") .Values.ingester.tenantClaim (not (dig "oidc" "issuer" "" (default dict .Values.auth))) -}}
