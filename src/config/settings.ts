@@ -718,6 +718,14 @@ export const SETTINGS = {
     doc: 'Rows returned at most; the answer says `truncated: true` (NDJSON: header X-Siglake-Truncated) when there were more.',
     parse: integer({ min: 1, max: 10_000_000 }),
   }),
+  queryMaxResultMib: def<number>({
+    key: 'query.maxResultMib',
+    flag: '--query-max-result-mib',
+    category: 'query',
+    default: 64,
+    doc: 'MiB of rows one answer holds at most (their JSON text, estimated); past it the answer is truncated (`truncated: true`, NDJSON: X-Siglake-Truncated) as at query.maxRows. The rows are held in the query server\'s one JavaScript heap, which every tenant shares: without a bound, one tenant\'s wide rows could end the process.',
+    parse: integer({ min: 1, max: 4096 }),
+  }),
   queryMemoryLimitMib: def<number>({
     key: 'query.memoryLimitMib',
     flag: '--query-memory-limit-mib',

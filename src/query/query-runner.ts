@@ -1,5 +1,8 @@
 // Runs one statement in a tenant context: guard, execute, read at most
-// maxRows + 1 rows (to know whether the answer is truncated), all within
+// maxRows + 1 rows (to know whether the answer is truncated) and at most
+// maxBytes of them (the rows are held in the one JavaScript heap every tenant
+// shares: ten thousand rows of 100 KB each, four at a time, ended the whole
+// process with a heap out of memory), all within
 // timeoutMs; past it the connection is interrupted (the engine stops working
 // on it) and the answer is 504. Values are DuckDB's JSON forms: BIGINT,
 // DECIMAL, HUGEINT and timestamps as strings, MAPs as [{key, value}] arrays.
@@ -22,6 +25,8 @@ export interface QueryResult {
 
 export interface RunOptions {
   readonly maxRows: number;
+  /** Bytes of rows (their JSON text, estimated) held at most; past it the answer is truncated. Default: no bound. */
+  readonly maxBytes?: number;
   readonly timeoutMs: number;
   /** The whole bound named in the timeout's message (default timeoutMs): the caller may have spent some of it already. */
   readonly limitSecs?: number;
@@ -69,11 +74,20 @@ export async function runQuery(engine: TenantEngine, sql: string, opts: RunOptio
     const columns = names.map((name, i) => ({ name, type: types[i]!.toString() }));
     const rows: (Json | null)[][] = [];
     let truncated = false;
+    const maxBytes = opts.maxBytes ?? Infinity;
+    let bytes = 0;
     for (;;) {
       const chunk = await result.fetchChunk();
       if (chunk === null || chunk.rowCount === 0) break;
-      for (const row of chunk.convertRows(JsonDuckDBValueConverter)) {
+      // Row by row, so that no more than the bounds is ever converted into the heap.
+      for (let i = 0; i < chunk.rowCount; i++) {
         if (rows.length === opts.maxRows) {
+          truncated = true;
+          break;
+        }
+        const row = chunk.convertRowValues(i, JsonDuckDBValueConverter);
+        bytes += sizeOf(row);
+        if (bytes > maxBytes) {
           truncated = true;
           break;
         }
@@ -100,6 +114,17 @@ export async function runQuery(engine: TenantEngine, sql: string, opts: RunOptio
     const clean = finished || (!executed && !aborted(opts.signal));
     engine.giveBack(conn, clean && !timedOut);
   }
+}
+
+/** About how many bytes a row takes as JSON: strings by their length, other scalars a few, nested values as their text. */
+function sizeOf(row: readonly (Json | null)[]): number {
+  let n = 2;
+  for (const v of row) {
+    if (typeof v === 'string') n += v.length + 3;
+    else if (v === null || typeof v !== 'object') n += 8;
+    else n += JSON.stringify(v).length + 1;
+  }
+  return n;
 }
 
 /** 504 SIGLAKE_QUERY_TIMEOUT: the query (or the reading of its tables before it) ran past query.timeoutSecs. */

@@ -329,6 +329,7 @@ export class QueryServer {
       try {
         const result = await runQuery(lease.engine, sql, {
           maxRows: this.#s.queryMaxRows,
+          maxBytes: this.#s.queryMaxResultMib * 1024 * 1024,
           timeoutMs: Math.max(1, limitMs - (performance.now() - started)),
           limitSecs: this.#s.queryTimeoutSecs,
           signal: cancel.signal,

@@ -398,3 +398,33 @@ describe('siglake query: settings that cannot work together stop start-up', () =
     }
   });
 });
+
+describe('siglake query: query.maxResultMib', () => {
+  it('an answer of wide rows stops at the byte bound, truncated, in JSON and NDJSON; the server answers the next query', async () => {
+    // One tenant's 10,000 rows of 110 KB each, four at a time, ended the shared process with a
+    // JavaScript heap out of memory: every tenant lost its query server.
+    const dataDir = tempDir('siglake-query-bytes-');
+    const q = await startQuery(dataDir, [...icebergFlags(dataDir), '--query-max-result-mib', '1']);
+    try {
+      const wide = "SELECT repeat('x', 100000) || i AS w FROM range(10000) t(i)";
+      const r = await postSql(q.url, wide);
+      expect(r.status).toBe(200);
+      expect(r.body['truncated']).toBe(true);
+      const rows = r.body['rows'] as string[][];
+      // 1 MiB of 100 KB rows: about ten, never the 10,000 of query.maxRows.
+      expect(rows.length).toBeGreaterThan(5);
+      expect(rows.length).toBeLessThanOrEqual(11);
+      expect(r.body['rowCount']).toBe(rows.length);
+      const nd = await postSql(q.url, wide, { accept: 'application/x-ndjson' });
+      expect(nd.status).toBe(200);
+      expect(nd.headers.get('x-siglake-truncated')).toBe('true');
+      expect(nd.text.trim().split('\n').length).toBe(rows.length);
+      // Narrow rows are not cut by it.
+      const narrow = await postSql(q.url, 'SELECT i FROM range(1000) t(i)');
+      expect([narrow.status, narrow.body['truncated'], (narrow.body['rows'] as unknown[]).length]).toEqual([200, false, 1000]);
+    } finally {
+      await q.stop();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
