@@ -138,7 +138,8 @@ for (const size of sizes) {
     try {
       const j = loadgen(t.port, size);
       const ok = j.statusCounts?.['200'] ?? 0;
-      const row = { size, kind, label, rps: j.rates.requestsPerSec, mbps: j.rates.bytesPerSec !== undefined ? j.rates.bytesPerSec / 1e6 : NaN, p50: j.latencyMs.p50, p99: j.latencyMs.p99, statusCounts: j.statusCounts, ok };
+      // Accepted requests only: a target that refused under load would otherwise rate well.
+      const row = { size, kind, label, rps: j.rates.okPerSec, mbps: j.rates.mbPerSec, p50: j.latencyMs.p50, p99: j.latencyMs.p99, statusCounts: j.statusCounts, ok };
       results.push(row);
       log(`    ${row.rps.toFixed(0)} req/s, p50 ${row.p50} ms, p99 ${row.p99} ms, statuses ${JSON.stringify(j.statusCounts)}`);
     } finally {

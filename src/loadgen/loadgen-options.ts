@@ -241,6 +241,13 @@ export function parseLoadgenArgs(argv: string[]): LoadgenOptions | 'help' {
   const durationSecs = seconds('duration', str('duration')!);
   const requests = has('requests') ? int('requests', str('requests')!, 1) : undefined;
   if (durationSecs <= 0 && requests === undefined) throw new ConfigError('--duration: must be above 0 unless --requests is given');
+  // The warm-up is cut at an interval's end: one that ends inside an interval would count part of
+  // it as measured (or drop part of the measured time), and every rate would be off by that share.
+  const warmupSecs = seconds('warmup', str('warmup')!);
+  const intervalMs = int('interval-ms', str('interval-ms')!, 10);
+  if (Math.round(warmupSecs * 1000) % intervalMs !== 0) {
+    throw new ConfigError(`--warmup: must be a whole number of --interval-ms (${intervalMs} ms), got ${warmupSecs} s`);
+  }
 
   return {
     protocol,
@@ -264,10 +271,10 @@ export function parseLoadgenArgs(argv: string[]): LoadgenOptions | 'help' {
     streams,
     durationSecs,
     requests,
-    warmupSecs: seconds('warmup', str('warmup')!),
+    warmupSecs,
     threads,
     timeoutMs: int('timeout-ms', str('timeout-ms')!, 1),
-    intervalMs: int('interval-ms', str('interval-ms')!, 10),
+    intervalMs,
     seed: int('seed', str('seed')!, 0, 2 ** 32 - 1),
     headers,
     out: str('out'),
