@@ -237,7 +237,10 @@ export class LoadReport {
   /** The human summary printed at the end, designed for `width` (80) columns. */
   static text(r: LoadReportJson, width = 80): string {
     const c = r.config;
-    const body = (c.bodyBytes as number) >= 1024 ? `~${fmtNum((c.bodyBytes as number) / 1024)} KiB` : `~${String(c.bodyBytes)} B`;
+    const size = (b: number): string => (b >= 1024 ? `${fmtNum(b / 1024, 1)} KiB` : `${fmtNum(b)} B`);
+    // --body-bytes is a target: the bodies are whole OTLP requests around it. Say what was sent.
+    const sent = r.totals.requests > 0 ? (r.totals.sentBytes ?? r.totals.bytes) / r.totals.requests : NaN;
+    const body = `~${size(c.bodyBytes as number)}${Number.isFinite(sent) ? ` (${size(sent)} sent on average)` : ''}`;
     const proto = c.protocol === 'grpc' ? 'OTLP/gRPC' : `OTLP/HTTP ${String(c.encoding)}`;
     const load =
       c.mode === 'closed-loop'
