@@ -6,6 +6,7 @@
 
 import fs from 'node:fs';
 import net from 'node:net';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
 import { tempDir } from '../helpers/ingester.js';
@@ -220,6 +221,15 @@ describe('siglake query: query.maxIndexesPerTenant', () => {
       expect(over.status).toBe(409);
       expect(over.json.error.code).toBe('SIGLAKE_INDEX_LIMIT');
       expect(over.json.error.message).toMatch(/has 2 indexes.*query\.maxIndexesPerTenant \(2\)/);
+      // Nothing was created: no such index, no table in the catalog.
+      const none = await fetch(`${q.url}/api/v1/indexes/c`, { headers: { authorization: `Bearer ${acme}` } });
+      expect(none.status).toBe(404);
+      const catalog = SqlCatalog.open(`sqlite:${path.join(dataDir, 'catalog.db')}`, 'siglake');
+      try {
+        expect(await catalog.tables('tenant_acme')).not.toContain('c');
+      } finally {
+        await catalog.close();
+      }
       expect((await put(acme, 'b', 7)).status).toBe(200); // an update is no new index
       expect((await put(globex, 'c')).status).toBe(201); // the limit is per tenant
       const del = await fetch(`${q.url}/api/v1/indexes/a`, { method: 'DELETE', headers: { authorization: `Bearer ${acme}` } });
