@@ -101,6 +101,18 @@ export class ManifestWriter {
     };
   }
 
+  /** The Iceberg keys of a data manifest's Avro header for tables of `schema`. */
+  static header(schema: TableSchema): Record<string, string> {
+    return {
+      schema: JSON.stringify(schema.icebergSchema()),
+      'schema-id': String(schema.schemaId),
+      'partition-spec': JSON.stringify(schema.partitionFields()),
+      'partition-spec-id': String(schema.specId),
+      'format-version': '2',
+      content: 'data',
+    };
+  }
+
   /** Writes a manifest that adds `files` in snapshot `snapshotId`. */
   static async write(
     storage: ObjectStorage,
@@ -133,14 +145,7 @@ export class ManifestWriter {
         sort_order_id: 0,
       },
     }));
-    const bytes = AvroFile.encode(ManifestWriter.entrySchema(schema), records, {
-      schema: JSON.stringify(schema.icebergSchema()),
-      'schema-id': String(schema.schemaId),
-      'partition-spec': JSON.stringify(schema.partitionFields()),
-      'partition-spec-id': String(schema.specId),
-      'format-version': '2',
-      content: 'data',
-    });
+    const bytes = AvroFile.encode(ManifestWriter.entrySchema(schema), records, ManifestWriter.header(schema));
     await storage.putNew(location, bytes);
     let minDay = Infinity;
     let maxDay = -Infinity;

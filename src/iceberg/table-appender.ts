@@ -21,6 +21,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { AvroRecord } from './avro-file.js';
 import { IcebergError } from './iceberg-error.js';
 import { ManifestList } from './manifest-list.js';
+import { MERGE_DEFAULTS, mergeManifests, mergePolicyOf, type ManifestMergePolicy } from './manifest-merge.js';
 import { ManifestWriter, type WrittenManifest } from './manifest-writer.js';
 import type { DataFileInfo } from './parquet-data-writer.js';
 import type { SqlCatalog } from './sql-catalog.js';
@@ -60,6 +61,8 @@ export interface TableAppenderOptions {
   readonly onConflict?: () => void;
   /** Called with every attempt's files written, just before the catalog swap (crash tests hook here). */
   readonly beforeSwap?: () => void | Promise<void>;
+  /** Manifest merging where the table's properties do not say (Iceberg Java's defaults). */
+  readonly manifestMerge?: ManifestMergePolicy;
 }
 
 const SUMMARY_CARRY_PREFIX = 'siglake.';
@@ -71,6 +74,7 @@ export class TableAppender {
   readonly #now: () => number;
   readonly #onConflict: () => void;
   readonly #beforeSwap: (() => void | Promise<void>) | undefined;
+  readonly #mergeDefaults: ManifestMergePolicy;
 
   constructor(opts: TableAppenderOptions) {
     this.#catalog = opts.catalog;
@@ -79,6 +83,7 @@ export class TableAppender {
     this.#now = opts.now ?? Date.now;
     this.#onConflict = opts.onConflict ?? (() => undefined);
     this.#beforeSwap = opts.beforeSwap;
+    this.#mergeDefaults = opts.manifestMerge ?? MERGE_DEFAULTS;
   }
 
   /** The table's current metadata, or null when the catalog has no such table. */
@@ -141,22 +146,43 @@ export class TableAppender {
     const sequenceNumber = base.lastSequenceNumber + 1n;
     // Every manifest of the parent with a live file: one that only records an earlier snapshot's
     // deletes (retention's) is not carried on.
-    const inherited = parent === null ? [] : (await ManifestList.read(this.#storage, parent.manifestList)).filter((m) => !onlyDeletes(m));
-    const listLocation = `${location}/metadata/snap-${snapshotId}-${attempt}-${randomUUID()}.avro`;
-    await ManifestList.write(this.#storage, listLocation, {
+    const carried = parent === null ? [] : (await ManifestList.read(this.#storage, parent.manifestList)).filter((m) => !onlyDeletes(m));
+    const merged = await mergeManifests(this.#storage, {
+      location,
+      schema: req.schema,
       snapshotId,
-      parentSnapshotId: parent?.snapshotId ?? null,
       sequenceNumber,
-      inherited,
-      added: manifest,
+      inherited: carried,
+      policy: mergePolicyOf(current?.metadata ?? null, this.#mergeDefaults),
     });
+    const dropMerged = async () => {
+      for (const p of merged.written) await this.#storage.delete(p).catch(() => undefined);
+    };
+    const listLocation = `${location}/metadata/snap-${snapshotId}-${attempt}-${randomUUID()}.avro`;
+    try {
+      await ManifestList.write(this.#storage, listLocation, {
+        snapshotId,
+        parentSnapshotId: parent?.snapshotId ?? null,
+        sequenceNumber,
+        inherited: merged.list,
+        added: manifest,
+      });
+    } catch (e) {
+      await dropMerged();
+      throw e;
+    }
+    const manifests = {
+      created: 1 + merged.written.length,
+      replaced: merged.replaced,
+      kept: carried.length - merged.replaced,
+    };
     const snap: SnapshotView = {
       snapshotId,
       parentSnapshotId: parent?.snapshotId ?? null,
       sequenceNumber,
       timestampMs: now,
       manifestList: listLocation,
-      summary: summaryOf(parent, req, manifest),
+      summary: summaryOf(parent, req, manifest, manifests),
     };
     const next = base.withAppend(snap, current?.metadataLocation ?? null, now);
     const metadataLocation = `${location}/metadata/${TableMetadata.nextFileName(current?.metadataLocation ?? null)}`;
@@ -173,11 +199,17 @@ export class TableAppender {
     // Lost the race: these two files were never referenced by the catalog.
     await this.#storage.delete(metadataLocation).catch(() => undefined);
     await this.#storage.delete(listLocation).catch(() => undefined);
+    await dropMerged();
     return { ok: false };
   }
 }
 
-function summaryOf(parent: SnapshotView | null, req: AppendRequest, manifest: WrittenManifest): Record<string, string> {
+function summaryOf(
+  parent: SnapshotView | null,
+  req: AppendRequest,
+  manifest: WrittenManifest,
+  manifests: { created: number; replaced: number; kept: number },
+): Record<string, string> {
   const prev = parent?.summary ?? {};
   let bytes = 0n;
   const days = new Set<number>();
@@ -196,6 +228,10 @@ function summaryOf(parent: SnapshotView | null, req: AppendRequest, manifest: Wr
     'added-records': String(manifest.addedRows),
     'added-files-size': String(bytes),
     'changed-partition-count': String(days.size),
+    // As Iceberg Java's merge appends report them.
+    'manifests-created': String(manifests.created),
+    'manifests-kept': String(manifests.kept),
+    'manifests-replaced': String(manifests.replaced),
   };
   const totals: [string, bigint][] = [
     ['total-records', manifest.addedRows],

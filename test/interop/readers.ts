@@ -19,6 +19,8 @@ export interface PyTable {
   snapshots: { snapshot_id: string; parent_id: string | null; operation: string; summary: Record<string, string> }[];
   files: { file_path: string; record_count: number; file_format: string; content: number; partition: Record<string, unknown> }[];
   queries: { count: number; by_service: [string, number][]; attr_count?: number; time_count?: number };
+  /** inspect.entries(): [file path, status, snapshot id, sequence number, file sequence number], sorted. */
+  entries: [string, number, string, number, number][];
 }
 
 export interface PyCatalog {

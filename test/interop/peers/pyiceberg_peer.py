@@ -126,6 +126,17 @@ def main() -> int:
                     for f in files
                 ],
                 "queries": queries(table, data, a.time_from, a.attr),
+                # The live manifest entries: file, status, snapshot id, data and file sequence numbers.
+                "entries": sorted(
+                    [
+                        e["data_file"]["file_path"],
+                        e["status"],
+                        str(e["snapshot_id"]),
+                        e["sequence_number"],
+                        e["file_sequence_number"],
+                    ]
+                    for e in table.inspect.entries().to_pylist()
+                ),
             }
     json.dump(result, sys.stdout, default=str)
     sys.stdout.write("\n")

@@ -69,6 +69,12 @@ def main() -> int:
             "files": sorted(
                 [r[0], r[1]] for r in spark.sql(f"SELECT file_path, record_count FROM {t}.files").collect()
             ),
+            "entries": sorted(
+                [r[0], r[1], str(r[2]), r[3], r[4]]
+                for r in spark.sql(
+                    f"SELECT data_file.file_path, status, snapshot_id, sequence_number, file_sequence_number FROM {t}.entries"
+                ).collect()
+            ),
         }
     spark.stop()
     json.dump(out, sys.stdout)
