@@ -35,6 +35,11 @@ export class PostgresDriver implements SqlDriver {
     });
     // An idle client's error (the server went away) must not crash the process; the next query reports it.
     this.#pool.on('error', () => undefined);
+    // Nor a checked-out client's: the pool listens only while a client is idle, and a connection
+    // that ends or is reset without a message from PostgreSQL (a proxy, NAT or load balancer
+    // reset, a failover) mid-statement emitted an unhandled 'error' that ended the process.
+    // The statement itself is still rejected, and #query drops the client.
+    this.#pool.on('connect', (client) => client.on('error', () => undefined));
   }
 
   async run(sql: string, params: readonly unknown[] = []): Promise<number> {
@@ -80,15 +85,22 @@ export class PostgresDriver implements SqlDriver {
       client.release();
       return r;
     } catch (e) {
-      // A statement that timed out, or any failure but the server's own answer (a DatabaseError):
-      // the connection goes, not back to the pool.
-      const broken = timedOut || !(e instanceof pg.DatabaseError);
+      // A statement that timed out, any failure but the server's own answer (a DatabaseError), or
+      // an answer that ends the session (FATAL: the server is shutting down, the backend was
+      // terminated, the connection failed): the connection goes, not back to the pool.
+      const broken = timedOut || !(e instanceof pg.DatabaseError) || endsSession(e);
       client.release(broken ? (e as Error) : undefined);
       throw catalogError(e);
     } finally {
       clearTimeout(timer);
     }
   }
+}
+
+/** A server answer after which the connection is of no use: FATAL/PANIC, operator intervention (57), connection exception (08). */
+function endsSession(e: pg.DatabaseError): boolean {
+  const code = e.code ?? '';
+  return e.severity === 'FATAL' || e.severity === 'PANIC' || code.startsWith('57') || code.startsWith('08');
 }
 
 function catalogError(e: unknown): IcebergError {

@@ -229,27 +229,53 @@ describe.each(['sqlite', 'postgres'] as const)('SQL catalog on %s', (kind) => {
 /**
  * A TCP proxy in front of PostgreSQL that drops every packet on the
  * connections it holds while `partitioned` (a blackhole, not a reset): what a
- * cloud network partition looks like.
+ * cloud network partition looks like. `cut` ends or resets every connection
+ * it holds without a word from PostgreSQL (a proxy or NAT reset, a failover);
+ * `delayMs` holds the server's answers that long, so a cut finds a statement
+ * in flight.
  */
-async function blackholeProxy(url: string): Promise<{ url: string; partition(on: boolean): void; close(): void }> {
+async function blackholeProxy(
+  url: string,
+  delayMs = 0,
+): Promise<{ url: string; partition(on: boolean): void; cut(how: 'end' | 'reset'): number; close(): void }> {
   const target = new URL(url);
   let partitioned = false;
+  const held = new Set<net.Socket>();
   const proxy = net.createServer((client) => {
     const server = net.connect(Number(target.port), target.hostname);
+    held.add(client);
     let dead = false;
-    const pass = (to: net.Socket) => (d: Buffer) => {
+    const pass = (to: net.Socket, delay: number) => (d: Buffer) => {
       if (partitioned) dead = true;
-      if (!dead) to.write(d);
+      if (dead) return;
+      if (delay === 0) to.write(d);
+      else setTimeout(() => !to.destroyed && to.write(d), delay);
     };
-    client.on('data', pass(server));
-    server.on('data', pass(client));
+    client.on('data', pass(server, 0));
+    server.on('data', pass(client, delayMs));
     for (const sock of [client, server]) sock.on('error', () => undefined);
-    client.on('close', () => server.destroy());
+    client.on('close', () => {
+      held.delete(client);
+      server.destroy();
+    });
     server.on('close', () => client.destroy());
   });
   await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
   const port = (proxy.address() as net.AddressInfo).port;
-  return { url: url.replace(`:${target.port}/`, `:${port}/`), partition: (on) => (partitioned = on), close: () => proxy.close() };
+  return {
+    url: url.replace(`:${target.port}/`, `:${port}/`),
+    partition: (on) => (partitioned = on),
+    cut: (how) => {
+      const n = held.size;
+      for (const c of held) {
+        if (how === 'reset') c.resetAndDestroy();
+        else c.end();
+      }
+      held.clear();
+      return n;
+    },
+    close: () => proxy.close(),
+  };
 }
 
 describe('the PostgreSQL catalog across a network partition', () => {
@@ -275,6 +301,37 @@ describe('the PostgreSQL catalog across a network partition', () => {
       proxy.close();
     }
   });
+
+  // A client checked out of node-postgres's pool has no 'error' listener: a connection that ended
+  // or was reset without a message from PostgreSQL (a proxy, NAT or load balancer reset, a
+  // failover) mid-statement emitted an unhandled 'error' and ended the whole process.
+  for (const how of ['reset', 'end'] as const) {
+    it(`siglake query survives its catalog connection being cut (${how}) mid-statement, and answers once it reconnects`, async () => {
+      const proxy = await blackholeProxy(pg.url, 300);
+      const dir = tmp();
+      const q = await startQuery(dir, ['--catalog-url', proxy.url, '--warehouse', path.join(dir, 'warehouse')]);
+      try {
+        expect((await postSql(q.url, 'SELECT 1 AS one')).status).toBe(200);
+        for (let i = 0; i < 3; i++) {
+          const inFlight = postSql(q.url, `SELECT ${i} AS n`);
+          await new Promise((r) => setTimeout(r, 100));
+          expect(proxy.cut(how)).toBeGreaterThan(0);
+          const r = await inFlight;
+          // The cut statement fails its query with the engine's 500 (contract §4), or the query had
+          // its catalog answer already; never a crash.
+          expect([200, 500], r.text).toContain(r.status);
+          if (r.status === 500) expect(r.text).toMatch(/SIGLAKE_QUERY_ENGINE.*PostgreSQL catalog: (read ECONNRESET|Connection terminated)/);
+          await new Promise((r) => setTimeout(r, 100));
+          expect(q.exitCode, q.stderr).toBeNull();
+        }
+        await until(async () => (await postSql(q.url, 'SELECT 7 AS seven')).status === 200, 30_000, 'the query server to answer again');
+        expect(q.exitCode).toBeNull();
+      } finally {
+        await q.stop();
+        proxy.close();
+      }
+    });
+  }
 
   it('siglake query answers 504 within query.timeoutSecs while its catalog does not answer, and answers again once it does', async () => {
     const proxy = await blackholeProxy(pg.url);
