@@ -1,8 +1,9 @@
 // Runs compaction rounds every interval until stopped: the body of the
 // compactor thread inside `siglake ingest` and of `siglake compact` without
 // --once. A round that left sealed segments behind (its byte budget ran out)
-// is followed at once by the next; a failed round is logged and retried at
-// the next tick (everything it did not commit is still in the WAL).
+// and made progress is followed at once by the next; a failed round, or one
+// that committed and retired nothing, is logged and retried at the next tick
+// (everything it did not commit is still in the WAL).
 
 import type { Logger } from 'pino';
 import type { Compactor } from './compactor.js';
@@ -53,7 +54,10 @@ export class CompactorLoop {
         let backlog = false;
         try {
           const r = await this.#compactor.runRound();
-          backlog = r.backlog;
+          // Straight on only while rounds make progress: a backlog whose every table failed
+          // (a revoked key, a read-only catalog) waits for the next tick like any failure, instead
+          // of re-reading the WAL and writing orphan files back to back.
+          backlog = r.backlog && (r.commits > 0 || r.retired > 0);
           this.#onRound?.(
             r.firstError !== undefined && r.commits === 0 ? { failed: true, error: r.firstError } : { failed: false },
           );

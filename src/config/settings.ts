@@ -353,7 +353,7 @@ export const SETTINGS = {
     flag: '--compact-interval-secs',
     category: 'iceberg',
     default: 30,
-    doc: 'Seconds between compaction rounds; a round that left work behind (a backlog past its byte budget) is followed at once by the next.',
+    doc: 'Seconds between compaction rounds; a round that left work behind (a backlog past its byte budget) and committed something is followed at once by the next; a round whose every table failed waits for the next interval.',
     parse: integer({ min: 1, max: 86_400 }),
   }),
   compactMaxRoundBytes: def<number>({

@@ -7,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Compactor, type CompactorOptions } from '../../src/compactor/compactor.js';
+import { CompactorLoop } from '../../src/compactor/compactor-loop.js';
 import { SealRule } from '../../src/compactor/seal-rule.js';
 import { FileStorage } from '../../src/iceberg/file-storage.js';
 import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
@@ -27,6 +28,7 @@ import {
   tracesRequest,
   writeLane,
 } from '../helpers/iceberg.js';
+import { until } from '../helpers/wait.js';
 
 const log = createLogger('warn');
 let restoreFetch: () => void;
@@ -513,5 +515,54 @@ describe('compaction round', () => {
       zzz = (await e.location('tenant_zzz', 'logs')) === null ? 0 : (await e.rows('tenant_zzz', 'logs')).length;
     }
     expect(zzz).toBe(20);
+  });
+
+  // A backlog over one round's budget made the loop run the next round at once, also when the
+  // round committed nothing because every table failed (a revoked S3 key, a read-only catalog):
+  // back-to-back rounds re-read the WAL, hammered the store and left files behind, and retention
+  // never ran.
+  it('a backlog whose every commit fails waits for the next tick instead of looping at once', async () => {
+    const e = env();
+    for (let i = 0; i < 6; i++) await writeLane(e.walDir, `t${i}`, LOGS_TABLE, [{ type: 'logs', request: logsRequest(bodies(`t${i}`, 20)) }]);
+    // A warehouse under a regular file: every write fails at once (ENOTDIR), for good.
+    fs.writeFileSync(path.join(e.dir, 'blocked'), 'not a directory');
+    const c = await e.compactor({ maxRoundWalBytes: 1, storage: new FileStorage(path.join(e.dir, 'blocked', 'warehouse')) });
+    const outcomes: boolean[] = [];
+    let afterRounds = 0;
+    const loop = new CompactorLoop(c, 250, createLogger('silent'), (o) => outcomes.push(o.failed));
+    loop.afterRounds = async () => {
+      afterRounds++;
+    };
+    const done = loop.start();
+    await new Promise((r) => setTimeout(r, 2_000));
+    await loop.stop();
+    await done;
+    // About one round a 250 ms tick (the old loop ran hundreds), every one failed, and the tick's
+    // after-round work (retention) ran after each.
+    expect(outcomes.length).toBeGreaterThanOrEqual(2);
+    expect(outcomes.length).toBeLessThanOrEqual(9);
+    expect(outcomes.every((f) => f)).toBe(true);
+    expect(afterRounds).toBeGreaterThanOrEqual(outcomes.length - 1);
+    // The lanes are all still there: nothing retired, nothing lost.
+    for (let i = 0; i < 6; i++) expect(listLaneFiles(laneDir(e.walDir, `t${i}`, LOGS_TABLE)).segments.length).toBeGreaterThan(0);
+  });
+
+  it('a backlog that commits is landed within one tick, round after round', async () => {
+    const e = env();
+    for (let i = 0; i < 6; i++) await writeLane(e.walDir, `t${i}`, LOGS_TABLE, [{ type: 'logs', request: logsRequest(bodies(`t${i}`, 20)) }]);
+    const c = await e.compactor({ maxRoundWalBytes: 1 }); // one segment a round
+    let rounds = 0;
+    let roundsInFirstTick = -1;
+    const loop = new CompactorLoop(c, 200, createLogger('silent'), () => rounds++);
+    loop.afterRounds = async () => {
+      if (roundsInFirstTick < 0) roundsInFirstTick = rounds;
+    };
+    const done = loop.start();
+    await until(() => roundsInFirstTick >= 0, 20_000, 'the first tick to end');
+    await loop.stop();
+    await done;
+    // Six lanes, one segment a round: six rounds back to back, the last with no backlog left.
+    expect(roundsInFirstTick).toBe(6);
+    for (let i = 0; i < 6; i++) expect(await e.rows(`tenant_t${i}`, 'logs')).toHaveLength(20);
   });
 });
