@@ -62,6 +62,8 @@ class ShardHandle {
   epoch = 1;
   task: Promise<unknown> | undefined;
   incarnation = 0;
+  /** Deaths in a row of incarnations that never became ready (their WAL recovery failed): the restart's backoff. */
+  failedStarts = 0;
 
   constructor(
     readonly shard: number,
@@ -121,6 +123,8 @@ export class Dispatcher {
   /** Frames that went to a backlog because their ring was full (siglake_ingest_ring_backlog_total). */
   #backlogged = 0;
   #readyWaiters: (() => void)[] = [];
+  /** Rejects start() while it waits: a worker that dies before the first ready fails the start. */
+  #failStart: ((e: Error) => void) | null = null;
   /** Test-only: the round trace (src/shard/round-trace.ts), when one is on. */
   readonly #trace: AcceptorTrace | null;
 
@@ -148,12 +152,17 @@ export class Dispatcher {
 
   /** Starts every shard task and resolves once each worker has recovered its WAL tails. */
   async start(): Promise<void> {
+    const ready = new Promise<void>((resolve, reject) => {
+      this.#readyWaiters.push(resolve);
+      this.#failStart = reject;
+    });
     for (const s of this.#shards) this.#runShard(s);
     void this.#completionLoop();
-    await new Promise<void>((resolve) => {
-      if (this.#allReady()) resolve();
-      else this.#readyWaiters.push(resolve);
-    });
+    try {
+      await ready;
+    } finally {
+      this.#failStart = null;
+    }
   }
 
   #allReady(): boolean {
@@ -188,6 +197,16 @@ export class Dispatcher {
 
   #onShardDeath(s: ShardHandle, incarnation: number, err: unknown): void {
     if (incarnation !== s.incarnation || this.#closed) return;
+    const wasReady = s.ready;
+    if (this.#failStart !== null) {
+      // Start-up: a worker whose WAL recovery failed (a file it cannot read or write, a file of a
+      // newer release) would fail the same way again. Restarting it at once ran hundreds of
+      // recoveries a second, never ready and never exiting; the start fails instead, naming why.
+      const why = (err as Error)?.message ?? String(err);
+      this.#failStart(new Error(`writer worker ${s.shard} could not recover its WAL: ${why}`));
+      this.#failStart = null;
+      return;
+    }
     // Answers the dead worker posted before it died are still good: deliver them first.
     s.compl.drain(this.#onCompletion);
     const failed: number[] = [];
@@ -200,7 +219,15 @@ export class Dispatcher {
       this.#complete(reqId, 'SIGLAKE_WORKER_DIED', 0, 'write failed: the writer worker stopped; the request was not stored');
     }
     s.renew();
-    if (!this.#stopping) this.#runShard(s);
+    if (this.#stopping) return;
+    // A worker that died after it was ready restarts at once; one whose recovery keeps failing
+    // waits longer each time (up to 5 s), so a broken lane does not spin a core.
+    s.failedStarts = wasReady ? 0 : s.failedStarts + 1;
+    if (s.failedStarts === 0) return this.#runShard(s);
+    const delay = Math.min(5_000, 100 * 2 ** (s.failedStarts - 1));
+    setTimeout(() => {
+      if (!this.#stopping && !this.#closed) this.#runShard(s);
+    }, delay).unref();
   }
 
   /**

@@ -12,6 +12,8 @@ import { linksInWal, listLaneDirs, locateLaneDir, tableLabel, type WalTable } fr
 import { formatSegmentName, recordTypeName, type RecordType } from './format.js';
 import { listLaneFiles, type LaneFiles, type SegmentFile } from './segment-files.js';
 import { SegmentReader, type SegmentStop } from './segment-reader.js';
+import { canBeTorn } from './repair.js';
+import { readSealedMarker } from './sealed-marker.js';
 
 /** Decodes a payload into short texts for dump (log bodies, span names). */
 export type DescribePayload = (type: RecordType, payload: Uint8Array) => string[];
@@ -45,11 +47,12 @@ export async function walVerify(dir: string, out: (line: string) => void): Promi
     problems += naming.length;
     let laneRecords = 0;
     let laneBytes = 0;
+    const sealed = readSealedMarker(t.dir);
     files.segments.forEach((seg, i) => {
       const scan = SegmentReader.scan(seg.path);
       laneRecords += scan.records;
       laneBytes += scan.size;
-      const last = i === files.segments.length - 1;
+      const last = i === files.segments.length - 1 && canBeTorn(seg, sealed, scan.stop);
       const verdict = judge(scan.stop, last);
       if (verdict !== 'ok' && isHeld(held, seg.path, scan.stop.offset)) {
         // `batch` mode after a machine crash: segments are synced only by a
@@ -61,7 +64,7 @@ export async function walVerify(dir: string, out: (line: string) => void): Promi
         lines.push(`  torn tail in ${seg.name} at offset ${scan.stop.offset}: ${whyOf(scan.stop)}; recovery cuts ${scan.size - scan.stop.offset} bytes`);
       } else if (verdict === 'damaged') {
         problems++;
-        const what = scan.stop.kind === 'torn' ? `torn, but not the last segment: ${whyOf(scan.stop)}` : whyOf(scan.stop);
+        const what = scan.stop.kind === 'torn' ? `torn, but not an unsealed last segment: ${whyOf(scan.stop)}` : whyOf(scan.stop);
         lines.push(`  DAMAGED: ${seg.name} at offset ${scan.stop.offset}: ${what}`);
       }
     });
@@ -176,6 +179,7 @@ export async function walDump(dir: string, out: (line: string) => void, describe
     if (namingProblems(files).length > 0) damaged = true;
     landed += retiredSegments(files);
     const prefix = lanePrefix(t);
+    const sealed = readSealedMarker(t.dir);
     files.segments.forEach((seg, i) => {
       const reader = new SegmentReader(seg.path);
       try {
@@ -205,7 +209,8 @@ export async function walDump(dir: string, out: (line: string) => void, describe
         const stop = reader.stop as SegmentStop;
         if (stop.kind !== 'end') {
           out(JSON.stringify({ ...prefix, segment: seg.name, offset: stop.offset, stop: stop.kind, why: whyOf(stop) }));
-          if (judge(stop, i === files.segments.length - 1) === 'damaged' && !isHeld(held, seg.path, stop.offset)) damaged = true;
+          const last = i === files.segments.length - 1 && canBeTorn(seg, sealed, stop);
+          if (judge(stop, last) === 'damaged' && !isHeld(held, seg.path, stop.offset)) damaged = true;
         }
       } finally {
         reader.close();

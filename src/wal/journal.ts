@@ -34,12 +34,15 @@ import {
   bodyDigest,
   formatJournalName,
   JOURNAL_HEADER_SIZE,
+  JOURNAL_MAGIC,
   JOURNAL_ROOT,
+  JOURNAL_VERSION,
   JOURNAL_VERSION_1,
   isJournalDirName,
   parseJournalName,
 } from './journal-format.js';
 import { listLaneDirs } from './layout.js';
+import { refuseNewer } from './newer-format.js';
 import { WalWriteError } from './wal-write-error.js';
 
 /** The tag of a lane directory: its path relative to the WAL root, `/`-separated. */
@@ -797,6 +800,9 @@ export function replayJournalDir(
   let rewrittenRecords = 0;
   let skipped = 0;
   const stops: { file: string; kind: 'torn' | 'corrupt'; offset: number; why: string }[] = [];
+  // A journal of a newer release is refused before anything is replayed or deleted: read as
+  // damage, it was deleted with every acknowledged record only it held.
+  for (const n of files) refuseNewer(join(dir, formatJournalName(n)), 'journal', JOURNAL_MAGIC, JOURNAL_VERSION);
   for (const n of files) {
     const path = join(dir, formatJournalName(n));
     const decoded = decodeJournal(readFileSync(path), n);

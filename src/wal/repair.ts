@@ -4,8 +4,11 @@
 // nothing; the caller logs the cut and adds it to
 // siglake_wal_truncated_bytes_total.
 
+import { closeSync, openSync, readSync } from 'node:fs';
 import { CorruptionError } from '../errors.js';
 import { NODE_FILE_OPS, type FileOps } from './file-ops.js';
+import { FORMAT_VERSION, SEGMENT_MAGIC } from './format.js';
+import { refuseNewer } from './newer-format.js';
 import { readSealedMarker } from './sealed-marker.js';
 import { listLaneFiles } from './segment-files.js';
 import { SegmentReader, type SegmentStop } from './segment-reader.js';
@@ -80,8 +83,8 @@ export function repairLane(dir: string, opts: RepairOptions = {}): LaneRecovery 
   }
 
   const earlierCuts: TailCut[] = [];
+  const sealed = readSealedMarker(dir);
   if (opts.cutTornEarlier) {
-    const sealed = readSealedMarker(dir);
     for (let i = 0; i < segs.length - 1; i++) {
       const seg = segs[i];
       if (seg.number <= sealed) continue;
@@ -98,9 +101,20 @@ export function repairLane(dir: string, opts: RepairOptions = {}): LaneRecovery 
     const scan = SegmentReader.scan(last.path);
     const stop = scan.stop;
     if (stop.kind !== 'end') {
-      truncateFile(ops, last.path, stop.offset);
-      const why = stop.kind === 'torn' ? stop.why : stop.error.why;
-      cut = { segment: last.path, kind: stop.kind, offset: stop.offset, bytes: scan.size - stop.offset, why };
+      // A segment of a newer release is refused, never read as damage and cut to nothing.
+      refuseNewer(last.path, 'segment', SEGMENT_MAGIC, FORMAT_VERSION);
+      if (!canBeTorn(last, sealed, stop)) {
+        // Sealed (a clean stop, or a checkpoint, synced it and then marked it): no crash can tear
+        // it, so a bad byte is damage (a damaged length reads as a record running past the end),
+        // and cutting there would destroy the acknowledged records after it. It is reported and
+        // kept, as damage before the tail is. Only a tail of zeros, which holds nothing, is cut.
+        const err = stopAsError(stop, last.path);
+        if (err !== null && !damaged.some((d) => d.segment === err.segment)) damaged.push(err);
+      } else {
+        truncateFile(ops, last.path, stop.offset);
+        const why = stop.kind === 'torn' ? stop.why : stop.error.why;
+        cut = { segment: last.path, kind: stop.kind, offset: stop.offset, bytes: scan.size - stop.offset, why };
+      }
     }
   }
 
@@ -123,6 +137,32 @@ export function stopAsError(stop: SegmentStop, segment: string): CorruptionError
   if (stop.kind === 'end') return null;
   if (stop.kind === 'corrupt') return stop.error;
   return new CorruptionError(segment, stop.offset, `torn: ${stop.why}`);
+}
+
+/**
+ * Whether a lane's last segment may hold a crash's torn tail at `stop`: one
+ * above the lane's `.sealed` marker may; a sealed one (synced before it was
+ * marked) only as a tail of zeros, which holds nothing.
+ */
+export function canBeTorn(seg: { readonly number: number; readonly path: string }, sealed: number, stop: SegmentStop): boolean {
+  if (seg.number > sealed) return true;
+  return stop.kind === 'torn' && zeroFrom(seg.path, stop.offset);
+}
+
+/** Whether every byte of `path` from `offset` on is zero. */
+function zeroFrom(path: string, offset: number): boolean {
+  const fd = openSync(path, 'r');
+  try {
+    const buf = Buffer.alloc(64 * 1024);
+    for (let pos = offset; ; ) {
+      const n = readSync(fd, buf, 0, buf.length, pos);
+      if (n === 0) return true;
+      for (let i = 0; i < n; i++) if (buf[i] !== 0) return false;
+      pos += n;
+    }
+  } finally {
+    closeSync(fd);
+  }
 }
 
 function truncateFile(ops: FileOps, path: string, length: number): void {

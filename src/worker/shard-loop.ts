@@ -426,7 +426,7 @@ export class ShardLoop {
         );
       }
       for (const d of recovery.damaged) {
-        this.#log.error({ dir: lane.dir, damage: String(d) }, 'WAL segment damaged before the tail: not repaired (run siglake wal verify)');
+        this.#log.error({ dir: lane.dir, damage: String(d) }, 'WAL segment damaged: not repaired, its bytes kept (run siglake wal verify)');
       }
     }
     for (const stop of j.stops) {

@@ -10,6 +10,7 @@ import { RecordType } from '../../src/wal/format.js';
 import { LOGS_TABLE, TRACES_TABLE, indexTable, laneDir, type WalTable } from '../../src/wal/layout.js';
 import { LaneWriter } from '../../src/wal/lane-writer.js';
 import { recoverWal } from '../../src/wal/recovery.js';
+import { writeSealedMarker } from '../../src/wal/sealed-marker.js';
 
 let base: string;
 let walDir: string;
@@ -84,6 +85,7 @@ describe('wal dump', () => {
   it('reports a payload it cannot describe, and a torn tail, and keeps going', async () => {
     const lane = laneDir(walDir, 'acme', LOGS_TABLE);
     appendFileSync(join(lane, '00000001.seg'), Buffer.from([2, 0, 0]));
+    writeSealedMarker(lane, 0); // a crash's tear: in a segment above the marker (a sealed one is never torn)
     const c = collect();
     const code = await walDump(lane, c.out, () => {
       throw new Error('not protobuf');
@@ -143,6 +145,9 @@ describe('recoverWal', () => {
     const dfltSize = statSync(dfltSeg).size;
     appendFileSync(acmeSeg, Buffer.alloc(100)); // zero-filled tail
     appendFileSync(dfltSeg, Buffer.from([1, 0, 0, 0, 50, 0, 0, 0])); // torn record header
+    // As a crash leaves it: the torn segment above the lane's marker (a sealed one is never torn,
+    // and repair keeps its bytes as damage).
+    writeSealedMarker(dflt, 1);
     writeFileSync(join(acme, '00000004.seg.tmp'), 'x');
 
     const shard = recoverWal(walDir, (lane) => lane.tenant !== 'default');

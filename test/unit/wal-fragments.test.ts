@@ -9,7 +9,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CorruptionError } from '../../src/errors.js';
+import { WalNewerFormatError } from '../../src/wal/newer-format.js';
 import { repairLane } from '../../src/wal/repair.js';
+import { writeSealedMarker } from '../../src/wal/sealed-marker.js';
 import { SegmentReader } from '../../src/wal/segment-reader.js';
 import { walVerify } from '../../src/wal/commands.js';
 
@@ -107,7 +109,8 @@ const ROWS: Row[] = [
   { name: 'record time beyond 2^53', segments: [good(1, rec('a', { time: 1n << 60n }))], stop: 'corrupt', at: o1, records: 0, cut: REC_HDR + 1, verifyBefore: 1, verifyAfter: 0 },
   { name: 'non-zero segment header reserved', segments: [Buffer.concat([segHeader(1, { reserved: 7 }), R1])], stop: 'corrupt', at: 0, records: 0, cut: SEG_HDR + R1.length, verifyBefore: 1, verifyAfter: 0 },
   { name: 'bad magic', segments: [Buffer.concat([segHeader(1, { magic: 'SLWX' }), R1])], stop: 'corrupt', at: 0, records: 0, cut: SEG_HDR + R1.length, verifyBefore: 1, verifyAfter: 0 },
-  { name: 'bad version', segments: [Buffer.concat([segHeader(1, { version: 2 }), R1])], stop: 'corrupt', at: 0, records: 0, cut: SEG_HDR + R1.length, verifyBefore: 1, verifyAfter: 0 },
+  // Version 0 is no release's: damage. (A version above this release's is a newer release's, refused: below.)
+  { name: 'bad version', segments: [Buffer.concat([segHeader(1, { version: 0 }), R1])], stop: 'corrupt', at: 0, records: 0, cut: SEG_HDR + R1.length, verifyBefore: 1, verifyAfter: 0 },
   { name: 'bad header size', segments: [segHeader(1, { size: 40 })], stop: 'corrupt', at: 0, records: 0, cut: SEG_HDR, verifyBefore: 1, verifyAfter: 0 },
   { name: 'segment header CRC flip', segments: [Buffer.concat([segHeader(1, { crcFlip: true }), R1])], stop: 'corrupt', at: 0, records: 0, cut: SEG_HDR + R1.length, verifyBefore: 1, verifyAfter: 0 },
   { name: 'header number differs from file name', segments: [good(1, R1), good(3, R1)], stop: 'corrupt', at: 0, records: 0, cut: SEG_HDR + R1.length, verifyBefore: 1, verifyAfter: 0 },
@@ -242,4 +245,39 @@ describe.each(ROWS)('fragment: $name', (row) => {
     // Repair is idempotent: a second pass finds nothing to cut.
     expect(repairLane(lane).truncatedBytes).toBe(0);
   });
+});
+
+// Found by review (stop 47): repair read a segment of a newer release as damage and cut it to
+// nothing, and cut a sealed segment at its first bad byte, losing the whole records after it,
+// though no crash tears a sealed segment (a clean stop or a checkpoint synced it first).
+describe('repair of what no crash leaves', () => {
+  it('refuses a last segment of a newer format version and leaves it as it was', () => {
+    const { lane, paths } = layDown({ name: 'newer', segments: [Buffer.concat([segHeader(1, { version: 2 }), R1])], stop: 'corrupt', at: 0, records: 0, cut: 0, verifyBefore: 1, verifyAfter: 1 });
+    const before = readFileSync(paths[0]!);
+    expect(() => repairLane(lane)).toThrow(WalNewerFormatError);
+    expect(() => repairLane(lane)).toThrow(/format version 2, written by a newer release of Siglake \(this release reads up to 1\)/);
+    expect(readFileSync(paths[0]!).equals(before)).toBe(true);
+  });
+
+  const sealedCases: { name: string; seg: Buffer; cut: number; damaged: number }[] = [
+    { name: 'a record CRC mismatch', seg: flip(good(1, R1, R2, R3), SEG_HDR + R1.length + REC_HDR), cut: 0, damaged: 1 },
+    { name: 'a damaged length that runs past the end', seg: Buffer.concat([good(1, R1), rec('second', { length: 9_000 }), R3]), cut: 0, damaged: 1 },
+    { name: 'a tail of zeros', seg: Buffer.concat([good(1, R1, R2), Buffer.alloc(512)]), cut: 512, damaged: 0 },
+  ];
+  for (const c of sealedCases) {
+    it(`a sealed last segment with ${c.name}: ${c.cut > 0 ? 'the zeros are cut' : 'kept whole and reported'}`, async () => {
+      const { lane, paths } = layDown({ name: c.name, segments: [c.seg], stop: 'corrupt', at: 0, records: 0, cut: 0, verifyBefore: 1, verifyAfter: 1 });
+      writeSealedMarker(lane, 1);
+      // verify calls it what repair will: damage, or a tail of zeros it cuts.
+      expect(await walVerify(lane, quiet().out)).toBe(c.damaged > 0 ? 1 : 0);
+      const r = repairLane(lane);
+      expect(r.truncatedBytes).toBe(c.cut);
+      expect(r.damaged).toHaveLength(c.damaged);
+      expect(statSync(paths[0]!).size).toBe(c.seg.length - c.cut);
+      expect(readFileSync(paths[0]!).equals(c.seg.subarray(0, c.seg.length - c.cut))).toBe(true);
+      // Unsealed, the same bytes are a torn or corrupt tail of a crash: cut as before.
+      const unsealed = layDown({ name: c.name, segments: [c.seg], stop: 'corrupt', at: 0, records: 0, cut: 0, verifyBefore: 1, verifyAfter: 1 });
+      expect(repairLane(unsealed.lane).truncatedBytes).toBeGreaterThan(0);
+    });
+  }
 });
