@@ -18,6 +18,7 @@ import type { BudgetRefusal } from '../tenants/declared-tenants.js';
 import type { PendingRequest } from '../shard/dispatcher.js';
 import { INVALID_ROUTING_HEADER, installGrpcHeaderGuard } from './grpc-header-guard.js';
 import { peerOfCall, tapOfCall, tapSocket } from './grpc-header-tap.js';
+import { installGrpcDeadStreamGuard } from './grpc-dead-stream-guard.js';
 import { installGrpcTransportRefusals, transportRefusal } from './grpc-transport-refusals.js';
 import { Answers } from './answers.js';
 import { asRefusal, DRAINING, grpcStatusDetails, logRefusal } from './responses.js';
@@ -149,6 +150,7 @@ export class GrpcAcceptor {
     );
     installGrpcHeaderGuard(opts.log);
     installGrpcTransportRefusals();
+    installGrpcDeadStreamGuard();
     this.#server = new grpc.Server({
       'grpc.max_receive_message_length': opts.maxRequestBytes,
       'grpc.max_send_message_length': 1024 * 1024,
