@@ -4,7 +4,9 @@
 // SharedArrayBuffer: the worker produces [reqId, code, records] triples (code
 // ACCEPTED, 0, or the wire number of a SIGLAKE_ code, src/errors.ts) and,
 // for a refusal, a short message (up to MESSAGE_BYTES of UTF-8, cut at a
-// character boundary); the acceptor consumes them. Head and tail are
+// character boundary), or for a stored request the bytes of OTLP protobuf it
+// wrote (the fourth word, which a refusal uses for its message's length);
+// the acceptor consumes them. Head and tail are
 // free-running 32-bit counters; the slot is counter & (capacity - 1).
 //
 // Several workers share one doorbell word (a separate SharedArrayBuffer) so
@@ -61,7 +63,7 @@ export class CompletionRing {
   }
 
   /** Producer: false when full (the consumer has not drained yet). */
-  push(reqId: number, code: number, records: number, message?: string): boolean {
+  push(reqId: number, code: number, records: number, message?: string, bytes = 0): boolean {
     const tail = this.#ctl[TAIL]!;
     const head = Atomics.load(this.#ctl, HEAD);
     if (((tail - head) | 0) >= this.capacity) return false;
@@ -71,7 +73,8 @@ export class CompletionRing {
     this.#slots[i + 1] = code;
     this.#slots[i + 2] = records;
     let msgLen = 0;
-    if (message !== undefined && message !== '') {
+    if (code === ACCEPTED) msgLen = bytes;
+    else if (message !== undefined && message !== '') {
       const area = this.#messages.subarray(slot * MESSAGE_BYTES, (slot + 1) * MESSAGE_BYTES);
       msgLen = encoder.encodeInto(message, area).written;
     }
@@ -81,7 +84,7 @@ export class CompletionRing {
   }
 
   /** Consumer: calls `fn` for every completion waiting, then frees their slots. Returns how many. */
-  drain(fn: (reqId: number, code: number, records: number, message: string | undefined) => void): number {
+  drain(fn: (reqId: number, code: number, records: number, message: string | undefined, bytes: number) => void): number {
     let head = this.#ctl[HEAD]!;
     const tail = Atomics.load(this.#ctl, TAIL);
     let n = 0;
@@ -91,14 +94,12 @@ export class CompletionRing {
       const reqId = this.#slots[i]!;
       const code = this.#slots[i + 1]!;
       const records = this.#slots[i + 2]!;
-      const msgLen = this.#slots[i + 3]!;
+      const word = this.#slots[i + 3]!;
       const message =
-        msgLen === 0
-          ? undefined
-          : decoder.decode(this.#messages.slice(slot * MESSAGE_BYTES, slot * MESSAGE_BYTES + msgLen));
+        code === ACCEPTED || word === 0 ? undefined : decoder.decode(this.#messages.slice(slot * MESSAGE_BYTES, slot * MESSAGE_BYTES + word));
       head = (head + 1) | 0;
       n++;
-      fn(reqId, code, records, message);
+      fn(reqId, code, records, message, code === ACCEPTED ? word : 0);
     }
     if (n > 0) Atomics.store(this.#ctl, HEAD, head);
     return n;

@@ -115,7 +115,7 @@ export class Dispatcher {
   readonly #shards: ShardHandle[];
   readonly #doorbell = new Doorbell();
   readonly #inflight = new Map<number, InFlight>();
-  readonly #onCompletion: (reqId: number, code: number, records: number, message: string | undefined) => void;
+  readonly #onCompletion: (reqId: number, code: number, records: number, message: string | undefined, bytes: number) => void;
   #nextReqId = 1;
   #closed = false;
   #stopping = false;
@@ -134,7 +134,7 @@ export class Dispatcher {
     this.#trace = tracePath === undefined ? null : new AcceptorTrace(tracePath);
     const ringBytes = ByteRing.capacityFor(opts.maxRequestBytes + FRAME_PREFIX_BYTES);
     this.#shards = Array.from({ length: opts.workers }, (_, k) => new ShardHandle(k, ringBytes, 4096));
-    this.#onCompletion = (reqId, code, records, message) => this.#complete(reqId, outcomeOfCompletion(code), records, message);
+    this.#onCompletion = (reqId, code, records, message, bytes) => this.#complete(reqId, outcomeOfCompletion(code), records, message, bytes);
   }
 
   get workerStats(): readonly WorkerStats[] {
@@ -318,12 +318,14 @@ export class Dispatcher {
     }, 1);
   }
 
-  #complete(reqId: number, code: ErrorCode | undefined, records: number, message: string | undefined): void {
+  #complete(reqId: number, code: ErrorCode | undefined, records: number, message: string | undefined, stored = 0): void {
     const f = this.#inflight.get(reqId);
     if (f === undefined) return; // answered already (its worker died and it was refused)
     this.#inflight.delete(reqId);
     const drained = this.#trace?.now() ?? 0;
-    this.#opts.onFinish(f.lane, code === undefined, { code, records, bytes: f.bytes });
+    // A stored request counts the OTLP protobuf bytes its worker wrote (the same for every
+    // transport and encoding); a refused one the body as it came.
+    this.#opts.onFinish(f.lane, code === undefined, { code, records, bytes: code === undefined ? stored : f.bytes });
     f.req.complete(code, records, message);
     this.#trace?.answered(reqId, drained);
   }

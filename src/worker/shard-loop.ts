@@ -178,6 +178,8 @@ class LaneState {
 class Round implements TracedRound {
   readonly reqIds = new Int32Array(MAX_ROUND_REQUESTS);
   readonly records = new Int32Array(MAX_ROUND_REQUESTS);
+  /** OTLP protobuf bytes a stored request wrote (its decoded payload). */
+  readonly bytes = new Int32Array(MAX_ROUND_REQUESTS);
   /** Completion code per request: 0 accepted, else a code's wire number. */
   readonly codes = new Int32Array(MAX_ROUND_REQUESTS);
   readonly reqLane: (LaneState | undefined)[] = new Array(MAX_ROUND_REQUESTS);
@@ -543,6 +545,7 @@ export class ShardLoop {
     const i = round.n++;
     round.reqIds[i] = reqId;
     round.records[i] = 0;
+    round.bytes[i] = 0;
     round.messages[i] = undefined;
     round.reqLane[i] = undefined;
     const lane = this.#lanes.get(laneId);
@@ -573,6 +576,7 @@ export class ShardLoop {
     }
     round.codes[i] = ACCEPTED;
     round.records[i] = records;
+    round.bytes[i] = this.#decoder.payload.length;
     if (this.#decoder.payload.length === 0) return; // an empty export request writes nothing
     round.reqLane[i] = lane;
     const type = signalOfFlags(flags) === 'traces' ? RecordType.TRACES : RecordType.LOGS;
@@ -796,11 +800,12 @@ export class ShardLoop {
       const code = round.codes[i]!;
       const message = round.messages[i];
       const records = code === ACCEPTED ? round.records[i]! : 0;
+      const bytes = code === ACCEPTED ? round.bytes[i]! : 0;
       // Stamped before the push: the acceptor may drain the completion (and
       // read the stamp) the moment it is in the ring.
       this.#trace?.posted(round.reqIds[i]!);
-      if (!this.#compl.push(round.reqIds[i]!, code, records, message)) {
-        await this.#postWhenRoom(round.reqIds[i]!, code, records, message);
+      if (!this.#compl.push(round.reqIds[i]!, code, records, message, bytes)) {
+        await this.#postWhenRoom(round.reqIds[i]!, code, records, message, bytes);
       }
       round.reqLane[i] = undefined;
       round.messages[i] = undefined;
@@ -995,8 +1000,8 @@ export class ShardLoop {
   }
 
   /** The completion ring is full: wake the acceptor and wait until it drained some. */
-  async #postWhenRoom(reqId: number, code: number, records: number, message: string | undefined): Promise<void> {
-    while (!this.#compl.push(reqId, code, records, message)) {
+  async #postWhenRoom(reqId: number, code: number, records: number, message: string | undefined, bytes = 0): Promise<void> {
+    while (!this.#compl.push(reqId, code, records, message, bytes)) {
       this.#bell.ring();
       await this.#compl.waitForRoom(100);
     }
