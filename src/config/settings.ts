@@ -801,7 +801,7 @@ export const SETTINGS = {
     category: 'limits',
     default: 0,
     defaultDoc: '0 (unlimited)',
-    doc: 'Request body bytes (as received) this replica writes per period for every tenant together. 0: unlimited.',
+    doc: 'OTLP protobuf bytes (as stored in the WAL) this replica writes per period for every tenant together. 0: unlimited.',
     parse: integer({ min: 0 }),
   }),
   queryCacheDir: def<string>({
