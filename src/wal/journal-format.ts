@@ -11,8 +11,8 @@
 // 32-byte header, the lane tag (the lane directory relative to the WAL root,
 // UTF-8, `/`-separated), then the body: whole WAL records, byte for byte as
 // they are in the segment. The entry CRC covers the entry header (but the CRC
-// field) and the tag; the body is covered by its records' own
-// CRCs, which a reader checks, so the payload is not summed twice.
+// field) and the tag, and from version 4 on the body's digest; the records
+// of the body keep their own CRCs too, which a reader checks.
 //
 // Version 2: the lane segments are created without a sync, so the round
 // that creates a segment journals its header too: that entry has offset 0
