@@ -62,6 +62,7 @@ describe('merged manifests, read by pyiceberg 0.12 and Spark 4.1 + Iceberg', () 
 
   beforeAll(async () => {
     const dataDir = path.join(root, 'ingester');
+    fs.mkdirSync(dataDir, { recursive: true });
     for (let round = 0; round < ROUNDS; round++) {
       const ing = await startIngester({ dataDir, args: ['--compactor=false', ...flags] });
       const markers = Array.from({ length: PER_ROUND }, (_, i) => `merge-r${round}-${i}`);
