@@ -36,6 +36,7 @@ import { readSealedMarker } from '../wal/sealed-marker.js';
 import { hasShardJournal } from '../wal/journal.js';
 import { listLaneFiles, type SegmentFile } from '../wal/segment-files.js';
 import { SegmentReader } from '../wal/segment-reader.js';
+import { canBeTorn } from '../wal/repair.js';
 import { CompactorStats } from './compactor-stats.js';
 import type { Row } from './otlp-row-decoder.js';
 import { OtlpWireRows } from './otlp-wire-rows.js';
@@ -229,7 +230,7 @@ export class Compactor {
           const hasHigher = files.segments.some((s) => s.number > file.number);
           let read: SegmentRead;
           try {
-            read = await this.#readSegment(walId, lane, file, hasHigher, tables);
+            read = await this.#readSegment(walId, lane, file, hasHigher, sealedUpTo, tables);
           } catch (e) {
             this.#quarantine.set(lane.dir, Date.now() + QUARANTINE_MS);
             this.#o.log.error(
@@ -290,6 +291,7 @@ export class Compactor {
     lane: LaneLocation,
     file: SegmentFile,
     hasHigher: boolean,
+    sealedUpTo: number,
     tables: Map<string, TableWork>,
   ): Promise<SegmentRead> {
     const touched = new Set<TableWork>();
@@ -351,16 +353,19 @@ export class Compactor {
         }
       }
       const stop = reader.stop;
-      // A torn end is a crash's unfinished append only in the lane's last segment (which recovery
-      // repairs); in one with a higher segment beside it, a record running past the end of the file
-      // (a damaged length, a run of zeros) is damage, as `siglake wal verify` reports it: keep the file.
-      if (stop?.kind === 'corrupt' || (stop?.kind === 'torn' && hasHigher)) {
+      // A torn end is a crash's unfinished append only in the lane's last segment above its
+      // `.sealed` marker (which recovery repairs); in one with a higher segment beside it, or in a
+      // sealed one (synced before it was marked), a record running past the end of the file (a
+      // damaged length) is damage, as `siglake wal verify` reports it: keep the file. (Before stop
+      // 47 a sealed last segment was landed up to the damage and then emptied.)
+      const damagedTail = stop?.kind === 'torn' && (hasHigher || !canBeTorn(file, sealedUpTo, stop));
+      if (stop?.kind === 'corrupt' || damagedTail) {
         corrupt = true;
         this.#stats.corrupt();
         if (!this.#reportedCorrupt.has(file.path)) {
           this.#reportedCorrupt.add(file.path);
           this.#o.log.error(
-            { segment: file.path, offset: stop.offset, why: stop.kind === 'corrupt' ? stop.error.why : `torn (${stop.why}), but not the lane's last segment` },
+            { segment: file.path, offset: stop.offset, why: stop.kind === 'corrupt' ? stop.error.why : `torn (${stop.why}), but not an unsealed last segment` },
             'corrupt WAL segment: its records before the damage are landed, the file is kept (run siglake wal verify)',
           );
         }

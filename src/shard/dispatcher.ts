@@ -31,7 +31,7 @@ interface InFlight {
   req: PendingRequest;
   lane: Lane;
   shard: number;
-  /** Body bytes as received (declared tenants' byte budgets). */
+  /** Body bytes as received: a refusal's count (a stored request counts what its worker wrote). */
   bytes: number;
 }
 
@@ -97,8 +97,9 @@ export interface DispatcherOptions {
   /**
    * Called for every finished request (answered, or refused before it was
    * sent) before its PendingRequest completes. `written` is there for a request
-   * a worker answered: its code (undefined: stored), records and body bytes
-   * as received (declared tenants' budgets and counters).
+   * a worker answered: its code (undefined: stored), records and bytes: the
+   * OTLP protobuf bytes it wrote when stored, else the body as received
+   * (declared tenants' budgets and counters).
    */
   onFinish(lane: Lane, stored: boolean, written?: WorkerAnswer): void;
 }
@@ -153,7 +154,12 @@ export class Dispatcher {
   /** Starts every shard task and resolves once each worker has recovered its WAL tails. */
   async start(): Promise<void> {
     const ready = new Promise<void>((resolve, reject) => {
-      this.#readyWaiters.push(resolve);
+      // Cleared as the start resolves, not after its await: a death handled in between is a
+      // running worker's (restarted), never a start failure rejecting a settled promise.
+      this.#readyWaiters.push(() => {
+        this.#failStart = null;
+        resolve();
+      });
       this.#failStart = reject;
     });
     for (const s of this.#shards) this.#runShard(s);

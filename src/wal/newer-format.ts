@@ -4,6 +4,7 @@
 // say so: read as damage, a segment was cut to nothing and a journal deleted
 // with every acknowledged record it held (docs/wal-format.md, "Versions").
 
+import { crc32c } from '@node-rs/crc32';
 import { closeSync, openSync, readSync } from 'node:fs';
 
 export class WalNewerFormatError extends Error {
@@ -23,9 +24,14 @@ export class WalNewerFormatError extends Error {
   }
 }
 
-/** The version in a file's header when its magic is `magic` and the version is above `supported`; else null. */
+/**
+ * The version in a file's header when its magic is `magic`, the version is
+ * above `supported` and the header's CRC (u32 at 28, over bytes 0..28, as both
+ * segment and journal headers have it) matches; else null. A version field a
+ * bit flip changed fails the CRC: damage, not a newer release.
+ */
 export function newerVersionOf(path: string, magic: readonly number[], supported: number): number | null {
-  const b = Buffer.alloc(6);
+  const b = Buffer.alloc(32);
   let fd: number;
   try {
     fd = openSync(path, 'r');
@@ -33,13 +39,14 @@ export function newerVersionOf(path: string, magic: readonly number[], supported
     return null;
   }
   try {
-    if (readSync(fd, b, 0, 6, 0) < 6) return null;
+    if (readSync(fd, b, 0, 32, 0) < 32) return null;
   } finally {
     closeSync(fd);
   }
   for (let i = 0; i < 4; i++) if (b[i] !== magic[i]) return null;
   const version = b.readUInt16LE(4);
-  return version > supported ? version : null;
+  if (version <= supported) return null;
+  return crc32c(b.subarray(0, 28)) === b.readUInt32LE(28) ? version : null;
 }
 
 /** Throws WalNewerFormatError when `path` was written by a newer release. */

@@ -13,7 +13,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { crc32c } from '@node-rs/crc32';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CLI, startIngester, tempDir, walDump } from '../helpers/ingester.js';
+import { CLI, runCli, startIngester, tempDir, walDump } from '../helpers/ingester.js';
+import { until } from '../helpers/wait.js';
 
 const dirs: string[] = [];
 afterAll(() => {
@@ -125,5 +126,31 @@ describe('WAL start-up recovery refuses what it cannot read', () => {
     } finally {
       expect(await ing.stop()).toBe(0);
     }
+  });
+});
+
+describe('the compactor and a damaged sealed segment', () => {
+  // Found by review (stop 47): recovery kept the segment, but the compactor read a damaged length in
+  // a lane's highest segment as a crash's torn tail: it landed the records before the damage and
+  // emptied the file, and the acknowledged records after it were gone.
+  it('a damaged length in a quiet lane\'s sealed segment: the records before it land, the file is kept whole', async () => {
+    const { dir, wal, seg } = await walWithRecords('stop');
+    const b = fs.readFileSync(seg);
+    // Record 2's length field (u32 at +4 of its header) made huge: it reads as running past the end.
+    let at = 32;
+    at += 24 + b.readUInt32LE(at + 4);
+    b.writeUInt32LE(0xffffff, at + 4);
+    fs.writeFileSync(seg, b);
+    const ing = await startIngester({ dataDir: dir, args: ['--trust-tenant-header', '--compact-interval-secs', '1'] });
+    try {
+      await until(() => ing.logs.some((l) => l.msg === 'corrupt WAL segment: its records before the damage are landed, the file is kept (run siglake wal verify)'), 30_000, 'the compactor to report the damage');
+      expect(fs.readFileSync(seg).equals(b)).toBe(true); // not emptied: the three records after the damage are still there
+      const dump = runCli(['wal', 'dump', wal]);
+      expect(dump.status).toBe(1); // the damage is reported
+      expect(dump.stdout).toContain('acme-0');
+    } finally {
+      expect(await ing.stop()).toBe(0);
+    }
+    expect(fs.readFileSync(seg).equals(b)).toBe(true);
   });
 });

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { CLI, runCli, type DumpLine } from '../../helpers/ingester.js';
 import { RECORD_HEADER_SIZE, SEGMENT_HEADER_SIZE } from '../../../src/wal/format.js';
+import { readSealedMarker } from '../../../src/wal/sealed-marker.js';
 
 export interface LaneFilesSnapshot {
   /** Segment numbers with their sizes, ascending. */
@@ -152,6 +153,9 @@ export function appendTornTail(laneDir: string, kind: TornKind, rand: (n: number
     .sort((a, b) => Number.parseInt(a, 10) - Number.parseInt(b, 10));
   const last = names[names.length - 1];
   if (last === undefined) return 0;
+  // A crash tears only a segment its own life was appending to: never one at or below the lane's
+  // `.sealed` marker (synced, then marked; recovery keeps such a segment's damage as damage).
+  if (Number.parseInt(last, 10) <= readSealedMarker(laneDir)) return 0;
   const file = path.join(laneDir, last);
   const size = fs.statSync(file).size;
   let tail: Buffer;
