@@ -39,10 +39,11 @@ export function mergePolicyOf(metadata: TableMetadata | null, defaults: Manifest
     const n = Number(v.trim());
     return Number.isSafeInteger(n) && n >= min ? n : fallback;
   };
+  // As Iceberg Java reads them: a boolean is true only for "true"; a count of 0 or 1 merges at every commit.
   const enabled = metadata?.property('commit.manifest-merge.enabled')?.trim().toLowerCase();
   return {
-    enabled: enabled === undefined ? defaults.enabled : enabled !== 'false',
-    minCountToMerge: int('commit.manifest.min-count-to-merge', defaults.minCountToMerge, 2),
+    enabled: enabled === undefined ? defaults.enabled : enabled === 'true',
+    minCountToMerge: int('commit.manifest.min-count-to-merge', defaults.minCountToMerge, 0),
     targetSizeBytes: int('commit.manifest.target-size-bytes', defaults.targetSizeBytes, 1),
   };
 }
@@ -70,6 +71,12 @@ export async function mergeManifests(
     readonly sequenceNumber: bigint;
     readonly inherited: readonly AvroRecord[];
     readonly policy: ManifestMergePolicy;
+    /**
+     * Manifests already found not to fit this writer's schema (another engine's): left out of
+     * the count and never read again, so that a table holding many of them does not have every
+     * commit read them all to merge nothing. The caller keeps it across commits.
+     */
+    readonly unfit?: Set<string>;
   },
 ): Promise<MergeOutcome> {
   const unchanged: MergeOutcome = { list: [...o.inherited], written: [], replaced: 0 };
@@ -80,16 +87,27 @@ export async function mergeManifests(
     Number(m['partition_spec_id'] ?? 0) === schema.specId &&
     (m['key_metadata'] ?? null) === null &&
     Number(m['manifest_length']) < policy.targetSizeBytes;
-  const candidates = o.inherited.filter(small);
+  const unfit = o.unfit ?? new Set<string>();
+  const candidates = o.inherited.filter((m) => small(m) && !unfit.has(String(m['manifest_path'])));
   if (candidates.length + 1 < policy.minCountToMerge) return unchanged;
 
-  // Read the candidates; one this writer cannot carry over whole stays as it is.
+  // Read the candidates; one this writer cannot carry over whole stays as it is, and so does one
+  // that cannot be read now (the append does not depend on it: its list entry is carried).
   const entriesOf = new Map<AvroRecord, AvroRecord[]>();
   const known = dataFileFieldNames(schema);
   for (const m of candidates) {
     const path = String(m['manifest_path']);
-    const file = AvroFile.decode(await storage.get(path), path);
-    if (!fitsWriterSchema(file.schema, known)) continue;
+    let file: ReturnType<typeof AvroFile.decode>;
+    try {
+      file = AvroFile.decode(await storage.get(path), path);
+    } catch {
+      continue;
+    }
+    if (!fitsWriterSchema(file.schema, known)) {
+      if (unfit.size >= 100_000) unfit.clear();
+      unfit.add(path);
+      continue;
+    }
     entriesOf.set(m, file.records);
   }
 
@@ -125,8 +143,9 @@ export async function mergeManifests(
             ...e,
             status: STATUS_EXISTING,
             snapshot_id: e['snapshot_id'] ?? m['added_snapshot_id'],
+            // Null sequence numbers inherit the manifest's (spec "Sequence Number Inheritance").
             sequence_number: e['sequence_number'] ?? mSeq,
-            file_sequence_number: e['file_sequence_number'] ?? e['sequence_number'] ?? mSeq,
+            file_sequence_number: e['file_sequence_number'] ?? mSeq,
           });
         }
       }

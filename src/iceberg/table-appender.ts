@@ -75,6 +75,8 @@ export class TableAppender {
   readonly #onConflict: () => void;
   readonly #beforeSwap: (() => void | Promise<void>) | undefined;
   readonly #mergeDefaults: ManifestMergePolicy;
+  /** Manifests found not to fit this writer's schema: never read again for a merge (mergeManifests). */
+  readonly #unfit = new Set<string>();
 
   constructor(opts: TableAppenderOptions) {
     this.#catalog = opts.catalog;
@@ -154,6 +156,7 @@ export class TableAppender {
       sequenceNumber,
       inherited: carried,
       policy: mergePolicyOf(current?.metadata ?? null, this.#mergeDefaults),
+      unfit: this.#unfit,
     });
     const dropMerged = async () => {
       for (const p of merged.written) await this.#storage.delete(p).catch(() => undefined);
@@ -186,8 +189,15 @@ export class TableAppender {
     };
     const next = base.withAppend(snap, current?.metadataLocation ?? null, now);
     const metadataLocation = `${location}/metadata/${TableMetadata.nextFileName(current?.metadataLocation ?? null)}`;
-    await this.#storage.putNew(metadataLocation, Buffer.from(next.toJson(), 'utf8'));
-    await this.#beforeSwap?.();
+    try {
+      await this.#storage.putNew(metadataLocation, Buffer.from(next.toJson(), 'utf8'));
+      await this.#beforeSwap?.();
+    } catch (e) {
+      // Nothing refers to this attempt's files yet (the swap did not run): they go.
+      await this.#storage.delete(listLocation).catch(() => undefined);
+      await dropMerged();
+      throw e;
+    }
     let ok: boolean;
     if (current === null) {
       await this.#catalog.ensureNamespace(req.namespace);

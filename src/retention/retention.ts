@@ -161,7 +161,7 @@ export class Retention {
         const mSeq = m['sequence_number'] as bigint;
         const explicit = (e: AvroRecord) => ({
           sequence_number: e['sequence_number'] ?? mSeq,
-          file_sequence_number: e['file_sequence_number'] ?? e['sequence_number'] ?? mSeq,
+          file_sequence_number: e['file_sequence_number'] ?? mSeq,
         });
         const entries: AvroRecord[] = [
           ...keep.map((e) => ({ ...e, status: 0, snapshot_id: e['snapshot_id'] ?? m['added_snapshot_id'], ...explicit(e) })),
