@@ -174,7 +174,7 @@ export class IndexRegistry {
 
   /** Creates or updates (the index API's PUT). */
   async put(tenant: string, spec: IndexSpec): Promise<{ created: boolean; info: IndexInfo }> {
-    for (;;) {
+    for (let attempt = 1; ; attempt++) {
       try {
         return { created: false, info: await this.update(tenant, spec) };
       } catch (e) {
@@ -183,8 +183,11 @@ export class IndexRegistry {
       try {
         return { created: true, info: await this.create(tenant, spec) };
       } catch (e) {
-        // Created by someone else between the two: update it.
-        if (!(e instanceof IndexError) || e.code !== 'SIGLAKE_INDEX_EXISTS') throw e;
+        // Created by someone else between the two: update it. Only that: an index of the same
+        // name in another case is the 409 it is (looping on it held the query server's only
+        // thread for good, every tenant's queries with it), and a race lost over and over ends.
+        if (!(e instanceof IndexError) || e.code !== 'SIGLAKE_INDEX_EXISTS' || isTwinError(e) || attempt >= this.#maxAttempts) throw e;
+        await backoff(attempt);
       }
     }
   }
@@ -353,8 +356,17 @@ function exists(name: string): IndexError {
   return new IndexError('SIGLAKE_INDEX_EXISTS', `index "${name}" exists already (update it instead)`);
 }
 
+const twinError = Symbol('siglake.indexTwin');
+
 function existsAs(name: string, twin: string): IndexError {
-  return new IndexError('SIGLAKE_INDEX_EXISTS', `index "${name}" exists already as "${twin}" (names are compared without case, as SQL does)`);
+  const e = new IndexError('SIGLAKE_INDEX_EXISTS', `index "${name}" exists already as "${twin}" (names are compared without case, as SQL does)`);
+  (e as IndexError & { [twinError]?: true })[twinError] = true;
+  return e;
+}
+
+/** The 409 of a name whose twin in another case exists: not a race, nothing to retry. */
+function isTwinError(e: IndexError): boolean {
+  return (e as IndexError & { [twinError]?: true })[twinError] === true;
 }
 
 function notManaged(name: string): IndexError {

@@ -243,3 +243,40 @@ describe('siglake query: query.maxIndexesPerTenant', () => {
     }
   }, 60_000);
 });
+
+describe('siglake query: an index name in another case', () => {
+  // PUT /api/v1/indexes/Payments beside `payments`: update found no such name, create refused the
+  // case twin with 409, and put took that 409 for a create race and tried again, for good, on the
+  // server's only thread: /healthz and every tenant's queries stopped answering.
+  it('PUT of a case twin answers 409 SIGLAKE_INDEX_EXISTS at once, and the server goes on serving', async () => {
+    const dataDir = tempDir('siglake-query-index-twin-');
+    const key = await makeKeyPair('ES256', 'k1');
+    const jwks = writeJwksFile(dataDir, [key.jwk]);
+    const acme = await mint(key, { tenant: 'acme' });
+    const q = await startQuery(dataDir, [
+      ...icebergFlags(dataDir),
+      ...['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--query-tenant-claim', 'tenant'],
+    ]);
+    const put = async (name: string) => {
+      const res = await fetch(`${q.url}/api/v1/indexes/${name}`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${acme}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ retentionDays: 3 }),
+        signal: AbortSignal.timeout(10_000),
+      });
+      return { status: res.status, json: (await res.json()) as any };
+    };
+    try {
+      expect((await put('payments')).status).toBe(201);
+      const twin = await put('Payments');
+      expect(twin.status).toBe(409);
+      expect(twin.json.error.code).toBe('SIGLAKE_INDEX_EXISTS');
+      expect(twin.json.error.message).toBe('index "Payments" exists already as "payments" (names are compared without case, as SQL does)');
+      expect((await fetch(`${q.url}/healthz`, { signal: AbortSignal.timeout(5_000) })).status).toBe(200);
+      expect((await put('payments')).status).toBe(200); // the index itself still updates
+    } finally {
+      await q.stop();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
