@@ -53,7 +53,8 @@ function prettyDestination(): DestinationStream {
   return { write: (line: string) => void process.stdout.write(prettyLine(line, colour)) };
 }
 
-export function createLogger(level: string, name = 'siglake'): Logger {
+/** `stderr`: log lines go to stderr (a command whose stdout is its result, one JSON line per item). */
+export function createLogger(level: string, name = 'siglake', o: { stderr?: boolean } = {}): Logger {
   const options = {
     name,
     level,
@@ -61,7 +62,8 @@ export function createLogger(level: string, name = 'siglake'): Logger {
     // Belt and braces: if a caller ever passes these fields, they are hidden.
     redact: { paths: ['authorization', 'token', '*.authorization', '*.token', 'headers.authorization'], censor: '[redacted]' },
   };
-  return wantsPretty() ? pino(options, prettyDestination()) : pino(options);
+  if (wantsPretty()) return pino(options, prettyDestination());
+  return o.stderr === true ? pino(options, pino.destination({ fd: 2, sync: true })) : pino(options);
 }
 
 /**

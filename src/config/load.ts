@@ -223,6 +223,13 @@ function validateTogether(s: Settings, sources: Record<SettingName, Source>, fil
   if (s.tenantClaim !== undefined && s.oidcIssuer === undefined) {
     throw new ConfigError(`invalid ingester.tenantClaim (${at('tenantClaim')}): needs OIDC (set auth.oidc.issuer)`);
   }
+  // The query server's pairs, named with their source (its own checks, without one, stay behind these).
+  if (s.queryTenantClaim !== undefined && s.oidcIssuer === undefined) {
+    throw new ConfigError(`invalid query.oidc.tenantClaim (${at('queryTenantClaim')}): needs OIDC (set auth.oidc.issuer)`);
+  }
+  if (s.queryAllowedTenants.length > 0 && s.queryTenantClaim === undefined) {
+    throw new ConfigError(`invalid query.allowedTenants (${at('queryAllowedTenants')}): needs query.oidc.tenantClaim (without a claim every query reads main)`);
+  }
   if (s.oidcIssuer === undefined) {
     for (const n of ['oidcAudience', 'oidcJwksFile'] as const) {
       if (s[n] !== undefined) throw new ConfigError(`invalid ${SETTINGS[n].key} (${at(n)}): needs auth.oidc.issuer`);

@@ -3,7 +3,8 @@
 // tables of `main`; with it every `tenant_*` namespace too. --dry-run prints
 // what it would do and changes nothing. One JSON line per table changed (or
 // that would be). Idempotent; safe while ingest and compaction run.
-// Exit codes: 0 done; 1 a table refused or failed; 2 a bad flag or setting.
+// Exit codes: 0 done; 1 a table refused or failed (each one a JSON line, the
+// run going on past it); 2 a bad flag or setting.
 
 import { loadCommandSettings } from '../config/load.js';
 import { closeWarehouse, openWarehouse } from '../iceberg/warehouse.js';
@@ -36,7 +37,7 @@ export async function runMigrateCommand(argv: string[]): Promise<number> {
       allNamespaces,
       dryRun,
       onTable: (t) => {
-        if (t.outcome === 'refused') failed++;
+        if (t.outcome === 'refused' || t.outcome === 'failed') failed++;
         if (t.outcome !== 'current') process.stdout.write(`${JSON.stringify(t)}\n`);
         if (t.outcome === 'migrated' && crashAfter > 0 && ++migrated >= crashAfter) process.kill(process.pid, 'SIGKILL');
       },

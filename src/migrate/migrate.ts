@@ -24,8 +24,8 @@ export interface TableMigration {
   readonly from: number;
   readonly to: number;
   readonly added: readonly string[];
-  /** 'migrated', 'would-migrate' (dry run), or why the table was left alone. */
-  readonly outcome: 'migrated' | 'would-migrate' | 'current' | 'refused';
+  /** 'migrated', 'would-migrate' (dry run), or why the table was left alone ('failed': it could not be read or committed; from and to are 0 when unknown). */
+  readonly outcome: 'migrated' | 'would-migrate' | 'current' | 'refused' | 'failed';
   readonly reason?: string;
 }
 
@@ -76,7 +76,15 @@ export class Migrator {
     const out: TableMigration[] = [];
     for (const ns of await this.namespaces(opts.allNamespaces)) {
       for (const table of await this.#catalog.tables(ns)) {
-        const r = await this.table(ns, table, opts.dryRun);
+        // One table that cannot be read or committed is reported and the run goes on: before stop
+        // 47 it ended the run with a message naming no table, and every table after it was never
+        // migrated, run after run.
+        let r: TableMigration | null;
+        try {
+          r = await this.table(ns, table, opts.dryRun);
+        } catch (e) {
+          r = { namespace: ns, table, from: 0, to: 0, added: [], outcome: 'failed', reason: (e as Error).message };
+        }
         if (r === null) continue;
         out.push(r);
         opts.onTable?.(r);

@@ -375,9 +375,10 @@ export class QueryServer {
     for (const { name, metadataLocation } of await this.#catalog.tableLocations(ns)) {
       if (!tableVisible(name, indexes)) continue;
       const t = await this.#reader.read(ns, metadataLocation);
-      // An index carries its retention (the registry's property); logs and
-      // traces do not (theirs is the compactor's setting): null.
-      const retention = t.properties[PROP_RETENTION_DAYS];
+      // An index carries its retention (the registry's property); logs and traces have the
+      // retention.logsDays / retention.tracesDays setting (0: kept for ever), which the query server
+      // shares with the compactor that enforces it (before stop 47: null).
+      const retention = name === 'logs' ? this.#s.retentionLogsDays : name === 'traces' ? this.#s.retentionTracesDays : t.properties[PROP_RETENTION_DAYS];
       const version = t.properties[PROP_SCHEMA_VERSION];
       tables.push({
         name,

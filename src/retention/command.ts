@@ -9,7 +9,7 @@
 
 import { loadCommandSettings } from '../config/load.js';
 import { closeWarehouse, openWarehouse } from '../iceberg/warehouse.js';
-import { SqlCatalog } from '../iceberg/sql-catalog.js';
+import { missingSqliteCatalog, SqlCatalog } from '../iceberg/sql-catalog.js';
 import { createLogger } from '../log.js';
 import { Retention } from './retention.js';
 
@@ -20,7 +20,15 @@ export async function runRetentionCommand(argv: string[]): Promise<number> {
   const loaded = loadCommandSettings(argv.filter((a) => a !== '--once'));
   if (loaded === undefined) return 2;
   const settings = loaded.settings;
-  const log = createLogger(settings.logLevel, 'siglake-retention');
+  // Log lines to stderr: stdout holds the result, one JSON line per table changed.
+  const log = createLogger(settings.logLevel, 'siglake-retention', { stderr: true });
+  // Nothing to keep in a catalog that is not there; opening it would make an empty one (a typo'd
+  // path then passed with exit 0).
+  const missing = missingSqliteCatalog(settings.catalogUrl);
+  if (missing !== null) {
+    process.stderr.write(`siglake: ${missing}\n`);
+    return 2;
+  }
   const catalog = SqlCatalog.open(settings.catalogUrl, settings.catalogName);
   // A local directory or an s3:// bucket (warehouse.path), as the compactor opens it.
   const storage = await openWarehouse(settings).catch(async (e: unknown) => {

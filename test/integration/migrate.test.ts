@@ -8,6 +8,7 @@
 // schema and rows; DuckDB reads old and new files together (old rows null).
 
 import { spawn } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { icebergMetadata } from 'icebird';
@@ -223,5 +224,18 @@ describe('siglake migrate and what other engines set on a table', () => {
     expect(line).toMatchObject({ outcome: 'refused' });
     expect(line.reason).toMatch(/service_namespace \(id 23\) was dropped/);
     expect(await lake.catalog.metadataLocation('tenant_dropped', 'logs')).toBe(before);
+  });
+  it('a table whose metadata cannot be read is reported and the run goes on to the tables after it', async () => {
+    await v1TableEdited('tenant_aa_broken', () => undefined);
+    await v1TableEdited('tenant_zz_after', () => undefined);
+    // The broken table's metadata file goes bad (as a half-copied restore leaves it).
+    fs.writeFileSync(fileURLToPath((await lake.catalog.metadataLocation('tenant_aa_broken', 'logs'))!), '{ not json');
+    const r = runCli(['migrate', '--all-namespaces', ...flags]);
+    expect(r.status, r.stderr).toBe(1);
+    const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const broken = lines.find((l) => l.namespace === 'tenant_aa_broken');
+    expect(broken).toMatchObject({ table: 'logs', outcome: 'failed' });
+    expect(broken.reason).toMatch(/JSON/);
+    expect(lines.find((l) => l.namespace === 'tenant_zz_after')).toMatchObject({ table: 'logs', outcome: 'migrated' });
   });
 });

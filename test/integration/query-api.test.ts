@@ -52,6 +52,8 @@ describe('siglake query: tenant-routed SQL over the landed tables', () => {
       String(MAX_ROWS),
       '--query-timeout-secs',
       String(TIMEOUT_SECS),
+      '--retention-logs-days',
+      '30',
     ]);
     catalog = SqlCatalog.open(`sqlite:${path.join(dataDir, 'catalog.db')}`, 'siglake');
   }, 120_000);
@@ -123,8 +125,9 @@ describe('siglake query: tenant-routed SQL over the landed tables', () => {
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({
       tables: [
-        { name: 'logs', kind: 'logs', rowCount: N, retentionDays: null, schemaVersion: SCHEMA_VERSION },
-        { name: 'traces', kind: 'traces', rowCount: 2, retentionDays: null, schemaVersion: SCHEMA_VERSION },
+        // logs and traces: the retention settings the query server shares with the compactor (0: for ever).
+        { name: 'logs', kind: 'logs', rowCount: N, retentionDays: 30, schemaVersion: SCHEMA_VERSION },
+        { name: 'traces', kind: 'traces', rowCount: 2, retentionDays: 0, schemaVersion: SCHEMA_VERSION },
       ],
     });
   });

@@ -9,6 +9,7 @@
 
 import avro from 'avsc';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { fileURLToPath } from 'node:url';
@@ -34,6 +35,20 @@ function logsAt(records: [string, number][]): Uint8Array {
     ],
   });
 }
+
+describe('siglake retention on a catalog that is not there', () => {
+  it('refuses with exit 2 and makes nothing (a typo in the path no longer passes as done)', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'siglake-retention-typo-'));
+    try {
+      const r = runCli(['retention', '--once', '--catalog-url', `sqlite:${path.join(dir, 'typo.db')}`, '--warehouse', path.join(dir, 'warehouse')]);
+      expect(r.status, r.stderr).toBe(2);
+      expect(r.stderr).toContain('no catalog there');
+      expect(fs.readdirSync(dir)).toEqual([]);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
 
 describe('siglake retention', () => {
   const lake = useLocalLake('siglake-retention-');
@@ -79,6 +94,10 @@ describe('siglake retention', () => {
     const r = runCli(['retention', '--once', ...retentionFlags]);
     expect(r.status, r.stderr).toBe(0);
     const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    // stdout is the result, one line per table changed; log lines go to stderr (before stop 47 each
+    // table's pino line came on stdout beside its result line).
+    expect(lines.every((l) => l.msg === undefined && typeof l.namespace === 'string')).toBe(true);
+    expect(new Set(lines.map((l) => `${l.namespace}.${l.table}`)).size).toBe(lines.length);
     expect(lines.find((l) => l.namespace === 'tenant_acme' && l.table === 'payments')).toMatchObject({ days: 3, filesDropped: 3, filesDeleted: 3 });
 
     // The cut-off is today − days (UTC): day −3 is gone for a 3-day index, day −7 kept for 7 days of logs.

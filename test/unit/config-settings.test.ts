@@ -171,6 +171,13 @@ describe('loading', () => {
       'invalid ingester.tenantClaim (flag --tenant-claim): needs OIDC (set auth.oidc.issuer)',
     );
     expect(errorOf(() => load(['--oidc-jwks-file', '/x']))).toMatch(/auth\.oidc\.jwksFile .*needs auth\.oidc\.issuer/);
+    // The query server's pairs name their source too (before stop 47: the setting alone).
+    expect(errorOf(() => load(['--query-tenant-claim', 'tenant']))).toBe(
+      'invalid query.oidc.tenantClaim (flag --query-tenant-claim): needs OIDC (set auth.oidc.issuer)',
+    );
+    expect(errorOf(() => load([], { SIGLAKE_QUERY_ALLOWED_TENANTS: 'acme' }))).toBe(
+      'invalid query.allowedTenants (env SIGLAKE_QUERY_ALLOWED_TENANTS): needs query.oidc.tenantClaim (without a claim every query reads main)',
+    );
     expect(errorOf(() => load(['--oidc-issuer', 'https://i', '--oidc-algorithms', 'RS256,none']))).toMatch(
       /auth\.oidc\.algorithms .*item 2: must be one of/,
     );
