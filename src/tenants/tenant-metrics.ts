@@ -47,7 +47,7 @@ export class TenantMetrics {
     });
     this.#bytes = new client.Counter({
       name: 'siglake_tenant_bytes_total',
-      help: 'Request body bytes (as received) written for declared tenants.',
+      help: 'OTLP protobuf bytes stored (whatever the transport and encoding) for declared tenants.',
       labelNames: ['tenant'],
       registers,
     });

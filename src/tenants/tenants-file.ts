@@ -12,7 +12,7 @@ export interface BudgetDecl {
   readonly period: BudgetPeriod;
   /** Records (log records + spans) per period; undefined: not limited. */
   readonly records: number | undefined;
-  /** Request body bytes (as received) per period; undefined: not limited. */
+  /** OTLP protobuf bytes stored (the WAL's payload, whatever the transport and encoding) per period; undefined: not limited. */
   readonly bytes: number | undefined;
 }
 
