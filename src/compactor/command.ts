@@ -38,7 +38,7 @@ export async function runCompactCommand(argv: string[]): Promise<number> {
   }
   let settings;
   try {
-    const loaded = loadSettings({ argv: rest, env: process.env });
+    const loaded = loadSettings({ argv: rest, env: process.env, serves: false });
     const ingestOnly = settingNames().find((n) => loaded.sources[n] === 'flag' && !usedByCompact(n));
     if (ingestOnly !== undefined) {
       throw new ConfigError(`flag ${SETTINGS[ingestOnly].flag} is a setting of siglake ingest; siglake compact does not use it`);

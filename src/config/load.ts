@@ -4,6 +4,7 @@
 // source and what is wrong (the CLI turns it into exit code 2).
 
 import fs from 'node:fs';
+import nodePath from 'node:path';
 import YAML from 'yaml';
 import { ConfigError } from '../errors.js';
 import { ValueError } from './parsers.js';
@@ -21,6 +22,13 @@ export interface LoadedSettings {
 export interface LoadInput {
   argv: readonly string[];
   env: Readonly<Record<string, string | undefined>>;
+  /**
+   * The command serves requests (ingest, query; the default): the auth files
+   * it will read must be readable. An offline command (drain, compact,
+   * migrate, retention, index) never reads them, and may be given the
+   * serving pods' config file where they are not mounted (a drain Job).
+   */
+  serves?: boolean;
 }
 
 /** Env vars that are not settings but are read by the CLI itself. */
@@ -128,8 +136,9 @@ function flatten(obj: unknown, prefix: string, out: Map<string, unknown>, file: 
   for (const [k, v] of Object.entries(obj as Record<string, unknown>)) {
     const path = prefix === '' ? k : `${prefix}.${k}`;
     if (byKey.has(path)) out.set(path, v);
-    // A map only where settings lie below: `foo: {bar: {}}` is an unknown key, even empty.
-    else if (v !== null && typeof v === 'object' && !Array.isArray(v) && SECTIONS.has(path)) flatten(v, path, out, file);
+    // A map only where settings lie below: `foo: {bar: {}}` is an unknown key, even empty. A section
+    // left empty (`server:` alone) holds nothing; one that is not a map says so.
+    else if (SECTIONS.has(path)) flatten(v, path, out, file);
     else throw new ConfigError(`invalid file ${file}: unknown key ${path} (see \`siglake config reference\`)`);
   }
 }
@@ -184,7 +193,7 @@ export function loadSettings(input: LoadInput): LoadedSettings {
     out[name] = fn(out);
   }
   const settings = out as Settings;
-  validateTogether(settings, sources, configFile);
+  validateTogether(settings, sources, configFile, input.serves ?? true);
   return configFile === undefined ? { settings, sources } : { settings, sources, configFile };
 }
 
@@ -193,9 +202,9 @@ export function loadSettings(input: LoadInput): LoadedSettings {
  * they are invalid, the one `siglake: …` line on stderr and undefined (the
  * command then exits 2). Any other error is thrown.
  */
-export function loadCommandSettings(argv: string[]): LoadedSettings | undefined {
+export function loadCommandSettings(argv: string[], o: { serves?: boolean } = {}): LoadedSettings | undefined {
   try {
-    return loadSettings({ argv, env: process.env });
+    return loadSettings({ argv, env: process.env, serves: o.serves ?? false });
   } catch (e) {
     if (e instanceof ConfigError) {
       process.stderr.write(`siglake: ${e.message}\n`);
@@ -218,10 +227,25 @@ export function withSource(err: ConfigError, loaded: LoadedSettings): string {
 }
 
 /** Rules that involve more than one setting. */
-function validateTogether(s: Settings, sources: Record<SettingName, Source>, file?: string): void {
+function validateTogether(s: Settings, sources: Record<SettingName, Source>, file: string | undefined, serves: boolean): void {
   const at = (n: SettingName) => where(n, sources[n], file);
   if (s.tenantClaim !== undefined && s.oidcIssuer === undefined) {
     throw new ConfigError(`invalid ingester.tenantClaim (${at('tenantClaim')}): needs OIDC (set auth.oidc.issuer)`);
+  }
+  if (s.httpListen.port !== 0 && s.httpListen.port === s.grpcListen.port && s.httpListen.host === s.grpcListen.host) {
+    throw new ConfigError(
+      `invalid server.grpcListen (${at('grpcListen')}): the same address as server.httpListen (${at('httpListen')}); OTLP/HTTP and OTLP/gRPC need a port each`,
+    );
+  }
+  if (!s.warehousePath.startsWith('s3://')) {
+    // Iceberg files inside the WAL root read as lanes to recovery and verify, and WAL lanes inside a
+    // warehouse as a table's files to another engine's orphan clean-up.
+    const wal = nodePath.resolve(s.walDir);
+    const wh = nodePath.resolve(s.warehousePath.replace(/^file:\/\//, ''));
+    const inside = (a: string, b: string) => a === b || a.startsWith(b.endsWith(nodePath.sep) ? b : b + nodePath.sep);
+    if (inside(wal, wh) || inside(wh, wal)) {
+      throw new ConfigError(`invalid warehouse.path (${at('warehousePath')}): ${s.warehousePath} overlaps ingester.walDir (${at('walDir')}) ${s.walDir}; give each its own directory`);
+    }
   }
   // The query server's pairs, named with their source (its own checks, without one, stay behind these).
   if (s.queryTenantClaim !== undefined && s.oidcIssuer === undefined) {
@@ -238,14 +262,14 @@ function validateTogether(s: Settings, sources: Record<SettingName, Source>, fil
       throw new ConfigError(`invalid auth.oidc.jwksUrl (${at('oidcJwksUrl')}): needs auth.oidc.issuer`);
     }
   }
-  if (s.oidcJwksFile !== undefined) {
+  if (serves && s.oidcJwksFile !== undefined) {
     try {
       fs.accessSync(s.oidcJwksFile, fs.constants.R_OK);
     } catch {
       throw new ConfigError(`invalid auth.oidc.jwksFile (${at('oidcJwksFile')}): cannot read ${s.oidcJwksFile}`);
     }
   }
-  if (s.authBearerTokensFile !== undefined) {
+  if (serves && s.authBearerTokensFile !== undefined) {
     try {
       fs.accessSync(s.authBearerTokensFile, fs.constants.R_OK);
     } catch {

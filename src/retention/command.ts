@@ -54,7 +54,17 @@ export async function runRetentionCommand(argv: string[]): Promise<number> {
   process.once('SIGINT', onSignal);
   try {
     for (;;) {
-      const r = await retention.runOnce();
+      let r: Awaited<ReturnType<Retention['runOnce']>>;
+      try {
+        r = await retention.runOnce();
+      } catch (e) {
+        // The catalog or the store could not be listed at all (a table's failure is counted in
+        // runOnce): one line, as the other commands say it, not a stack.
+        process.stderr.write(`siglake: retention round failed: ${(e as Error).message}\n`);
+        if (once) return 1;
+        log.error({ err: (e as Error).message }, 'retention round failed; retrying at the next');
+        r = { tables: [], failed: 1 };
+      }
       for (const t of r.tables) {
         if (t.filesDropped > 0 || t.snapshotsExpired > 0 || t.filesDeleted > 0) process.stdout.write(`${JSON.stringify(t)}\n`);
       }

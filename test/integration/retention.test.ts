@@ -48,6 +48,19 @@ describe('siglake retention on a catalog that is not there', () => {
       fs.rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('an unreachable PostgreSQL catalog: one line naming the failure, no stack, no password', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'siglake-retention-pg-'));
+    try {
+      const r = runCli(['retention', '--once', '--catalog-url', 'postgres://admin:s3cretpw@127.0.0.1:1/lake', '--warehouse', path.join(dir, 'warehouse')]);
+      expect(r.status, r.stderr).toBe(1);
+      expect(r.stderr).toMatch(/^siglake: retention round failed: PostgreSQL catalog: .*ECONNREFUSED/m);
+      expect(r.stderr).not.toMatch(/^\s+at /m);
+      expect(r.stderr + r.stdout).not.toContain('s3cretpw');
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe('siglake retention', () => {

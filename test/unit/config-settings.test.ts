@@ -171,6 +171,24 @@ describe('loading', () => {
       'invalid ingester.tenantClaim (flag --tenant-claim): needs OIDC (set auth.oidc.issuer)',
     );
     expect(errorOf(() => load(['--oidc-jwks-file', '/x']))).toMatch(/auth\.oidc\.jwksFile .*needs auth\.oidc\.issuer/);
+    // Found by an operator's review (stop 47): an offline command given the serving pods' config
+    // file (a drain Job) was refused over an auth file it never reads, where it is not mounted.
+    const auth = ['--oidc-issuer', 'https://i', '--oidc-jwks-file', '/nonexistent/jwks.json'];
+    expect(errorOf(() => load(auth))).toMatch(/auth\.oidc\.jwksFile .*cannot read/);
+    expect(loadSettings({ argv: auth, env: {}, serves: false }).settings.oidcJwksFile).toBe('/nonexistent/jwks.json');
+    expect(loadSettings({ argv: ['--auth-bearer-tokens-file', '/nonexistent/t'], env: {}, serves: false }).settings.authBearerTokensFile).toBe('/nonexistent/t');
+    // One address for both ports, and a warehouse inside the WAL root (or the other way), are refused.
+    expect(errorOf(() => load(['--http-listen', '127.0.0.1:4999', '--grpc-listen', '127.0.0.1:4999']))).toMatch(
+      /invalid server\.grpcListen \(flag --grpc-listen\): the same address as server\.httpListen/,
+    );
+    expect(load(['--http-listen', '127.0.0.1:0', '--grpc-listen', '127.0.0.1:0']).settings.grpcListen.port).toBe(0);
+    expect(errorOf(() => load(['--wal-dir', '/d', '--warehouse', '/d']))).toMatch(/invalid warehouse\.path \(flag --warehouse\): \/d overlaps ingester\.walDir/);
+    expect(errorOf(() => load(['--wal-dir', '/d/wal', '--warehouse', '/d']))).toMatch(/overlaps ingester\.walDir/);
+    expect(errorOf(() => load(['--wal-dir', '/d', '--warehouse', '/d/warehouse']))).toMatch(/overlaps ingester\.walDir/);
+    expect(load(['--wal-dir', '/d/wal', '--warehouse', '/d/wal2']).settings.warehousePath).toBe('/d/wal2');
+    // A section left empty holds nothing; one that is not a map says so (it read "unknown key server").
+    expect(load(['--config', yamlFile('server:\n')]).settings.httpListen.port).toBe(4318);
+    expect(errorOf(() => load(['--config', yamlFile('server: 5\n')]))).toMatch(/server must be a map/);
     // The query server's pairs name their source too (before stop 47: the setting alone).
     expect(errorOf(() => load(['--query-tenant-claim', 'tenant']))).toBe(
       'invalid query.oidc.tenantClaim (flag --query-tenant-claim): needs OIDC (set auth.oidc.issuer)',
