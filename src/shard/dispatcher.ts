@@ -164,11 +164,7 @@ export class Dispatcher {
     });
     for (const s of this.#shards) this.#runShard(s);
     void this.#completionLoop();
-    try {
-      await ready;
-    } finally {
-      this.#failStart = null;
-    }
+    await ready;
   }
 
   #allReady(): boolean {
