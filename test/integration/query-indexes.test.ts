@@ -272,6 +272,13 @@ describe('siglake query: an index name in another case', () => {
       expect(twin.status).toBe(409);
       expect(twin.json.error.code).toBe('SIGLAKE_INDEX_EXISTS');
       expect(twin.json.error.message).toBe('index "Payments" exists already as "payments" (names are compared without case, as SQL does)');
+      // Nothing was created under the twin's name.
+      const catalog = SqlCatalog.open(`sqlite:${path.join(dataDir, 'catalog.db')}`, 'siglake');
+      try {
+        expect(await catalog.tables('tenant_acme')).toEqual(['payments']);
+      } finally {
+        await catalog.close();
+      }
       expect((await fetch(`${q.url}/healthz`, { signal: AbortSignal.timeout(5_000) })).status).toBe(200);
       expect((await put('payments')).status).toBe(200); // the index itself still updates
     } finally {
