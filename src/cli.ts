@@ -52,7 +52,7 @@ async function ingest(argv: string[]): Promise<void> {
   const { Ingester } = await import('./ingest/server.js');
   let loaded;
   try {
-    loaded = loadSettings({ argv, env: process.env });
+    loaded = loadSettings({ argv, env: process.env, command: 'ingest' });
   } catch (e) {
     if (e instanceof ConfigError) fail(e.message, 2);
     throw e;

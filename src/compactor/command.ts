@@ -9,8 +9,8 @@
 // segment is sealed too (docs/iceberg.md "When a segment is sealed").
 // Every other flag is a setting of `siglake config reference` that the
 // compactor uses (the WAL directory, the catalog, the warehouse, the compactor
-// and logging settings); a flag of an ingest-only setting is refused with exit
-// code 2 rather than silently ignored. (Environment variables and a shared
+// and logging settings); a flag of a setting it does not read is refused with
+// exit code 2 rather than silently ignored (as on every command). (Environment variables and a shared
 // YAML file may hold ingest settings: those are ignored.)
 //
 // Exit codes: 0 done; 1 a round failed (nothing uncommitted was retired);
@@ -20,7 +20,6 @@
 import { ConfigError } from '../errors.js';
 import { drainRootProblem, walRootProblem } from '../wal/layout.js';
 import { loadSettings, withSource } from '../config/load.js';
-import { SETTINGS, settingNames, type SettingName } from '../config/settings.js';
 import { createLogger } from '../log.js';
 import { CompactorLoop } from './compactor-loop.js';
 import { CompactorSetup } from './compactor-setup.js';
@@ -38,11 +37,7 @@ export async function runCompactCommand(argv: string[]): Promise<number> {
   }
   let settings;
   try {
-    const loaded = loadSettings({ argv: rest, env: process.env, serves: false });
-    const ingestOnly = settingNames().find((n) => loaded.sources[n] === 'flag' && !usedByCompact(n));
-    if (ingestOnly !== undefined) {
-      throw new ConfigError(`flag ${SETTINGS[ingestOnly].flag} is a setting of siglake ingest; siglake compact does not use it`);
-    }
+    const loaded = loadSettings({ argv: rest, env: process.env, serves: false, command: 'compact' });
     settings = loaded.settings;
     // A tenant's directory given as the root would land its lanes as the default tenant's.
     // --ingester-stopped reports "done" like a drain: a path that is no WAL root is refused, not read as empty.
@@ -94,12 +89,6 @@ export async function runCompactCommand(argv: string[]): Promise<number> {
   } finally {
     await setup.close();
   }
-}
-
-/** Whether `siglake compact` reads the setting: the catalog, warehouse and compactor settings, logging, and the WAL root. */
-function usedByCompact(name: SettingName): boolean {
-  const category = SETTINGS[name].category;
-  return category === 'iceberg' || category === 'logging' || name === 'walDir';
 }
 
 /**

@@ -74,7 +74,7 @@ export function unlandedSegments(walDir: string): string[] {
 }
 
 export async function runDrainCommand(argv: string[]): Promise<number> {
-  const loaded = loadCommandSettings(argv);
+  const loaded = loadCommandSettings(argv, { command: 'drain' });
   if (loaded === undefined) return 2;
   const settings = loaded.settings;
   const notRoot = drainRootProblem(settings.walDir);

@@ -22,6 +22,8 @@ export interface CommandHelp {
   readonly categories: readonly Category[] | 'all';
   /** Categories 'all' leaves out (those only another command reads). */
   readonly except?: readonly string[];
+  /** Single settings the command reads beyond its categories (the query server's tenants file). */
+  readonly also?: readonly SettingName[];
   readonly extra?: readonly ExtraFlag[];
   readonly subcommands?: readonly ExtraFlag[];
   readonly more?: readonly string[];
@@ -47,7 +49,8 @@ export const COMMANDS: Readonly<Record<string, CommandHelp>> = {
   compact: {
     usage: ['siglake compact [--once] [--ingester-stopped] [flags]'],
     summary: 'Land sealed WAL segments in the Iceberg tables (docs/iceberg.md).',
-    categories: ['wal', 'iceberg', 'logging'],
+    categories: ['iceberg', 'logging'],
+    also: ['walDir'],
     extra: [
       { flag: '--once', doc: 'Run rounds until no sealed segment is left, then exit. Without it: a round every --compact-interval-secs until SIGTERM.' },
       { flag: '--ingester-stopped', doc: "No ingester writes this WAL: seal each lane's highest segment too." },
@@ -69,14 +72,16 @@ export const COMMANDS: Readonly<Record<string, CommandHelp>> = {
     usage: ['siglake query [flags]'],
     summary: "Run the query server: SQL over the caller's own tenant namespace of the Iceberg tables (docs/query.md).",
     categories: ['query', 'auth', 'iceberg', 'logging'],
+    also: ['tenantsFile', 'shutdownTimeoutSecs'],
     extra: [CONFIG_FLAG, HELP_FLAG],
-    more: ['server.shutdownTimeoutSecs (--shutdown-timeout-secs) bounds how long running queries may finish on SIGTERM.'],
+    more: ['--shutdown-timeout-secs bounds how long running queries may finish on SIGTERM; --tenants-file declares the tenants the query server admits (docs/tenants.md).'],
   },
   drain: {
     usage: ['siglake drain [flags]'],
     summary:
       'Land every record a WAL volume holds in the Iceberg tables, once the ingester that wrote it has stopped (a pod scaled down). Exit 0 only when nothing is left: the volume may then go (docs/iceberg.md).',
-    categories: ['wal', 'iceberg', 'logging'],
+    categories: ['iceberg', 'logging'],
+    also: ['walDir'],
     extra: [CONFIG_FLAG, HELP_FLAG],
     more: ['A --wal-dir that does not exist or is no WAL root is refused (exit 2), never reported drained.'],
   },
@@ -237,6 +242,22 @@ function flagBlock(flag: string, meta: string, doc: string, width: number): stri
   return out;
 }
 
+/**
+ * The settings `command` reads: its categories' and its `also`. A flag of any
+ * other setting is refused on its command line (src/config/load.ts); env vars
+ * and a YAML file shared by the fleet may hold them all. Undefined for an
+ * unknown command.
+ */
+export function commandSettings(command: string): ReadonlySet<SettingName> | undefined {
+  const c = COMMANDS[command];
+  if (c === undefined) return undefined;
+  const cats = (n: SettingName): boolean => {
+    const cat = SETTINGS[n].category;
+    return c.categories === 'all' ? !(c.except ?? []).includes(cat) : c.categories.includes(cat);
+  };
+  return new Set(settingNames().filter((n) => cats(n) || (c.also ?? []).includes(n)));
+}
+
 /** The help text of `command`, fitted to `width` columns. Undefined for an unknown command. */
 export function commandHelp(command: string, width = 80): string | undefined {
   const c = COMMANDS[command];
@@ -253,16 +274,11 @@ export function commandHelp(command: string, width = 80): string | undefined {
     lines.push('', 'Commands:');
     for (const e of c.subcommands) lines.push(...flagBlock(e.flag, '', e.doc, w));
   }
-  const names = settingNames();
-  const cats: string[] =
-    c.categories === 'all'
-      ? [...new Set(names.map((n) => SETTINGS[n].category as string))].filter((k) => !(c.except ?? []).includes(k))
-      : [...c.categories];
-  for (const cat of cats) {
-    const inCat = names.filter((n) => SETTINGS[n].category === cat);
-    if (inCat.length === 0) continue;
+  const reads = commandSettings(command)!;
+  const names = settingNames().filter((n) => reads.has(n));
+  for (const cat of new Set(names.map((n) => SETTINGS[n].category))) {
     lines.push('', `${(CATEGORY_TITLES as Record<string, string>)[cat] ?? cat}:`);
-    for (const n of inCat) {
+    for (const n of names.filter((m) => SETTINGS[m].category === cat)) {
       const d = SETTINGS[n];
       lines.push(...flagBlock(`${d.flag}${valueHint(n)}`, `default ${humanDefault(n)} · ${envName(d.flag)}`, docLine(d.doc, w), w));
     }

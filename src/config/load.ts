@@ -8,6 +8,7 @@ import nodePath from 'node:path';
 import YAML from 'yaml';
 import { ConfigError } from '../errors.js';
 import { ValueError } from './parsers.js';
+import { commandSettings } from './help.js';
 import { SETTINGS, envName, settingNames, type SettingDef, type SettingName, type Settings } from './settings.js';
 
 export type Source = 'default' | 'file' | 'env' | 'flag';
@@ -29,10 +30,16 @@ export interface LoadInput {
    * serving pods' config file where they are not mounted (a drain Job).
    */
   serves?: boolean;
+  /**
+   * The command (`ingest`, `query`, …): a flag of a setting it does not read
+   * is refused, not silently ignored (src/config/help.ts lists what each reads).
+   * Env vars and the YAML file may hold any setting: the fleet shares them.
+   */
+  command?: string;
 }
 
 /** Env vars that are not settings but are read by the CLI itself. */
-const NON_SETTING_ENV = new Set(['SIGLAKE_CONFIG']);
+const NON_SETTING_ENV = new Set(['SIGLAKE_CONFIG', 'SIGLAKE_LOG_FORMAT']);
 
 const byFlag = new Map<string, SettingName>(settingNames().map((n) => [SETTINGS[n].flag, n]));
 const byKey = new Map<string, SettingName>(settingNames().map((n) => [SETTINGS[n].key, n]));
@@ -163,6 +170,19 @@ function readYaml(file: string): Map<string, unknown> {
 
 export function loadSettings(input: LoadInput): LoadedSettings {
   const { configFile: flagConfig, values: flagValues } = parseArgv(input.argv);
+  const logFormat = input.env['SIGLAKE_LOG_FORMAT'];
+  if (logFormat !== undefined && logFormat !== 'json' && logFormat !== 'pretty') {
+    throw new ConfigError(`invalid env SIGLAKE_LOG_FORMAT: ${JSON.stringify(logFormat)} is neither json nor pretty (unset, logs are JSON unless stdout is a terminal)`);
+  }
+  const reads = input.command === undefined ? undefined : commandSettings(input.command);
+  if (reads !== undefined) {
+    const unread = [...flagValues.keys()].find((n) => !reads.has(n));
+    if (unread !== undefined) {
+      throw new ConfigError(
+        `flag ${SETTINGS[unread].flag} is not a setting of siglake ${input.command} (it reads no such value; \`siglake ${input.command} --help\` lists its flags)`,
+      );
+    }
+  }
   const configFile = flagConfig ?? input.env['SIGLAKE_CONFIG'];
   const fileValues = configFile !== undefined ? readYaml(configFile) : new Map<string, unknown>();
 
@@ -202,9 +222,9 @@ export function loadSettings(input: LoadInput): LoadedSettings {
  * they are invalid, the one `siglake: …` line on stderr and undefined (the
  * command then exits 2). Any other error is thrown.
  */
-export function loadCommandSettings(argv: string[], o: { serves?: boolean } = {}): LoadedSettings | undefined {
+export function loadCommandSettings(argv: string[], o: { command: string; serves?: boolean }): LoadedSettings | undefined {
   try {
-    return loadSettings({ argv, env: process.env, serves: o.serves ?? false });
+    return loadSettings({ argv, env: process.env, serves: o.serves ?? false, command: o.command });
   } catch (e) {
     if (e instanceof ConfigError) {
       process.stderr.write(`siglake: ${e.message}\n`);

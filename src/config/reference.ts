@@ -42,6 +42,15 @@ export function configReference(): string {
     'one line naming the setting and where the value came from. Unknown `SIGLAKE_*` environment variables are',
     'ignored, because Kubernetes injects `<SERVICE>_PORT...` variables for a Service named `siglake`.',
     '',
+    'Each command reads only some settings; `siglake <command> --help` lists them. A flag of a setting the command',
+    'does not read (`siglake query --workers 4`) stops it with exit code 2, while env vars and the YAML file may hold',
+    'every setting, so one file can serve the whole fleet. A flag given twice takes its last value, as with Go\'s `flag`',
+    'package, so a wrapper may append an override.',
+    '',
+    'Two environment variables are not settings: `SIGLAKE_CONFIG` names the YAML file, and `SIGLAKE_LOG_FORMAT`',
+    '(`json` or `pretty`) chooses the log format; without it, logs are JSON lines unless stdout is a terminal. Any',
+    'other value of `SIGLAKE_LOG_FORMAT` stops start-up with exit code 2.',
+    '',
   ];
   const cats = [...new Set(settingNames().map((n) => SETTINGS[n].category))];
   for (const cat of cats) {

@@ -68,7 +68,7 @@ export async function runIndexCommand(argv: string[]): Promise<number> {
     process.stderr.write(`${USAGE}\n`);
     return 2;
   }
-  const loaded = loadCommandSettings(rest);
+  const loaded = loadCommandSettings(rest, { command: 'index' });
   if (loaded === undefined) return 2;
   const settings = loaded.settings;
   // Only create may make the catalog; list, show, update and delete of one that is not there would

@@ -14,7 +14,7 @@ import { Migrator } from './migrate.js';
 export async function runMigrateCommand(argv: string[]): Promise<number> {
   const allNamespaces = argv.includes('--all-namespaces');
   const dryRun = argv.includes('--dry-run');
-  const loaded = loadCommandSettings(argv.filter((a) => a !== '--all-namespaces' && a !== '--dry-run'));
+  const loaded = loadCommandSettings(argv.filter((a) => a !== '--all-namespaces' && a !== '--dry-run'), { command: 'migrate' });
   if (loaded === undefined) return 2;
   const settings = loaded.settings;
   // Nothing to migrate in a catalog that is not there; opening it would make an empty one.

@@ -8,7 +8,7 @@ import { createLogger } from '../log.js';
 import { QueryServer } from './query-server.js';
 
 export async function runQueryCommand(argv: string[]): Promise<number> {
-  const loaded = loadCommandSettings(argv, { serves: true });
+  const loaded = loadCommandSettings(argv, { command: 'query', serves: true });
   if (loaded === undefined) return 2;
   const s = loaded.settings;
   const log = createLogger(s.logLevel, 'siglake-query');

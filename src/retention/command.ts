@@ -17,7 +17,7 @@ const ROUND_MS = 3_600_000;
 
 export async function runRetentionCommand(argv: string[]): Promise<number> {
   const once = argv.includes('--once');
-  const loaded = loadCommandSettings(argv.filter((a) => a !== '--once'));
+  const loaded = loadCommandSettings(argv.filter((a) => a !== '--once'), { command: 'retention' });
   if (loaded === undefined) return 2;
   const settings = loaded.settings;
   // Log lines to stderr: stdout holds the result, one JSON line per table changed.

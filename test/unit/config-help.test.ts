@@ -2,7 +2,8 @@
 // and the command → categories mapping covering every category.
 
 import { describe, expect, it } from 'vitest';
-import { COMMANDS, commandHelp, firstSentence, humanBytes, humanDefault, wrap } from '../../src/config/help.js';
+import { COMMANDS, commandHelp, commandSettings, firstSentence, humanBytes, humanDefault, wrap } from '../../src/config/help.js';
+import { loadSettings } from '../../src/config/load.js';
 import { SETTINGS, settingNames } from '../../src/config/settings.js';
 
 describe('help formatters', () => {
@@ -49,5 +50,40 @@ describe('help formatters', () => {
     }
     expect([...shown].sort()).toEqual([...new Set(settingNames().map((n) => SETTINGS[n].category))].sort());
     expect(commandHelp('nope')).toBeUndefined();
+  });
+});
+
+describe('the flags a command takes', () => {
+  it('its help lists exactly the settings the loader lets its command line set', () => {
+    for (const name of Object.keys(COMMANDS)) {
+      const text = commandHelp(name, 120)!;
+      const listed = settingNames().filter((n) => new RegExp(`^  ${SETTINGS[n].flag}( |$)`, 'm').test(text));
+      expect(listed, name).toEqual([...commandSettings(name)!]);
+    }
+  });
+
+  it('a flag the command does not read is refused; the same setting from the env or a file is not', () => {
+    const argv = ['--workers', '2'];
+    expect(() => loadSettings({ argv, env: {}, command: 'query' })).toThrow(
+      'flag --workers is not a setting of siglake query (it reads no such value; `siglake query --help` lists its flags)',
+    );
+    expect(loadSettings({ argv, env: {}, command: 'ingest' }).settings.workers).toBe(2);
+    const q = loadSettings({ argv: [], env: { SIGLAKE_WORKERS: '3' }, command: 'query' });
+    expect(q.settings.workers).toBe(3);
+    // The query server reads the tenants file (declared tenants) and the shutdown timeout; its help says so.
+    expect(commandSettings('query')!.has('tenantsFile')).toBe(true);
+    expect(commandSettings('query')!.has('shutdownTimeoutSecs')).toBe(true);
+    // compact and drain read the WAL root, not the ingester's WAL tuning.
+    for (const c of ['compact', 'drain']) {
+      expect(commandSettings(c)!.has('walDir'), c).toBe(true);
+      expect(commandSettings(c)!.has('walFsync'), c).toBe(false);
+    }
+  });
+
+  it('SIGLAKE_LOG_FORMAT takes json or pretty; anything else is refused, not ignored', () => {
+    expect(() => loadSettings({ argv: [], env: { SIGLAKE_LOG_FORMAT: 'xml' } })).toThrow(
+      'invalid env SIGLAKE_LOG_FORMAT: "xml" is neither json nor pretty',
+    );
+    for (const f of ['json', 'pretty']) expect(loadSettings({ argv: [], env: { SIGLAKE_LOG_FORMAT: f } }).settings.logLevel).toBe('info');
   });
 });
