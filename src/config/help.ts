@@ -64,7 +64,7 @@ export const COMMANDS: Readonly<Record<string, CommandHelp>> = {
     categories: [],
     extra: [HELP_FLAG],
     subcommands: [
-      { flag: 'verify DIR', doc: "Check every segment. Exit 0 clean (a torn tail in a lane's last segment is allowed), 1 damage recovery would not repair, 2 DIR unreadable." },
+      { flag: 'verify DIR', doc: "Check every segment. Exit 0 clean (a torn tail in a lane's last segment is allowed), 1 damage recovery would not repair, 2 DIR unreadable or no WAL directory (no root marker, lane or segment)." },
       { flag: 'dump DIR', doc: 'Print one JSON line per record (tenant, table, segment, offset, type, records, timeMs and time, texts). Safe to pipe into head.' },
     ],
   },

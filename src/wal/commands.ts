@@ -8,7 +8,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { listJournalDirs, listJournalFiles } from './journal.js';
 import { decodeJournal, formatJournalName, isJournalDirName, JOURNAL_ROOT } from './journal-format.js';
-import { linksInWal, listLaneDirs, locateLaneDir, tableLabel, type WalTable } from './layout.js';
+import { isWalRoot, linksInWal, listLaneDirs, locateLaneDir, tableLabel, WAL_ROOT_MARKER, type WalTable } from './layout.js';
 import { formatSegmentName, recordTypeName, type RecordType } from './format.js';
 import { listLaneFiles, type LaneFiles, type SegmentFile } from './segment-files.js';
 import { SegmentReader, type SegmentStop } from './segment-reader.js';
@@ -300,5 +300,9 @@ function resolveTargets(dir: string, say: (line: string) => void): Target[] | nu
   const loc = locateLaneDir(dir);
   if (loc !== null) return [{ dir, tenant: loc.tenant, table: loc.table }];
   if (own.segments.length + own.tmp.length > 0) return [{ dir, tenant: null, table: null }];
-  return [];
+  // An empty WAL root (an ingester started, nothing written yet) holds no lane; a directory that is
+  // neither root nor lane (a mistyped path, a volume not mounted) must not verify as clean.
+  if (isWalRoot(dir)) return [];
+  say(`${dir}: not a WAL directory (no ${WAL_ROOT_MARKER}, no ${JOURNAL_ROOT}, no lane, no segment)`);
+  return null;
 }

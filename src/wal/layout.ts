@@ -168,7 +168,7 @@ export function enclosingWalRoot(dir: string): string | null {
     const up = dirname(at);
     if (up === at) return null;
     at = up;
-    if (exists(join(at, WAL_ROOT_MARKER), false) || exists(join(at, JOURNAL_ROOT), true)) return at;
+    if (isWalRoot(at)) return at;
   }
   return null;
 }
@@ -259,8 +259,13 @@ export function drainRootProblem(walDir: string): string | null {
   const live = liveIngester(walDir);
   if (live !== null) return `${live} (a drain, or compact --ingester-stopped, beside it lands and retires segments it still appends to)`;
   if (!exists(walDir, true)) return `ingester.walDir ${walDir} does not exist: nothing to drain there, and nothing that says the volume may go`;
-  if (exists(join(walDir, WAL_ROOT_MARKER), false) || exists(join(walDir, JOURNAL_ROOT), true) || listLaneDirs(walDir).length > 0) return null;
+  if (isWalRoot(walDir) || listLaneDirs(walDir).length > 0) return null;
   return `ingester.walDir ${walDir} is not a WAL root (no ${WAL_ROOT_MARKER}, no .journal, no lane): is the volume mounted there?`;
+}
+
+/** The directory is a WAL root an ingester made: it holds the root marker, or batch mode's `.journal`. */
+export function isWalRoot(dir: string): boolean {
+  return exists(join(dir, WAL_ROOT_MARKER), false) || exists(join(dir, JOURNAL_ROOT), true);
 }
 
 function exists(path: string, dir: boolean): boolean {

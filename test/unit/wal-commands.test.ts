@@ -133,6 +133,22 @@ describe('wal verify', () => {
     expect(c.lines[0]).toMatch(/nope/);
     expect(await walDump(join(walDir, 'README'), () => undefined, describeText)).toBe(2);
   });
+
+  it('exits 2 for a directory that is no WAL (a mistyped path, a volume not mounted); an empty root is clean', async () => {
+    const empty = join(base, 'not-a-wal');
+    mkdirSync(join(empty, 'lost+found'), { recursive: true });
+    const c = collect();
+    expect(await walVerify(empty, c.out)).toBe(2);
+    expect(c.lines).toEqual([`${empty}: not a WAL directory (no .siglake-wal-root, no .journal, no lane, no segment)`]);
+    const d = collect();
+    expect(await walDump(empty, d.out, describeText)).toBe(2);
+    expect(JSON.parse(d.lines[0]!)).toEqual({ error: `${empty}: not a WAL directory (no .siglake-wal-root, no .journal, no lane, no segment)` });
+    // The root an ingester made before its first request: the marker alone.
+    writeFileSync(join(empty, '.siglake-wal-root'), '');
+    const e = collect();
+    expect(await walVerify(empty, e.out)).toBe(0);
+    expect(e.lines.at(-1)).toBe('verify: 0 lanes, 0 segments, 0 records, 0 torn tails, 0 problems: OK');
+  });
 });
 
 describe('recoverWal', () => {
