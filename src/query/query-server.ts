@@ -27,7 +27,7 @@ import { IndexRegistry, PROP_RETENTION_DAYS } from '../indexes/registry.js';
 import { PROP_SCHEMA_VERSION } from '../migrate/migrate.js';
 import type { ObjectStorage } from '../iceberg/storage.js';
 import { closeWarehouse, isS3Warehouse } from '../iceberg/warehouse.js';
-import { SqlCatalog } from '../iceberg/sql-catalog.js';
+import { missingSqliteCatalog, SqlCatalog } from '../iceberg/sql-catalog.js';
 import type { Logger } from '../log.js';
 import { namespaceOf } from '../tenancy/identifier.js';
 import { sendError, sendForwarded, sendJson, sendNdjson, sendResult, wantsNdjson } from './answers.js';
@@ -162,6 +162,14 @@ export class QueryServer {
       });
     });
     this.#tenantsReloader?.start();
+    if (missingSqliteCatalog(s.catalogUrl) !== null) {
+      // The driver creates it: a mistyped path would otherwise serve empty answers without a word.
+      // (Not refused: a query server may start before the ingester beside it has made the file.)
+      this.#log.warn(
+        { catalog: s.catalogUrl },
+        'catalog file did not exist: created empty; every query sees no tables until an ingester or compactor writes there (check --catalog-url)',
+      );
+    }
     try {
       await this.#catalog.ready();
     } catch (e) {

@@ -431,3 +431,23 @@ describe('siglake query: query.maxResultMib', () => {
     }
   }, 60_000);
 });
+
+describe('siglake query on an SQLite catalog file that does not exist', () => {
+  it('starts (the ingester beside it may not have made it yet) but says so in a warning naming the URL', async () => {
+    const dir = tempDir('siglake-query-nocat-');
+    const url = `sqlite:${path.join(dir, 'catlog.db')}`;
+    const q = await startQuery(dir, ['--catalog-url', url, '--warehouse', path.join(dir, 'wh')]);
+    try {
+      const warn = q.logs.filter((l) => l.level === 40 && String(l.msg).startsWith('catalog file did not exist: created empty'));
+      expect(warn.map((l) => l['catalog'])).toEqual([url]);
+      // A second start on the file the first one made has nothing to warn about.
+      await q.stop();
+      const again = await startQuery(dir, ['--catalog-url', url, '--warehouse', path.join(dir, 'wh')]);
+      expect(again.logs.filter((l) => String(l.msg).startsWith('catalog file did not exist'))).toEqual([]);
+      await again.stop();
+    } finally {
+      await q.stop();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
