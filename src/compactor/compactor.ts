@@ -35,7 +35,7 @@ import { LaneKey } from '../shard/lane-key.js';
 import { readSealedMarker } from '../wal/sealed-marker.js';
 import { hasShardJournal } from '../wal/journal.js';
 import { listLaneFiles, type SegmentFile } from '../wal/segment-files.js';
-import { SegmentReader } from '../wal/segment-reader.js';
+import { SegmentReader, type WalRecord } from '../wal/segment-reader.js';
 import { canBeTorn } from '../wal/repair.js';
 import { CompactorStats } from './compactor-stats.js';
 import type { Row } from './otlp-row-decoder.js';
@@ -304,7 +304,13 @@ export class Compactor {
     try {
       for (let rec = reader.next(); rec !== null; rec = reader.next()) {
         const work = await this.#table(walId, lane, rec.type, tables);
-        if ((work.known.get(key) ?? 0) >= file.number) continue;
+        if ((work.known.get(key) ?? 0) >= file.number) {
+          // Landed by an earlier round, whose segment was kept (a crash before retiring it, another
+          // table's failed commit, or an undecodable record): the record is not landed again, but
+          // one that does not decode must keep the segment again rather than let it retire as landed.
+          if (undecodable === undefined) undecodable = this.#undecodable(rec);
+          continue;
+        }
         if (work.foreign) {
           touched.add(work); // never committed: the segment stays in the WAL
           continue;
@@ -315,16 +321,12 @@ export class Compactor {
           continue;
         }
         const batch: Row[] = [];
-        const emit = (row: Row) => batch.push(row);
-        try {
-          if (rec.type === RecordType.LOGS) this.#decoder.logs(rec.payload, rec.timeMs, emit);
-          else this.#decoder.traces(rec.payload, rec.timeMs, emit);
-        } catch (e) {
+        const failed = this.#decode(rec, (row: Row) => batch.push(row));
+        if (failed !== undefined) {
           // A record whose checksum holds but whose payload does not decode (ingest validated it: a
           // bug between the two): it cannot land; the rest of the segment does, and the segment is
           // kept and counted as corrupt. (It threw out of the round, and no tenant landed again.)
-          if (!(e instanceof OtlpWireError)) throw e;
-          undecodable ??= { offset: rec.offset, why: e.message };
+          undecodable ??= failed;
           continue;
         }
         if (batch.length === 0) continue;
@@ -343,9 +345,9 @@ export class Compactor {
       }
       if (undecodable !== undefined) {
         corrupt = true;
-        this.#stats.corrupt();
         if (!this.#reportedCorrupt.has(file.path)) {
           this.#reportedCorrupt.add(file.path);
+          this.#stats.corrupt();
           this.#o.log.error(
             { segment: file.path, offset: undecodable.offset, why: undecodable.why },
             'WAL record does not decode: the segment\'s other records are landed, the file is kept (run siglake wal dump)',
@@ -361,9 +363,9 @@ export class Compactor {
       const damagedTail = stop?.kind === 'torn' && (hasHigher || !canBeTorn(file, sealedUpTo, stop));
       if (stop?.kind === 'corrupt' || damagedTail) {
         corrupt = true;
-        this.#stats.corrupt();
         if (!this.#reportedCorrupt.has(file.path)) {
           this.#reportedCorrupt.add(file.path);
+          this.#stats.corrupt();
           this.#o.log.error(
             { segment: file.path, offset: stop.offset, why: stop.kind === 'corrupt' ? stop.error.why : `torn (${stop.why}), but not an unsealed last segment` },
             'corrupt WAL segment: its records before the damage are landed, the file is kept (run siglake wal verify)',
@@ -436,6 +438,23 @@ export class Compactor {
     return work;
   }
 
+  /** Decodes a record's rows into `emit`; where its payload does not decode, why, and nothing is emitted. */
+  #decode(rec: WalRecord, emit: (row: Row) => void): { offset: number; why: string } | undefined {
+    try {
+      if (rec.type === RecordType.LOGS) this.#decoder.logs(rec.payload, rec.timeMs, emit);
+      else this.#decoder.traces(rec.payload, rec.timeMs, emit);
+      return undefined;
+    } catch (e) {
+      if (!(e instanceof OtlpWireError)) throw e;
+      return { offset: rec.offset, why: e.message };
+    }
+  }
+
+  /** Whether a record already landed would decode (its rows are dropped): where and why not. */
+  #undecodable(rec: WalRecord): { offset: number; why: string } | undefined {
+    return this.#decode(rec, () => undefined);
+  }
+
   /** Commits one table's round; returns the files committed, or -1 when the commit failed or was abandoned. */
   async #commit(walId: string, work: TableWork): Promise<number> {
     const b = work.builder;
@@ -461,6 +480,7 @@ export class Compactor {
         location: work.loaded?.metadata.location ?? this.#o.storage.locationOf(b.namespace, b.table),
         files: dataFiles,
         summary,
+        properties: summary,
         // Another compactor on this WAL committed some of these segments meanwhile: leave them to it.
         precheck: (current) => {
           const now = progressOf(current, walId);
@@ -541,7 +561,12 @@ export function walLagSeconds(walDir: string, nowMs: number): number | null {
   return oldest === Infinity ? 0 : Math.max(0, (nowMs - oldest) / 1000);
 }
 
-/** Lane key → committed segment, for WAL `walId`, from the newest snapshot of the table's history that records it. */
+/**
+ * Lane key → committed segment, for WAL `walId`: the higher of the table's
+ * property (written by every commit since stop 48; it outlives snapshot
+ * expiry and other engines' commits) and the newest snapshot of the table's
+ * history that records it in its summary (all that commits before then wrote).
+ */
 function progressOf(table: LoadedTable | null, walId: string): Map<string, number> {
   const out = new Map<string, number>();
   if (table === null) return out;
@@ -552,6 +577,12 @@ function progressOf(table: LoadedTable | null, walId: string): Map<string, numbe
       const lane = k.slice(prefix.length);
       if (!out.has(lane)) out.set(lane, Number(v));
     }
+  }
+  for (const [k, v] of Object.entries(table.metadata.properties())) {
+    if (!k.startsWith(prefix)) continue;
+    const lane = k.slice(prefix.length);
+    const n = Number(v);
+    if (Number.isFinite(n) && n > (out.get(lane) ?? 0)) out.set(lane, n);
   }
   return out;
 }

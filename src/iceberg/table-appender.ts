@@ -43,6 +43,12 @@ export interface AppendRequest {
   readonly files: readonly DataFileInfo[];
   /** Summary entries of the new snapshot (the compactor's WAL progress); earlier `siglake.` entries carry over. */
   readonly summary: Readonly<Record<string, string>>;
+  /**
+   * Table properties the commit sets (the compactor's WAL progress again): unlike a snapshot's
+   * summary they outlive snapshot expiry and another engine's commits, which keep the properties
+   * and know nothing of Siglake's summary entries.
+   */
+  readonly properties?: Readonly<Record<string, string>>;
   /** Sees the table before each attempt (null: no table yet); false abandons the append. */
   readonly precheck?: (table: LoadedTable | null) => boolean;
 }
@@ -187,7 +193,7 @@ export class TableAppender {
       manifestList: listLocation,
       summary: summaryOf(parent, req, manifest, manifests),
     };
-    const next = base.withAppend(snap, current?.metadataLocation ?? null, now);
+    const next = base.withAppend(snap, current?.metadataLocation ?? null, now, req.properties);
     const metadataLocation = `${location}/metadata/${TableMetadata.nextFileName(current?.metadataLocation ?? null)}`;
     try {
       await this.#storage.putNew(metadataLocation, Buffer.from(next.toJson(), 'utf8'));

@@ -86,6 +86,14 @@ export class TableMetadata {
     return v === undefined || v === null ? undefined : String(v);
   }
 
+  /** Every table property as text. */
+  properties(): Record<string, string> {
+    const out: Record<string, string> = {};
+    const props = this.#doc['properties'] as JsonObject | undefined;
+    for (const [k, v] of Object.entries(props ?? {})) if (v !== null && v !== undefined) out[k] = String(v);
+    return out;
+  }
+
   get tableUuid(): string {
     return String(this.#doc['table-uuid']);
   }
@@ -157,10 +165,14 @@ export class TableMetadata {
 
   /**
    * The metadata after an append snapshot, whose file will be `newLocation`
-   * (`previousLocation` is the file this one was read from, or null for a new table).
+   * (`previousLocation` is the file this one was read from, or null for a new table);
+   * `properties` are set over the table's own.
    */
-  withAppend(snap: SnapshotView, previousLocation: string | null, nowMs: number): TableMetadata {
+  withAppend(snap: SnapshotView, previousLocation: string | null, nowMs: number, properties?: Readonly<Record<string, string>>): TableMetadata {
     const doc: JsonObject = { ...this.#doc };
+    if (properties !== undefined && Object.keys(properties).length > 0) {
+      doc['properties'] = { ...((doc['properties'] as JsonObject | undefined) ?? {}), ...properties };
+    }
     const snapJson: JsonObject = {
       'snapshot-id': snap.snapshotId,
       'sequence-number': snap.sequenceNumber,

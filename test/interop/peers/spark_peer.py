@@ -2,7 +2,12 @@
 Siglake's catalog through Iceberg's JdbcCatalog; prints one JSON object.
 
 Usage: spark_peer.py --uri jdbc:... --warehouse file:///... --jars a.jar,b.jar
-                     --time-from ISO --attr k=v TABLE [TABLE...]
+                     --time-from ISO --attr k=v [--maintain STEP ...] TABLE [TABLE...]
+
+--maintain runs one of Iceberg's maintenance procedures on each table first,
+in the order given, as an operator would (docs/iceberg.md): rewrite_data_files
+(every file rewritten), rewrite_manifests, expire (every snapshot but the
+current one expired).
 
 The catalog configuration is the one docs/iceberg.md gives ("Reading with
 Spark and Trino"): keep the two in step.
@@ -23,6 +28,7 @@ def main() -> int:
     p.add_argument("--jars", required=True)
     p.add_argument("--time-from", required=True)
     p.add_argument("--attr", required=True)
+    p.add_argument("--maintain", action="append", default=[], choices=["rewrite_data_files", "rewrite_manifests", "expire"])
     p.add_argument("tables", nargs="+")
     a = p.parse_args()
 
@@ -46,7 +52,22 @@ def main() -> int:
     spark.sparkContext.setLogLevel("ERROR")
     key, value = a.attr.split("=", 1)
     ts = a.time_from.replace("T", " ")
-    out = {"spark_version": spark.version, "namespaces": [], "tables": {}}
+    out = {"spark_version": spark.version, "namespaces": [], "tables": {}, "maintained": []}
+    for name in a.tables:
+        for step in a.maintain:
+            t = f"{a.name}.{name}"
+            if step == "rewrite_data_files":
+                rows = spark.sql(
+                    f"CALL {a.name}.system.rewrite_data_files(table => '{name}', options => map('min-input-files', '1', 'rewrite-all', 'true'))"
+                ).collect()
+            elif step == "rewrite_manifests":
+                rows = spark.sql(f"CALL {a.name}.system.rewrite_manifests(table => '{name}', use_caching => false)").collect()
+            else:
+                newest = spark.sql(f"SELECT max(committed_at) FROM {t}.snapshots").collect()[0][0]
+                rows = spark.sql(
+                    f"CALL {a.name}.system.expire_snapshots(table => '{name}', older_than => TIMESTAMP '{newest}', retain_last => 1)"
+                ).collect()
+            out["maintained"].append([name, step, [list(r) for r in rows]])
     out["namespaces"] = sorted(r[0] for r in spark.sql(f"SHOW NAMESPACES IN {a.name}").collect())
     for name in a.tables:
         t = f"{a.name}.{name}"
