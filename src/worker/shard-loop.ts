@@ -569,8 +569,9 @@ export class ShardLoop {
       this.#log.error({ err: (e as Error).message }, 'unexpected error decoding a body');
       return;
     }
-    if ((flags & FLAG_BUDGET_EXHAUSTED) !== 0) {
-      // A valid body against an exhausted budget (contract §4: step 11, then 12): refused, nothing staged.
+    if ((flags & FLAG_BUDGET_EXHAUSTED) !== 0 && this.#decoder.payload.length > 0) {
+      // A valid body against an exhausted budget (contract §4: step 11, then 12): refused, nothing
+      // staged. An empty export request is a 200 (§6): it charges nothing and writes nothing.
       round.codes[i] = BUDGET_EXHAUSTED;
       return;
     }

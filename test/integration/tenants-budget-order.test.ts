@@ -166,4 +166,28 @@ describe('budgets refuse after the body (server budget, a novel tenant)', () => 
     expect(walBytes(ing.walDir)).toBe(before);
     expect(textsUnder(path.join(ing.walDir, 'spender'))).toEqual(['spent']);
   });
+
+  it('an empty export request against the spent budget is a 200 (contract §6), charging and writing nothing', async () => {
+    const r = await c.send('http', 'logs', 'spent-again', { 'x-scope-orgid': 'spender' });
+    if (r.status !== 429) expect(r.status, r.message).toBe(200); // the budget is spent either way
+    const m0 = await ing.metrics();
+    const before = walBytes(ing.walDir);
+    const empties: [Uint8Array, string][] = [
+      [new Uint8Array(0), 'application/x-protobuf'],
+      [Buffer.from('{}'), 'application/json'],
+      [Buffer.from('{"resourceLogs":[]}'), 'application/json'],
+    ];
+    for (const t of TRANSPORTS) {
+      for (const [body, type] of t === 'grpc' ? empties.slice(0, 1) : empties) {
+        const e = await c.send(t, 'logs', '', { 'x-scope-orgid': 'spender' }, body, type);
+        if (t === 'http') expect(e.status, `${type} ${body.length} B: ${e.message}`).toBe(200);
+        else expect(e.code, `${body.length} B: ${e.message}`).toBe(grpc.status.OK);
+      }
+      // A body with a record is still refused.
+      budgetRefused(await c.send(t, 'logs', `after-empty-${t}`, { 'x-scope-orgid': 'spender' }), 'server');
+    }
+    const m1 = await ing.metrics();
+    expect(m1.get('siglake_tenant_records_total{tenant="spender"}')).toBe(m0.get('siglake_tenant_records_total{tenant="spender"}'));
+    expect(walBytes(ing.walDir)).toBe(before);
+  });
 });
