@@ -420,17 +420,28 @@ export class Admission {
   /**
    * Ends an admitted request: frees its queue slot; a written request commits
    * its lane, and a refused one on a lane that never wrote releases the lane
-   * (and its tenant). Returns true when the lane was released.
+   * (and its tenant). Returns true when the lane was released. `note`: the
+   * request's audit note (auditing on), for the lane's first admission.
    */
-  finish(lane: Lane, stored: boolean): boolean {
+  finish(lane: Lane, stored: boolean, note?: AuditNote): boolean {
     const lanes = this.#o.lanes;
     Atomics.sub(lanes.depth, lane.slot, 1);
     if (stored) {
       if (!lane.committed) {
         lane.committed = true;
-        // [declared tenants] audit: a lane's first admission is its first stored request (a lane a
-        // refused request opened, then released, was audited as admitted before stop 45).
-        this.#o.tenants?.laneCreated(lane.tenant, lane.signal, lane.index);
+        // Audit: a lane's first admission is its first stored request (a lane a refused request
+        // opened, then released, was audited as admitted before stop 45), with who stored it.
+        // Written whether or not tenants are declared (it was written only through the
+        // declared tenants, so an audit file without a tenants file never had one).
+        this.#o.audit?.write({
+          event: 'lane_first_admission',
+          tenant: lane.tenant,
+          subject: note?.subject ?? null,
+          reason: null,
+          remote: note?.remote ?? null,
+          signal: lane.signal,
+          index: lane.index ?? null,
+        });
       }
       return false;
     }

@@ -152,10 +152,10 @@ export class Ingester {
       settings: workerSettings,
       maxRequestBytes: s.maxRequestBytes,
       log,
-      onFinish: (lane, stored, written) => {
+      onFinish: (lane, stored, written, note) => {
         // [declared tenants] budgets, counters: for what a worker answered.
         if (written !== undefined) tenants?.completed(lane.tenant, lane.index, written.code, written.records, written.bytes);
-        if (admission!.finish(lane, stored)) dispatcher.forget(lane);
+        if (admission!.finish(lane, stored, note)) dispatcher.forget(lane);
       },
     });
     this.#dispatcher = dispatcher;

@@ -9,6 +9,7 @@
 import type { Piscina } from 'piscina';
 import type { ErrorCode } from '../errors.js';
 import type { Logger } from '../log.js';
+import type { AuditNote } from '../tenants/audit-log.js';
 import { ByteRing } from '../lanes/byte-ring.js';
 import { copyIntoShared } from '../lanes/shared-copy.js';
 import type { Lane, LaneTable } from '../lanes/lane-table.js';
@@ -25,6 +26,8 @@ export interface PendingRequest {
    * is the worker's own explanation of a refusal, when it gave one.
    */
   complete(code: ErrorCode | undefined, records: number, message: string | undefined): void;
+  /** The request's audit note (its verified subject and peer), when admission gave it one: the first-admission events of the request that stored. */
+  readonly audit?: AuditNote | undefined;
 }
 
 interface InFlight {
@@ -99,9 +102,10 @@ export interface DispatcherOptions {
    * sent) before its PendingRequest completes. `written` is there for a request
    * a worker answered: its code (undefined: stored), records and bytes: the
    * OTLP protobuf bytes it wrote when stored, else the body as received
-   * (declared tenants' budgets and counters).
+   * (declared tenants' budgets and counters). `note`: the request's audit
+   * note, when it has one (the first-admission events name who stored).
    */
-  onFinish(lane: Lane, stored: boolean, written?: WorkerAnswer): void;
+  onFinish(lane: Lane, stored: boolean, written?: WorkerAnswer, note?: AuditNote): void;
 }
 
 /** What a worker answered for one request (DispatcherOptions.onFinish). */
@@ -327,7 +331,7 @@ export class Dispatcher {
     const drained = this.#trace?.now() ?? 0;
     // A stored request counts the OTLP protobuf bytes its worker wrote (the same for every
     // transport and encoding); a refused one the body as it came.
-    this.#opts.onFinish(f.lane, code === undefined, { code, records, bytes: code === undefined ? stored : f.bytes });
+    this.#opts.onFinish(f.lane, code === undefined, { code, records, bytes: code === undefined ? stored : f.bytes }, f.req.audit);
     f.req.complete(code, records, message);
     this.#trace?.answered(reqId, drained);
   }

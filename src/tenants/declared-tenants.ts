@@ -514,11 +514,6 @@ export class DeclaredTenants {
     s.outcome[outcome]!.inc();
   }
 
-  /** First admission of a lane (audited). */
-  laneCreated(tenant: string, signal: string, index: string | undefined): void {
-    this.#o.audit?.write({ event: 'lane_first_admission', tenant, subject: null, reason: null, remote: null, signal, index: index ?? null });
-  }
-
   /** First admission of a declared tenant (audited once per tenant per process). */
   admitted(rt: TenantRuntime, claims: Readonly<Record<string, unknown>> | undefined, note: AuditNote | undefined): void {
     if (rt.admitted) return;

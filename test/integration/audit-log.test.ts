@@ -87,11 +87,13 @@ describe('audit events: each request its own', () => {
       await closed;
       session.close();
       expect(status).toBe(grpc.status.OK);
-      let ev = await eventually(file, (e) => e.some((x) => x['event'] === 'tenant_first_admission'), 'the first admission');
+      let ev = await eventually(file, (e) => e.some((x) => x['event'] === 'tenant_first_admission') && e.some((x) => x['event'] === 'lane_first_admission'), 'the first admissions');
       const first = ev.find((x) => x['event'] === 'tenant_first_admission')!;
       expect(first).toMatchObject({ tenant: 'acme', subject: 'alice' });
       expect(String(first['remote'])).toMatch(/127\.0\.0\.1/);
       expect(ev.find((x) => x['reason'] === 'SIGLAKE_UNAUTHENTICATED')).toMatchObject({ event: 'refusal', tenant: null, subject: null, remote: expect.stringMatching(/127\.0\.0\.3/) });
+      // The lane's first admission names who stored (it had subject and peer null).
+      expect(ev.find((x) => x['event'] === 'lane_first_admission')).toMatchObject({ tenant: 'acme', subject: 'alice', signal: 'logs', index: null, remote: expect.stringMatching(/127\.0\.0\.1/) });
 
       // Refusals after admission, each with acme's tenant and alice as subject:
       expect((await c.send('http', 'logs', 'x', { authorization: alice }, logsProto(['y'.repeat(5000)]))).status).toBe(413);
@@ -136,6 +138,39 @@ describe('audit events: each request its own', () => {
       expect(fs.readFileSync(file, 'utf8')).not.toContain('tok-plain-1');
       expect(await ing.metric('siglake_audit_events_dropped_total')).toBe(0);
     } finally {
+      expect(await ing.stop()).toBe(0);
+    }
+  });
+});
+
+describe('first admissions are audited for the request that stored', () => {
+  it("without a tenants file, a lane's first stored request is audited, with that request's subject and peer (it never was: the event went through the declared tenants)", async () => {
+    const dir = tempDir('siglake-audit-lane-');
+    const key = await makeKeyPair('ES256', 'k-lane');
+    const jwks = writeJwksFile(dir, [key.jwk]);
+    const file = path.join(dir, 'audit.jsonl');
+    const ing = await startIngester({ args: ['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--audit-file', file] });
+    const mallory = `Bearer ${await mint(key, {}, { sub: 'mallory' })}`;
+    const alice = `Bearer ${await mint(key, {}, { sub: 'alice' })}`;
+    const bob = `Bearer ${await mint(key, {}, { sub: 'bob' })}`;
+    const c = new Client(ing);
+    try {
+      // A bad body opens the logs lane and is refused: no lane admission for it.
+      expect((await c.send('http', 'logs', 'x', { authorization: mallory }, new Uint8Array([0xff, 0xff]))).status).toBe(400);
+      // alice's request, from another loopback address, is the lane's first stored one; bob's second is not a first.
+      expect(await postFrom('127.0.0.3', ing.url, logsProto(['first']), { authorization: alice })).toBe(200);
+      expect((await c.send('http', 'logs', 'second', { authorization: bob })).status).toBe(200);
+      // bob opens the traces lane, over gRPC.
+      expect((await c.send('grpc', 'traces', 'span', { authorization: bob })).code).toBe(grpc.status.OK);
+      const ev = await eventually(file, (e) => e.filter((x) => x['event'] === 'lane_first_admission').length >= 2, 'two lane admissions');
+      await sleep(200); // nothing more comes
+      const lanes = events(file).filter((x) => x['event'] === 'lane_first_admission');
+      expect(lanes).toHaveLength(2);
+      expect(lanes[0]).toMatchObject({ tenant: 'default', subject: 'alice', reason: null, signal: 'logs', index: null, remote: expect.stringMatching(/127\.0\.0\.3/) });
+      expect(lanes[1]).toMatchObject({ tenant: 'default', subject: 'bob', reason: null, signal: 'traces', index: null, remote: expect.stringMatching(/127\.0\.0\.1/) });
+      expect(ev.filter((x) => x['event'] === 'refusal').map((x) => [x['subject'], x['reason']])).toEqual([['mallory', 'SIGLAKE_BAD_BODY']]);
+    } finally {
+      c.close();
       expect(await ing.stop()).toBe(0);
     }
   });
