@@ -67,12 +67,9 @@ export interface IngestHeaders {
 export interface Admitted {
   tenant: string;
   index: string | undefined;
-  /** [declared tenants] the declared tenant it writes to (resolved, or routed to by id), and the principal's claims (for the first-admission audit). */
-  declared?: TenantRuntime | null;
-  claims?: AuthResult['claims'];
   /** [declared tenants] a budget found exhausted (step 12): refused once the worker validated the body. */
   budget?: BudgetRefusal | undefined;
-  /** The request's audit note (auditing on): the lane steps' refusals and the first admission are written with it. */
+  /** The request's audit note (auditing on): the lane steps' refusals are written with it (the first admissions with the acceptor's, once it stored). */
   audit?: AuditNote | undefined;
 }
 
@@ -129,16 +126,12 @@ function answer(
   out: Admitted | null,
   tenant: string,
   index: string | undefined,
-  declared: TenantRuntime | null,
-  claims: AuthResult['claims'],
   budget: BudgetRefusal | undefined,
   audit: AuditNote | undefined,
 ): Admitted {
-  if (out === null) return { tenant, index, declared, claims, budget, audit };
+  if (out === null) return { tenant, index, budget, audit };
   out.tenant = tenant;
   out.index = index;
-  out.declared = declared;
-  out.claims = claims;
   out.budget = budget;
   out.audit = audit;
   return out;
@@ -153,7 +146,7 @@ export class Admission {
   readonly #atCapacity: IngestError;
   readonly #rateLimited = new Map<number, IngestError>();
   /** The synchronous path's answer, reused request after request (see #admitHeaders). */
-  readonly #scratch: Admitted = { tenant: '', index: undefined, declared: null, claims: undefined, budget: undefined, audit: undefined };
+  readonly #scratch: Admitted = { tenant: '', index: undefined, budget: undefined, audit: undefined };
   readonly #unknownIndex = new IngestError(
     'SIGLAKE_UNKNOWN_INDEX',
     'unknown index: this tenant has no index of the name in x-siglake-index (create it first: siglake index create, or PUT /api/v1/indexes/{name})',
@@ -355,11 +348,11 @@ export class Admission {
       if (known === undefined) throw this.#indexesUnknown;
     }
     const gate = o.tenants;
-    if (gate === undefined) return answer(out, tenant, index, null, undefined, undefined, note);
+    if (gate === undefined) return answer(out, tenant, index, undefined, note);
     if (declared !== null) gate.checkIndex(declared, index, note);
     // Step 12 looked at now, refused after step 11 (the body) by the worker: see BudgetSink.
     const budget = gate.checkBudgets(tenant, index, auth.claims, note);
-    return answer(out, tenant, index, declared, auth.claims, budget, note);
+    return answer(out, tenant, index, budget, note);
   }
 
   /**
@@ -371,8 +364,8 @@ export class Admission {
     if (a.budget !== undefined && sink === undefined) throw this.#o.tenants!.budgetRefused(a.budget);
     const lane = this.#reserveLane(signal, a.tenant, a.index);
     if (sink !== undefined) sink.budget = a.budget;
-    // [declared tenants] first admission of the tenant (audit); a request its budget will refuse is not one.
-    if (a.declared !== undefined && a.declared !== null && a.budget === undefined) this.#o.tenants!.admitted(a.declared, a.claims, a.audit);
+    // [declared tenants] a tenant's first admission is audited once its first request is stored
+    // (DeclaredTenants.completed): here, before the body, it named requests then refused (400, 413).
     return lane;
   }
 

@@ -154,7 +154,7 @@ export class Ingester {
       log,
       onFinish: (lane, stored, written, note) => {
         // [declared tenants] budgets, counters: for what a worker answered.
-        if (written !== undefined) tenants?.completed(lane.tenant, lane.index, written.code, written.records, written.bytes);
+        if (written !== undefined) tenants?.completed(lane.tenant, lane.index, written.code, written.records, written.bytes, note);
         if (admission!.finish(lane, stored, note)) dispatcher.forget(lane);
       },
     });

@@ -480,13 +480,23 @@ export class DeclaredTenants {
     return e;
   }
 
-  /** A request to `tenant` was answered: a 200 charges every budget (narrowest first) and counts. */
-  completed(tenant: string, index: string | undefined, code: ErrorCode | undefined, records: number, bytes: number): void {
+  /**
+   * A request to `tenant` was answered: a 200 charges every budget (narrowest
+   * first) and counts, and the tenant's first (audited once per tenant per
+   * process, with the subject and peer of `note`, the request's audit note).
+   */
+  completed(tenant: string, index: string | undefined, code: ErrorCode | undefined, records: number, bytes: number, note?: AuditNote): void {
     // A refusal is counted and audited where it is answered (Admission.refused), with its subject and peer.
     if (code !== undefined) return;
     const rt = this.#snap.byId.get(tenant);
     const now = Date.now();
     if (rt !== undefined) {
+      // First admission: the first stored request (written at admission, before the body, it named
+      // a request then refused, a 400 or a 413, and the tenant's first stored request was never audited).
+      if (!rt.admitted) {
+        rt.admitted = true;
+        this.#o.audit?.write({ event: 'tenant_first_admission', tenant: rt.id, subject: note?.subject ?? null, reason: null, remote: note?.remote ?? null });
+      }
       if (index !== undefined) rt.indexBudgets.get(index)?.charge(records, bytes, now);
       rt.budget?.charge(records, bytes, now);
       const s = rt.series;
@@ -512,14 +522,6 @@ export class DeclaredTenants {
     const outcome =
       code === 'SIGLAKE_RATE_LIMITED' ? RATE_LIMITED : code === 'SIGLAKE_BUDGET_EXHAUSTED' ? BUDGET_EXHAUSTED : code === 'SIGLAKE_INDEX_NOT_IN_TENANT' ? INDEX_REFUSED : REFUSED;
     s.outcome[outcome]!.inc();
-  }
-
-  /** First admission of a declared tenant (audited once per tenant per process). */
-  admitted(rt: TenantRuntime, claims: Readonly<Record<string, unknown>> | undefined, note: AuditNote | undefined): void {
-    if (rt.admitted) return;
-    rt.admitted = true;
-    const sub = claims?.['sub'];
-    this.#o.audit?.write({ event: 'tenant_first_admission', tenant: rt.id, subject: typeof sub === 'string' ? sub : null, reason: null, remote: note?.remote ?? null });
   }
 
   /** Budget gauges: what is left of every declared tenant's budget. */

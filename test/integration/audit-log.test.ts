@@ -176,6 +176,52 @@ describe('first admissions are audited for the request that stored', () => {
   });
 });
 
+describe("a declared tenant's first admission", () => {
+  it('is its first stored request: requests refused after the header checks (413, 400) are not, and do not use it up', async () => {
+    const dir = tempDir('siglake-audit-tenant-first-');
+    const key = await makeKeyPair('ES256', 'k-first');
+    const jwks = writeJwksFile(dir, [key.jwk]);
+    const tenants = path.join(dir, 'tenants.yaml');
+    fs.writeFileSync(tenants, 'tenants:\n  - id: acme\n    subjects: { claims: { org_id: acme } }\n');
+    const file = path.join(dir, 'audit.jsonl');
+    const ing = await startIngester({
+      args: ['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--tenants-file', tenants, '--audit-file', file, '--max-request-bytes', '4096'],
+    });
+    const mallory = `Bearer ${await mint(key, { org_id: 'acme' }, { sub: 'mallory' })}`;
+    const alice = `Bearer ${await mint(key, { org_id: 'acme' }, { sub: 'alice' })}`;
+    const c = new Client(ing);
+    try {
+      // mallory's requests pass the header checks and are refused: a bad body, a body too large (on both transports;
+      // the first verifies the token, so the 413s find it verified and are refused after admission).
+      expect((await c.send('http', 'logs', 'x', { authorization: mallory }, new Uint8Array([0xff, 0xff]))).status).toBe(400);
+      expect((await c.send('http', 'logs', 'x', { authorization: mallory }, logsProto(['y'.repeat(5000)]))).status).toBe(413);
+      expect((await c.send('grpc', 'logs', 'x', { authorization: mallory }, logsProto(['y'.repeat(5000)]))).code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+      expect((await c.send('grpc', 'traces', 'x', { authorization: mallory }, new Uint8Array([0xff, 0xff]))).code).toBe(grpc.status.INVALID_ARGUMENT);
+      await eventually(file, (e) => e.filter((x) => x['event'] === 'refusal').length >= 4, 'four refusals');
+      // alice's, from another loopback address, is acme's first stored request; her second is no first.
+      expect(await postFrom('127.0.0.3', ing.url, logsProto(['first']), { authorization: alice })).toBe(200);
+      expect((await c.send('grpc', 'logs', 'second', { authorization: alice })).code).toBe(grpc.status.OK);
+      await eventually(file, (e) => e.some((x) => x['event'] === 'tenant_first_admission' && x['subject'] === 'alice'), "alice's first admission");
+      await sleep(200); // nothing more comes
+      const ev = events(file);
+      const firsts = ev.filter((x) => x['event'] === 'tenant_first_admission');
+      expect(firsts).toEqual([expect.objectContaining({ tenant: 'acme', subject: 'alice', reason: null, remote: expect.stringMatching(/127\.0\.0\.3/) })]);
+      // Written after the refusals, as the lane's is.
+      const at = ev.indexOf(firsts[0]!);
+      expect(ev.slice(0, at).map((x) => [x['event'], x['subject'], x['reason']])).toEqual([
+        ['refusal', 'mallory', 'SIGLAKE_BAD_BODY'],
+        ['refusal', 'mallory', 'SIGLAKE_BODY_TOO_LARGE'],
+        ['refusal', 'mallory', 'SIGLAKE_BODY_TOO_LARGE'],
+        ['refusal', 'mallory', 'SIGLAKE_BAD_BODY'],
+      ]);
+      expect(ev[at + 1]).toMatchObject({ event: 'lane_first_admission', tenant: 'acme', subject: 'alice', signal: 'logs' });
+    } finally {
+      c.close();
+      expect(await ing.stop()).toBe(0);
+    }
+  });
+});
+
 describe('audit file that refuses writes', () => {
   it('counts every event lost, and says so at warn', async () => {
     const dir = tempDir('siglake-audit-full-');
