@@ -14,12 +14,20 @@
 //
 // Exit codes: 0 done; 1 refused (the code and message on standard error) or
 // the catalog/warehouse failed; 2 bad usage or a bad setting.
+//
+// With audit.file set, create, update and delete each append an
+// `index_change` event (declared-tenants.md §4: every index change), with
+// reason `index_command` and no subject or peer (an offline command has no
+// verified principal). The file is opened before the change: one that
+// cannot be opened refuses the command (exit 2) and changes nothing.
 
 import fs from 'node:fs';
-import { loadCommandSettings } from '../config/load.js';
+import { loadCommandSettings, withSource } from '../config/load.js';
+import { ConfigError } from '../errors.js';
 import { closeWarehouse, openWarehouse } from '../iceberg/warehouse.js';
 import { missingSqliteCatalog, SqlCatalog } from '../iceberg/sql-catalog.js';
 import { DEFAULT_TENANT } from '../tenancy/identifier.js';
+import { indexChangeEvent, openAuditLog, type AuditLog } from '../tenants/audit-log.js';
 import { indexJson } from './http-handlers.js';
 import { IndexError } from './index-error.js';
 import { parseIndexText, validateIndexSpec } from './index-spec.js';
@@ -78,10 +86,21 @@ export async function runIndexCommand(argv: string[]): Promise<number> {
     process.stderr.write(`siglake: ${missing}\n`);
     return 2;
   }
+  let audit: AuditLog | undefined;
+  if (settings.auditFile !== undefined && (sub === 'create' || sub === 'update' || sub === 'delete')) {
+    try {
+      audit = openAuditLog(settings.auditFile);
+    } catch (e) {
+      if (!(e instanceof ConfigError)) throw e;
+      process.stderr.write(`siglake: ${withSource(e, loaded)}\n`);
+      return 2;
+    }
+  }
   const catalog = SqlCatalog.open(settings.catalogUrl, settings.catalogName);
   // A local directory or an s3:// bucket (warehouse.path), as the compactor opens it.
   const storage = await openWarehouse(settings).catch(async (e: unknown) => {
     await catalog.close();
+    await audit?.close();
     throw e;
   });
   const registry = new IndexRegistry({ catalog, storage, ...crashHook() });
@@ -95,6 +114,7 @@ export async function runIndexCommand(argv: string[]): Promise<number> {
         break;
       case 'delete':
         await registry.delete(tenant, positional[0]!);
+        audit?.write(indexChangeEvent(tenant, positional[0]!, 'deleted', 'index_command', null, null));
         break;
       default: {
         let text: string;
@@ -106,6 +126,7 @@ export async function runIndexCommand(argv: string[]): Promise<number> {
         }
         const spec = validateIndexSpec(parseIndexText(text));
         const info = sub === 'create' ? await registry.create(tenant, spec) : await registry.update(tenant, spec);
+        audit?.write(indexChangeEvent(tenant, info.name, sub === 'create' ? 'created' : 'updated', 'index_command', null, null));
         out(indexJson(info));
       }
     }
@@ -121,6 +142,7 @@ export async function runIndexCommand(argv: string[]): Promise<number> {
   } finally {
     closeWarehouse(storage);
     await catalog.close();
+    await audit?.close();
   }
 }
 

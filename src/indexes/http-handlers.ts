@@ -49,13 +49,27 @@ export function indexJson(i: IndexInfo): Record<string, unknown> {
   };
 }
 
+/** An index the API changed (the audit stream's `index_change`: declared-tenants.md §4). */
+export interface IndexChange {
+  readonly action: 'created' | 'updated' | 'deleted';
+  readonly index: string;
+}
+
 /**
  * `subset`: the tenant's declared indexes (declared-tenants.md §3); an index
  * outside it is not listed and reads as one that does not exist (404), and
  * creating one is refused (403 SIGLAKE_INDEX_NOT_IN_TENANT, as on ingest).
- * Undefined: all of the tenant's indexes.
+ * Undefined: all of the tenant's indexes. `onChange`: called once the
+ * registry made a change (a PUT that created or updated, a DELETE), before
+ * the answer is returned.
  */
-export async function handleIndexRequest(req: IndexHttpRequest, tenant: string, registry: IndexRegistry, subset?: ReadonlySet<string>): Promise<IndexHttpResponse> {
+export async function handleIndexRequest(
+  req: IndexHttpRequest,
+  tenant: string,
+  registry: IndexRegistry,
+  subset?: ReadonlySet<string>,
+  onChange?: (change: IndexChange) => void,
+): Promise<IndexHttpResponse> {
   try {
     if (req.path === INDEX_API_PREFIX || req.path === `${INDEX_API_PREFIX}/`) {
       if (req.method !== 'GET') return notAllowed('GET');
@@ -80,6 +94,7 @@ export async function handleIndexRequest(req: IndexHttpRequest, tenant: string, 
         return json(200, indexJson(await registry.show(tenant, name)));
       case 'DELETE':
         await registry.delete(tenant, name);
+        onChange?.({ action: 'deleted', index: name });
         return { status: 204, headers: {}, body: '' };
       case 'PUT': {
         const body = req.body ?? '';
@@ -88,6 +103,7 @@ export async function handleIndexRequest(req: IndexHttpRequest, tenant: string, 
         const text = typeof body === 'string' ? body : Buffer.from(body).toString('utf8');
         const spec = validateIndexSpec(parseIndexText(text), name);
         const r = await registry.put(tenant, spec);
+        onChange?.({ action: r.created ? 'created' : 'updated', index: r.info.name });
         return json(r.created ? 201 : 200, indexJson(r.info));
       }
       default:

@@ -22,7 +22,7 @@ import type { Logger } from '../log.js';
 import { IngestMetrics } from '../metrics/ingest-metrics.js';
 import { AllowList } from '../tenancy/allow-list.js';
 import { TenantResolver } from '../tenancy/tenant-resolver.js';
-import { AuditLog, auditErrorLog } from '../tenants/audit-log.js';
+import { openAuditLog, type AuditLog } from '../tenants/audit-log.js';
 import { DeclaredTenants } from '../tenants/declared-tenants.js';
 import { TenantMetrics } from '../tenants/tenant-metrics.js';
 import { readTenantsFile, TenantsReloader } from '../tenants/tenants-reloader.js';
@@ -172,7 +172,7 @@ export class Ingester {
     const auth = authenticatorFromSettings(s);
     // [declared tenants] only when configured: declaring nothing changes nothing.
     const declaring = s.tenantsFile !== undefined || s.rateLimitPerPrincipalPerSec > 0 || s.serverBudgetRecords > 0 || s.serverBudgetBytes > 0;
-    this.#audit = s.auditFile !== undefined ? new AuditLog(s.auditFile, auditErrorLog(log)) : undefined;
+    this.#audit = s.auditFile !== undefined ? openAuditLog(s.auditFile, log) : undefined;
     let tenants: DeclaredTenants | undefined;
     let budgetWarnedAt = 0;
     if (declaring) {

@@ -22,7 +22,7 @@ import { authenticatorFromSettings } from '../auth/from-settings.js';
 import type { Settings } from '../config/settings.js';
 import { ConfigError } from '../errors.js';
 import { FileStorage } from '../iceberg/file-storage.js';
-import { handleIndexRequest, isIndexApiPath } from '../indexes/http-handlers.js';
+import { handleIndexRequest, isIndexApiPath, type IndexChange } from '../indexes/http-handlers.js';
 import { IndexRegistry, PROP_RETENTION_DAYS } from '../indexes/registry.js';
 import { PROP_SCHEMA_VERSION } from '../migrate/migrate.js';
 import type { ObjectStorage } from '../iceberg/storage.js';
@@ -43,7 +43,7 @@ import { TableFilesReader } from './table-files.js';
 import { TenantGate } from './tenant-gate.js';
 import { TenantIndex } from '../tenants/tenant-index.js';
 import { TenantsFileError } from '../tenants/tenants-file.js';
-import { AuditLog, auditErrorLog } from '../tenants/audit-log.js';
+import { indexChangeEvent, openAuditLog, type AuditLog } from '../tenants/audit-log.js';
 import { readTenantsFile, TenantsReloader } from '../tenants/tenants-reloader.js';
 
 export interface QueryServerOptions {
@@ -97,9 +97,12 @@ export class QueryServer {
       { running: () => this.#slots.total, contexts: () => this.#pool?.size ?? 0, cache: () => this.#pool?.fileStats ?? NO_CACHE_STATS },
       { declaredTenants: s.tenantsFile !== undefined, declared: () => this.#gate.declaredCount },
     );
+    // The audit stream: every index change made through the index API, and
+    // tenants reloads. (It was opened only with a tenants file, and index
+    // changes were never written.)
+    this.#audit = s.auditFile !== undefined ? openAuditLog(s.auditFile, opts.log) : undefined;
     // The tenants file is reloaded as on ingest: SIGHUP and file change; a bad
     // file keeps the old set, logs one line, counts, and writes an audit event.
-    this.#audit = s.tenantsFile !== undefined && s.auditFile !== undefined ? openAudit(s.auditFile, opts.log) : undefined;
     if (s.tenantsFile !== undefined) {
       const gate = this.#gate;
       const file = s.tenantsFile;
@@ -286,8 +289,14 @@ export class QueryServer {
 
   /** Authentication and tenant routing: the tenant, or throws the 401/403. */
   async #tenantOf(req: IncomingMessage): Promise<string> {
+    return (await this.#principalOf(req)).tenant;
+  }
+
+  /** The caller's tenant and verified subject (`sub`, when the credential carries one). */
+  async #principalOf(req: IncomingMessage): Promise<{ tenant: string; subject: string | null }> {
     const { claims } = await this.#auth.authenticate(req.headers.authorization);
-    return this.#gate.resolve(claims);
+    const sub = claims?.['sub'];
+    return { tenant: this.#gate.resolve(claims), subject: typeof sub === 'string' ? sub : null };
   }
 
   async #sql(req: IncomingMessage, res: ServerResponse, viaShard: boolean): Promise<void> {
@@ -365,11 +374,15 @@ export class QueryServer {
    * as a query's is (same 401/403 and counters) before the body is read.
    */
   async #indexApi(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
-    const tenant = await this.#tenantOf(req);
+    const { tenant, subject } = await this.#principalOf(req);
     const method = req.method ?? 'GET';
     const body = method === 'PUT' ? await readBody(req) : undefined;
     if (body === undefined) req.resume();
-    const answer = await handleIndexRequest({ method, path, ...(body !== undefined ? { body } : {}) }, tenant, this.#indexes, this.#gate.indexesOf(tenant));
+    const audit = this.#audit;
+    // Every index change is audited (declared-tenants.md §4), with who made it and from where.
+    const onChange =
+      audit === undefined ? undefined : (c: IndexChange) => audit.write(indexChangeEvent(tenant, c.index, c.action, 'index_api', subject, req.socket.remoteAddress ?? null));
+    const answer = await handleIndexRequest({ method, path, ...(body !== undefined ? { body } : {}) }, tenant, this.#indexes, this.#gate.indexesOf(tenant), onChange);
     res.writeHead(answer.status, answer.headers);
     res.end(answer.body);
   }
@@ -422,14 +435,6 @@ function loadDeclared(s: Settings): TenantIndex | undefined {
   } catch (e) {
     if (e instanceof TenantsFileError) throw new ConfigError(e.message);
     throw e;
-  }
-}
-
-function openAudit(file: string, log: Logger): AuditLog {
-  try {
-    return new AuditLog(file, auditErrorLog(log));
-  } catch (e) {
-    throw ConfigError.ofSetting('audit.file', `cannot open ${file} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
   }
 }
 

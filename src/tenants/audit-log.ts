@@ -7,6 +7,7 @@
 // sink that cannot keep up never blocks or grows the acceptor.
 
 import fs from 'node:fs';
+import { ConfigError } from '../errors.js';
 import { LogThrottle, type Logger } from '../log.js';
 
 export interface AuditEvent {
@@ -44,6 +45,27 @@ export function noteRefusal(note: AuditNote | undefined, tenant: string | null, 
   if (note === undefined) return;
   if (tenant !== null) note.tenant = tenant;
   note.reason = reason;
+}
+
+/** What an index change was (an `index_change` event's `action`). */
+export type IndexAction = 'created' | 'updated' | 'deleted';
+
+/**
+ * An index change (declared-tenants.md §4, "every index change"): `reason`
+ * says what made it, as for the change of a tenant's declared subset
+ * (`tenants_reload`): `index_api` (the query server's index API, with the
+ * caller's verified subject and peer) or `index_command` (`siglake index`,
+ * offline: no verified subject, no peer).
+ */
+export function indexChangeEvent(
+  tenant: string,
+  index: string,
+  action: IndexAction,
+  reason: 'index_api' | 'index_command',
+  subject: string | null,
+  remote: string | null,
+): AuditEvent {
+  return { event: 'index_change', tenant, subject, reason, remote, action, index };
 }
 
 /** Queued bytes past which new events are dropped (and counted). */
@@ -156,4 +178,17 @@ export function auditErrorLog(log: Logger): (err: Error, lost: number) => void {
     log.warn({ err: err.message, lost }, 'audit file write failed: events lost (siglake_audit_events_dropped_total)');
     lost = 0;
   };
+}
+
+/**
+ * Opens `audit.file` for a command (`-`: stdout); a file that cannot be
+ * opened is the setting's refusal (ConfigError naming audit.file: exit 2,
+ * with where the value came from).
+ */
+export function openAuditLog(file: string, log?: Logger): AuditLog {
+  try {
+    return new AuditLog(file, log === undefined ? undefined : auditErrorLog(log));
+  } catch (e) {
+    throw ConfigError.ofSetting('audit.file', `cannot open ${file} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+  }
 }

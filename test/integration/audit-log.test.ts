@@ -15,7 +15,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { LOGS_EXPORT, grpc } from '../helpers/grpc-client.js';
 import { post } from '../helpers/http.js';
-import { startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
+import { runCli, startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
 import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile } from '../helpers/jwt.js';
 import { logsProto } from '../helpers/otlp-bodies.js';
 import { Client } from '../helpers/tenancy-client.js';
@@ -223,6 +223,13 @@ describe("a declared tenant's first admission", () => {
 });
 
 describe('audit file that refuses writes', () => {
+  it('one that cannot be opened stops start-up with exit 2, naming the setting and its source (it was a stack trace, exit 1)', () => {
+    const dir = tempDir('siglake-audit-open-');
+    const r = runCli(['ingest', '--http-listen', '127.0.0.1:0', '--grpc-listen', '127.0.0.1:0', '--wal-dir', path.join(dir, 'wal'), '--audit-file', path.join(dir, 'no', 'audit.jsonl')]);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/^siglake: invalid audit\.file \(flag --audit-file\): cannot open .*audit\.jsonl \(ENOENT\)\n$/);
+  });
+
   it('counts every event lost, and says so at warn', async () => {
     const dir = tempDir('siglake-audit-full-');
     const tenants = path.join(dir, 'tenants.yaml');

@@ -1,0 +1,118 @@
+// Every index change is in the audit stream (declared-tenants.md §4): the
+// query server's index API (PUT that creates or updates, DELETE) and
+// `siglake index create|update|delete` each append one `index_change` event
+// with the tenant, the index, the action, what made it (`reason`) and, for
+// the API, the caller's verified subject and peer; reads and refused changes
+// append nothing. Before, neither wrote anything, and the query server opened
+// its audit file only with a tenants file. Real processes, real requests.
+
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli, tempDir } from '../helpers/ingester.js';
+import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile } from '../helpers/jwt.js';
+import { icebergFlags, startQuery, type RunningQuery } from '../helpers/query.js';
+import { sleep, until } from '../helpers/wait.js';
+
+type Event = Record<string, unknown>;
+const events = (file: string): Event[] =>
+  fs.existsSync(file)
+    ? fs
+        .readFileSync(file, 'utf8')
+        .split('\n')
+        .filter((l) => l !== '')
+        .map((l) => JSON.parse(l) as Event)
+    : [];
+
+const definition = { retentionDays: 7, mapping: [{ column: 'http_status', from: 'attributes.http.response.status_code', type: 'long' }] };
+
+describe('index changes through the query server are audited (no tenants file)', () => {
+  const dir = tempDir('siglake-audit-index-api-');
+  const file = path.join(dir, 'audit.jsonl');
+  let q: RunningQuery;
+  let alice = '';
+  let bob = '';
+
+  beforeAll(async () => {
+    const key = await makeKeyPair('ES256', 'k-idx');
+    const jwks = writeJwksFile(dir, [key.jwk]);
+    alice = await mint(key, { tenant: 'acme' }, { sub: 'alice' });
+    bob = await mint(key, { tenant: 'globex' }, { sub: 'bob' });
+    q = await startQuery(dir, [
+      ...icebergFlags(dir),
+      ...['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--query-tenant-claim', 'tenant', '--audit-file', file],
+    ]);
+  }, 60_000);
+
+  afterAll(async () => {
+    expect(await q?.stop()).toBe(0);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const call = async (method: string, name: string, token: string, body?: unknown): Promise<number> => {
+    const res = await fetch(`${q.url}/api/v1/indexes/${name}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      ...(body !== undefined ? { body: typeof body === 'string' ? body : JSON.stringify(body) } : {}),
+    });
+    await res.arrayBuffer();
+    return res.status;
+  };
+
+  it('created, updated, deleted: one event each, with tenant, subject and peer; reads and refusals none', async () => {
+    expect(await call('PUT', 'payments', alice, definition)).toBe(201);
+    expect(await call('GET', 'payments', alice)).toBe(200);
+    expect(await call('PUT', 'payments', alice, { ...definition, retentionDays: 30 })).toBe(200);
+    expect(await call('PUT', 'payments', alice, '{"retentionDays": "soon"}')).toBe(400); // refused: nothing changed
+    expect(await call('DELETE', 'payments', bob)).toBe(404); // globex has no such index
+    expect(await call('PUT', 'audit', bob, definition)).toBe(201);
+    expect(await call('DELETE', 'payments', alice)).toBe(204);
+    expect(await call('DELETE', 'payments', alice)).toBe(404);
+    await until(() => events(file).length >= 4, 10_000, 'four index changes');
+    await sleep(200); // nothing more comes
+    const ev = events(file);
+    expect(ev.map((e) => [e['event'], e['tenant'], e['index'], e['action'], e['subject'], e['reason']])).toEqual([
+      ['index_change', 'acme', 'payments', 'created', 'alice', 'index_api'],
+      ['index_change', 'acme', 'payments', 'updated', 'alice', 'index_api'],
+      ['index_change', 'globex', 'audit', 'created', 'bob', 'index_api'],
+      ['index_change', 'acme', 'payments', 'deleted', 'alice', 'index_api'],
+    ]);
+    for (const e of ev) {
+      expect(e['remote']).toMatch(/127\.0\.0\.1/);
+      expect(typeof e['time']).toBe('string');
+    }
+    expect(fs.readFileSync(file, 'utf8')).not.toContain(alice);
+  });
+});
+
+describe('siglake index create|update|delete are audited', () => {
+  it('one event per change, with reason index_command and no subject or peer; list, show and a refused delete none', () => {
+    const dir = tempDir('siglake-audit-index-cli-');
+    const file = path.join(dir, 'audit.jsonl');
+    const def = path.join(dir, 'payments.yaml');
+    const flags = [...icebergFlags(dir), '--audit-file', file];
+    const index = (...args: string[]) => runCli(['index', ...args, '--tenant', 'acme', ...flags]);
+    fs.writeFileSync(def, 'name: payments\nretentionDays: 7\nmapping:\n  - { column: http_status, from: attributes.status, type: long }\n');
+    let r = index('create', '--file', def);
+    expect(r.status, r.stderr).toBe(0);
+    fs.writeFileSync(def, 'name: payments\nretentionDays: 30\nmapping:\n  - { column: http_status, from: attributes.status, type: long }\n');
+    r = index('update', '--file', def);
+    expect(r.status, r.stderr).toBe(0);
+    expect(index('list').status).toBe(0);
+    expect(index('show', 'payments').status).toBe(0);
+    r = index('delete', 'payments');
+    expect(r.status, r.stderr).toBe(0);
+    expect(index('delete', 'payments').status).toBe(1); // no such index: refused, nothing changed
+    expect(events(file).map((e) => [e['event'], e['tenant'], e['index'], e['action'], e['subject'], e['reason'], e['remote']])).toEqual([
+      ['index_change', 'acme', 'payments', 'created', null, 'index_command', null],
+      ['index_change', 'acme', 'payments', 'updated', null, 'index_command', null],
+      ['index_change', 'acme', 'payments', 'deleted', null, 'index_command', null],
+    ]);
+    // An audit file that cannot be opened refuses the change, naming the setting and its source.
+    const bad = runCli(['index', 'create', '--file', def, '--tenant', 'acme', ...icebergFlags(dir), '--audit-file', path.join(dir, 'no', 'such', 'audit.jsonl')]);
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toMatch(/^siglake: invalid audit\.file \(flag --audit-file\): cannot open .*audit\.jsonl \(ENOENT\)\n$/);
+    expect(index('show', 'payments').status).toBe(1); // not created
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+});
