@@ -25,7 +25,7 @@ import { TenantResolver } from '../tenancy/tenant-resolver.js';
 import { openAuditLog, type AuditLog } from '../tenants/audit-log.js';
 import { DeclaredTenants } from '../tenants/declared-tenants.js';
 import { TenantMetrics } from '../tenants/tenant-metrics.js';
-import { readTenantsFile, TenantsReloader } from '../tenants/tenants-reloader.js';
+import { loadTenantsAtStart, readTenantsFile, TenantsReloader } from '../tenants/tenants-reloader.js';
 import { Admission } from './admission.js';
 import { Dispatcher } from '../shard/dispatcher.js';
 import { SHARD_TASK_URL, type WorkerSettings } from '../shard/protocol.js';
@@ -182,7 +182,9 @@ export class Ingester {
         declared: () => tenants?.size ?? 0,
         auditDropped: () => audit?.dropped ?? 0,
       });
-      tenants = new DeclaredTenants(s.tenantsFile === undefined ? [] : readTenantsFile(s.tenantsFile), {
+      const file = s.tenantsFile;
+      // A bad file (an overlap of two tenants included) is the setting's refusal: exit 2, `invalid tenants.file (<source>): <file>: …`.
+      tenants = loadTenantsAtStart(file, () => new DeclaredTenants(file === undefined ? [] : readTenantsFile(file), {
         perPrincipalPerSec: s.rateLimitPerPrincipalPerSec,
         serverBudget:
           s.serverBudgetRecords > 0 || s.serverBudgetBytes > 0
@@ -209,7 +211,7 @@ export class Ingester {
               },
             }
           : {}),
-      });
+      }));
       this.#tenantsReloader =
         s.tenantsFile === undefined
           ? undefined

@@ -42,9 +42,8 @@ import { ShardForwarder } from './shard-forwarder.js';
 import { TableFilesReader } from './table-files.js';
 import { TenantGate } from './tenant-gate.js';
 import { TenantIndex } from '../tenants/tenant-index.js';
-import { TenantsFileError } from '../tenants/tenants-file.js';
 import { indexChangeEvent, openAuditLog, type AuditLog } from '../tenants/audit-log.js';
-import { readTenantsFile, TenantsReloader } from '../tenants/tenants-reloader.js';
+import { loadTenantsAtStart, readTenantsFile, TenantsReloader } from '../tenants/tenants-reloader.js';
 
 export interface QueryServerOptions {
   readonly settings: Settings;
@@ -109,15 +108,8 @@ export class QueryServer {
       this.#tenantsReloader = new TenantsReloader({
         file,
         tenants: {
-          replace: (decls) => {
-            try {
-              return gate.replaceDeclared(decls);
-            } catch (e) {
-              // An overlap the file alone decides (declared-tenants.md §2): name the file, as at start-up.
-              if (e instanceof TenantsFileError) throw new TenantsFileError(`tenants.file ${file}: ${e.message}`);
-              throw e;
-            }
-          },
+          // An overlap the file alone decides throws; the reloader names the file.
+          replace: (decls) => gate.replaceDeclared(decls),
           get size() {
             return gate.declaredCount;
           },
@@ -419,23 +411,15 @@ function digest(s: string): Buffer {
   return createHash('sha256').update(s, 'utf8').digest();
 }
 
-/** The declared tenants of --tenants-file at start-up (a bad file stops it), or undefined. */
+/**
+ * The declared tenants of --tenants-file at start-up, or undefined. A bad file
+ * stops it (exit 2): `invalid tenants.file (<source>): <file>: …`, an overlap
+ * of two tenants included.
+ */
 function loadDeclared(s: Settings): TenantIndex | undefined {
   const file = s.tenantsFile;
   if (file === undefined) return undefined;
-  try {
-    const decls = readTenantsFile(file);
-    try {
-      return new TenantIndex(decls);
-    } catch (e) {
-      // An overlap the file alone decides (declared-tenants.md §2): name the file too.
-      if (e instanceof TenantsFileError) throw new TenantsFileError(`tenants.file ${file}: ${e.message}`);
-      throw e;
-    }
-  } catch (e) {
-    if (e instanceof TenantsFileError) throw new ConfigError(e.message);
-    throw e;
-  }
+  return loadTenantsAtStart(file, () => new TenantIndex(readTenantsFile(file)));
 }
 
 function readShardToken(s: Settings): string | undefined {

@@ -102,12 +102,14 @@ export class DeclaredTenants {
   readonly #controlOrgId = new IngestError('SIGLAKE_BAD_HEADER', 'bad header: X-Scope-OrgID holds control characters');
 
   constructor(decls: readonly TenantDecl[], opts: DeclaredTenantsOptions) {
+    // The index first: an overlap the file decides throws before any bucket, Redis client or timer exists.
+    const index = new TenantIndex(decls);
     this.#o = opts;
     const perPrincipal = opts.perPrincipalPerSec > 0;
     this.#sharedPrincipals = perPrincipal && opts.shared !== undefined ? sharedPrincipalBuckets(opts.perPrincipalPerSec, opts.shared) : null;
     this.#principals = perPrincipal && this.#sharedPrincipals === null ? new PrincipalBuckets(opts.perPrincipalPerSec) : null;
     this.#server = opts.serverBudget === undefined ? null : new Budget(opts.serverBudget);
-    this.#snap = this.#build(new TenantIndex(decls), undefined);
+    this.#snap = this.#build(index, undefined);
     this.#arm();
     if (opts.shared !== undefined) {
       this.#sync = new BudgetSync({ ...opts.shared, budgets: () => this.#budgets() });

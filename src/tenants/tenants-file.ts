@@ -45,9 +45,12 @@ export interface TenantDecl {
 
 export class TenantsFileError extends Error {
   readonly code = 'SIGLAKE_TENANTS_FILE';
-  constructor(message: string) {
+  /** What is wrong, without the file's name (a start-up refusal puts the setting, its source and the file before it). */
+  readonly detail: string;
+  constructor(message: string, detail?: string) {
     super(message);
     this.name = 'TenantsFileError';
+    this.detail = detail ?? message;
   }
 }
 

@@ -1,5 +1,7 @@
 // Loading and reloading the tenants file (declared-tenants.md §1). At start-up
-// a bad file stops the process (exit 2, the message names tenant and field).
+// a bad file stops the process: exit 2, one line naming the setting, where its
+// value came from, the file and what is wrong (tenant and field, or the two
+// tenants that overlap): `invalid tenants.file (flag --tenants-file): <file>: …`.
 // Afterwards the file is reloaded on SIGHUP and when it changes (fs.watch on
 // its directory, so an editor's rename-into-place is seen, and so is a
 // Kubernetes ConfigMap's swap of its ..data link; debounced): a
@@ -8,6 +10,7 @@
 
 import fs from 'node:fs';
 import path from 'node:path';
+import { ConfigError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { AuditLog } from './audit-log.js';
 import type { DeclaredTenants } from './declared-tenants.js';
@@ -20,12 +23,30 @@ export function readTenantsFile(file: string): TenantDecl[] {
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch (e) {
-    throw new TenantsFileError(`tenants.file: cannot read ${file} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+    const why = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
+    throw new TenantsFileError(`tenants.file: cannot read ${file} (${why})`, `cannot read (${why})`);
   }
   try {
     return parseTenantsText(text, file);
   } catch (e) {
-    if (e instanceof TenantsFileError) throw new TenantsFileError(`tenants.file ${file}: ${e.message}`);
+    if (e instanceof TenantsFileError) throw new TenantsFileError(`tenants.file ${file}: ${e.message}`, e.detail);
+    throw e;
+  }
+}
+
+/**
+ * Start-up: runs `load` (reading `file` and building the tenants from it),
+ * and turns any problem with the file, the overlap of two tenants that only
+ * the built index finds included, into the setting's refusal
+ * (ConfigError.ofSetting: `tenants.file: <file>: <what>`, to which the CLI
+ * adds where the value came from). `file` undefined: no file, `load` as is.
+ */
+export function loadTenantsAtStart<T>(file: string | undefined, load: () => T): T {
+  if (file === undefined) return load();
+  try {
+    return load();
+  } catch (e) {
+    if (e instanceof TenantsFileError) throw ConfigError.ofSetting('tenants.file', `${file}: ${e.detail}`);
     throw e;
   }
 }
@@ -95,7 +116,15 @@ export class TenantsReloader {
     this.#lastText = text;
     try {
       const decls = readTenantsFile(file);
-      const { added, removed } = tenants.replace(decls);
+      let changed: { added: string[]; removed: string[] };
+      try {
+        changed = tenants.replace(decls);
+      } catch (e) {
+        // An overlap the file alone decides (declared-tenants.md §2): name the file, as for every other problem.
+        if (e instanceof TenantsFileError) throw new TenantsFileError(`tenants.file ${file}: ${e.message}`, e.detail);
+        throw e;
+      }
+      const { added, removed } = changed;
       log.info({ cause, tenants: tenants.size, added: added.length, removed: removed.length }, 'tenants file reloaded');
       audit?.write({ event: 'tenants_reload', tenant: null, subject: null, reason: cause, remote: null, tenants: tenants.size, added, removed });
       return true;

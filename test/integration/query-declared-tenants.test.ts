@@ -106,13 +106,18 @@ describe('siglake query with --tenants-file: declared tenants first, then the cl
     expect(m1.get('siglake_query_tenant_denied_total{reason="unlisted"}')).toBe(1);
   });
 
-  it('a tenants file that does not load stops start-up with exit 2, naming the file', async () => {
+  it('a tenants file that does not load stops start-up with exit 2 and one line naming the setting, its source and the file', async () => {
     const bad = path.join(dataDir, 'bad.yaml');
     fs.writeFileSync(bad, 'tenants:\n  - id: a\n    subjects: { groups: [ops] }\n  - id: b\n    subjects: { groups: [dev, ops] }\n');
-    const r = runCli(['query', '--query-listen', '127.0.0.1:0', ...icebergFlags(dataDir), ...oidc, '--query-tenant-claim', 'tenant', '--tenants-file', bad]);
+    const query = (args: string[], env: Record<string, string> = {}) =>
+      runCli(['query', '--query-listen', '127.0.0.1:0', ...icebergFlags(dataDir), ...oidc, '--query-tenant-claim', 'tenant', ...args], { env });
+    const r = query(['--tenants-file', bad]);
     expect(r.status).toBe(2);
-    expect(r.stderr).toContain(bad);
-    expect(r.stderr).toMatch(/tenants "a" and "b" overlap: both select group "ops"/);
+    expect(r.stderr).toBe(`siglake: invalid tenants.file (flag --tenants-file): ${bad}: tenants "a" and "b" overlap: both select group "ops" (a principal belongs to at most one tenant)\n`);
+    const absent = path.join(dataDir, 'absent.yaml');
+    const r2 = query([], { SIGLAKE_TENANTS_FILE: absent });
+    expect(r2.status).toBe(2);
+    expect(r2.stderr).toBe(`siglake: invalid tenants.file (env SIGLAKE_TENANTS_FILE): ${absent}: cannot read (ENOENT)\n`);
   });
 });
 

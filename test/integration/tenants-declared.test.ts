@@ -308,17 +308,28 @@ describe("a principal's own bucket refuses before its tenant's is spent (no tena
 });
 
 describe('tenants file at start-up and reload', () => {
-  it('an overlap decidable from the file stops start-up with exit 2, naming both tenants', () => {
+  it('a bad file stops start-up with exit 2 and one line naming the setting, its source, the file and the problem (an overlap names both tenants)', () => {
     const file = path.join(dir, 'overlap.yaml');
     fs.writeFileSync(file, 'tenants:\n  - id: a\n    subjects: { groups: [ops] }\n  - id: b\n    subjects: { groups: [dev, ops] }\n');
-    const r = runCli(['ingest', '--http-listen', '127.0.0.1:0', '--grpc-listen', '127.0.0.1:0', '--wal-dir', path.join(dir, 'w-overlap'), '--tenants-file', file]);
+    const ingest = (wal: string, args: string[], env: Record<string, string> = {}) =>
+      runCli(['ingest', '--http-listen', '127.0.0.1:0', '--grpc-listen', '127.0.0.1:0', '--wal-dir', path.join(dir, wal), ...args], { env });
+    // The overlap is found once the index is built, after the file was read: it named neither the setting nor its source.
+    const r = ingest('w-overlap', ['--tenants-file', file]);
     expect(r.status).toBe(2);
-    expect(r.stderr).toMatch(/tenants "a" and "b" overlap: both select group "ops"/);
+    expect(r.stderr).toBe(`siglake: invalid tenants.file (flag --tenants-file): ${file}: tenants "a" and "b" overlap: both select group "ops" (a principal belongs to at most one tenant)\n`);
+    const byEnv = ingest('w-overlap-env', [], { SIGLAKE_TENANTS_FILE: file });
+    expect(byEnv.status).toBe(2);
+    expect(byEnv.stderr).toMatch(/^siglake: invalid tenants\.file \(env SIGLAKE_TENANTS_FILE\): .*overlap\.yaml: tenants "a" and "b" overlap/);
     const bad = path.join(dir, 'noselector.yaml');
     fs.writeFileSync(bad, 'tenants:\n  - id: a\n    rateLimit: { requestsPerSec: 5 }\n');
-    const r2 = runCli(['ingest', '--http-listen', '127.0.0.1:0', '--grpc-listen', '127.0.0.1:0', '--wal-dir', path.join(dir, 'w-nosel'), '--tenants-file', bad]);
+    const r2 = ingest('w-nosel', ['--tenants-file', bad]);
     expect(r2.status).toBe(2);
-    expect(r2.stderr).toMatch(/tenant "a" subjects: required: at least one selector/);
+    expect(r2.stderr).toMatch(/^siglake: invalid tenants\.file \(flag --tenants-file\): .*noselector\.yaml: .*tenant "a" subjects: required: at least one selector.*\n$/);
+    const config = path.join(dir, 'siglake-tenants.yaml');
+    fs.writeFileSync(config, `tenants:\n  file: ${path.join(dir, 'absent.yaml')}\n`);
+    const r3 = ingest('w-absent', ['--config', config]);
+    expect(r3.status).toBe(2);
+    expect(r3.stderr).toBe(`siglake: invalid tenants.file (file ${config} key tenants.file): ${path.join(dir, 'absent.yaml')}: cannot read (ENOENT)\n`);
   });
 
   it('reload adds a tenant that writes without a restart, removes one (then undeclared), and a bad reload keeps the old set', async () => {
