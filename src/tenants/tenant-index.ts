@@ -191,8 +191,8 @@ export class TenantIndex {
     let found: DeclaredTenant | null = null;
     const names = this.#claimNames;
     for (let i = 0; i < names.length; i++) {
-      const v = claims[names[i]!];
-      if (typeof v !== 'string') continue;
+      const v = claimText(claims[names[i]!]);
+      if (v === undefined) continue;
       const t = this.#claimMaps[i]!.get(v);
       if (t === undefined) continue;
       if (found !== null && found !== t) return AMBIGUOUS;
@@ -206,6 +206,13 @@ export class TenantIndex {
           if (typeof g !== 'string') continue;
           const t = this.#groups.get(g);
           if (t === undefined) continue;
+          if (found !== null && found !== t) return AMBIGUOUS;
+          found = t;
+        }
+      } else if (typeof held === 'string') {
+        // An identity provider's one group as a plain string (some send a list only for two or more).
+        const t = this.#groups.get(held);
+        if (t !== undefined) {
           if (found !== null && found !== t) return AMBIGUOUS;
           found = t;
         }
@@ -237,6 +244,18 @@ function immutable(claims: Readonly<Record<string, unknown>>): boolean {
   return g === null || typeof g !== 'object' || Object.isFrozen(g);
 }
 
+/**
+ * A claim's value as the file's (string) values are compared with it: a
+ * string as it is, a number or a boolean in its JSON spelling (`org_id: 42`
+ * in a token matches `org_id: "42"` in the file, the only way the file can
+ * write it); anything else (an object, a list, null) matches nothing.
+ */
+function claimText(v: unknown): string | undefined {
+  if (typeof v === 'string') return v;
+  if ((typeof v === 'number' && Number.isFinite(v)) || typeof v === 'boolean') return String(v);
+  return undefined;
+}
+
 function includes(list: readonly string[], v: unknown): boolean {
   if (typeof v !== 'string') return false;
   for (let i = 0; i < list.length; i++) if (list[i] === v) return true;
@@ -245,12 +264,13 @@ function includes(list: readonly string[], v: unknown): boolean {
 
 function matches(c: Compound, claims: Readonly<Record<string, unknown>>): boolean {
   for (let i = 0; i < c.claimNames.length; i++) {
-    if (claims[c.claimNames[i]!] !== c.claimValues[i]) return false;
+    if (claimText(claims[c.claimNames[i]!]) !== c.claimValues[i]) return false;
   }
   if (c.issuers.length > 0 && !includes(c.issuers, claims['iss'])) return false;
   if (c.subs.length > 0 && !includes(c.subs, claims['sub'])) return false;
   if (c.groups.length > 0) {
     const held = claims[GROUPS_CLAIM];
+    if (typeof held === 'string') return includes(c.groups, held);
     if (!Array.isArray(held)) return false;
     let any = false;
     for (let i = 0; i < held.length && !any; i++) any = includes(c.groups, held[i]);

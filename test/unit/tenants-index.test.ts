@@ -142,8 +142,10 @@ describe('resolution', () => {
     expect(idx.resolve(undefined)).toBeNull();
     expect(idx.resolve({ sub: 'u', org_id: 'other' })).toBeNull();
     expect(idx.resolve({ sub: 'u', iss: 'https://idp.hooli', env: 'dev' })).toBeNull();
-    expect(idx.resolve({ sub: 'u', groups: 'globex-ops' })).toBeNull(); // not a list
-    expect(idx.resolve({ sub: 'u', org_id: ['acme-prod'] })).toBeNull(); // not a string
+    expect(idx.resolve({ sub: 'u', groups: 'globex-nope' })).toBeNull();
+    expect(idx.resolve({ sub: 'u', org_id: ['acme-prod'] })).toBeNull(); // a list is no claim value
+    expect(idx.resolve({ sub: 'u', org_id: { v: 'acme-prod' } })).toBeNull();
+    expect(idx.resolve({ sub: 'u', org_id: null })).toBeNull();
     expect(idx.resolvePrincipal({ sub: 'nobody' })).toEqual({ kind: 'none' });
   });
 
@@ -160,6 +162,30 @@ describe('resolution', () => {
       ],
     });
     expect(reversed.resolve(claims)).toBe(AMBIGUOUS);
+  });
+
+  it('a number or boolean claim matches the file\'s quoted value; one group may come as a plain string', () => {
+    // The file can only hold strings ("quote numbers"); a token's org_id 42 fell through to undeclared
+    // routing (default, or the claim's own 403), escaping the tenant's bucket and budget.
+    const n = load({
+      tenants: [
+        { id: 'num', subjects: { claims: { org_id: '42' } } },
+        { id: 'flag', subjects: { claims: { beta: 'true', env: 'prod' } } },
+        { id: 'grp', subjects: { groups: ['ops'] } },
+        { id: 'grp2', subjects: { groups: ['dev'], issuers: ['https://idp'] } },
+      ],
+    });
+    expect(n.resolve({ sub: 'u', org_id: 42 })).toBe(n.byId('num'));
+    expect(n.resolve({ sub: 'u', org_id: '42' })).toBe(n.byId('num'));
+    expect(n.resolve({ sub: 'u', org_id: 42.5 })).toBeNull();
+    expect(n.resolve({ sub: 'u', org_id: 420 })).toBeNull();
+    expect(n.resolve({ sub: 'u', beta: true, env: 'prod' })).toBe(n.byId('flag'));
+    expect(n.resolve({ sub: 'u', beta: false, env: 'prod' })).toBeNull();
+    // As the Kubernetes API server reads its groups claim: a string or a list of strings.
+    expect(n.resolve({ sub: 'u', groups: 'ops' })).toBe(n.byId('grp'));
+    expect(n.resolve({ sub: 'u', groups: 'dev', iss: 'https://idp' })).toBe(n.byId('grp2'));
+    expect(idx.resolve({ sub: 'u', groups: 'globex-ops' })).toBe(idx.byId('globex'));
+    expect(n.resolve({ sub: 'u', groups: 'ops', org_id: 42 })).toBe(AMBIGUOUS);
   });
 
   it('two groups of one tenant are not ambiguous', () => {
