@@ -448,16 +448,43 @@ export class DeclaredTenants {
     const rt = this.#snap.byId.get(tenant);
     if (rt === undefined && this.#server === null) return undefined;
     const now = Date.now();
+    // The narrowest exhausted budget refuses (and names the refusal); Retry-After is the latest end
+    // among every exhausted one, since a retry before it is refused again by a wider one (an index's
+    // day budget and its tenant's month budget both spent: the month's end, not tonight).
+    let own = 0;
     let wait = 0;
     let scope = '';
-    if (rt !== undefined) {
-      const ib = index === undefined ? undefined : rt.indexBudgets.get(index);
-      if (ib !== undefined && (wait = ib.exhausted(now)) > 0) scope = 'index';
-      else if (rt.budget !== null && (wait = rt.budget.exhausted(now)) > 0) scope = 'tenant';
+    // (Three checks written out: this runs for every request of a tenant with a budget, and allocates nothing.)
+    const ib = rt === undefined || index === undefined ? undefined : rt.indexBudgets.get(index);
+    if (ib !== undefined) {
+      const w = ib.exhausted(now);
+      if (w > 0) {
+        scope = 'index';
+        own = wait = w;
+      }
     }
-    if (wait === 0 && this.#server !== null && (wait = this.#server.exhausted(now)) > 0) scope = 'server';
+    if (rt !== undefined && rt.budget !== null) {
+      const w = rt.budget.exhausted(now);
+      if (w > 0) {
+        if (scope === '') {
+          scope = 'tenant';
+          own = w;
+        }
+        if (w > wait) wait = w;
+      }
+    }
+    if (this.#server !== null) {
+      const w = this.#server.exhausted(now);
+      if (w > 0) {
+        if (scope === '') {
+          scope = 'server';
+          own = w;
+        }
+        if (w > wait) wait = w;
+      }
+    }
     if (wait === 0) return undefined;
-    return { error: this.#budgetError(scope, wait), scope, rt, claims, note };
+    return { error: this.#budgetError(scope, own, wait), scope, rt, claims, note };
   }
 
   /**
@@ -470,11 +497,12 @@ export class DeclaredTenants {
     return d.error;
   }
 
-  #budgetError(scope: string, seconds: number): IngestError {
-    const key = `${scope}\0${seconds}`;
+  #budgetError(scope: string, own: number, seconds: number): IngestError {
+    const key = `${scope}\0${own}\0${seconds}`;
     let e = this.#retry.get(key);
     if (e === undefined) {
-      e = new IngestError('SIGLAKE_BUDGET_EXHAUSTED', `budget exhausted: the ${scope} budget is spent until its UTC period ends in ${seconds} s`, {
+      const wider = seconds > own ? `; a wider budget is spent too, until ${seconds} s from now` : '';
+      e = new IngestError('SIGLAKE_BUDGET_EXHAUSTED', `budget exhausted: the ${scope} budget is spent until its UTC period ends in ${own} s${wider}`, {
         retryAfterSecs: seconds,
       });
       if (this.#retry.size < 4096) this.#retry.set(key, e);

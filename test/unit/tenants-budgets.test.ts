@@ -52,6 +52,39 @@ describe('budget periods (UTC)', () => {
   });
 });
 
+describe('several budgets spent at once', () => {
+  it('the narrowest refuses and names itself; Retry-After is the latest end of every spent one', () => {
+    // An index's day budget and its tenant's month budget, both spent: a retry tonight would be refused
+    // again by the month (before stop 48 Retry-After said tonight).
+    const file = `tenants:\n  - id: a\n    subjects: { subs: [x] }\n    budget: { period: month, records: 1 }\n    indexes: [{ name: pay, budget: { period: day, records: 1 } }]\n`;
+    const dt = new DeclaredTenants(parseTenantsText(file, 't.yaml'), { perPrincipalPerSec: 0 });
+    const now = new Date();
+    const dayEnd = (Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1) - now.getTime()) / 1000;
+    const monthEnd = (Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1) - now.getTime()) / 1000;
+    dt.completed('a', 'pay', undefined, 1, 10);
+    const both = dt.checkBudgets('a', 'pay', undefined)!;
+    expect(both.scope).toBe('index');
+    expect(Math.abs(both.error.retryAfterSecs - monthEnd)).toBeLessThan(5);
+    // (On a month's last day the two ends are one: nothing wider to name.)
+    expect(both.error.message).toMatch(
+      monthEnd - dayEnd > 60
+        ? /^budget exhausted: the index budget is spent until its UTC period ends in \d+ s; a wider budget is spent too, until \d+ s from now$/
+        : /^budget exhausted: the index budget is spent until its UTC period ends in \d+ s$/,
+    );
+    const tenantOnly = dt.checkBudgets('a', undefined, undefined)!;
+    expect(tenantOnly.scope).toBe('tenant');
+    expect(Math.abs(tenantOnly.error.retryAfterSecs - monthEnd)).toBeLessThan(5);
+    // The index's day budget alone spent (a new month's tenant budget, here: another tenant file).
+    const alone = new DeclaredTenants(parseTenantsText(file.replace('records: 1 }\n    indexes', 'records: 100 }\n    indexes'), 't.yaml'), { perPrincipalPerSec: 0 });
+    alone.completed('a', 'pay', undefined, 1, 10);
+    const dayOnly = alone.checkBudgets('a', 'pay', undefined)!;
+    expect(Math.abs(dayOnly.error.retryAfterSecs - dayEnd)).toBeLessThan(5);
+    expect(dayOnly.error.message).not.toMatch(/wider/);
+    void dt.close();
+    void alone.close();
+  });
+});
+
 describe('audit log', () => {
   it('writes JSON lines, and drops (counting) past its queue bound instead of blocking', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'siglake-audit-'));
