@@ -296,6 +296,9 @@ export class GrpcAcceptor {
           next(
             new grpc.ServerListenerBuilder()
               .withOnReceiveMetadata((md, nextMd) => {
+                // Claimed first, whatever comes of the call: an entry left in the tap by a refused
+                // call would count toward its bound (past which streams read as dropped).
+                const dropped = where?.tap !== undefined && where.tap.take(where.stream.id!) !== undefined;
                 if (full) {
                   this.#o.metrics.grpcStreamsRefused();
                   refuse(tooManyStreams);
@@ -308,7 +311,6 @@ export class GrpcAcceptor {
                 // A routing header HTTP/2 dropped is a raw header fault, refused where HTTP refuses
                 // one (after the breaker, the global bucket and authentication, contract §4), never
                 // read as absent.
-                const dropped = where?.tap !== undefined && where.tap.take(where.stream.id!) !== undefined;
                 let pre: Admitted | Promise<Admitted>;
                 try {
                   // [declared tenants] the peer for the audit stream, read only while it is on.

@@ -29,10 +29,17 @@ const FLAG_PADDED = 0x8;
 const FLAG_PRIORITY = 0x20;
 /** nghttp2 refuses header lists far smaller; past this the connection is cut. */
 const MAX_HEADER_BLOCK_BYTES = 256 * 1024;
-/** Streams remembered at once; a call is looked up as soon as its headers are parsed. */
-const MAX_REMEMBERED = 4096;
+/**
+ * Streams remembered at once; a call is looked up as soon as its headers are
+ * parsed. Past it the oldest entry goes, and every stream up to the highest
+ * one forgotten reads as dropped (fail-closed: see take()).
+ */
+export const MAX_REMEMBERED = 4096;
 /** What nghttp2 would decode the table with: Node's default SETTINGS_HEADER_TABLE_SIZE. */
 const HEADER_TABLE_BYTES = 4096;
+
+/** What take() answers for a stream whose entry may have been evicted. */
+const EVICTED = 'x-scope-orgid or x-siglake-index (forgotten: too many streams with one)';
 
 const ROUTING = new Set(['x-scope-orgid', 'x-siglake-index']);
 
@@ -53,6 +60,12 @@ export function droppedByHttp2(v: string): boolean {
 export class Http2HeaderTap {
   /** Stream id → the routing header nghttp2 will drop from it. */
   readonly #bad = new Map<number, string>();
+  /**
+   * The highest stream id whose entry was evicted to keep #bad bounded. A
+   * stream at or below it that #bad does not hold may have lost its entry:
+   * it is read as dropped, never as clean.
+   */
+  #evictedUpTo = 0;
   #pending: Buffer | undefined;
   #prefaceLeft = PREFACE_BYTES;
   /** Payload bytes of the current non-header frame still to skip. */
@@ -73,11 +86,22 @@ export class Http2HeaderTap {
     return this.#decoder.entries;
   }
 
-  /** The routing header of `streamId` that HTTP/2 dropped, if any (forgotten once asked). */
+  /**
+   * The routing header of `streamId` that HTTP/2 dropped, if any (forgotten
+   * once asked). A stream whose entry may have been evicted (its id at or
+   * below the highest evicted one) reads as dropped: a client that leaves
+   * more than MAX_REMEMBERED such streams unclaimed (one write of 4,097
+   * HEADERS frames, the later ones answered 415 without a call) would
+   * otherwise have the first call's header read as absent, and the call
+   * routed to `default` (fail-closed, contract §5).
+   */
   take(streamId: number): string | undefined {
     const v = this.#bad.get(streamId);
-    if (v !== undefined) this.#bad.delete(streamId);
-    return v;
+    if (v !== undefined) {
+      this.#bad.delete(streamId);
+      return v;
+    }
+    return streamId <= this.#evictedUpTo ? EVICTED : undefined;
   }
 
   feed(chunk: Buffer): void {
@@ -168,7 +192,10 @@ export class Http2HeaderTap {
   #remember(stream: number, header: string): void {
     if (this.#bad.size >= MAX_REMEMBERED) {
       const oldest = this.#bad.keys().next().value;
-      if (oldest !== undefined) this.#bad.delete(oldest);
+      if (oldest !== undefined) {
+        this.#bad.delete(oldest);
+        if (oldest > this.#evictedUpTo) this.#evictedUpTo = oldest;
+      }
     }
     this.#bad.set(stream, header);
   }

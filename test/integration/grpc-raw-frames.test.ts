@@ -7,9 +7,14 @@
 // 69 bytes ended `siglake ingest`, every tenant with it. So did a flood of
 // ~1,100 such streams in one write.
 
+import hpack from 'hpack.js';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { LOGS_EXPORT } from '../helpers/grpc-client.js';
 import { startIngester, type RunningIngester } from '../helpers/ingester.js';
+import { logsProto } from '../helpers/otlp-bodies.js';
+import { decodeStatusProto, errorInfoOf } from '../helpers/rpc-status.js';
+import { walBytes } from '../helpers/tenancy-client.js';
 
 const running: RunningIngester[] = [];
 afterEach(async () => {
@@ -79,5 +84,87 @@ describe('the gRPC port under raw HTTP/2 frames', () => {
     for (let i = 0; i < 1200; i++) parts.push(frame(HEADERS, END_STREAM_HEADERS, 1 + 2 * i, i === 0 ? NO_CONTENT_TYPE : Buffer.from([0x83, 0x86, 0xbf, 0xbe])));
     await blast(ing.grpcPort, Buffer.concat(parts));
     await stillServes(ing);
+  });
+});
+
+/** HPACK literal without indexing (or with incremental indexing), new name, no Huffman. */
+function literal(name: string, value: string, index = false): Buffer {
+  const n = Buffer.from(name, 'latin1');
+  const v = Buffer.from(value, 'latin1');
+  return Buffer.concat([Buffer.from([index ? 0x40 : 0x00, n.length]), n, Buffer.from([v.length]), v]);
+}
+
+/** A gRPC message frame: flag 0, 4-byte length, the message. */
+function grpcMessage(msg: Uint8Array): Buffer {
+  const p = Buffer.alloc(5);
+  p.writeUInt32BE(msg.length, 1);
+  return Buffer.concat([p, msg]);
+}
+
+/** Every header the server sent on `stream` (HEADERS frames of all streams decoded in order, to keep the table). */
+function serverHeaders(bytes: Buffer, stream: number): Record<string, string> {
+  const dec = hpack.decompressor.create({ table: { maxSize: 4096 } });
+  const out: Record<string, string> = {};
+  let off = 0;
+  while (bytes.length - off >= 9) {
+    const len = bytes.readUIntBE(off, 3);
+    if (bytes.length - off - 9 < len) break;
+    const type = bytes[off + 3]!;
+    const id = bytes.readUInt32BE(off + 5) & 0x7fffffff;
+    if (type === HEADERS) {
+      dec.write(bytes.subarray(off + 9, off + 9 + len));
+      dec.execute();
+      for (let h = dec.read(); h !== null; h = dec.read()) if (id === stream) out[h.name] = h.value;
+    }
+    off += 9 + len;
+  }
+  return out;
+}
+
+describe('the header tap past its bound (MAX_REMEMBERED, 4,096 streams)', () => {
+  it('regression (tap-evict): a call whose X-Scope-OrgID HTTP/2 drops, then 4,096 more such streams in one write → INVALID_ARGUMENT SIGLAKE_BAD_HEADER, nothing stored for default', async () => {
+    // 8,192 streams a connection: nghttp2 opens every one (none refused), so the
+    // tap's record of stream 1 is evicted before grpc-js asks for it.
+    const ing = await startIngester({
+      args: ['--compactor=false', '--auth-bearer-tokens', 'tokA', '--trust-tenant-header', '--grpc-max-streams-per-connection', '8192'],
+    });
+    running.push(ing);
+    const walBefore = walBytes(ing.walDir);
+    const call = Buffer.concat([
+      Buffer.from([0x83, 0x86]),
+      literal(':authority', 'x'),
+      literal(':path', LOGS_EXPORT),
+      literal('content-type', 'application/grpc'),
+      literal('te', 'trailers'),
+      literal('authorization', 'Bearer tokA'),
+      literal('x-scope-orgid', ' evil'),
+    ]);
+    const parts = [PREFACE, SETTINGS, frame(HEADERS, 0x4, 1, call), frame(0, 0x1, 1, grpcMessage(logsProto(['smuggled-into-default'])))];
+    // Streams 3, 5, …: :method POST, :scheme http, :path / and a dropped X-Scope-OrgID (indexed
+    // after the first); grpc-js answers each 415 without a call, so none claims its record.
+    for (let i = 0; i < 4096; i++) {
+      const block = i === 0 ? Buffer.concat([Buffer.from([0x83, 0x86, 0x84]), literal(':authority', 'x', true), literal('x-scope-orgid', ' bad', true)]) : Buffer.from([0x83, 0x86, 0x84, 0xbf, 0xbe]);
+      parts.push(frame(HEADERS, END_STREAM_HEADERS, 3 + 2 * i, block));
+    }
+    const s = net.connect(ing.grpcPort, '127.0.0.1');
+    s.on('error', () => undefined);
+    const got: Buffer[] = [];
+    s.on('data', (d: Buffer) => got.push(d));
+    await new Promise<void>((r) => s.on('connect', () => r()));
+    s.write(Buffer.concat(parts));
+    let answer: Record<string, string> = {};
+    for (let t = Date.now(); Date.now() - t < 10_000; await new Promise((r) => setTimeout(r, 100))) {
+      answer = serverHeaders(Buffer.concat(got), 1);
+      if (answer['grpc-status'] !== undefined) break;
+    }
+    s.destroy();
+    expect(answer['grpc-status'], JSON.stringify(answer)).toBe('3'); // INVALID_ARGUMENT
+    expect(errorInfoOf(decodeStatusProto(Buffer.from(answer['grpc-status-details-bin'] ?? '', 'base64'))).reason).toBe('SIGLAKE_BAD_HEADER');
+    const m = await ing.metrics();
+    expect(m.get('siglake_ingest_requests_total{endpoint="otlp",status="400"}')).toBe(1);
+    expect(m.get('siglake_ingest_requests_total{endpoint="otlp",status="200"}') ?? 0).toBe(0);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(walBytes(ing.walDir)).toBe(walBefore);
+    await stillServes(ing, 'tokA');
   });
 });
