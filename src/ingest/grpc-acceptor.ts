@@ -20,6 +20,7 @@ import { INVALID_ROUTING_HEADER, installGrpcHeaderGuard } from './grpc-header-gu
 import { peerOfCall, tapOfCall, tapSocket } from './grpc-header-tap.js';
 import { installGrpcDeadStreamGuard } from './grpc-dead-stream-guard.js';
 import { installGrpcTransportRefusals, transportRefusal } from './grpc-transport-refusals.js';
+import { installGrpcMessageFrames, MESSAGE_SINK, type MessageSink } from './grpc-message-frames.js';
 import { Answers } from './answers.js';
 import { asRefusal, DRAINING, grpcStatusDetails, logRefusal } from './responses.js';
 
@@ -36,6 +37,14 @@ const identity = (b: Buffer): Buffer => b;
 const IDLE_SESSION_MS = 10_000;
 
 const EMPTY = Buffer.alloc(0);
+
+/** Messages up to this are counted in flight but never refused by its bound (HTTP's SMALL_BODY_BYTES). */
+const SMALL_MESSAGE_BYTES = 64 * 1024;
+
+/** Bytes of the in-flight bound a call took when its message's length prefix arrived, until the handler takes them over. */
+interface Held {
+  bytes: number;
+}
 
 /** Trailing metadata of a refusal: `retry-after` when it has one, and its google.rpc.Status with the ErrorInfo. */
 function refusalMetadata(e: IngestError): grpc.Metadata {
@@ -133,6 +142,8 @@ export class GrpcAcceptor {
   #open = 0;
   /** What admitHeaders() decided for a call, keyed by its metadata, for the handler. */
   readonly #admitted = new WeakMap<grpc.Metadata, Admitted>();
+  /** The in-flight bytes a call's message holds while it is received, keyed by its metadata, for the handler. */
+  readonly #held = new WeakMap<grpc.Metadata, Held>();
   readonly #server: grpc.Server;
   #listener: net.Server | undefined;
   #port = 0;
@@ -151,6 +162,7 @@ export class GrpcAcceptor {
     installGrpcHeaderGuard(opts.log);
     installGrpcTransportRefusals();
     installGrpcDeadStreamGuard();
+    installGrpcMessageFrames();
     this.#server = new grpc.Server({
       'grpc.max_receive_message_length': opts.maxRequestBytes,
       'grpc.max_send_message_length': 1024 * 1024,
@@ -247,6 +259,14 @@ export class GrpcAcceptor {
     };
     let gotMessage = false;
     let refused = false;
+    // Bytes of the in-flight bound its message holds while it arrives (given back at the call's end
+    // unless the handler took them over).
+    const held: Held = { bytes: 0 };
+    const releaseHeld = () => {
+      if (held.bytes === 0) return;
+      this.#o.inflight.release(held.bytes);
+      held.bytes = 0;
+    };
     let timer: NodeJS.Timeout | undefined;
     const clear = () => {
       if (timer !== undefined) clearTimeout(timer);
@@ -260,6 +280,7 @@ export class GrpcAcceptor {
       // Answered once: grpc-js may have refused the message itself meanwhile (countedTransport).
       if (refused) return;
       refused = true;
+      releaseHeld();
       const e = asRefusal(err);
       logRefusal(this.#o.log, e, endpoint, err);
       this.#o.metrics.request(endpoint, e.httpStatus);
@@ -279,6 +300,21 @@ export class GrpcAcceptor {
       this.#o.admission.refused(e, noteOf());
       return true;
     };
+    const sink: MessageSink = {
+      // The message's length prefix arrived (grpc-message-frames.ts): its bytes are bounded before
+      // grpc-js buffers them, as an HTTP body's declared length is (contract §6).
+      messageStarts: (n) => {
+        if (n <= SMALL_MESSAGE_BYTES) this.#o.inflight.force(n);
+        else {
+          const full = this.#o.inflight.reserve(n);
+          if (full !== undefined) return full;
+        }
+        held.bytes += n;
+        return undefined;
+      },
+      refuse: (e) => refuse(e),
+    };
+    (call as { [MESSAGE_SINK]?: MessageSink })[MESSAGE_SINK] = sink;
     return new grpc.ServerInterceptingCall(
       call,
       new grpc.ResponderBuilder()
@@ -311,6 +347,7 @@ export class GrpcAcceptor {
                 // A routing header HTTP/2 dropped is a raw header fault, refused where HTTP refuses
                 // one (after the breaker, the global bucket and authentication, contract §4), never
                 // read as absent.
+                this.#held.set(md, held);
                 let pre: Admitted | Promise<Admitted>;
                 try {
                   // [declared tenants] the peer for the audit stream, read only while it is on.
@@ -355,6 +392,7 @@ export class GrpcAcceptor {
               .withOnCancel(() => {
                 clear();
                 release();
+                releaseHeld();
                 countedTransport();
                 if (where !== undefined && where.stream.aborted) this.#o.metrics.aborted(endpoint);
               })
@@ -364,6 +402,7 @@ export class GrpcAcceptor {
         .withSendStatus((status, nextStatus) => {
           clear();
           release();
+          releaseHeld();
           nextStatus(status);
         })
         .build(),
@@ -393,9 +432,14 @@ export class GrpcAcceptor {
     }
     const flags = endpoint === 0 ? Signal.LOGS : Signal.TRACES;
     const body = call.request;
-    // In memory already (grpc-js read it whole): counted until the answer.
+    // Counted from its length prefix on (#admitOnMetadata's sink): the request takes those bytes
+    // over, as many as the message has now (more once grpc-js inflated it), until the answer.
+    const held = this.#held.get(call.metadata);
+    const had = held?.bytes ?? 0;
+    if (held !== undefined) held.bytes = 0;
     state.reserved = body.length;
-    this.#o.inflight.force(body.length);
+    if (body.length > had) this.#o.inflight.force(body.length - had);
+    else if (had > body.length) this.#o.inflight.release(had - body.length);
     // [declared tenants] a deferred budget refusal: the worker validates the message and refuses it.
     if (admitted instanceof Promise) {
       admitted.then(

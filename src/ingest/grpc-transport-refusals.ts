@@ -35,6 +35,11 @@ export function transportRefusal(call: object): IngestError | undefined {
   return (call as { [refusedHere]?: IngestError })[refusedHere];
 }
 
+/** Marks `call` as refused by the transport with `e` (read back by transportRefusal()). */
+export function markTransportRefusal(call: object, e: IngestError): void {
+  (call as { [refusedHere]?: IngestError })[refusedHere] = e;
+}
+
 const tooLarge = new IngestError('SIGLAKE_BODY_TOO_LARGE', 'request message too large (--max-request-bytes)');
 const notInflating = new IngestError('SIGLAKE_BAD_BODY', 'the compressed message does not decompress (grpc-encoding)');
 

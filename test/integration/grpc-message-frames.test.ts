@@ -1,0 +1,116 @@
+// A gRPC message's framing and its bytes while it arrives, against the real
+// process over node:http2 (exact frames) and grpc-js (a real client). Found by
+// a red-team review of the gRPC port (docs/reliability.md, findings 61–63):
+// a message still being received was counted nowhere in
+// --ingest-max-inflight-mib; malformed framing (a compressed flag without an
+// encoding, a flag byte of 2, bytes after the one message of a unary call) was
+// stored; and some refusals grpc-js sends itself came without an ErrorInfo,
+// with a code the contract does not give them, uncounted.
+
+import http2 from 'node:http2';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LOGS_EXPORT, RawGrpcClient } from '../helpers/grpc-client.js';
+import { startIngester, type RunningIngester } from '../helpers/ingester.js';
+import { logsProto } from '../helpers/otlp-bodies.js';
+import { decodeStatusProto, errorInfoOf } from '../helpers/rpc-status.js';
+
+const MiB = 1024 * 1024;
+
+interface Answer {
+  http: number;
+  code: number;
+  errorCode: string | undefined;
+  retryAfter: string | undefined;
+}
+
+/** A gRPC call over its own HTTP/2 connection: exact headers, exact body bytes; `end` false leaves the stream open. */
+function h2Call(address: string, body: Buffer, opts: { headers?: Record<string, string>; end?: boolean } = {}): { answered: Promise<Answer>; close(): void } {
+  const session = http2.connect(`http://${address}`);
+  session.on('error', () => undefined);
+  const req = session.request({ ':method': 'POST', ':path': LOGS_EXPORT, 'content-type': 'application/grpc', te: 'trailers', ...opts.headers }, { endStream: false });
+  req.on('error', () => undefined);
+  req.on('data', () => undefined);
+  const answered = new Promise<Answer>((resolve) => {
+    const a: Answer = { http: 0, code: -1, errorCode: undefined, retryAfter: undefined };
+    const take = (h: http2.IncomingHttpHeaders) => {
+      if (h[':status'] !== undefined) a.http = Number(h[':status']);
+      if (h['grpc-status'] !== undefined) a.code = Number(h['grpc-status']);
+      if (h['retry-after'] !== undefined) a.retryAfter = String(h['retry-after']);
+      const bin = h['grpc-status-details-bin'];
+      if (bin !== undefined) a.errorCode = errorInfoOf(decodeStatusProto(Buffer.from(String(bin), 'base64'))).reason;
+      if (a.code !== -1) resolve(a);
+    };
+    req.on('response', take);
+    req.on('trailers', take);
+    req.on('close', () => resolve(a));
+  });
+  if (body.length > 0) req.write(body);
+  if (opts.end !== false) req.end();
+  return {
+    answered,
+    close: () => {
+      req.close(http2.constants.NGHTTP2_CANCEL);
+      session.destroy();
+    },
+  };
+}
+
+/** The 5-byte gRPC prefix of a message: its flag byte and the length it declares. */
+function prefix(flag: number, length: number): Buffer {
+  const p = Buffer.alloc(5);
+  p[0] = flag;
+  p.writeUInt32BE(length, 1);
+  return p;
+}
+
+const framed = (msg: Uint8Array, flag = 0): Buffer => Buffer.concat([prefix(flag, msg.length), msg]);
+
+async function until(cond: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const requests = (m: Map<string, number>, status: number): number => m.get(`siglake_ingest_requests_total{endpoint="otlp",status="${status}"}`) ?? 0;
+
+describe('bytes of a gRPC message still being received (--ingest-max-inflight-mib 8)', () => {
+  let ing: RunningIngester;
+  beforeAll(async () => {
+    ing = await startIngester({ args: ['--compactor=false', '--ingest-max-inflight-mib', '8'] });
+  });
+  afterAll(async () => {
+    await ing?.stop();
+  });
+
+  it('regression (grpc-inflight-unbounded): a 6 MiB message counts from its length prefix; a second is refused UNAVAILABLE SIGLAKE_INFLIGHT_FULL; a cancel gives the bytes back', async () => {
+    const inflight = async () => (await ing.metric('siglake_ingest_inflight_bytes')) ?? -1;
+    // All but the last byte of a 6 MiB message, then nothing.
+    const a = h2Call(ing.grpcAddress, Buffer.concat([prefix(0, 6 * MiB), Buffer.alloc(6 * MiB - 1)]), { end: false });
+    await until(async () => (await inflight()) >= 6 * MiB, 5000, 'the stalled message counted in flight').catch(async (e: unknown) => {
+      throw new Error(`${String(e)}: siglake_ingest_inflight_bytes = ${await inflight()}`);
+    });
+    // A second one: 12 MiB would be in flight, past the bound of 8.
+    const b = h2Call(ing.grpcAddress, Buffer.concat([prefix(0, 6 * MiB), Buffer.alloc(1024)]), { end: false });
+    const refused = await Promise.race([b.answered, new Promise<undefined>((r) => setTimeout(() => r(undefined), 5000))]);
+    b.close();
+    expect(refused, 'the second message is refused at its length prefix').toMatchObject({ code: 14, errorCode: 'SIGLAKE_INFLIGHT_FULL', retryAfter: '1' });
+    const m = await ing.metrics();
+    expect(m.get('siglake_ingest_inflight_bytes_rejected_total')).toBe(1);
+    expect(requests(m, 503)).toBe(1);
+    expect(await inflight()).toBe(6 * MiB);
+    // The client gives up: its bytes come back at once.
+    a.close();
+    await until(async () => (await inflight()) === 0, 5000, 'the cancelled message released');
+    // A whole 6 MiB message from grpc-js: accepted, counted once, and nothing left in flight after.
+    const client = new RawGrpcClient(ing.grpcAddress);
+    try {
+      const r = await client.export('logs', logsProto(['x'.repeat(6 * MiB)]));
+      expect(r.code, r.details).toBe(0);
+    } finally {
+      client.close();
+    }
+    expect(await inflight()).toBe(0);
+  });
+});
