@@ -14,12 +14,20 @@
 // buffered. The acceptor gives the bytes back when the call ends, or hands
 // them to the request once grpc-js delivers the message.
 //
+// It also refuses framing grpc-js would take (INVALID_ARGUMENT
+// SIGLAKE_BAD_BODY, contract §6, counted 400), each of which was stored: a
+// flag byte other than 0 or 1 (grpc-js reads any non-1 as uncompressed), a
+// compressed flag on a call with no grpc-encoding or `identity` (grpc-js
+// passed the bytes on as they were), and any byte after the one message of a
+// unary call (a second message got a detail-less UNIMPLEMENTED, uncounted; a
+// partial second length prefix was dropped and the first message stored).
+//
 // A refused call reads nothing more: its later DATA is dropped and its
 // half-close never reaches the handler, so nothing of it is stored.
 
 import { createRequire } from 'node:module';
 import * as grpc from '@grpc/grpc-js';
-import type { IngestError } from '../errors.js';
+import { IngestError } from '../errors.js';
 import { grpcStatusDetails } from './responses.js';
 import { markTransportRefusal } from './grpc-transport-refusals.js';
 
@@ -35,6 +43,14 @@ export interface MessageSink {
   refuse(e: IngestError): void;
 }
 
+const badFlag = (flag: number): IngestError =>
+  new IngestError('SIGLAKE_BAD_BODY', `bad body: gRPC message flag byte ${flag} (0: uncompressed, 1: compressed)`);
+const compressedWithoutEncoding = new IngestError(
+  'SIGLAKE_BAD_BODY',
+  'bad body: a gRPC message flagged compressed on a call without a grpc-encoding (or with identity)',
+);
+const secondMessage = new IngestError('SIGLAKE_BAD_BODY', 'bad body: bytes after the one message of a unary call');
+
 const FLAG = 0;
 const SIZE = 1;
 const BODY = 2;
@@ -46,6 +62,8 @@ interface Frames {
   sizeLeft: number;
   size: number;
   bodyLeft: number;
+  /** Whole messages read (a unary call carries one). */
+  messages: number;
   /** Refused: later DATA and the half-close go nowhere. */
   stopped: boolean;
 }
@@ -63,7 +81,10 @@ function scan(call: CallInternals, st: Frames, data: Buffer): IngestError | unde
   let i = 0;
   while (i < data.length && st.phase !== OFF) {
     if (st.phase === FLAG) {
-      i++;
+      if (st.messages > 0) return secondMessage;
+      const flag = data[i++]!;
+      if (flag > 1) return badFlag(flag);
+      if (flag === 1 && call.incomingEncoding === 'identity') return compressedWithoutEncoding;
       st.phase = SIZE;
       st.sizeLeft = 4;
       st.size = 0;
@@ -79,12 +100,19 @@ function scan(call: CallInternals, st: Frames, data: Buffer): IngestError | unde
       const e = call[MESSAGE_SINK]?.messageStarts(st.size);
       if (e !== undefined) return e;
       st.bodyLeft = st.size;
-      st.phase = st.size === 0 ? FLAG : BODY;
+      st.phase = BODY;
+      if (st.size === 0) {
+        st.phase = FLAG;
+        st.messages++;
+      }
     } else {
       const n = Math.min(st.bodyLeft, data.length - i);
       i += n;
       st.bodyLeft -= n;
-      if (st.bodyLeft === 0) st.phase = FLAG;
+      if (st.bodyLeft === 0) {
+        st.phase = FLAG;
+        st.messages++;
+      }
     }
   }
   return undefined;
@@ -124,7 +152,7 @@ export function installGrpcMessageFrames(): void {
   const cancelled = proto.checkCancelled;
   if (typeof onData !== 'function' || typeof onEnd !== 'function' || typeof cancelled !== 'function') return;
   proto.handleDataFrame = function (this: CallInternals, data: Buffer): void {
-    const st = (this[STATE] ??= { phase: FLAG, sizeLeft: 0, size: 0, bodyLeft: 0, stopped: false });
+    const st = (this[STATE] ??= { phase: FLAG, sizeLeft: 0, size: 0, bodyLeft: 0, messages: 0, stopped: false });
     if (st.stopped) return;
     if (!cancelled.call(this)) {
       const e = scan(this, st, data);

@@ -8,11 +8,13 @@
 // with a code the contract does not give them, uncounted.
 
 import http2 from 'node:http2';
+import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOGS_EXPORT, RawGrpcClient } from '../helpers/grpc-client.js';
 import { startIngester, type RunningIngester } from '../helpers/ingester.js';
 import { logsProto } from '../helpers/otlp-bodies.js';
 import { decodeStatusProto, errorInfoOf } from '../helpers/rpc-status.js';
+import { walBytes } from '../helpers/tenancy-client.js';
 
 const MiB = 1024 * 1024;
 
@@ -24,7 +26,7 @@ interface Answer {
 }
 
 /** A gRPC call over its own HTTP/2 connection: exact headers, exact body bytes; `end` false leaves the stream open. */
-function h2Call(address: string, body: Buffer, opts: { headers?: Record<string, string>; end?: boolean } = {}): { answered: Promise<Answer>; close(): void } {
+function h2Call(address: string, body: Buffer | Buffer[], opts: { headers?: Record<string, string>; end?: boolean } = {}): { answered: Promise<Answer>; close(): void } {
   const session = http2.connect(`http://${address}`);
   session.on('error', () => undefined);
   const req = session.request({ ':method': 'POST', ':path': LOGS_EXPORT, 'content-type': 'application/grpc', te: 'trailers', ...opts.headers }, { endStream: false });
@@ -44,8 +46,19 @@ function h2Call(address: string, body: Buffer, opts: { headers?: Record<string, 
     req.on('trailers', take);
     req.on('close', () => resolve(a));
   });
-  if (body.length > 0) req.write(body);
-  if (opts.end !== false) req.end();
+  if (Array.isArray(body)) {
+    // One DATA frame each: the next goes once the server has had time to read the last.
+    void (async () => {
+      for (const part of body) {
+        req.write(part);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      if (opts.end !== false) req.end();
+    })();
+  } else {
+    if (body.length > 0) req.write(body);
+    if (opts.end !== false) req.end();
+  }
   return {
     answered,
     close: () => {
@@ -112,5 +125,77 @@ describe('bytes of a gRPC message still being received (--ingest-max-inflight-mi
       client.close();
     }
     expect(await inflight()).toBe(0);
+  });
+});
+
+describe('malformed gRPC framing', () => {
+  let ing: RunningIngester;
+  beforeAll(async () => {
+    ing = await startIngester({ args: ['--compactor=false'] });
+  });
+  afterAll(async () => {
+    await ing?.stop();
+  });
+
+  const msg = Buffer.from(logsProto(['framing']));
+  for (const [name, body, headers] of [
+    ['compressed flag 1 without a grpc-encoding', framed(msg, 1), {}],
+    ['compressed flag 1 with grpc-encoding identity', framed(msg, 1), { 'grpc-encoding': 'identity' }],
+    ['flag byte 0x02', framed(msg, 2), {}],
+    ['a message, then 2 bytes of a second length prefix', Buffer.concat([framed(msg), Buffer.from([0, 0])]), {}],
+    ['two messages on a unary call', Buffer.concat([framed(msg), framed(msg)]), {}],
+  ] as const) {
+    it(`regression (grpc-framing-stored): ${name} → INVALID_ARGUMENT SIGLAKE_BAD_BODY, counted 400, nothing stored`, async () => {
+      const before = await ing.metrics();
+      const wal = walBytes(ing.walDir);
+      const r = await h2Call(ing.grpcAddress, body, { headers }).answered;
+      expect(r).toMatchObject({ code: 3, errorCode: 'SIGLAKE_BAD_BODY' });
+      const after = await ing.metrics();
+      expect(requests(after, 400) - requests(before, 400)).toBe(1);
+      expect(requests(after, 200)).toBe(requests(before, 200));
+      await new Promise((r) => setTimeout(r, 200));
+      expect(walBytes(ing.walDir)).toBe(wal);
+    });
+  }
+
+  it('regression (grpc-framing-stored): bytes after the message in a later DATA frame → refused, its half-close never reaches the handler', async () => {
+    const before = await ing.metrics();
+    const wal = walBytes(ing.walDir);
+    const session = http2.connect(`http://${ing.grpcAddress}`);
+    session.on('error', () => undefined);
+    const req = session.request({ ':method': 'POST', ':path': LOGS_EXPORT, 'content-type': 'application/grpc', te: 'trailers' }, { endStream: false });
+    req.on('error', () => undefined);
+    req.on('data', () => undefined);
+    let status = -1;
+    let reason: string | undefined;
+    const done = new Promise<void>((resolve) => {
+      const take = (h: http2.IncomingHttpHeaders) => {
+        if (h['grpc-status'] !== undefined) status = Number(h['grpc-status']);
+        const bin = h['grpc-status-details-bin'];
+        if (bin !== undefined) reason = errorInfoOf(decodeStatusProto(Buffer.from(String(bin), 'base64'))).reason;
+      };
+      req.on('response', take);
+      req.on('trailers', take);
+      req.on('close', () => resolve());
+    });
+    req.write(framed(msg));
+    await new Promise((r) => setTimeout(r, 300));
+    req.end(Buffer.from([0, 0, 0]));
+    await done;
+    session.destroy();
+    expect({ status, reason }).toEqual({ status: 3, reason: 'SIGLAKE_BAD_BODY' });
+    const after = await ing.metrics();
+    expect(requests(after, 400) - requests(before, 400)).toBe(1);
+    expect(requests(after, 200)).toBe(requests(before, 200));
+    await new Promise((r) => setTimeout(r, 200));
+    expect(walBytes(ing.walDir)).toBe(wal);
+  });
+
+  it('well-formed framing still passes: gzip with the compressed flag, and a prefix split over DATA frames', async () => {
+    const before = requests(await ing.metrics(), 200);
+    expect((await h2Call(ing.grpcAddress, framed(zlib.gzipSync(msg), 1), { headers: { 'grpc-encoding': 'gzip' } }).answered).code).toBe(0);
+    const whole = framed(msg, 0);
+    expect((await h2Call(ing.grpcAddress, [whole.subarray(0, 1), whole.subarray(1, 3), whole.subarray(3, 8), whole.subarray(8)]).answered).code).toBe(0);
+    expect(requests(await ing.metrics(), 200) - before).toBe(2);
   });
 });
