@@ -19,7 +19,13 @@ import type { PendingRequest } from '../shard/dispatcher.js';
 import { INVALID_ROUTING_HEADER, installGrpcHeaderGuard } from './grpc-header-guard.js';
 import { peerOfCall, tapOfCall, tapSocket } from './grpc-header-tap.js';
 import { installGrpcDeadStreamGuard } from './grpc-dead-stream-guard.js';
-import { installGrpcTransportRefusals, transportRefusal } from './grpc-transport-refusals.js';
+import {
+  installGrpcContentTypeRefusal,
+  installGrpcTransportRefusals,
+  notGrpcContentType,
+  ON_CONTENT_TYPE_REFUSED,
+  transportRefusal,
+} from './grpc-transport-refusals.js';
 import { installGrpcMessageFrames, MESSAGE_SINK, type MessageSink } from './grpc-message-frames.js';
 import { Answers } from './answers.js';
 import { asRefusal, DRAINING, grpcStatusDetails, logRefusal } from './responses.js';
@@ -161,6 +167,8 @@ export class GrpcAcceptor {
     );
     installGrpcHeaderGuard(opts.log);
     installGrpcTransportRefusals();
+    // Before the dead-stream guard, which wraps it (a stream already gone is not answered).
+    installGrpcContentTypeRefusal();
     installGrpcDeadStreamGuard();
     installGrpcMessageFrames();
     this.#server = new grpc.Server({
@@ -173,6 +181,14 @@ export class GrpcAcceptor {
       // The admission interceptor first: it sees the call before anything reads its message.
       interceptors: [(method, call) => this.#admitOnMetadata(method, call)],
     });
+    // A stream without an application/grpc content type, answered before any call exists: counted
+    // as the 415 it is when it named one of our methods (an unknown path is counted nowhere).
+    (this.#server as unknown as { [ON_CONTENT_TYPE_REFUSED]?: (path: string | undefined) => void })[ON_CONTENT_TYPE_REFUSED] = (path) => {
+      const endpoint = path === LOGS_SERVICE.Export.path ? 0 : path === TRACE_SERVICE.Export.path ? 1 : -1;
+      if (endpoint < 0) return;
+      logRefusal(opts.log, notGrpcContentType, endpoint);
+      opts.metrics.request(endpoint, notGrpcContentType.httpStatus);
+    };
     this.#server.addService(LOGS_SERVICE, {
       Export: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => this.#ingest(call, cb, 0),
     });

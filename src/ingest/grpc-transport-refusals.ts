@@ -10,13 +10,16 @@
 // per process: a RESOURCE_EXHAUSTED with no details gets the ErrorInfo
 // SIGLAKE_BODY_TOO_LARGE; the decompression failure becomes INVALID_ARGUMENT
 // SIGLAKE_BAD_BODY and the unknown encoding INVALID_ARGUMENT
-// SIGLAKE_UNSUPPORTED_MEDIA. The call remembers the refusal, so the acceptor
+// SIGLAKE_UNSUPPORTED_MEDIA; a grpc-timeout it cannot parse (INTERNAL) becomes
+// INVALID_ARGUMENT SIGLAKE_BAD_HEADER, and a second message on a unary call
+// (UNIMPLEMENTED) INVALID_ARGUMENT SIGLAKE_BAD_BODY. The call remembers the refusal, so the acceptor
 // counts it as the status it is. A status that already carries
 // grpc-status-details-bin (every refusal of ours) is left alone; the cost on
 // an OK call is one comparison.
 
 import { createRequire } from 'node:module';
 import * as grpc from '@grpc/grpc-js';
+import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import { IngestError } from '../errors.js';
 import { grpcStatusDetails } from './responses.js';
 
@@ -42,6 +45,10 @@ export function markTransportRefusal(call: object, e: IngestError): void {
 
 const tooLarge = new IngestError('SIGLAKE_BODY_TOO_LARGE', 'request message too large (--max-request-bytes)');
 const notInflating = new IngestError('SIGLAKE_BAD_BODY', 'the compressed message does not decompress (grpc-encoding)');
+const secondMessage = new IngestError('SIGLAKE_BAD_BODY', 'bad body: a second message on a unary call');
+const badTimeout = new IngestError('SIGLAKE_BAD_HEADER', 'bad header: grpc-timeout is not 1 to 8 digits and a unit (H, M, S, m, u, n)');
+/** The refusal of a stream without an application/grpc content type (contract §6: 415 / INVALID_ARGUMENT). */
+export const notGrpcContentType = new IngestError('SIGLAKE_UNSUPPORTED_MEDIA', 'unsupported content type: use application/grpc');
 
 interface StatusLike {
   code: number;
@@ -58,8 +65,12 @@ function ourRefusal(status: StatusLike): IngestError | undefined {
     case grpc.status.RESOURCE_EXHAUSTED:
       return status.details === undefined ? tooLarge : new IngestError('SIGLAKE_BODY_TOO_LARGE', status.details);
     case grpc.status.INTERNAL:
-      return status.details === 'Failed to decompress message' ? notInflating : undefined;
+      if (status.details === 'Failed to decompress message') return notInflating;
+      // grpc-js's answer to a grpc-timeout it cannot parse: a bad header, not our bug.
+      return status.details?.startsWith('Invalid grpc-timeout value') === true ? badTimeout : undefined;
     case grpc.status.UNIMPLEMENTED: {
+      // grpc-message-frames.ts refuses any byte after the first message; this is the fallback.
+      if (status.details?.startsWith('Received a second request message') === true) return secondMessage;
       const m = /^Received message compressed with unsupported encoding "(.{0,64})/.exec(status.details ?? '');
       if (m === null) return undefined;
       const name = m[1]!.replace(/[^\x21-\x7e]/g, '?').replace(/"$/, '');
@@ -95,4 +106,43 @@ export function installGrpcTransportRefusals(): void {
     original.call(this, { ...status, code: refusal.grpcCode, details: refusal.message, metadata });
   };
   proto[patched] = true;
+}
+
+type VerifyContentType = (this: unknown, stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => boolean;
+/** Set on a grpc.Server: told of each stream refused for its content type (its :path), to count it. */
+export const ON_CONTENT_TYPE_REFUSED = Symbol.for('siglake.grpcContentTypeRefused');
+const contentTypePatched = Symbol.for('siglake.grpcContentTypeRefusal');
+
+/**
+ * grpc-js answers a stream whose content type is not application/grpc… with a
+ * bare HTTP 415 from the session's 'stream' event: no grpc-status, no
+ * ErrorInfo, counted nowhere. This answers it with the HTTP status kept at
+ * 415 (a client that is not gRPC, or reads only :status, never sees a
+ * success) and, in the same trailers-only header block, grpc-status
+ * INVALID_ARGUMENT with the google.rpc.Status of SIGLAKE_UNSUPPORTED_MEDIA
+ * (contract §6), and tells the server's ON_CONTENT_TYPE_REFUSED hook.
+ * Installed once per process, before the dead-stream guard wraps it.
+ */
+export function installGrpcContentTypeRefusal(): void {
+  const proto = grpc.Server.prototype as unknown as { _verifyContentType?: VerifyContentType; [contentTypePatched]?: true };
+  const verify = proto._verifyContentType;
+  if (proto[contentTypePatched] === true || typeof verify !== 'function') return;
+  proto._verifyContentType = function (this: unknown, stream, headers): boolean {
+    const type = headers['content-type'];
+    if (typeof type === 'string' && type.startsWith('application/grpc')) return verify.call(this, stream, headers);
+    const e = notGrpcContentType;
+    stream.respond(
+      {
+        ':status': 415,
+        'content-type': 'application/grpc',
+        'grpc-status': String(e.grpcCode),
+        'grpc-message': encodeURI(e.message),
+        [DETAILS]: grpcStatusDetails(e).toString('base64'),
+      },
+      { endStream: true },
+    );
+    (this as { [ON_CONTENT_TYPE_REFUSED]?: (path: string | undefined) => void })[ON_CONTENT_TYPE_REFUSED]?.(headers[':path']);
+    return false;
+  };
+  proto[contentTypePatched] = true;
 }

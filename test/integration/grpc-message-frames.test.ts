@@ -199,3 +199,46 @@ describe('malformed gRPC framing', () => {
     expect(requests(await ing.metrics(), 200) - before).toBe(2);
   });
 });
+
+describe('refusals grpc-js sends itself carry the contract code and ErrorInfo, and are counted', () => {
+  let ing: RunningIngester;
+  beforeAll(async () => {
+    ing = await startIngester({ args: ['--compactor=false'] });
+  });
+  afterAll(async () => {
+    await ing?.stop();
+  });
+  const body = framed(Buffer.from(logsProto(['grpc-js-refusal'])));
+
+  it('regression (grpc-uncounted-refusals): a content type that is not application/grpc → HTTP 415 with grpc-status INVALID_ARGUMENT SIGLAKE_UNSUPPORTED_MEDIA, counted 415', async () => {
+    const before = await ing.metrics();
+    const r = await h2Call(ing.grpcAddress, body, { headers: { 'content-type': 'application/json' } }).answered;
+    // :status stays 415, so that a client which is not gRPC never reads a success.
+    expect(r).toMatchObject({ http: 415, code: 3, errorCode: 'SIGLAKE_UNSUPPORTED_MEDIA' });
+    const after = await ing.metrics();
+    expect(requests(after, 415) - requests(before, 415)).toBe(1);
+    expect(requests(after, 200)).toBe(requests(before, 200));
+  });
+
+  it('regression (grpc-uncounted-refusals): a grpc-timeout that does not parse → INVALID_ARGUMENT SIGLAKE_BAD_HEADER (not INTERNAL), counted 400, nothing stored', async () => {
+    const before = await ing.metrics();
+    const wal = walBytes(ing.walDir);
+    const r = await h2Call(ing.grpcAddress, body, { headers: { 'grpc-timeout': 'xyz' } }).answered;
+    expect(r).toMatchObject({ code: 3, errorCode: 'SIGLAKE_BAD_HEADER' });
+    await new Promise((r) => setTimeout(r, 200));
+    const after = await ing.metrics();
+    expect(requests(after, 400) - requests(before, 400)).toBe(1);
+    expect(requests(after, 200)).toBe(requests(before, 200));
+    expect(walBytes(ing.walDir)).toBe(wal);
+  });
+
+  it('regression (grpc-uncounted-refusals): two messages on a unary call, each in its own DATA frame → INVALID_ARGUMENT SIGLAKE_BAD_BODY, counted 400', async () => {
+    const before = await ing.metrics();
+    const r = await h2Call(ing.grpcAddress, [body, body]).answered;
+    expect(r).toMatchObject({ code: 3, errorCode: 'SIGLAKE_BAD_BODY' });
+    await new Promise((r) => setTimeout(r, 200));
+    const after = await ing.metrics();
+    expect(requests(after, 400) - requests(before, 400)).toBe(1);
+    expect(requests(after, 200)).toBe(requests(before, 200));
+  });
+});
