@@ -216,6 +216,12 @@ export class GrpcAcceptor {
       socket.setTimeout(IDLE_SESSION_MS, () => socket.destroy());
       socket.once('data', (first: Buffer) => {
         socket.setTimeout(0);
+        if (isHttp1Request(first)) {
+          // curl, a browser or an OTLP/HTTP exporter pointed at 4317: HTTP/2 would answer with a
+          // binary SETTINGS and GOAWAY the client prints as garbage. Say which port to use.
+          socket.end(HTTP1_ON_GRPC_PORT);
+          return;
+        }
         // Every byte passes the header tap on its way to HTTP/2 (grpc-header-tap.ts).
         injector.injectConnection(tapSocket(socket, first) as unknown as net.Socket);
       });
@@ -501,4 +507,19 @@ export class GrpcAcceptor {
     }
     this.#answers.completed(state, code, records, message);
   }
+}
+
+const HTTP1_BODY = 'this is the OTLP/gRPC port: it speaks HTTP/2 only (gRPC). Send OTLP/HTTP (/v1/logs, /v1/traces) to the OTLP/HTTP port (default 4318).\n';
+/** The answer to an HTTP/1.x request on the gRPC port: 505 HTTP Version Not Supported, naming the other port. */
+const HTTP1_ON_GRPC_PORT = Buffer.from(
+  `HTTP/1.1 505 HTTP Version Not Supported\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(HTTP1_BODY)}\r\nconnection: close\r\n\r\n${HTTP1_BODY}`,
+);
+
+/** The connection's first bytes start an HTTP/1.x request line (`GET /`, `POST /v1/logs`), not the HTTP/2 preface (`PRI * HTTP/2.0`). */
+function isHttp1Request(first: Buffer): boolean {
+  const n = Math.min(first.length, 16);
+  let i = 0;
+  while (i < n && first[i]! >= 0x41 && first[i]! <= 0x5a) i++; // an upper-case method token
+  if (i < 3 || i >= n || first[i] !== 0x20) return false;
+  return !(i === 3 && first[0] === 0x50 && first[1] === 0x52 && first[2] === 0x49); // PRI: HTTP/2
 }

@@ -168,3 +168,31 @@ describe('the header tap past its bound (MAX_REMEMBERED, 4,096 streams)', () => 
     await stillServes(ing, 'tokA');
   });
 });
+
+describe('HTTP/1.1 at the gRPC port', () => {
+  it('curl or an OTLP/HTTP exporter pointed at it gets a 505 naming the OTLP/HTTP port, not HTTP/2 bytes; nothing stored', async () => {
+    const ing = await startIngester({});
+    running.push(ing);
+    const walBefore = walBytes(ing.walDir);
+    const body = JSON.stringify({ resourceLogs: [{ scopeLogs: [{ logRecords: [{ body: { stringValue: 'wrong-port' } }] }] }] });
+    for (const request of [
+      'GET / HTTP/1.1\r\nhost: x\r\n\r\n',
+      `POST /v1/logs HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`,
+      // An h2c upgrade (gRPC takes prior knowledge only).
+      'GET / HTTP/1.1\r\nhost: x\r\nconnection: Upgrade, HTTP2-Settings\r\nupgrade: h2c\r\nhttp2-settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n',
+    ]) {
+      const s = net.connect(ing.grpcPort, '127.0.0.1');
+      const got: Buffer[] = [];
+      s.on('data', (d: Buffer) => got.push(d));
+      const closed = new Promise<void>((r) => s.on('close', () => r()));
+      await new Promise<void>((r) => s.on('connect', () => r()));
+      s.write(request);
+      await closed;
+      const text = Buffer.concat(got).toString('utf8');
+      expect(text.split('\r\n')[0], text).toBe('HTTP/1.1 505 HTTP Version Not Supported');
+      expect(text).toContain('this is the OTLP/gRPC port: it speaks HTTP/2 only (gRPC). Send OTLP/HTTP (/v1/logs, /v1/traces) to the OTLP/HTTP port (default 4318).');
+    }
+    expect(walBytes(ing.walDir)).toBe(walBefore);
+    await stillServes(ing);
+  });
+});
