@@ -12,6 +12,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { commandSettings } from '../../src/config/help.js';
 import { loadSettings } from '../../src/config/load.js';
 import { SETTINGS, settingNames } from '../../src/config/settings.js';
 import { parseTenantsText } from '../../src/tenants/tenants-file.js';
@@ -51,6 +52,34 @@ function one(objs: K8sObject[], kind: string, name: string): K8sObject {
   const found = objs.filter((o) => o.kind === kind && o.metadata.name === name);
   expect(found, `${kind}/${name}`).toHaveLength(1);
   return found[0]!;
+}
+
+/** The value at a dotted key (`retention.logsDays`) of a parsed YAML tree; undefined where any step is missing. */
+function valueAt(tree: unknown, key: string): unknown {
+  let node = tree;
+  for (const part of key.split('.')) {
+    if (node === null || typeof node !== 'object') return undefined;
+    node = (node as Record<string, unknown>)[part];
+  }
+  return node;
+}
+
+/**
+ * The settings `command` reads that the values set (not null) and that the
+ * rendered config file lacks or holds with another value. The query server
+ * reads the `iceberg` category, which holds the compactor's settings too;
+ * it runs no compactor, so `compactor.*` is not its.
+ */
+function unrendered(command: 'ingest' | 'query', values: unknown, file: unknown): string[] {
+  const missing: string[] = [];
+  for (const name of commandSettings(command)!) {
+    const key = SETTINGS[name].key;
+    if (command === 'query' && key.startsWith('compactor.')) continue;
+    const want = valueAt(values, key);
+    if (want === undefined || want === null) continue;
+    if (JSON.stringify(valueAt(file, key)) !== JSON.stringify(want)) missing.push(key);
+  }
+  return missing;
 }
 
 beforeAll(() => {
@@ -142,6 +171,8 @@ describe.each(VALUE_FILES)('the chart with %s', (valueFile) => {
     }
     const loaded = loadSettings({ argv: c.args.slice(1).map((a: string) => (a === '/etc/siglake/ingester.yaml' ? file : a)), env });
     const s = loaded.settings;
+    // Every setting `siglake ingest` reads that the values set is in its file.
+    expect(unrendered('ingest', values, parsed)).toEqual([]);
     // Values named exactly as the YAML keys reach the process.
     expect(s.maxLanes).toBe(values['ingester'].maxLanes);
     expect(s.queueCapacity).toBe(values['ingester'].backpressure.capacity);
@@ -187,8 +218,18 @@ describe.each(VALUE_FILES)('the chart with %s', (valueFile) => {
         fs.writeFileSync(path.join(dir, 'tokens'), 'a-token\n');
         env['SIGLAKE_AUTH_BEARER_TOKENS_FILE'] = path.join(dir, 'tokens');
       }
-      const s = loadSettings({ argv: c.args.slice(1).map((a: string) => (a === '/etc/siglake/query.yaml' ? file : a)), env }).settings;
+      const s = loadSettings({ command: 'query', argv: c.args.slice(1).map((a: string) => (a === '/etc/siglake/query.yaml' ? file : a)), env }).settings;
       const vq = values['query'];
+      // Every setting `siglake query` reads that the values set is in its file: retention.*
+      // (GET /api/v1/tables reports it) and server.shutdownTimeoutSecs (its drain on SIGTERM).
+      expect(unrendered('query', values, q)).toEqual([]);
+      expect(s.retentionLogsDays).toBe(values['retention'].logsDays);
+      expect(s.retentionTracesDays).toBe(values['retention'].tracesDays);
+      expect(s.shutdownTimeoutSecs).toBe(values['server'].shutdownTimeoutSecs);
+      // Only the server setting it reads: a YAML file may hold the rest, but the ingester's listeners are not the query server's.
+      expect(Object.keys(q.server)).toEqual(['shutdownTimeoutSecs']);
+      // Kubernetes waits longer than the query server's own drain before SIGKILL.
+      expect(dep.spec.template.spec.terminationGracePeriodSeconds).toBeGreaterThan(s.shutdownTimeoutSecs);
       expect(`${s.queryListen.host}:${s.queryListen.port}`).toBe(vq.listen);
       expect(s.queryTimeoutSecs).toBe(vq.timeoutSecs);
       expect(s.queryMaxRows).toBe(vq.maxRows);
@@ -275,6 +316,8 @@ describe('every settings section reaches the commands that read it', () => {
     expect(ingest.retention.logsDays).toBe(7);
     expect(query.tenants).toEqual({ file: '/etc/tenants/tenants.yaml' });
     expect(query.audit).toEqual({ file: '-' });
+    // GET /api/v1/tables of the query server reports the retention the compactor enforces.
+    expect(query.retention.logsDays).toBe(7);
     // Every top-level section of the settings is rendered for at least one command.
     const helpers = fs.readFileSync(path.join(CHART, 'templates/_helpers.tpl'), 'utf8');
     const rendered = new Set([...helpers.matchAll(/range \$k := list ([^-]*)-/g)].flatMap((m) => [...m[1]!.matchAll(/"([a-z]+)"/g)].map((x) => x[1]!)));
@@ -333,6 +376,7 @@ describe('the chart refuses values that cannot work', () => {
     [['ingester.memBreaker.limitMib=0'], /ingester\.memBreaker\.limitMib is 0 \(off\) while pods\.ingester\.resources\.limits\.memory is 2Gi/],
     [['pods.ingester.resources.requests.memory=1Gi'], /requests\.memory \(1Gi\) is below ingester\.memBreaker\.limitMib \(1536 MiB\)/],
     [['pods.ingester.terminationGracePeriodSeconds=25'], /terminationGracePeriodSeconds \(25\) must be above server\.shutdownTimeoutSecs \(25\)/],
+    [['pods.query.enabled=true', 'catalog.url=postgres://pg/siglake', 'warehouse.path=s3://lake/siglake', 'pods.query.terminationGracePeriodSeconds=25'], /pods\.query\.terminationGracePeriodSeconds \(25\) must be above server\.shutdownTimeoutSecs \(25\)/],
     [['pods.ingester.replicas=2'], /catalog\.url is SQLite on one pod's volume/],
     [['pods.query.enabled=true', 'catalog.url=postgres://pg/siglake'], /warehouse\.path is a directory on one pod's volume/],
     [['ingester.tenantClaim=tenant'], /ingester\.tenantClaim needs auth\.oidc\.issuer/],

@@ -51,11 +51,32 @@ section of the reference is in one of the lists).
 
 {{- define "siglake.queryConfig" -}}
 {{- $cfg := dict -}}
-{{- range $k := list "query" "catalog" "warehouse" "auth" "log" "tenants" "audit" -}}
+{{- range $k := list "query" "catalog" "warehouse" "auth" "log" "tenants" "audit" "retention" -}}
 {{- if hasKey $.Values $k -}}{{- $_ := set $cfg $k (get $.Values $k) -}}{{- end -}}
+{{- end -}}
+{{- /* Of server.*, `siglake query` reads only shutdownTimeoutSecs (how long running queries may finish on SIGTERM). */ -}}
+{{- if hasKey (default dict $.Values.server) "shutdownTimeoutSecs" -}}
+{{- if not (kindIs "invalid" $.Values.server.shutdownTimeoutSecs) -}}
+{{- $_ := set $cfg "server" (dict "shutdownTimeoutSecs" $.Values.server.shutdownTimeoutSecs) -}}
+{{- end -}}
 {{- end -}}
 {{- include "siglake.tenantsFileInto" (dict "cfg" $cfg "root" $) -}}
 {{- toYaml $cfg -}}
+{{- end -}}
+
+{{/*
+server.shutdownTimeoutSecs as the processes use it: the binary's default (25)
+when the value is left out or null. Every grace period is computed from it.
+*/}}
+{{- define "siglake.shutdownSecs" -}}
+{{- $v := dig "shutdownTimeoutSecs" nil (default dict .Values.server) -}}
+{{- if kindIs "invalid" $v -}}25{{- else -}}{{- int $v -}}{{- end -}}
+{{- end -}}
+
+{{/* The query pod's terminationGracePeriodSeconds: the value, or the shutdown timeout + 5. */}}
+{{- define "siglake.queryGrace" -}}
+{{- $v := .Values.pods.query.terminationGracePeriodSeconds -}}
+{{- if kindIs "invalid" $v -}}{{- add (include "siglake.shutdownSecs" . | int) 5 -}}{{- else -}}{{- int $v -}}{{- end -}}
 {{- end -}}
 
 {{/* A Kubernetes memory quantity in MiB (Ki, Mi, Gi, Ti, k, M, G, T or bytes). */}}
@@ -101,10 +122,16 @@ a pod that crash-loops or is OOM-killed.
 {{- fail (printf "pods.ingester.resources.requests.memory (%s) is below ingester.memBreaker.limitMib (%d MiB): request at least what the breaker lets the process use" $memRequest $limitMib) -}}
 {{- end -}}
 {{- end -}}
-{{- $shutdown := int (default 25 .Values.server.shutdownTimeoutSecs) -}}
+{{- $shutdown := include "siglake.shutdownSecs" . | int -}}
 {{- if $ing.terminationGracePeriodSeconds -}}
 {{- if le (int $ing.terminationGracePeriodSeconds) $shutdown -}}
 {{- fail (printf "pods.ingester.terminationGracePeriodSeconds (%d) must be above server.shutdownTimeoutSecs (%d): Kubernetes would kill the pod before queued requests are written" (int $ing.terminationGracePeriodSeconds) $shutdown) -}}
+{{- end -}}
+{{- end -}}
+{{- if .Values.pods.query.enabled -}}
+{{- $qgrace := include "siglake.queryGrace" . | int -}}
+{{- if le $qgrace $shutdown -}}
+{{- fail (printf "pods.query.terminationGracePeriodSeconds (%d) must be above server.shutdownTimeoutSecs (%d): Kubernetes would kill the query server before running queries finish" $qgrace $shutdown) -}}
 {{- end -}}
 {{- end -}}
 {{- $shared := or (gt (int $ing.replicas) 1) .Values.pods.query.enabled -}}
