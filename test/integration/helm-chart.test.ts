@@ -135,7 +135,8 @@ describe.each(VALUE_FILES)('the chart with %s', (valueFile) => {
     expect(c.args).toEqual(['ingest', '--config', '/etc/siglake/ingester.yaml']);
     expect(c.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'otlp-http' });
     expect(c.livenessProbe.httpGet).toEqual({ path: '/healthz', port: 'otlp-http' });
-    expect(pod.terminationGracePeriodSeconds).toBeGreaterThan(values['server'].shutdownTimeoutSecs);
+    const drain = values['compactor'].drainOnShutdown === true ? values['pods'].ingester.drainGraceSeconds : 0;
+    expect(pod.terminationGracePeriodSeconds).toBeGreaterThan(values['server'].shutdownTimeoutSecs + drain);
     expect(pod.securityContext.runAsNonRoot).toBe(true);
     expect(c.securityContext).toMatchObject({ runAsNonRoot: true, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false });
     // The WAL is on the pod's own claim.
@@ -377,6 +378,12 @@ describe('the chart refuses values that cannot work', () => {
     [['pods.ingester.resources.requests.memory=1Gi'], /requests\.memory \(1Gi\) is below ingester\.memBreaker\.limitMib \(1536 MiB\)/],
     [['pods.ingester.terminationGracePeriodSeconds=25'], /terminationGracePeriodSeconds \(25\) must be above server\.shutdownTimeoutSecs \(25\)/],
     [['pods.query.enabled=true', 'catalog.url=postgres://pg/siglake', 'warehouse.path=s3://lake/siglake', 'pods.query.terminationGracePeriodSeconds=25'], /pods\.query\.terminationGracePeriodSeconds \(25\) must be above server\.shutdownTimeoutSecs \(25\)/],
+    // With the drain at SIGTERM the grace covers the graceful stop and the drain (a 15 s loadgen backlog drained in 120 s).
+    [['compactor.drainOnShutdown=true', 'pods.ingester.terminationGracePeriodSeconds=100'], /terminationGracePeriodSeconds \(100\) must be above server\.shutdownTimeoutSecs \(25\) \+ pods\.ingester\.drainGraceSeconds \(600\)/],
+    [['compactor.drainOnShutdown=true', 'pods.ingester.drainGraceSeconds=120', 'pods.ingester.terminationGracePeriodSeconds=145'], /terminationGracePeriodSeconds \(145\) must be above server\.shutdownTimeoutSecs \(25\) \+ pods\.ingester\.drainGraceSeconds \(120\)/],
+    // The shutdown timeout left out is the binary's 25, for the check as for the process.
+    [['server.shutdownTimeoutSecs=null', 'pods.ingester.terminationGracePeriodSeconds=20'], /terminationGracePeriodSeconds \(20\) must be above server\.shutdownTimeoutSecs \(25\)/],
+    [['pods.ingester.terminationGracePeriodSeconds=0'], /terminationGracePeriodSeconds \(0\) must be above server\.shutdownTimeoutSecs \(25\)/],
     [['pods.ingester.replicas=2'], /catalog\.url is SQLite on one pod's volume/],
     [['pods.query.enabled=true', 'catalog.url=postgres://pg/siglake'], /warehouse\.path is a directory on one pod's volume/],
     [['ingester.tenantClaim=tenant'], /ingester\.tenantClaim needs auth\.oidc\.issuer/],
@@ -402,6 +409,37 @@ describe('the chart refuses values that cannot work', () => {
     const r = template('', set);
     expect(r.status).not.toBe(0);
     expect(r.stderr).toMatch(message);
+  });
+
+  it('compactor.drainOnShutdown: the default grace period covers the graceful stop and the drain', () => {
+    const grace = (set: string[]) => {
+      const r = template('', set);
+      expect(r.stderr).toBe('');
+      expect(r.status).toBe(0);
+      const objs = objects(r.stdout);
+      return { grace: one(objs, 'StatefulSet', 'sl-siglake-ingester').spec.template.spec.terminationGracePeriodSeconds as number, ingester: YAML.parse(one(objs, 'Secret', 'sl-siglake-config').stringData!['ingester.yaml']!) };
+    };
+    expect(grace([]).grace).toBe(25 + 15);
+    const on = grace(['compactor.drainOnShutdown=true']);
+    expect(on.ingester.compactor.drainOnShutdown).toBe(true);
+    expect(on.grace).toBe(25 + 600 + 15);
+    expect(grace(['compactor.drainOnShutdown=true', 'pods.ingester.drainGraceSeconds=120', 'server.shutdownTimeoutSecs=10']).grace).toBe(10 + 120 + 15);
+    expect(grace(['compactor.drainOnShutdown=true', 'pods.ingester.terminationGracePeriodSeconds=626']).grace).toBe(626);
+    // drainGraceSeconds counts only with the drain on.
+    expect(grace(['pods.ingester.drainGraceSeconds=120']).grace).toBe(25 + 15);
+  });
+
+  it('the shutdown timeout left out (null) is 25 for the grace period, as for the process: the pod is not killed before it', () => {
+    const r = template('', ['server.shutdownTimeoutSecs=null']);
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    const objs = objects(r.stdout);
+    const grace = one(objs, 'StatefulSet', 'sl-siglake-ingester').spec.template.spec.terminationGracePeriodSeconds as number;
+    const file = path.join(tempDir('siglake-helm-null-'), 'ingester.yaml');
+    fs.writeFileSync(file, one(objs, 'Secret', 'sl-siglake-config').stringData!['ingester.yaml']!);
+    const s = loadSettings({ argv: ['--config', file], env: {} }).settings;
+    expect(s.shutdownTimeoutSecs).toBe(25);
+    expect(grace).toBe(25 + 15);
   });
 
   it('a grace period above the shutdown timeout, and a breaker just below the limit, are accepted', () => {

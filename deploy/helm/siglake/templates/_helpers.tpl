@@ -73,6 +73,26 @@ when the value is left out or null. Every grace period is computed from it.
 {{- if kindIs "invalid" $v -}}25{{- else -}}{{- int $v -}}{{- end -}}
 {{- end -}}
 
+{{/*
+The least grace period the ingester pod needs, exclusive: the graceful stop
+(server.shutdownTimeoutSecs) and, with compactor.drainOnShutdown, the drain
+after it (pods.ingester.drainGraceSeconds).
+*/}}
+{{- define "siglake.ingesterMinGrace" -}}
+{{- $min := include "siglake.shutdownSecs" . | int -}}
+{{- if dig "drainOnShutdown" false (default dict .Values.compactor) -}}
+{{- $drain := .Values.pods.ingester.drainGraceSeconds -}}
+{{- $min = add $min (ternary 600 (int $drain) (kindIs "invalid" $drain)) -}}
+{{- end -}}
+{{- $min -}}
+{{- end -}}
+
+{{/* The ingester pod's terminationGracePeriodSeconds: the value, or the least it needs + 15. The checks test this one. */}}
+{{- define "siglake.ingesterGrace" -}}
+{{- $v := .Values.pods.ingester.terminationGracePeriodSeconds -}}
+{{- if kindIs "invalid" $v -}}{{- add (include "siglake.ingesterMinGrace" . | int) 15 -}}{{- else -}}{{- int $v -}}{{- end -}}
+{{- end -}}
+
 {{/* The query pod's terminationGracePeriodSeconds: the value, or the shutdown timeout + 5. */}}
 {{- define "siglake.queryGrace" -}}
 {{- $v := .Values.pods.query.terminationGracePeriodSeconds -}}
@@ -123,9 +143,13 @@ a pod that crash-loops or is OOM-killed.
 {{- end -}}
 {{- end -}}
 {{- $shutdown := include "siglake.shutdownSecs" . | int -}}
-{{- if $ing.terminationGracePeriodSeconds -}}
-{{- if le (int $ing.terminationGracePeriodSeconds) $shutdown -}}
-{{- fail (printf "pods.ingester.terminationGracePeriodSeconds (%d) must be above server.shutdownTimeoutSecs (%d): Kubernetes would kill the pod before queued requests are written" (int $ing.terminationGracePeriodSeconds) $shutdown) -}}
+{{- $grace := include "siglake.ingesterGrace" . | int -}}
+{{- $minGrace := include "siglake.ingesterMinGrace" . | int -}}
+{{- if le $grace $minGrace -}}
+{{- if dig "drainOnShutdown" false (default dict .Values.compactor) -}}
+{{- fail (printf "pods.ingester.terminationGracePeriodSeconds (%d) must be above server.shutdownTimeoutSecs (%d) + pods.ingester.drainGraceSeconds (%d) with compactor.drainOnShutdown: at SIGTERM the pod stops gracefully, then lands its whole WAL, and Kubernetes would kill it mid-drain" $grace $shutdown (sub $minGrace $shutdown)) -}}
+{{- else -}}
+{{- fail (printf "pods.ingester.terminationGracePeriodSeconds (%d) must be above server.shutdownTimeoutSecs (%d): Kubernetes would kill the pod before queued requests are written" $grace $shutdown) -}}
 {{- end -}}
 {{- end -}}
 {{- if .Values.pods.query.enabled -}}
