@@ -371,6 +371,55 @@ describe('declaredTenants: the chart mounts the tenants file', () => {
   });
 });
 
+describe('serviceAccount: the pods\' identity (IRSA for S3)', () => {
+  const QUERY = ['pods.query.enabled=true', 'catalog.url=postgres://pg/siglake', 'warehouse.path=s3://lake/siglake'];
+  const pods = (objs: K8sObject[]) => [one(objs, 'StatefulSet', 'sl-siglake-ingester'), one(objs, 'Deployment', 'sl-siglake-query')].map((o) => o.spec.template.spec);
+
+  it('by default: no ServiceAccount created, both pods run as the namespace\'s default one without its API token (Siglake never calls the Kubernetes API)', () => {
+    const r = template('', QUERY);
+    expect(r.stderr).toBe('');
+    const objs = objects(r.stdout);
+    expect(objs.filter((o) => o.kind === 'ServiceAccount')).toEqual([]);
+    for (const pod of pods(objs)) {
+      expect(pod.serviceAccountName).toBe('default');
+      expect(pod.automountServiceAccountToken).toBe(false);
+    }
+  });
+
+  it('create: one ServiceAccount with the annotations (eks.amazonaws.com/role-arn), named on both pods; a name of your own otherwise', () => {
+    const arn = 'arn:aws:iam::123456789012:role/siglake';
+    const r = template('', [...QUERY, 'serviceAccount.create=true', `serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=${arn}`]);
+    expect(r.stderr).toBe('');
+    const objs = objects(r.stdout);
+    const sa = one(objs, 'ServiceAccount', 'sl-siglake') as K8sObject & { metadata: { annotations: Record<string, string> }; automountServiceAccountToken: boolean };
+    expect(sa.metadata.annotations).toEqual({ 'eks.amazonaws.com/role-arn': arn });
+    expect(sa.automountServiceAccountToken).toBe(false);
+    for (const pod of pods(objs)) expect(pod.serviceAccountName).toBe('sl-siglake');
+    const file = path.join(tempDir('siglake-helm-'), 'manifest.yaml');
+    fs.writeFileSync(file, r.stdout);
+    const check = spawnSync(path.join(bin, 'kubecheck'), [file], { encoding: 'utf8' });
+    expect(check.stdout + check.stderr).not.toContain('FAIL');
+    expect(check.status).toBe(0);
+
+    const own = objects(template('', [...QUERY, 'serviceAccount.name=lake-writer', 'serviceAccount.automountServiceAccountToken=true']).stdout);
+    expect(own.filter((o) => o.kind === 'ServiceAccount')).toEqual([]);
+    for (const pod of pods(own)) {
+      expect(pod.serviceAccountName).toBe('lake-writer');
+      expect(pod.automountServiceAccountToken).toBe(true);
+    }
+  });
+
+  it('examples/trusted-header.yaml (AWS S3) names its region and creates the IRSA ServiceAccount', () => {
+    const r = template('examples/trusted-header.yaml');
+    const objs = objects(r.stdout);
+    const secret = one(objs, 'Secret', 'sl-siglake-config');
+    expect(YAML.parse(secret.stringData!['ingester.yaml']!).warehouse.s3.region).toMatch(/^[a-z]{2}-[a-z]+-\d$/);
+    const sa = one(objs, 'ServiceAccount', 'sl-siglake') as K8sObject & { metadata: { annotations: Record<string, string> } };
+    expect(sa.metadata.annotations['eks.amazonaws.com/role-arn']).toMatch(/^arn:aws:iam::\d+:role\//);
+    expect(one(objs, 'StatefulSet', 'sl-siglake-ingester').spec.template.spec.serviceAccountName).toBe('sl-siglake');
+  });
+});
+
 describe('the chart refuses values that cannot work', () => {
   it.each([
     [['ingester.memBreaker.limitMib=2048'], /ingester\.memBreaker\.limitMib \(2048 MiB\) must be below pods\.ingester\.resources\.limits\.memory \(2Gi = 2048 MiB\)/],

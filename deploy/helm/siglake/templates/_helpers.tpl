@@ -21,6 +21,27 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
+{{/* The pods' ServiceAccount: the chart's (serviceAccount.create), one you name, or the namespace's default. */}}
+{{- define "siglake.serviceAccountName" -}}
+{{- $sa := default dict .Values.serviceAccount -}}
+{{- if $sa.create -}}
+{{- default (include "siglake.fullname" .) $sa.name -}}
+{{- else -}}
+{{- default "default" $sa.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Siglake never calls the Kubernetes API: no API token in the pods unless serviceAccount.automountServiceAccountToken says so. */}}
+{{- define "siglake.automountToken" -}}
+{{- $v := dig "automountServiceAccountToken" false (default dict .Values.serviceAccount) -}}
+{{- ternary "true" "false" (eq (toString $v) "true") -}}
+{{- end -}}
+
+{{- define "siglake.podIdentity" -}}
+serviceAccountName: {{ include "siglake.serviceAccountName" . }}
+automountServiceAccountToken: {{ include "siglake.automountToken" . }}
+{{- end -}}
+
 {{- define "siglake.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
