@@ -186,6 +186,10 @@ describe.each(VALUE_FILES)('the chart with %s', (valueFile) => {
     expect(s.warehousePath).toBe(values['warehouse'].path);
     expect(s.catalogUrl).toBe(values['catalog'].url);
     expect(s.compactMaxFailingSecs).toBe(values['compactor'].maxFailingSecs);
+    // The compactor never takes a pod out of the Service: a shared catalog or S3 outage fails every
+    // ingester's rounds at once, and readiness tied to them would leave the Service no endpoint while
+    // ingest into the WAL still works. The alerts on siglake_compactor_failing_seconds cover it.
+    expect(s.compactMaxFailingSecs).toBe(0);
     expect(s.shutdownTimeoutSecs).toBe(values['server'].shutdownTimeoutSecs);
     expect(loaded.sources.walDir).toBe('env');
     // S3 settings are in the file for the S3 warehouse (issue 17 item 1).
@@ -264,6 +268,7 @@ describe('values.yaml', () => {
     'warehouse.path': '/var/lib/siglake/warehouse',
     'ingester.memBreaker.limitMib': 1536, // below the 2Gi container limit
     'query.cacheDir': '/var/lib/siglake/query-cache', // the query pod's emptyDir
+    'compactor.maxFailingSecs': 0, // every replica shares the catalog and S3: their outage must not empty the Service
   };
   const CONFIG_SECTIONS = ['server', 'ingester', 'redis', 'catalog', 'warehouse', 'compactor', 'auth', 'log', 'query', 'tenants', 'audit', 'retention'];
 
