@@ -425,6 +425,52 @@ describe('serviceAccount: the pods\' identity (IRSA for S3)', () => {
   });
 });
 
+describe('the Grafana dashboard under the chart\'s ServiceMonitor', () => {
+  it('every panel\'s job variable lists the jobs (Service names) that expose its metrics: the query server\'s too', () => {
+    const r = template('examples/single-tenant.yaml');
+    expect(r.status).toBe(0);
+    const objs = objects(r.stdout);
+    const sm = one(objs, 'ServiceMonitor', 'sl-siglake');
+    // The Prometheus Operator's job label: the Service's name (spec.jobLabel unset).
+    expect(sm.spec.jobLabel).toBeUndefined();
+    const match = sm.spec.selector.matchLabels as Record<string, string>;
+    const scraped = objs.filter((o) => o.kind === 'Service' && Object.entries(match).every(([k, v]) => o.metadata.labels?.[k] === v));
+    const ports = new Set((sm.spec.endpoints as { port: string }[]).map((e) => e.port));
+    // siglake_query_* come from `siglake query`, every other metric from `siglake ingest`.
+    const server = (metric: string) => (metric.startsWith('siglake_query_') ? 'query' : 'otlp-http');
+    const jobsOf = (metric: string) =>
+      scraped.filter((svc) => ports.has(server(metric)) && (svc.spec.ports as { name: string }[]).some((p) => p.name === server(metric))).map((svc) => svc.metadata.name);
+    expect(jobsOf('siglake_query_requests_total')).toEqual(['sl-siglake-query']);
+    expect(jobsOf('siglake_ingest_requests_total')).toEqual(['sl-siglake-ingester']);
+
+    const dash = JSON.parse(fs.readFileSync(path.join(REPO, 'deploy/grafana/siglake.json'), 'utf8'));
+    const vars = new Map<string, string[]>();
+    for (const v of dash.templating.list as { name: string; definition?: string; allValue?: string }[]) {
+      const m = /^label_values\((\w+)[^,]*, job\)$/.exec(v.definition ?? '');
+      if (m) vars.set(v.name, jobsOf(m[1]!));
+    }
+    const exprs: string[] = [];
+    (function collect(node: unknown): void {
+      if (Array.isArray(node)) node.forEach(collect);
+      else if (node !== null && typeof node === 'object') {
+        const o = node as Record<string, unknown>;
+        if (Array.isArray(o['targets'])) for (const t of o['targets'] as { expr?: string }[]) if (t.expr) exprs.push(t.expr);
+        Object.values(o).forEach(collect);
+      }
+    })(dash.panels);
+    expect(exprs.some((e) => e.includes('siglake_query_'))).toBe(true);
+    for (const expr of exprs) {
+      for (const sel of expr.matchAll(/(siglake_\w+|nodejs_\w+)\{[^}]*job=~"\$(\w+)"/g)) {
+        const [, metric, variable] = sel;
+        const listed = vars.get(variable!);
+        expect(listed, `${expr}: $${variable} is a label_values(…, job) variable`).toBeDefined();
+        expect(jobsOf(metric!).length, metric).toBeGreaterThan(0);
+        for (const job of jobsOf(metric!)) expect(listed, `${expr}: $${variable} lists ${job}`).toContain(job);
+      }
+    }
+  });
+});
+
 describe('the chart refuses values that cannot work', () => {
   it.each([
     [['ingester.memBreaker.limitMib=2048'], /ingester\.memBreaker\.limitMib \(2048 MiB\) must be below pods\.ingester\.resources\.limits\.memory \(2Gi = 2048 MiB\)/],
