@@ -251,7 +251,11 @@ describe.each(VALUE_FILES)('the chart with %s', (valueFile) => {
       const mounts = (c.volumeMounts as { name: string; mountPath: string; readOnly?: boolean }[]).filter((m) => m.readOnly !== true);
       const mount = mounts.find((m) => s.queryCacheDir.startsWith(m.mountPath + '/'));
       expect(mount, s.queryCacheDir).toBeDefined();
-      expect(dep.spec.template.spec.volumes.find((v: { name: string }) => v.name === mount!.name).emptyDir).toBeDefined();
+      const emptyDir = dep.spec.template.spec.volumes.find((v: { name: string }) => v.name === mount!.name).emptyDir;
+      expect(emptyDir).toBeDefined();
+      // The kubelet evicts a pod whose emptyDir outgrows its sizeLimit: the limit is the cache's bound plus
+      // headroom (a quarter, at least 1 GiB) for the files running queries hold past the bound.
+      expect(emptyDir.sizeLimit).toBe(`${vq.cacheMaxMib + Math.max(Math.ceil(vq.cacheMaxMib / 4), 1024)}Mi`);
     } else {
       expect(query).toEqual([]);
     }
@@ -373,6 +377,22 @@ describe('declaredTenants: the chart mounts the tenants file', () => {
     expect(check.stdout + check.stderr).not.toContain('FAIL');
     expect(check.status).toBe(0);
     expect(check.stdout.trim().split('\n')).toHaveLength(objects(r.stdout).length);
+  });
+});
+
+describe('the query cache volume', () => {
+  it('has a sizeLimit of query.cacheMaxMib plus headroom: a quarter, at least 1 GiB', () => {
+    const limit = (set: string[]) => {
+      const r = template('', ['pods.query.enabled=true', 'catalog.url=postgres://pg/siglake', 'warehouse.path=s3://lake/siglake', ...set]);
+      expect(r.stderr).toBe('');
+      const pod = one(objects(r.stdout), 'Deployment', 'sl-siglake-query').spec.template.spec;
+      return pod.volumes.find((v: { name: string }) => v.name === 'cache').emptyDir.sizeLimit as string;
+    };
+    expect(limit([])).toBe('12800Mi');
+    expect(limit(['query.cacheMaxMib=2048'])).toBe('3072Mi');
+    expect(limit(['query.cacheMaxMib=100000'])).toBe('125000Mi');
+    // Left out: the binary's 10240 MiB.
+    expect(limit(['query.cacheMaxMib=null'])).toBe('12800Mi');
   });
 });
 

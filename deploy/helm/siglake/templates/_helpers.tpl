@@ -120,6 +120,18 @@ after it (pods.ingester.drainGraceSeconds).
 {{- if kindIs "invalid" $v -}}{{- add (include "siglake.shutdownSecs" . | int) 5 -}}{{- else -}}{{- int $v -}}{{- end -}}
 {{- end -}}
 
+{{/*
+The query pod's cache emptyDir sizeLimit: query.cacheMaxMib (the binary's
+10240 when left out) plus a quarter, at least 1 GiB: files of running queries
+stay past the bound until they end, and the kubelet evicts a pod whose
+emptyDir outgrows its limit.
+*/}}
+{{- define "siglake.queryCacheSizeLimit" -}}
+{{- $v := dig "cacheMaxMib" nil (default dict .Values.query) -}}
+{{- $mib := ternary 10240 (int64 $v) (kindIs "invalid" $v) -}}
+{{- printf "%dMi" (add $mib (max (div (add $mib 3) 4) 1024)) -}}
+{{- end -}}
+
 {{/* A Kubernetes memory quantity in MiB (Ki, Mi, Gi, Ti, k, M, G, T or bytes). */}}
 {{- define "siglake.mib" -}}
 {{- $q := toString . -}}
