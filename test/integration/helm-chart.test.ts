@@ -491,6 +491,25 @@ describe('the Grafana dashboard under the chart\'s ServiceMonitor', () => {
   });
 });
 
+describe('docs/runbooks.md on a full WAL volume', () => {
+  it('expands the claims the StatefulSet made (its volumeClaimTemplates cannot change), then recreates it orphaning its pods', () => {
+    const sts = one(objects(template('').stdout), 'StatefulSet', 'sl-siglake-ingester');
+    // A StatefulSet's claims are <template>-<StatefulSet>-<ordinal>: data-sl-siglake-ingester-0 for release sl.
+    const claim = `${sts.spec.volumeClaimTemplates[0].metadata.name}-${sts.metadata.name.replace(/^sl-/, '<release>-')}-`;
+    const text = fs.readFileSync(path.join(REPO, 'docs/runbooks.md'), 'utf8');
+    const section = text.slice(text.indexOf('Free space without losing acknowledged data'), text.indexOf('## Query 5xx'));
+    expect(section).toContain(`kubectl patch pvc ${claim}0`);
+    expect(section).toContain('allowVolumeExpansion: true');
+    expect(section).toContain(`kubectl delete statefulset ${sts.metadata.name.replace(/^sl-/, '<release>-')} --cascade=orphan`);
+    expect(section).toContain('pods.ingester.persistence.size');
+    // One way to land a stopped ingester's WAL, as deployment.md, operations.md and iceberg.md say.
+    expect(section).toContain('siglake drain --wal-dir');
+    for (const doc of ['runbooks.md', 'deployment.md', 'operations.md']) {
+      expect(fs.readFileSync(path.join(REPO, 'docs', doc), 'utf8'), doc).not.toContain('compact --once --ingester-stopped');
+    }
+  });
+});
+
 describe('the chart refuses values that cannot work', () => {
   it.each([
     [['ingester.memBreaker.limitMib=2048'], /ingester\.memBreaker\.limitMib \(2048 MiB\) must be below pods\.ingester\.resources\.limits\.memory \(2Gi = 2048 MiB\)/],
