@@ -246,13 +246,17 @@ function immutable(claims: Readonly<Record<string, unknown>>): boolean {
 
 /**
  * A claim's value as the file's (string) values are compared with it: a
- * string as it is, a number or a boolean in its JSON spelling (`org_id: 42`
- * in a token matches `org_id: "42"` in the file, the only way the file can
- * write it); anything else (an object, a list, null) matches nothing.
+ * string as it is, a safe integer or a boolean in its JSON spelling
+ * (`org_id: 42` in a token matches `org_id: "42"` in the file, the only way
+ * the file can write it); anything else (a fraction, an integer past 2^53,
+ * an object, a list, null) matches nothing.
  */
 function claimText(v: unknown): string | undefined {
   if (typeof v === 'string') return v;
-  if ((typeof v === 'number' && Number.isFinite(v)) || typeof v === 'boolean') return String(v);
+  // Only a safe integer: JSON.parse rounds a larger one, or a long decimal, to a double that
+  // another number's text shares (9007199254740993 reads as 9007199254740992), and a token
+  // naming one org would match another's tenant.
+  if ((typeof v === 'number' && Number.isSafeInteger(v)) || typeof v === 'boolean') return String(v);
   return undefined;
 }
 

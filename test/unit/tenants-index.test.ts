@@ -178,6 +178,12 @@ describe('resolution', () => {
     expect(n.resolve({ sub: 'u', org_id: 42 })).toBe(n.byId('num'));
     expect(n.resolve({ sub: 'u', org_id: '42' })).toBe(n.byId('num'));
     expect(n.resolve({ sub: 'u', org_id: 42.5 })).toBeNull();
+    // Past 2^53 JSON.parse rounds: 9007199254740993 in a token reads as 9007199254740992. Such a
+    // number matches nothing, or one org's token would match another's tenant.
+    const big = load({ tenants: [{ id: 'acme', subjects: { claims: { org_id: '9007199254740992' } } }] });
+    expect(big.resolve(JSON.parse('{"sub":"mallory","org_id":9007199254740993}') as Record<string, unknown>)).toBeNull();
+    expect(big.resolve({ sub: 'u', org_id: '9007199254740992' })).toBe(big.byId('acme'));
+    expect(n.resolve({ sub: 'u', org_id: 4.2e1 })).toBe(n.byId('num'));
     expect(n.resolve({ sub: 'u', org_id: 420 })).toBeNull();
     expect(n.resolve({ sub: 'u', beta: true, env: 'prod' })).toBe(n.byId('flag'));
     expect(n.resolve({ sub: 'u', beta: false, env: 'prod' })).toBeNull();
