@@ -218,7 +218,13 @@ export class GrpcAcceptor {
         socket.setTimeout(0);
         if (isHttp1Request(first)) {
           // curl, a browser or an OTLP/HTTP exporter pointed at 4317: HTTP/2 would answer with a
-          // binary SETTINGS and GOAWAY the client prints as garbage. Say which port to use.
+          // binary SETTINGS and GOAWAY the client prints as garbage. Say which port to use. What
+          // else it sends is read and dropped (a body left unread would reset the answer away),
+          // and a client that never closes its side is cut after a short while: end() only
+          // half-closes, and a socket held open would keep its descriptor for ever.
+          socket.on('data', () => undefined);
+          const cut = setTimeout(() => socket.destroy(), HTTP1_LINGER_MS);
+          socket.once('close', () => clearTimeout(cut));
           socket.end(HTTP1_ON_GRPC_PORT);
           return;
         }
@@ -509,6 +515,8 @@ export class GrpcAcceptor {
   }
 }
 
+/** How long an HTTP/1 client at the gRPC port may keep its side open after the 505. */
+const HTTP1_LINGER_MS = 2_000;
 const HTTP1_BODY = 'this is the OTLP/gRPC port: it speaks HTTP/2 only (gRPC). Send OTLP/HTTP (/v1/logs, /v1/traces) to the OTLP/HTTP port (default 4318).\n';
 /** The answer to an HTTP/1.x request on the gRPC port: 505 HTTP Version Not Supported, naming the other port. */
 const HTTP1_ON_GRPC_PORT = Buffer.from(

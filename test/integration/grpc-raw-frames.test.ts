@@ -8,6 +8,7 @@
 // ~1,100 such streams in one write.
 
 import hpack from 'hpack.js';
+import fs from 'node:fs';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LOGS_EXPORT } from '../helpers/grpc-client.js';
@@ -193,6 +194,39 @@ describe('HTTP/1.1 at the gRPC port', () => {
       expect(text).toContain('this is the OTLP/gRPC port: it speaks HTTP/2 only (gRPC). Send OTLP/HTTP (/v1/logs, /v1/traces) to the OTLP/HTTP port (default 4318).');
     }
     expect(walBytes(ing.walDir)).toBe(walBefore);
+    await stillServes(ing);
+  });
+});
+
+describe('HTTP/1.1 clients at the gRPC port that never close', () => {
+  it('are cut within seconds of the 505: no descriptor is held for them', async () => {
+    const ing = await startIngester({});
+    running.push(ing);
+    const fds = () => fs.readdirSync(`/proc/${ing.child.pid}/fd`).length;
+    const before = fds();
+    const sockets: net.Socket[] = [];
+    const closed: Promise<void>[] = [];
+    for (let i = 0; i < 40; i++) {
+      // Half-open allowed: the client keeps its side open after the server's FIN, and trickles bytes.
+      const s = net.connect({ port: ing.grpcPort, host: '127.0.0.1', allowHalfOpen: true });
+      s.on('error', () => undefined);
+      s.on('data', () => undefined);
+      closed.push(new Promise<void>((r) => s.on('close', () => r())));
+      await new Promise<void>((r) => s.on('connect', () => r()));
+      s.write('POST /v1/logs HTTP/1.1\r\nhost: x\r\ncontent-length: 1000000\r\n\r\n');
+      sockets.push(s);
+    }
+    const trickle = setInterval(() => {
+      for (const s of sockets) if (!s.destroyed) s.write('x');
+    }, 200);
+    try {
+      await Promise.race([Promise.all(closed), new Promise((r) => setTimeout(r, 8_000))]);
+      expect(sockets.filter((s) => !s.destroyed), 'every socket closed by the server').toEqual([]);
+      expect(fds()).toBeLessThanOrEqual(before + 2);
+    } finally {
+      clearInterval(trickle);
+      for (const s of sockets) s.destroy();
+    }
     await stillServes(ing);
   });
 });
