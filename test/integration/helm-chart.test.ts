@@ -544,6 +544,21 @@ describe('the chart refuses values that cannot work', () => {
       ],
       /audit\.file \/audit\/a\.jsonl is on the query pods' read-only root file system/,
     ],
+    // Without a tenants file too: the query server opens the audit file for its index changes
+    // (it used to start without opening it, and now would exit 2 on the read-only root).
+    [
+      [
+        'audit.file=/audit/a.jsonl',
+        'pods.ingester.extraVolumes[0].name=a',
+        'pods.ingester.extraVolumes[0].emptyDir.medium=Memory',
+        'pods.ingester.extraVolumeMounts[0].name=a',
+        'pods.ingester.extraVolumeMounts[0].mountPath=/audit',
+        'pods.query.enabled=true',
+        'catalog.url=postgres://pg/siglake',
+        'warehouse.path=s3://lake/siglake',
+      ],
+      /audit\.file \/audit\/a\.jsonl is on the query pods' read-only root file system/,
+    ],
   ])('--set %s', (set, message) => {
     const r = template('', set);
     expect(r.status).not.toBe(0);

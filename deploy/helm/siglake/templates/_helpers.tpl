@@ -219,9 +219,9 @@ a pod that crash-loops or is OOM-killed.
 {{- end -}}
 {{- $auditFile := dig "file" "" (default dict .Values.audit) -}}
 {{- if and $auditFile (ne $auditFile "-") -}}
-{{- /* The query server opens it too when it has a tenants file. */ -}}
+{{- /* The query server opens it too (its index changes are audited, with or without a tenants file). */ -}}
 {{- $pods := list "ingester" -}}
-{{- if and .Values.pods.query.enabled (or $tenantsFile .Values.declaredTenants) -}}{{- $pods = append $pods "query" -}}{{- end -}}
+{{- if .Values.pods.query.enabled -}}{{- $pods = append $pods "query" -}}{{- end -}}
 {{- range $pod := $pods -}}
 {{- $p := get $.Values.pods $pod -}}
 {{- $writable := or (hasPrefix "/var/lib/siglake/" $auditFile) (hasPrefix "/tmp/" $auditFile) -}}
