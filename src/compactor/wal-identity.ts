@@ -10,7 +10,8 @@ import { closeSync, fsyncSync, linkSync, openSync, readFileSync, unlinkSync, wri
 import { join } from 'node:path';
 import { CompactorError } from './compactor-error.js';
 
-const FILE = '.siglake-wal-id';
+export const WAL_ID_FILE = '.siglake-wal-id';
+const FILE = WAL_ID_FILE;
 const ID_RE = /^[0-9a-f]{32}$/;
 
 export class WalIdentity {

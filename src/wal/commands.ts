@@ -4,16 +4,17 @@
 // segment is allowed, and reported), 1 damage recovery would not repair, 2 DIR
 // cannot be read.
 
-import { readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { listJournalDirs, listJournalFiles } from './journal.js';
 import { decodeJournal, formatJournalName, isJournalDirName, JOURNAL_ROOT } from './journal-format.js';
-import { isWalRoot, linksInWal, listLaneDirs, locateLaneDir, tableLabel, WAL_ROOT_MARKER, type WalTable } from './layout.js';
+import { INGESTER_LOCK, isWalRoot, linksInWal, listLaneDirs, locateLaneDir, tableLabel, WAL_ROOT_MARKER, type WalTable } from './layout.js';
 import { formatSegmentName, recordTypeName, type RecordType } from './format.js';
 import { listLaneFiles, type LaneFiles, type SegmentFile } from './segment-files.js';
 import { SegmentReader, type SegmentStop } from './segment-reader.js';
 import { canBeTorn } from './repair.js';
 import { readSealedMarker } from './sealed-marker.js';
+import { WAL_ID_FILE } from '../compactor/wal-identity.js';
 
 /** Decodes a payload into short texts for dump (log bodies, span names). */
 export type DescribePayload = (type: RecordType, payload: Uint8Array) => string[];
@@ -302,7 +303,9 @@ function resolveTargets(dir: string, say: (line: string) => void): Target[] | nu
   if (own.segments.length + own.tmp.length > 0) return [{ dir, tenant: null, table: null }];
   // An empty WAL root (an ingester started, nothing written yet) holds no lane; a directory that is
   // neither root nor lane (a mistyped path, a volume not mounted) must not verify as clean.
-  if (isWalRoot(dir)) return [];
+  // (A root of a release before the marker, not in batch mode, shows itself by the compactor's WAL
+  // id or a running ingester's lock, which only a root holds.)
+  if (isWalRoot(dir) || [WAL_ID_FILE, INGESTER_LOCK].some((f) => existsSync(join(dir, f)))) return [];
   say(`${dir}: not a WAL directory (no ${WAL_ROOT_MARKER}, no ${JOURNAL_ROOT}, no lane, no segment)`);
   return null;
 }

@@ -53,7 +53,7 @@ describe('retention on an S3 warehouse (SeaweedFS)', () => {
       const oldFiles = (await icebirdDataFiles(before)).map((f) => f.path).filter((p) => !p.includes(`time_day=${new Date(Number(today / 1_000_000n)).toISOString().slice(0, 10)}`));
       expect(oldFiles.length).toBeGreaterThan(0);
 
-      const ret = runCli(['retention', '--once', '--wal-dir', walDir, ...lakeFlags, '--retention-logs-days', '7', '--retention-snapshot-max-age-hours', '0'], { env: sw.env });
+      const ret = runCli(['retention', '--once', ...lakeFlags, '--retention-logs-days', '7', '--retention-snapshot-max-age-hours', '0'], { env: sw.env });
       expect(ret.status, ret.stderr + ret.stdout.slice(-2000)).toBe(0);
 
       const after = (await catalog.metadataLocation('main', 'logs'))!;

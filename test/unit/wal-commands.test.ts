@@ -143,6 +143,12 @@ describe('wal verify', () => {
     const d = collect();
     expect(await walDump(empty, d.out, describeText)).toBe(2);
     expect(JSON.parse(d.lines[0]!)).toEqual({ error: `${empty}: not a WAL directory (no .siglake-wal-root, no .journal, no lane, no segment)` });
+    // A root of a release before the marker: the compactor's WAL id (or a live ingester's lock) says so.
+    const older = join(base, 'older-root');
+    mkdirSync(older);
+    writeFileSync(join(older, '.siglake-wal-id'), 'a'.repeat(32));
+    const o = collect();
+    expect(await walVerify(older, o.out)).toBe(0);
     // The root an ingester made before its first request: the marker alone.
     writeFileSync(join(empty, '.siglake-wal-root'), '');
     const e = collect();
