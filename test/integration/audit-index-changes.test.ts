@@ -9,20 +9,14 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { auditEvents, type AuditEvent } from '../helpers/audit-events.js';
 import { runCli, tempDir } from '../helpers/ingester.js';
 import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile } from '../helpers/jwt.js';
 import { icebergFlags, startQuery, type RunningQuery } from '../helpers/query.js';
 import { sleep, until } from '../helpers/wait.js';
 
-type Event = Record<string, unknown>;
-const events = (file: string): Event[] =>
-  fs.existsSync(file)
-    ? fs
-        .readFileSync(file, 'utf8')
-        .split('\n')
-        .filter((l) => l !== '')
-        .map((l) => JSON.parse(l) as Event)
-    : [];
+type Event = AuditEvent;
+const events = auditEvents;
 
 const definition = { retentionDays: 7, mapping: [{ column: 'http_status', from: 'attributes.http.response.status_code', type: 'long' }] };
 

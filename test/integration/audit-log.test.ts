@@ -15,21 +15,15 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { LOGS_EXPORT, grpc } from '../helpers/grpc-client.js';
 import { post } from '../helpers/http.js';
+import { auditEvents, type AuditEvent } from '../helpers/audit-events.js';
 import { runCli, startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
 import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile } from '../helpers/jwt.js';
 import { logsProto } from '../helpers/otlp-bodies.js';
 import { Client } from '../helpers/tenancy-client.js';
 import { sleep, until } from '../helpers/wait.js';
 
-type Event = Record<string, unknown>;
-const events = (file: string): Event[] =>
-  fs.existsSync(file)
-    ? fs
-        .readFileSync(file, 'utf8')
-        .split('\n')
-        .filter((l) => l !== '')
-        .map((l) => JSON.parse(l) as Event)
-    : [];
+type Event = AuditEvent;
+const events = auditEvents;
 const eventually = async (file: string, pred: (e: Event[]) => boolean, what: string): Promise<Event[]> => {
   await until(() => pred(events(file)), 10_000, what);
   return events(file);

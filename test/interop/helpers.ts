@@ -54,6 +54,16 @@ export async function pythonPeer<T>(script: string, args: string[], env: Record<
   return JSON.parse(last) as T;
 }
 
+/** The Spark peer's classpath: every jar test/interop/install.sh put in the cache (the Iceberg runtime and the JDBC drivers among them). */
+export function sparkJars(): string {
+  const jars = requireInstalled(JARS);
+  const names = fs.readdirSync(jars).filter((f) => f.endsWith('.jar'));
+  for (const want of ['iceberg-spark-runtime-', 'sqlite-jdbc-', 'postgresql-']) {
+    if (!names.some((n) => n.startsWith(want))) throw new Error(`no ${want}*.jar in ${jars}: run bash test/interop/install.sh`);
+  }
+  return names.map((n) => path.join(jars, n)).join(',');
+}
+
 /** `siglake <args>` as a child process, asynchronously. */
 export function siglake(args: string[]): Promise<ProcResult> {
   return runProcess(process.execPath, [CLI, ...args], { timeoutMs: 120_000 });

@@ -17,7 +17,7 @@ import { ManifestList } from '../../src/iceberg/manifest-list.js';
 import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
 import { TableMetadata } from '../../src/iceberg/table-metadata.js';
 import { startIngester, tempDir } from '../helpers/ingester.js';
-import { DAY1_NS, JARS, PYTHON, pythonPeer, requireInstalled, siglake } from './helpers.js';
+import { DAY1_NS, PYTHON, pythonPeer, siglake, sparkJars } from './helpers.js';
 import type { PyCatalog } from './readers.js';
 
 const ROUNDS = 6;
@@ -25,15 +25,6 @@ const PER_ROUND = 4;
 
 interface SparkView {
   tables: Record<string, { count: number; markers: string[]; entries: [string, number, string, number, number][] }>;
-}
-
-function sparkJars(): string {
-  const jars = requireInstalled(JARS);
-  return fs
-    .readdirSync(jars)
-    .filter((f) => f.endsWith('.jar'))
-    .map((n) => path.join(jars, n))
-    .join(',');
 }
 
 describe('merged manifests, read by pyiceberg 0.12 and Spark 4.1 + Iceberg', () => {

@@ -18,21 +18,12 @@ import { SEGMENT_HEADER_SIZE } from '../../src/wal/format.js';
 import { listLaneFiles } from '../../src/wal/segment-files.js';
 import { laneDir, LOGS_TABLE } from '../../src/wal/layout.js';
 import { CLI, startIngester, tempDir } from '../helpers/ingester.js';
-import { DAY1_NS, JARS, PYTHON, pythonPeer, requireInstalled, runProcess, siglake } from './helpers.js';
+import { DAY1_NS, PYTHON, pythonPeer, runProcess, siglake, sparkJars } from './helpers.js';
 import type { PyCatalog } from './readers.js';
 
 interface SparkView {
   tables: Record<string, { count: number; markers: string[]; snapshots: [string, string | null, string][] }>;
   maintained: [string, string, unknown[]][];
-}
-
-function sparkJars(): string {
-  const jars = requireInstalled(JARS);
-  return fs
-    .readdirSync(jars)
-    .filter((f) => f.endsWith('.jar'))
-    .map((n) => path.join(jars, n))
-    .join(',');
 }
 
 describe('WAL progress after another engine rewrites and expires snapshots (Spark 4.1 + Iceberg, pyiceberg 0.12)', () => {

@@ -5,10 +5,8 @@
 // filter on attributes['k'] and one on time must give what was acknowledged
 // and what pyiceberg gives; so must the rows, the snapshots and the files.
 
-import fs from 'node:fs';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DAY2_ISO, JARS, landFixture, PYTHON, pythonPeer, requireInstalled, type CatalogKind, type LandedFixture } from './helpers.js';
+import { DAY2_ISO, landFixture, PYTHON, pythonPeer, sparkJars, type CatalogKind, type LandedFixture } from './helpers.js';
 import { expectedQueries, pyicebergView, type PyCatalog } from './readers.js';
 import { LOGS_SCHEMA, TRACES_SCHEMA } from './schema.js';
 
@@ -30,15 +28,6 @@ interface SparkView {
 }
 
 const TABLES = ['main.logs', 'tenant_acme.logs', 'tenant_acme.traces', 'tenant_globex.traces'];
-
-function sparkJars(): string {
-  const jars = requireInstalled(JARS);
-  const names = fs.readdirSync(jars).filter((f) => f.endsWith('.jar'));
-  for (const want of ['iceberg-spark-runtime-', 'sqlite-jdbc-', 'postgresql-']) {
-    if (!names.some((n) => n.startsWith(want))) throw new Error(`no ${want}*.jar in ${jars}: run bash test/interop/install.sh`);
-  }
-  return names.map((n) => path.join(jars, n)).join(',');
-}
 
 /** Spark's type names for the schema docs/iceberg.md states. */
 function sparkType(icebergType: string): string {
