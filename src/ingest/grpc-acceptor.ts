@@ -28,6 +28,7 @@ import {
 } from './grpc-transport-refusals.js';
 import { installGrpcMessageFrames, MESSAGE_SINK, type MessageSink } from './grpc-message-frames.js';
 import { Answers } from './answers.js';
+import { StreamPool, type StreamSlot } from './grpc-stream-pool.js';
 import { asRefusal, DRAINING, grpcStatusDetails, logRefusal } from './responses.js';
 
 export interface GrpcAcceptorOptions extends AcceptorOptions {
@@ -97,6 +98,10 @@ const droppedRoutingHeader = new IngestError(
 );
 const shortMessage = new IngestError('SIGLAKE_BAD_BODY', 'bad body: the stream ended before the message its length prefix declared');
 const tooManyStreams = new IngestError('SIGLAKE_TOO_MANY_STREAMS', 'too many gRPC calls open on this ingester (--grpc-max-streams): retry later');
+const preemptedStream = new IngestError(
+  'SIGLAKE_TOO_MANY_STREAMS',
+  'too many gRPC calls open on this ingester (--grpc-max-streams): this call, still waiting for its message, gave its slot to a tenant under its fair share; retry later',
+);
 
 /** The facts admission needs, from a call's metadata. */
 function headersOf(md: grpc.Metadata, audit: AuditNote | undefined, dropped: boolean): IngestHeaders {
@@ -144,8 +149,8 @@ class GrpcIngest implements PendingRequest, BudgetSink {
 export class GrpcAcceptor {
   readonly #o: GrpcAcceptorOptions;
   readonly #answers: Answers<GrpcIngest>;
-  /** Calls between their headers and their status, over all connections. */
-  #open = 0;
+  /** Calls between their headers and their status, over all connections, shared fairly by tenants. */
+  readonly #pool: StreamPool;
   /** What admitHeaders() decided for a call, keyed by its metadata, for the handler. */
   readonly #admitted = new WeakMap<grpc.Metadata, Admitted>();
   /** The in-flight bytes a call's message holds while it is received, keyed by its metadata, for the handler. */
@@ -156,6 +161,8 @@ export class GrpcAcceptor {
 
   constructor(opts: GrpcAcceptorOptions) {
     this.#o = opts;
+    this.#pool = new StreamPool(opts.maxStreams);
+    opts.metrics.grpcStreamsOpen = () => this.#pool.open;
     this.#answers = new Answers<GrpcIngest>(
       opts.log,
       opts.metrics,
@@ -278,15 +285,23 @@ export class GrpcAcceptor {
   #admitOnMetadata(method: grpc.ServerMethodDefinition<unknown, unknown>, call: grpc.ServerInterceptingCallInterface): grpc.ServerInterceptingCall {
     const endpoint = method.path === TRACE_SERVICE.Export.path ? 1 : 0;
     const where = tapOfCall(call);
-    let counted = false;
-    const release = () => {
-      if (counted) {
-        counted = false;
-        this.#open--;
-      }
-    };
     let gotMessage = false;
     let refused = false;
+    // Its status sent or the call cancelled: a late admission gives it no slot.
+    let ended = false;
+    const slot: StreamSlot = {
+      counted: false,
+      tenant: undefined,
+      received: false,
+      preempt: () => {
+        this.#o.metrics.grpcStreamsRefused();
+        refuse(preemptedStream);
+      },
+    };
+    const release = () => {
+      ended = true;
+      this.#pool.release(slot);
+    };
     // Bytes of the in-flight bound its message holds while it arrives (given back at the call's end
     // unless the handler took them over).
     const held: Held = { bytes: 0 };
@@ -347,11 +362,8 @@ export class GrpcAcceptor {
       call,
       new grpc.ResponderBuilder()
         .withStart((next) => {
-          const full = this.#open >= this.#o.maxStreams;
-          if (!full) {
-            this.#open++;
-            counted = true;
-          }
+          // A full pool: the call is admitted first, and gets a slot then only as its tenant's fair share allows.
+          this.#pool.take(slot);
           timer = setTimeout(() => {
             timer = undefined;
             refuse(requestTimeout); // counted and logged, as HTTP's 408 is
@@ -363,11 +375,6 @@ export class GrpcAcceptor {
                 // Claimed first, whatever comes of the call: an entry left in the tap by a refused
                 // call would count toward its bound (past which streams read as dropped).
                 const dropped = where?.tap !== undefined && where.tap.take(where.stream.id!) !== undefined;
-                if (full) {
-                  this.#o.metrics.grpcStreamsRefused();
-                  refuse(tooManyStreams);
-                  return;
-                }
                 if (this.#o.isDraining()) {
                   refuse(DRAINING);
                   return;
@@ -384,9 +391,21 @@ export class GrpcAcceptor {
                   refuse(e);
                   return;
                 }
+                // Its slot is its tenant's from now on; a call that found the pool full gets one here or is refused.
+                const seat = (a: Admitted): boolean => {
+                  if (refused || ended) return false;
+                  if (slot.counted) this.#pool.attribute(slot, a.tenant);
+                  else if (!this.#pool.admitLate(slot, a.tenant, () => this.#o.metrics.grpcStreamsPreempted())) {
+                    this.#o.metrics.grpcStreamsRefused();
+                    refuse(tooManyStreams);
+                    return false;
+                  }
+                  return true;
+                };
                 if (pre instanceof Promise) {
                   pre.then(
                     (a) => {
+                      if (!seat(a)) return;
                       this.#admitted.set(md, a);
                       nextMd(md);
                     },
@@ -394,11 +413,13 @@ export class GrpcAcceptor {
                   );
                   return;
                 }
+                if (!seat(pre)) return;
                 this.#admitted.set(md, pre);
                 nextMd(md);
               })
               .withOnReceiveMessage((message, nextMessage) => {
                 gotMessage = true;
+                slot.received = true;
                 clear();
                 nextMessage(message);
               })

@@ -47,11 +47,13 @@ export class IngestMetrics {
   readonly #rejected = new Float64Array(REJECT_REASONS.length);
   readonly #rejectedSlot: Record<RejectReason, number>;
   /** [0] breaker rejections, [1] rate budget backend errors, [2] gRPC streams refused past the bound, [3] bodies refused past the in-flight byte bound */
-  readonly #singles = new Float64Array(4);
+  readonly #singles = new Float64Array(5);
   /** Requests the client abandoned mid-upload, by endpoint. */
   readonly #aborted = new Float64Array(ENDPOINTS.length);
   /** Bytes of request bodies being received or queued now (set by the acceptors). */
   inflightBytes: () => number = () => 0;
+  /** gRPC calls holding a --grpc-max-streams slot now (set by the gRPC acceptor). */
+  grpcStreamsOpen: () => number = () => 0;
   /** Frames that found their shard's request ring full and waited in the acceptor's backlog (set by the server: the dispatcher's count). */
   ringBacklogFrames: () => number = () => 0;
   /** Non-cumulative bucket counts, then the sum. */
@@ -121,11 +123,20 @@ export class IngestMetrics {
       () => [{ value: this.#singles[2]! }],
     );
     computed(
+      'siglake_grpc_streams_preempted_total',
+      'gRPC calls still waiting for their message, refused UNAVAILABLE to give their --grpc-max-streams slot to a tenant holding less than its fair share of the full pool.',
+      'counter',
+      () => [{ value: this.#singles[4]! }],
+    );
+    computed(
       'siglake_ingest_inflight_bytes_rejected_total',
       'Ingest requests refused 503 because bodies in flight already held --ingest-max-inflight-mib.',
       'counter',
       () => [{ value: this.#singles[3]! }],
     );
+    computed('siglake_grpc_streams_open', 'gRPC calls holding a --grpc-max-streams slot now, from their headers to their status.', 'gauge', () => [
+      { value: this.grpcStreamsOpen() },
+    ]);
     computed('siglake_ingest_inflight_bytes', 'Bytes of request bodies being received or queued for a writer now.', 'gauge', () => [
       { value: this.inflightBytes() },
     ]);
@@ -287,6 +298,10 @@ export class IngestMetrics {
 
   grpcStreamsRefused(): void {
     this.#singles[2]! += 1;
+  }
+
+  grpcStreamsPreempted(): void {
+    this.#singles[4]! += 1;
   }
 
   inflightRefused(): void {

@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOGS_EXPORT, grpc, rawGrpcCall } from '../helpers/grpc-client.js';
 import { CLI, runCli, tempDir, type RunningIngester } from '../helpers/ingester.js';
 import { logsProto } from '../helpers/otlp-bodies.js';
+import { decodeStatusProto, errorInfoOf } from '../helpers/rpc-status.js';
 import { sleep } from '../helpers/wait.js';
 import {
   Client,
@@ -168,6 +169,8 @@ async function h2Session(address: string, opts: http2.SessionOptions = {}): Prom
 interface H2Call {
   /** The grpc-status the server answered with (-1: the stream closed without one). */
   ended: Promise<number>;
+  /** The ErrorInfo reason of its grpc-status-details-bin, once answered with one. */
+  errorCode(): string | undefined;
   close(): void;
 }
 
@@ -176,8 +179,11 @@ function h2Call(session: http2.ClientHttp2Session, headers: Record<string, strin
   const req = session.request({ ':method': 'POST', ':path': LOGS_EXPORT, 'content-type': 'application/grpc', te: 'trailers', ...headers });
   req.on('error', () => {});
   req.on('data', () => {});
+  let reason: string | undefined;
   const ended = new Promise<number>((resolve) => {
     const take = (h: Record<string, unknown>) => {
+      const bin = h['grpc-status-details-bin'];
+      if (bin !== undefined) reason = errorInfoOf(decodeStatusProto(Buffer.from(String(bin), 'base64'))).reason;
       if (h['grpc-status'] !== undefined) resolve(Number(h['grpc-status']));
     };
     req.on('response', take);
@@ -189,7 +195,7 @@ function h2Call(session: http2.ClientHttp2Session, headers: Record<string, strin
   const bytes = Buffer.concat([prefix, Buffer.from(send)]);
   if (declared === send.length || endStream) req.end(bytes);
   else req.write(bytes);
-  return { ended, close: () => req.destroy() };
+  return { ended, errorCode: () => reason, close: () => req.destroy() };
 }
 
 describe('gRPC routing headers that HTTP/2 drops (item 1)', () => {
@@ -354,6 +360,50 @@ describe('gRPC calls are authenticated on their headers, and streams are bounded
       figures['grpcStreamBound'] = { held: 20, refused: 10 };
     } finally {
       for (const s of sessions) s.destroy();
+      await stop(ing);
+    }
+  });
+
+  it('regression (grpc-stream-pool-one-tenant): a full --grpc-max-streams pool held by one tenant\'s stalled calls gives other tenants their fair share, taken from its oldest stalled calls', async () => {
+    const ing = await start(['--trust-tenant-header', '--grpc-max-streams', '12', '--grpc-max-streams-per-connection', '50', '--request-timeout-secs', '60']);
+    const hogSession = await h2Session(ing.grpcAddress);
+    const fairSession = await h2Session(ing.grpcAddress);
+    const answered = (x: H2Call) => Promise.race([x.ended, sleep(5000).then(() => -2)]);
+    try {
+      // The hog holds the whole pool with calls that never send their message.
+      const hog: H2Call[] = [];
+      for (let k = 0; k < 12; k++) {
+        hog.push(h2Call(hogSession, { 'x-scope-orgid': 'hog' }, 1000, new Uint8Array(10)));
+        await until(async () => (await ing.metric('siglake_grpc_streams_open')) === k + 1, 10_000, `hog call ${k + 1} to hold a slot`);
+      }
+      // Its own next call is refused: it holds all of its share (the whole pool, alone).
+      const hog13 = h2Call(hogSession, { 'x-scope-orgid': 'hog' }, 1000, new Uint8Array(10));
+      expect(await answered(hog13)).toBe(grpc.status.UNAVAILABLE);
+      expect(hog13.errorCode()).toBe('SIGLAKE_TOO_MANY_STREAMS');
+      // Another tenant's stalled calls take the hog's oldest, up to half the pool (two holders).
+      const fair: H2Call[] = [];
+      for (let k = 0; k < 6; k++) {
+        fair.push(h2Call(fairSession, { 'x-scope-orgid': 'fair' }, 1000, new Uint8Array(10)));
+        expect(await answered(hog[k]!)).toBe(grpc.status.UNAVAILABLE);
+        expect(hog[k]!.errorCode()).toBe('SIGLAKE_TOO_MANY_STREAMS');
+      }
+      const fair7 = h2Call(fairSession, { 'x-scope-orgid': 'fair' }, 1000, new Uint8Array(10));
+      expect(await answered(fair7)).toBe(grpc.status.UNAVAILABLE);
+      // The hog's newer calls and all six of the fair tenant's are still open.
+      const still = await Promise.all([...hog.slice(6), ...fair].map((x) => Promise.race([x.ended, sleep(300).then(() => -2)])));
+      expect(still).toEqual(Array(12).fill(-2));
+      expect(await ing.metric('siglake_grpc_streams_open')).toBe(12);
+      // A third tenant's whole call is stored: it takes a slot from a holder above the new share (4).
+      const c = new Client(ing);
+      await expectAccepted(c, () => c.send('grpc', 'logs', 'third-tenant', { 'x-scope-orgid': 'third' }));
+      c.close();
+      expect(await ing.metric('siglake_grpc_streams_preempted_total')).toBe(7);
+      // Refused by the pool: the hog's 13th, the fair tenant's 7th and the 7 calls that gave up their slot.
+      expect(await ing.metric('siglake_grpc_streams_refused_total')).toBe(9);
+      figures['grpcStreamPoolFairShare'] = { pool: 12, hogKept: 5, fairHeld: 6, preempted: 7 };
+    } finally {
+      hogSession.destroy();
+      fairSession.destroy();
       await stop(ing);
     }
   });

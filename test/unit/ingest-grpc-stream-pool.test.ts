@@ -1,0 +1,104 @@
+// The gRPC port's pool of open calls, shared fairly by tenants
+// (src/ingest/grpc-stream-pool.ts). The end-to-end behaviour over real HTTP/2
+// calls is in test/reliability/hostile-clients-2.test.ts; these cover the
+// choices a full pool makes.
+
+import { describe, expect, it } from 'vitest';
+import { StreamPool, type StreamSlot } from '../../src/ingest/grpc-stream-pool.js';
+
+interface TestSlot extends StreamSlot {
+  name: string;
+  refused: boolean;
+}
+
+function slot(name: string): TestSlot {
+  const s: TestSlot = {
+    name,
+    counted: false,
+    tenant: undefined,
+    received: false,
+    refused: false,
+    preempt: () => {
+      expect(s.counted, `${name} gave its slot up before it was refused`).toBe(false);
+      s.refused = true;
+    },
+  };
+  return s;
+}
+
+/** A call that starts and is admitted for `tenant` at once; whether it got a slot. */
+function open(pool: StreamPool, name: string, tenant: string, onPreempt = () => {}): TestSlot & { seated: boolean } {
+  const s = slot(name) as TestSlot & { seated: boolean };
+  s.seated = pool.take(s) ? (pool.attribute(s, tenant), true) : pool.admitLate(s, tenant, onPreempt);
+  return s;
+}
+
+describe('StreamPool', () => {
+  it('refuses a tenant that holds all of its share, and gives another the largest holder\'s oldest stalled slot', () => {
+    const pool = new StreamPool(4);
+    const hog = [0, 1, 2, 3].map((k) => open(pool, `hog${k}`, 'hog'));
+    expect(hog.every((s) => s.seated)).toBe(true);
+    expect(open(pool, 'hog4', 'hog').seated).toBe(false);
+    let preempted = 0;
+    const a = open(pool, 'a0', 'a', () => preempted++);
+    expect(a.seated).toBe(true);
+    expect(hog.map((s) => s.refused)).toEqual([true, false, false, false]);
+    expect(preempted).toBe(1);
+    expect(pool.open).toBe(4);
+    // Share is 2 for two holders: a takes one more, then is refused.
+    expect(open(pool, 'a1', 'a').seated).toBe(true);
+    expect(hog.map((s) => s.refused)).toEqual([true, true, false, false]);
+    expect(open(pool, 'a2', 'a').seated).toBe(false);
+    expect(hog.map((s) => s.refused)).toEqual([true, true, false, false]);
+    expect(pool.open).toBe(4);
+  });
+
+  it('never takes a call whose message arrived, nor one whose tenant is not known yet', () => {
+    const pool = new StreamPool(3);
+    const received = open(pool, 'r', 'hog');
+    received.received = true;
+    const pending = slot('pending'); // its admission is still running: it holds a slot, nobody's
+    expect(pool.take(pending)).toBe(true);
+    const stalled = open(pool, 's', 'hog');
+    // Full; share for b is floor(3 / 2) = 1; hog holds 2 attributed slots, one stalled.
+    const b = open(pool, 'b', 'b');
+    expect(b.seated).toBe(true);
+    expect([received.refused, pending.refused, stalled.refused]).toEqual([false, false, true]);
+    // Nothing left to take: hog's only slot is being written, the pending one is nobody's.
+    expect(open(pool, 'c', 'c').seated).toBe(false);
+    expect(pool.open).toBe(3);
+  });
+
+  it('takes from the largest holder above the share that has a stalled call, oldest first', () => {
+    const pool = new StreamPool(6);
+    const x = [0, 1, 2].map((k) => open(pool, `x${k}`, 'x'));
+    const y = [0, 1, 2].map((k) => open(pool, `y${k}`, 'y'));
+    y[0]!.received = true;
+    const z = open(pool, 'z', 'z'); // share 2: both hold 3; x is first of the equals
+    expect(z.seated).toBe(true);
+    expect(x.map((s) => s.refused)).toEqual([true, false, false]);
+    x[1]!.received = true;
+    x[2]!.received = true;
+    // Four holders with w: a share of 1. x holds 2, above it, but both are being written; y's oldest stalled is y1.
+    const w = open(pool, 'w', 'w');
+    expect(w.seated).toBe(true);
+    expect(y.map((s) => s.refused)).toEqual([false, true, false]);
+  });
+
+  it('gives a slot freed meanwhile before taking one, and counts every release once', () => {
+    const pool = new StreamPool(2);
+    const a = open(pool, 'a', 't');
+    const b = open(pool, 'b', 't');
+    const late = slot('late');
+    expect(pool.take(late)).toBe(false);
+    pool.release(a);
+    pool.release(a);
+    expect(pool.open).toBe(1);
+    expect(pool.admitLate(late, 'u', () => {})).toBe(true);
+    expect(b.refused).toBe(false);
+    expect(pool.open).toBe(2);
+    pool.release(b);
+    pool.release(late);
+    expect(pool.open).toBe(0);
+  });
+});
