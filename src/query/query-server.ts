@@ -42,13 +42,22 @@ import { ShardForwarder } from './shard-forwarder.js';
 import { TableFilesReader } from './table-files.js';
 import { TenantGate } from './tenant-gate.js';
 import { TenantIndex } from '../tenants/tenant-index.js';
-import { indexChangeEvent, openAuditLog, type AuditLog } from '../tenants/audit-log.js';
+import { auditNote, indexChangeEvent, openAuditLog, reloadIndexChanges, type AuditLog, type AuditNote } from '../tenants/audit-log.js';
 import { loadTenantsAtStart, readTenantsFile, TenantsReloader } from '../tenants/tenants-reloader.js';
 
 export interface QueryServerOptions {
   readonly settings: Settings;
   readonly log: Logger;
 }
+
+/** The refusals the audit stream records: a caller turned away, not a query that failed (bad SQL, a timeout, an engine error). */
+const AUDITED_REFUSALS: ReadonlySet<string> = new Set([
+  'SIGLAKE_UNAUTHENTICATED',
+  'SIGLAKE_TENANT_DENIED',
+  'SIGLAKE_TENANT_AMBIGUOUS',
+  'SIGLAKE_SQL_REFUSED',
+  'SIGLAKE_QUERY_CONCURRENCY',
+]);
 
 export class QueryServer {
   readonly #s: Settings;
@@ -68,6 +77,8 @@ export class QueryServer {
   readonly #stopping = new AbortController();
   readonly #http: http.Server;
   readonly #audit: AuditLog | undefined;
+  /** Each request's audit note while auditing (set by #endpoint, filled by #principalOf). */
+  readonly #notes = new WeakMap<IncomingMessage, AuditNote>();
   readonly #tenantsReloader: TenantsReloader | undefined;
   #draining = false;
   #inFlight = 0;
@@ -109,7 +120,14 @@ export class QueryServer {
         file,
         tenants: {
           // An overlap the file alone decides throws; the reloader names the file.
-          replace: (decls) => gate.replaceDeclared(decls),
+          // A reload that changes a tenant's index subset writes an index_change, as on ingest.
+          replace: (decls) => {
+            const before = gate.declaredSubsets();
+            const r = gate.replaceDeclared(decls);
+            const audit = this.#audit;
+            if (audit !== undefined) for (const ev of reloadIndexChanges(before, gate.declaredSubsets())) audit.write(ev);
+            return r;
+          },
           get size() {
             return gate.declaredCount;
           },
@@ -252,6 +270,9 @@ export class QueryServer {
     const started = performance.now();
     this.#inFlight++;
     let cut = false;
+    // While auditing: what #principalOf learns of the caller, for a refusal's event.
+    const note = this.#audit !== undefined ? auditNote(req.socket.remoteAddress) : undefined;
+    if (note !== undefined) this.#notes.set(req, note);
     try {
       if (method !== undefined && req.method !== method) {
         res.setHeader('allow', method);
@@ -261,6 +282,11 @@ export class QueryServer {
       await run();
     } catch (e) {
       const err = asQueryError(e);
+      // A caller turned away (declared-tenants.md §4: one event for every refusal): its credential,
+      // its tenant, a statement beyond its namespace, its concurrency. A query that failed is not one.
+      if (note !== undefined && AUDITED_REFUSALS.has(err.code)) {
+        this.#audit!.write({ event: 'refusal', tenant: note.tenant, subject: note.subject, reason: err.reason ?? err.code, remote: note.remote });
+      }
       if (err.reason !== undefined) this.#metrics.denied(err.reason);
       if (err.code === 'SIGLAKE_TENANT_AMBIGUOUS') this.#metrics.ambiguous();
       if (err.httpStatus >= 500 && err.code !== 'SIGLAKE_QUERY_TIMEOUT') this.#log.warn({ code: err.code, endpoint }, 'query failed');
@@ -288,7 +314,12 @@ export class QueryServer {
   async #principalOf(req: IncomingMessage): Promise<{ tenant: string; subject: string | null }> {
     const { claims } = await this.#auth.authenticate(req.headers.authorization);
     const sub = claims?.['sub'];
-    return { tenant: this.#gate.resolve(claims), subject: typeof sub === 'string' ? sub : null };
+    const subject = typeof sub === 'string' ? sub : null;
+    const note = this.#notes.get(req);
+    if (note !== undefined) note.subject = subject;
+    const tenant = this.#gate.resolve(claims);
+    if (note !== undefined) note.tenant = tenant;
+    return { tenant, subject };
   }
 
   async #sql(req: IncomingMessage, res: ServerResponse, viaShard: boolean): Promise<void> {

@@ -86,6 +86,11 @@ export class TenantGate {
     return { added: [...after].filter((id) => !before.has(id)), removed: [...before].filter((id) => !after.has(id)) };
   }
 
+  /** Each declared tenant's index subset (undefined: all of its indexes), for a reload's index_change events. */
+  declaredSubsets(): Map<string, ReadonlySet<string> | undefined> {
+    return new Map((this.#declared?.tenants ?? []).map((t) => [t.id, t.decl.indexes] as const));
+  }
+
   /**
    * The declared index subset of `tenant` (declared-tenants.md §3), however
    * the tenant was resolved; undefined: all of its indexes (not declared, or

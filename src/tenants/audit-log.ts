@@ -68,6 +68,31 @@ export function indexChangeEvent(
   return { event: 'index_change', tenant, subject, reason, remote, action, index };
 }
 
+/** A declared tenant's `indexes` subset as an event names it: sorted, joined by commas; null for all of its indexes. */
+function subsetName(indexes: ReadonlySet<string> | undefined): string | null {
+  return indexes === undefined ? null : [...indexes].sort().join(',');
+}
+
+/**
+ * The `index_change` events of a tenants reload (reason `tenants_reload`):
+ * one for each tenant declared before and after whose `indexes` subset
+ * changed, `from` and `to` as subsetName() writes them. Maps: each declared
+ * tenant's subset (undefined: all of its indexes).
+ */
+export function reloadIndexChanges(
+  before: ReadonlyMap<string, ReadonlySet<string> | undefined>,
+  after: ReadonlyMap<string, ReadonlySet<string> | undefined>,
+): AuditEvent[] {
+  const events: AuditEvent[] = [];
+  for (const [id, next] of after) {
+    if (!before.has(id)) continue;
+    const from = subsetName(before.get(id));
+    const to = subsetName(next);
+    if (from !== to) events.push({ event: 'index_change', tenant: id, subject: null, reason: 'tenants_reload', remote: null, from, to });
+  }
+  return events;
+}
+
 /** Queued bytes past which new events are dropped (and counted). */
 export const MAX_QUEUED_BYTES = 4 * 1024 * 1024;
 

@@ -16,7 +16,7 @@ import { IngestError, tenantDenied, type ErrorCode } from '../errors.js';
 import type { Redis } from 'ioredis';
 import { RedisBudget, redisBudgetClient } from '../limits/redis-budget.js';
 import { TokenBucketTable } from '../limits/token-bucket-table.js';
-import { noteRefusal, type AuditEvent, type AuditLog, type AuditNote } from './audit-log.js';
+import { noteRefusal, reloadIndexChanges, type AuditEvent, type AuditLog, type AuditNote } from './audit-log.js';
 import { Budget } from './budgets.js';
 import { PrincipalBuckets, sharedPrincipalBuckets } from './principal-buckets.js';
 import { BudgetSync, type BudgetSyncOptions } from './shared-budgets.js';
@@ -165,14 +165,10 @@ export class DeclaredTenants {
       }
     }
     const added = [...next.byId.keys()].filter((id) => !old.byId.has(id));
-    for (const [id, rt] of next.byId) {
-      const was = old.byId.get(id);
-      if (was === undefined) continue;
-      const a = was.indexes === undefined ? null : [...was.indexes].sort().join(',');
-      const b = rt.indexes === undefined ? null : [...rt.indexes].sort().join(',');
-      if (a !== b) {
-        this.#o.audit?.write({ event: 'index_change', tenant: id, subject: null, reason: 'tenants_reload', remote: null, from: a, to: b });
-      }
+    const audit = this.#o.audit;
+    if (audit !== undefined) {
+      const subsets = (s: Snapshot) => new Map([...s.byId].map(([id, rt]) => [id, rt.indexes] as const));
+      for (const ev of reloadIndexChanges(subsets(old), subsets(next))) audit.write(ev);
     }
     return { added, removed };
   }

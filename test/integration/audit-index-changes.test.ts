@@ -79,6 +79,84 @@ describe('index changes through the query server are audited (no tenants file)',
   });
 });
 
+describe('the query server audits the callers it turns away, and a reload that changes an index subset', () => {
+  const dir = tempDir('siglake-audit-query-refusals-');
+  const file = path.join(dir, 'audit.jsonl');
+  const tenantsFile = path.join(dir, 'tenants.json');
+  const declare = (acmeIndexes: string[]) =>
+    fs.writeFileSync(
+      tenantsFile,
+      JSON.stringify({
+        tenants: [
+          { id: 'acme', subjects: { claims: { org_id: 'acme-prod' } }, indexes: acmeIndexes },
+          { id: 'globex', subjects: { claims: { org_id: 'globex' } } },
+        ],
+      }),
+    );
+  let q: RunningQuery;
+  let alice = '';
+  let mallory = '';
+
+  beforeAll(async () => {
+    const key = await makeKeyPair('ES256', 'k-refusals');
+    const jwks = writeJwksFile(dir, [key.jwk]);
+    alice = await mint(key, { org_id: 'acme-prod' }, { sub: 'alice' });
+    mallory = await mint(key, { tenant: 'initech' }, { sub: 'mallory' });
+    declare(['payments']);
+    q = await startQuery(dir, [
+      ...icebergFlags(dir),
+      ...['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--query-tenant-claim', 'tenant'],
+      ...['--query-allowed-tenants', 'acme,globex', '--tenants-file', tenantsFile, '--audit-file', file],
+    ]);
+  }, 60_000);
+
+  afterAll(async () => {
+    expect(await q?.stop()).toBe(0);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const sql = async (statement: string, token: string | undefined): Promise<{ status: number; code: string | undefined }> => {
+    const res = await fetch(`${q.url}/api/v1/sql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(token !== undefined ? { authorization: `Bearer ${token}` } : {}) },
+      body: JSON.stringify({ sql: statement }),
+    });
+    const body = (await res.json()) as { error?: { code: string } };
+    return { status: res.status, code: body.error?.code };
+  };
+
+  it('one refusal event each for 401, 403 and a refused statement, with subject, tenant and peer; a query that fails none', async () => {
+    expect(await sql('SELECT 1', undefined)).toEqual({ status: 401, code: 'SIGLAKE_UNAUTHENTICATED' });
+    expect(await sql('SELECT 1', mallory)).toEqual({ status: 403, code: 'SIGLAKE_TENANT_DENIED' });
+    expect(await sql("ATTACH '/tmp/globex-lake.db' AS other", alice)).toEqual({ status: 400, code: 'SIGLAKE_SQL_REFUSED' });
+    expect(await sql('SELEC 1', alice)).toEqual({ status: 400, code: 'SIGLAKE_BAD_SQL' }); // a failed query: not audited
+    expect((await sql('SELECT 1 AS one', alice)).status).toBe(200);
+    await until(() => events(file).length >= 3, 10_000, 'three refusal events');
+    await sleep(200); // nothing more comes
+    const ev = events(file);
+    expect(ev.map((e) => [e['event'], e['tenant'], e['subject'], e['reason']])).toEqual([
+      ['refusal', null, null, 'SIGLAKE_UNAUTHENTICATED'],
+      ['refusal', null, 'mallory', 'unlisted'],
+      ['refusal', 'acme', 'alice', 'SIGLAKE_SQL_REFUSED'],
+    ]);
+    for (const e of ev) expect(e['remote']).toMatch(/127\.0\.0\.1/);
+    const text = fs.readFileSync(file, 'utf8');
+    expect(text).not.toContain(alice);
+    expect(text).not.toContain('globex-lake'); // never a tenant's SQL
+  });
+
+  it('a reload that changes a declared tenant\'s index subset writes index_change (reason tenants_reload) before its tenants_reload', async () => {
+    const before = events(file).length;
+    declare(['payments', 'orders']);
+    await until(() => events(file).some((e) => e['event'] === 'tenants_reload'), 10_000, 'the reload event');
+    const ev = events(file).slice(before);
+    expect(ev.map((e) => [e['event'], e['tenant'], e['reason'], e['from'], e['to']])).toEqual([
+      ['index_change', 'acme', 'tenants_reload', 'payments', 'orders,payments'],
+      ['tenants_reload', null, 'file change', undefined, undefined],
+    ]);
+  });
+});
+
 describe('siglake index create|update|delete are audited', () => {
   it('one event per change, with reason index_command and no subject or peer; list, show and a refused delete none', () => {
     const dir = tempDir('siglake-audit-index-cli-');
