@@ -155,7 +155,11 @@ export class Ingester {
       onFinish: (lane, stored, written, note) => {
         // [declared tenants] budgets, counters: for what a worker answered.
         if (written !== undefined) tenants?.completed(lane.tenant, lane.index, written.code, written.records, written.bytes, note);
-        if (admission!.finish(lane, stored, note)) dispatcher.forget(lane);
+        // An empty export request (a 200 that wrote nothing, contract §6) leaves nothing behind: it is
+        // not a lane's first admission, nor what keeps a new lane (and its tenant) held. (It committed
+        // the lane: empty requests under fresh tenant ids filled --max-tenants and --ingest-max-lanes.)
+        const wrote = stored && (written === undefined || written.bytes > 0);
+        if (admission!.finish(lane, wrote, note)) dispatcher.forget(lane);
       },
     });
     this.#dispatcher = dispatcher;

@@ -519,7 +519,8 @@ export class DeclaredTenants {
     if (rt !== undefined) {
       // First admission: the first stored request (written at admission, before the body, it named
       // a request then refused, a 400 or a 413, and the tenant's first stored request was never audited).
-      if (!rt.admitted) {
+      // An empty export request (nothing written) is not one.
+      if (!rt.admitted && bytes > 0) {
         rt.admitted = true;
         this.#o.audit?.write({ event: 'tenant_first_admission', tenant: rt.id, subject: note?.subject ?? null, reason: null, remote: note?.remote ?? null });
       }

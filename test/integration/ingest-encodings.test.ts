@@ -4,6 +4,7 @@
 // request's content type, and the canonical protobuf bytes in the WAL.
 
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FixtureGenerator } from '../../src/otlp/fixtures.js';
@@ -22,9 +23,50 @@ import {
   walPayloads,
 } from '../helpers/otlp-bodies.js';
 import { grpcCode, httpCode } from '../helpers/rpc-status.js';
+import { auditEvents } from '../helpers/audit-events.js';
+import { sleep, until } from '../helpers/wait.js';
 
 const PB = 'application/x-protobuf';
 const JSON_CT = 'application/json';
+
+describe('an empty export request holds no lane and no tenant (--max-tenants 1, --trust-tenant-header, audit on)', () => {
+  let ing: RunningIngester;
+  let rpc: RawGrpcClient;
+  let auditFile: string;
+  beforeAll(async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'siglake-empty-export-'));
+    auditFile = path.join(dir, 'audit.jsonl');
+    ing = await startIngester({ dataDir: dir, args: ['--trust-tenant-header', '--max-tenants', '1', '--audit-file', auditFile] });
+    rpc = new RawGrpcClient(ing.grpcAddress);
+  });
+  afterAll(async () => {
+    rpc.close();
+    expect(await ing.stop()).toBe(0);
+  });
+
+  it('regression (empty-export-holds-lane): empty requests of one tenant are 200, and a second tenant is still admitted; no first admission is audited for them', async () => {
+    const pb = await post(ing.url, '/v1/logs', new Uint8Array(0), { contentType: PB, headers: { 'x-scope-orgid': 'ghost' } });
+    expect(pb.status).toBe(200);
+    const js = await post(ing.url, '/v1/traces', jsonBytes({}), { contentType: JSON_CT, headers: { 'x-scope-orgid': 'ghost' } });
+    expect(js.status).toBe(200);
+    const rpcEmpty = await rpc.export('logs', new Uint8Array(0), { 'x-scope-orgid': 'phantom' });
+    expect(rpcEmpty.code).toBe(grpc.status.OK);
+    // The only tenant slot is free: a real request of another tenant is stored.
+    const real = await post(ing.url, '/v1/logs', logsProto(['after-empty']), { contentType: PB, headers: { 'x-scope-orgid': 'acme' } });
+    expect(real.status).toBe(200);
+    expect(walDump(path.join(ing.walDir, 'acme', 'logs')).length).toBe(1);
+    expect(fs.existsSync(path.join(ing.walDir, 'ghost'))).toBe(false);
+    expect(fs.existsSync(path.join(ing.walDir, 'phantom'))).toBe(false);
+    // acme holds the slot now: a further tenant is refused at capacity, as --max-tenants 1 says.
+    const other = await post(ing.url, '/v1/logs', logsProto(['refused']), { contentType: PB, headers: { 'x-scope-orgid': 'globex' } });
+    expect(other.status).toBe(403);
+    expect(httpCode(other)).toBe('SIGLAKE_TENANT_DENIED');
+    await until(() => auditEvents(auditFile).some((e) => e['event'] === 'lane_first_admission'), 10_000, 'the lane admission event');
+    await sleep(200);
+    const firsts = auditEvents(auditFile).filter((e) => e['event'] === 'lane_first_admission');
+    expect(firsts.map((e) => [e['tenant'], e['signal']])).toEqual([['acme', 'logs']]);
+  });
+});
 
 describe('encodings: OTLP/JSON, gzip, empty requests', () => {
   let ing: RunningIngester;
