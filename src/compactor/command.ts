@@ -18,7 +18,7 @@
 // that cannot be written (src/compactor/preflight.ts).
 
 import { ConfigError } from '../errors.js';
-import { drainRootProblem, walRootProblem } from '../wal/layout.js';
+import { drainRootProblem, onceRootProblem, walRootProblem } from '../wal/layout.js';
 import { loadSettings, withSource } from '../config/load.js';
 import { createLogger } from '../log.js';
 import { CompactorLoop } from './compactor-loop.js';
@@ -41,7 +41,8 @@ export async function runCompactCommand(argv: string[]): Promise<number> {
     settings = loaded.settings;
     // A tenant's directory given as the root would land its lanes as the default tenant's.
     // --ingester-stopped reports "done" like a drain: a path that is no WAL root is refused, not read as empty.
-    const badRoot = stopped ? drainRootProblem(settings.walDir) : walRootProblem(settings.walDir, false);
+    // --once says what it landed with its exit status: a path with no WAL is refused, not reported done.
+    const badRoot = stopped ? drainRootProblem(settings.walDir) : once ? onceRootProblem(settings.walDir) : walRootProblem(settings.walDir, false);
     if (badRoot !== null) throw new ConfigError(badRoot);
     // The catalog opens and the warehouse takes a write, or the command stops here (issue 19).
     await checkCompactorTargets(settings).catch((e: unknown) => {

@@ -52,7 +52,7 @@ export const COMMANDS: Readonly<Record<string, CommandHelp>> = {
     categories: ['iceberg', 'logging'],
     also: ['walDir'],
     extra: [
-      { flag: '--once', doc: 'Run rounds until no sealed segment is left, then exit. Without it: a round every --compact-interval-secs until SIGTERM.' },
+      { flag: '--once', doc: 'Run rounds until no sealed segment is left, then exit (0: all landed; 1: a table failed; 2: --wal-dir does not exist or is no WAL root). Without it: a round every --compact-interval-secs until SIGTERM.' },
       { flag: '--ingester-stopped', doc: "No ingester writes this WAL: seal each lane's highest segment too." },
       CONFIG_FLAG,
       HELP_FLAG,

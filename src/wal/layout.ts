@@ -258,7 +258,22 @@ export function drainRootProblem(walDir: string): string | null {
   // while it still appends: acknowledged records lost, a segment left with a zeroed header.
   const live = liveIngester(walDir);
   if (live !== null) return `${live} (a drain, or compact --ingester-stopped, beside it lands and retires segments it still appends to)`;
-  if (!exists(walDir, true)) return `ingester.walDir ${walDir} does not exist: nothing to drain there, and nothing that says the volume may go`;
+  return absentRootProblem(walDir, 'nothing to drain there, and nothing that says the volume may go');
+}
+
+/**
+ * Why `compact --once` cannot land `walDir`, or null: as a drain's check
+ * without the live writer (landing sealed segments beside one is its job).
+ * It exited 0 for a directory that does not exist or holds no WAL, the
+ * answer of a WAL with nothing sealed: a volume mounted elsewhere went
+ * unnoticed by the cron job that ran it.
+ */
+export function onceRootProblem(walDir: string): string | null {
+  return walRootProblem(walDir, false) ?? absentRootProblem(walDir, 'nothing to land there');
+}
+
+function absentRootProblem(walDir: string, absent: string): string | null {
+  if (!exists(walDir, true)) return `ingester.walDir ${walDir} does not exist: ${absent}`;
   if (isWalRoot(walDir) || listLaneDirs(walDir).length > 0) return null;
   return `ingester.walDir ${walDir} is not a WAL root (no ${WAL_ROOT_MARKER}, no .journal, no lane): is the volume mounted there?`;
 }

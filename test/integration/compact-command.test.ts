@@ -15,8 +15,10 @@ describe('siglake compact flags', () => {
       expect(r.stderr).toContain(`flag ${flag[0]} is not a setting of siglake compact`);
     }
     expect(fs.existsSync(`${dir}/catalog.db`), 'a refused run opens no catalog').toBe(false);
-    // The same run without the ingest flag works (beside an ingester: a WAL not made yet is no error;
-    // --ingester-stopped, like drain, refuses a path that is no WAL root: wal-root.test.ts).
+    // The same run without the ingest flag works on a WAL root (--once refuses a path that is none,
+    // as drain does: wal-root.test.ts).
+    fs.mkdirSync(`${dir}/wal`);
+    fs.writeFileSync(`${dir}/wal/.siglake-wal-root`, 'siglake WAL root\n');
     expect(runCli(['compact', '--once', '--wal-dir', `${dir}/wal`, '--catalog-url', `sqlite:${dir}/catalog.db`, '--warehouse', `${dir}/wh`, '--log-level', 'warn']).status).toBe(0);
   });
 });

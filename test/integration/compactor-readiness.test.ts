@@ -48,7 +48,9 @@ describe('start-up check of the catalog and the warehouse', () => {
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
     expect(r.stderr).toContain(`siglake: invalid warehouse.path (file ${cfg} key warehouse.path): cannot write to the warehouse file://`);
     expect(fs.existsSync(path.join(dir, 'catalog.db'))).toBe(false);
-    // `siglake compact` checks the same, with the same exit code.
+    // `siglake compact` checks the same, with the same exit code (on a WAL root: --once refuses a path that is none).
+    fs.mkdirSync(path.join(dir, 'wal'), { recursive: true });
+    fs.writeFileSync(path.join(dir, 'wal', '.siglake-wal-root'), 'siglake WAL root\n');
     const c = runCli(['compact', '--once', '--config', cfg, '--wal-dir', path.join(dir, 'wal')]);
     expect(c.status).toBe(2);
     expect(c.stderr).toContain('invalid warehouse.path (file');

@@ -99,6 +99,26 @@ describe('drain and compact --ingester-stopped need a WAL root', () => {
     expect(r.stderr).toContain('is not a WAL root');
     expect(fs.existsSync(path.join(dir, 'catalog.db'))).toBe(false); // refused before anything was made
   });
+
+  it('regression (compact-once-missing-wal): compact --once refuses a missing directory or one that is no WAL root (exit 2), and lands an empty WAL root with exit 0', () => {
+    // It exited 0 for both, the answer of a WAL with nothing sealed: a cron job that mounted the volume
+    // elsewhere, or a typo, reported success for a WAL it never saw.
+    const dir = tempDir('siglake-once-root-');
+    const flags = ['--catalog-url', `sqlite:${path.join(dir, 'catalog.db')}`, '--warehouse', path.join(dir, 'warehouse'), '--log-level', 'warn'];
+    const missing = path.join(dir, 'typo', 'wal');
+    const r1 = runCli(['compact', '--once', '--wal-dir', missing, ...flags], { cwd: dir });
+    expect(r1.status, r1.stderr).toBe(2);
+    expect(r1.stderr).toBe(`siglake: ingester.walDir ${missing} does not exist: nothing to land there\n`);
+    const empty = path.join(dir, 'empty');
+    fs.mkdirSync(empty);
+    const r2 = runCli(['compact', '--once', '--wal-dir', empty, ...flags], { cwd: dir });
+    expect(r2.status, r2.stderr).toBe(2);
+    expect(r2.stderr).toContain(`ingester.walDir ${empty} is not a WAL root`);
+    expect(fs.existsSync(path.join(dir, 'catalog.db'))).toBe(false); // refused before anything was made
+    fs.writeFileSync(path.join(empty, WAL_ROOT_MARKER), 'siglake WAL root\n');
+    const r3 = runCli(['compact', '--once', '--wal-dir', empty, ...flags], { cwd: dir });
+    expect(r3.status, r3.stderr).toBe(0);
+  });
 });
 
 describe('drain beside a running ingester', () => {
