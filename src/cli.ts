@@ -114,6 +114,7 @@ async function ingest(argv: string[]): Promise<void> {
   try {
     await ingester.start();
   } catch (e) {
+    if (e instanceof ConfigError) fail(withSource(e, loaded), 2);
     fail((e as Error).message, 1);
   }
   log.info({ http: ingester.httpPort, grpc: ingester.grpcPort, workers: settings.workers, walDir: settings.walDir, fsync: settings.walFsync }, 'ready');

@@ -6,7 +6,8 @@
 
 import { randomBytes } from 'node:crypto';
 import { constants as fsc } from 'node:fs';
-import { mkdir, open, link, readFile, unlink, type FileHandle } from 'node:fs/promises';
+import { open, link, readFile, unlink, type FileHandle } from 'node:fs/promises';
+import { makeDirs } from '../make-dirs.js';
 import { dirname, isAbsolute, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { IcebergError } from './iceberg-error.js';
@@ -90,7 +91,7 @@ export class FileStorage implements ObjectStorage {
   async #mkdirs(dir: string): Promise<void> {
     if (this.#madeDirs.has(dir)) return;
     try {
-      await mkdir(dir, { recursive: true });
+      await makeDirs(dir);
     } catch (e) {
       throw storageError('mkdir', dir, e);
     }

@@ -18,7 +18,8 @@
 // served from its own file (no copy) unless `copyLocal` is set.
 
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdir, readdir, rename, stat, unlink, writeFile } from 'node:fs/promises';
+import { readdir, rename, stat, unlink, writeFile } from 'node:fs/promises';
+import { makeDirs } from '../make-dirs.js';
 import { join } from 'node:path';
 import { FileStorage } from './file-storage.js';
 import { IcebergError } from './iceberg-error.js';
@@ -84,7 +85,7 @@ export class ObjectCache {
   static async open(o: ObjectCacheOptions): Promise<ObjectCache> {
     if (!(o.maxBytes > 0)) throw new IcebergError('SIGLAKE_ICEBERG_ARGUMENT', 'the object cache needs maxBytes > 0');
     const c = new ObjectCache(o);
-    await mkdir(o.dir, { recursive: true });
+    await makeDirs(o.dir);
     const found: { name: string; size: number; mtimeMs: number }[] = [];
     for (const name of await readdir(o.dir)) {
       const path = join(o.dir, name);

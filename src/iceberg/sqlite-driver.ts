@@ -4,7 +4,7 @@
 // better-sqlite3 is synchronous; the compactor runs off the acceptor thread,
 // so a wait on the file lock never stalls ingest.
 
-import { mkdirSync } from 'node:fs';
+import { makeDirsSync } from '../make-dirs.js';
 import { dirname, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { IcebergError } from './iceberg-error.js';
@@ -26,7 +26,7 @@ export class SqliteDriver implements SqlDriver {
   #open(): Database.Database {
     if (this.#db !== null) return this.#db;
     try {
-      mkdirSync(dirname(this.path), { recursive: true });
+      makeDirsSync(dirname(this.path));
       const db = new Database(this.path);
       db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
       db.pragma('journal_mode = WAL');

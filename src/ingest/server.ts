@@ -2,7 +2,8 @@
 // on the main thread), the admission checks, the worker pool and /metrics, and
 // owns start-up and graceful shutdown.
 
-import { accessSync, constants as fsConstants, mkdirSync, statSync } from 'node:fs';
+import { accessSync, constants as fsConstants, statSync } from 'node:fs';
+import { makeDirsSync } from '../make-dirs.js';
 import { dirname, resolve } from 'node:path';
 import { Piscina } from 'piscina';
 import client from 'prom-client';
@@ -299,7 +300,13 @@ export class Ingester {
         this.#o.log.warn({ err: (e as Error).message }, 'Redis not ready at start: rate budgets unenforced until it is');
       });
     }
-    mkdirSync(this.#o.settings.walDir, { recursive: true });
+    try {
+      makeDirsSync(this.#o.settings.walDir);
+    } catch (e) {
+      // A file system that refuses directories (/proc, a read-only mount): the setting's refusal, exit 2.
+      const err = e as NodeJS.ErrnoException;
+      throw ConfigError.ofSetting('ingester.walDir', `${this.#o.settings.walDir} cannot be made (${err.code ?? err.message}: mkdir ${err.path ?? '?'})`);
+    }
     markWalRoot(this.#o.settings.walDir);
     lockWalRoot(this.#o.settings.walDir); // drain and compact --ingester-stopped refuse while it is held
     // [commit journal] journals of another worker count: replayed before any worker owns their lanes.

@@ -5,7 +5,8 @@
 // most common refusal and its likely fix), when no request got any answer, or
 // when a client thread failed; 2 for bad flags.
 
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
+import { makeDirsSync } from '../make-dirs.js';
 import { dirname } from 'node:path';
 import { terminalWidth } from '../config/help.js';
 import { ConfigError } from '../errors.js';
@@ -16,7 +17,7 @@ import { JwtSigner } from './jwt-signer.js';
 import { ReportChart } from './report-chart.js';
 
 function write(path: string, text: string): void {
-  mkdirSync(dirname(path), { recursive: true });
+  makeDirsSync(dirname(path));
   writeFileSync(path, text);
 }
 

@@ -20,11 +20,12 @@
 //   - `siglake ingest` refuses to start on a WAL holding one (exit 2, named),
 //     and starts once it is gone
 
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { runCli, startIngester, tempDir } from '../helpers/ingester.js';
+import { CLI, runCli, startIngester, tempDir } from '../helpers/ingester.js';
 import { JOURNAL_ROOT } from '../../src/wal/journal-format.js';
 import { INGESTER_LOCK, WAL_ROOT_MARKER } from '../../src/wal/layout.js';
 import { until } from '../helpers/wait.js';
@@ -76,6 +77,24 @@ describe('a WAL directory the ingester cannot use', () => {
     expect(r.status).toBe(2);
     expect(r.stderr).toContain(`invalid ingester.walDir (flag --wal-dir): ${path.join(dir, 'afile')} is not a directory`);
     expect(fs.readdirSync(dir)).toEqual(['afile']);
+  });
+});
+
+describe('a WAL root on a file system that refuses directories', () => {
+  it('regression (mkdir-recursive-proc): --wal-dir under /proc is refused at once with exit 2 naming the setting (it spun at 100 % CPU for ever)', () => {
+    // Node's mkdir({ recursive: true }) never returns for a path under /proc; SIGTERM could not stop it.
+    const dir = tempDir('siglake-wal-proc-');
+    const walDir = `/proc/siglake-test-${process.pid}/wal`;
+    const started = Date.now();
+    const r = spawnSync(process.execPath, [CLI, 'ingest', '--http-listen', '127.0.0.1:0', '--grpc-listen', '127.0.0.1:0', '--wal-dir', walDir, '--catalog-url', `sqlite:${dir}/c.db`, '--warehouse', `${dir}/wh`], {
+      encoding: 'utf8',
+      cwd: dir,
+      timeout: 30_000,
+      killSignal: 'SIGKILL',
+    });
+    expect(r.signal, `still running after ${Date.now() - started} ms`).toBeNull();
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain(`invalid ingester.walDir (flag --wal-dir): ${walDir} cannot be made (ENOENT: mkdir /proc/siglake-test-${process.pid})`);
   });
 });
 
