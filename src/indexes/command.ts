@@ -125,8 +125,8 @@ export async function runIndexCommand(argv: string[]): Promise<number> {
           return 2;
         }
         const spec = validateIndexSpec(parseIndexText(text));
-        const info = sub === 'create' ? await registry.create(tenant, spec) : await registry.update(tenant, spec);
-        audit?.write(indexChangeEvent(tenant, info.name, sub === 'create' ? 'created' : 'updated', 'index_command', null, null));
+        const info = sub === 'create' ? { ...(await registry.create(tenant, spec)), changed: true } : await registry.update(tenant, spec);
+        if (info.changed) audit?.write(indexChangeEvent(tenant, info.name, sub === 'create' ? 'created' : 'updated', 'index_command', null, null));
         out(indexJson(info));
       }
     }

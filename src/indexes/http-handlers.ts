@@ -103,7 +103,8 @@ export async function handleIndexRequest(
         const text = typeof body === 'string' ? body : Buffer.from(body).toString('utf8');
         const spec = validateIndexSpec(parseIndexText(text), name);
         const r = await registry.put(tenant, spec);
-        onChange?.({ action: r.created ? 'created' : 'updated', index: r.info.name });
+        // A definition equal to the one in force changed nothing: no event (an idempotent PUT).
+        if (r.changed) onChange?.({ action: r.created ? 'created' : 'updated', index: r.info.name });
         return json(r.created ? 201 : 200, indexJson(r.info));
       }
       default:

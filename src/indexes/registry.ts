@@ -153,8 +153,13 @@ export class IndexRegistry {
     return infoOf(spec.name, ns, metadataLocation, doc)!;
   }
 
-  /** Replaces the definition of an existing index (schema evolution: add only). */
-  async update(tenant: string, spec: IndexSpec): Promise<IndexInfo> {
+  /**
+   * Replaces the definition of an existing index (schema evolution: add
+   * only). A definition equal to the one in force commits nothing
+   * (`changed` false): a reconciler that applies its indexes again and again
+   * added a metadata file (and rebuilt the tenant's query context) each time.
+   */
+  async update(tenant: string, spec: IndexSpec): Promise<IndexInfo & { readonly changed: boolean }> {
     const ns = namespaceOf(checkTenant(tenant));
     checkName(spec.name);
     for (let attempt = 1; attempt <= this.#maxAttempts; attempt++) {
@@ -165,23 +170,25 @@ export class IndexRegistry {
       const doc = LosslessJson.parse(LosslessJson.stringify(loaded.doc)) as JsonObject;
       (doc['properties'] as JsonObject)[PROP_INDEX] = 'true';
       applySpec(doc, spec, before.mapping);
+      if (LosslessJson.stringify(doc) === LosslessJson.stringify(loaded.doc)) return { ...before, changed: false };
       const next = await this.#commit(ns, spec.name, loaded.location, loaded.doc, doc);
-      if (next !== null) return infoOf(spec.name, ns, next, doc)!;
+      if (next !== null) return { ...infoOf(spec.name, ns, next, doc)!, changed: true };
       await backoff(attempt);
     }
     throw new IcebergError('SIGLAKE_ICEBERG_COMMIT_RETRIES', `${ns}.${spec.name}: index update still conflicting after ${this.#maxAttempts} attempts`);
   }
 
   /** Creates or updates (the index API's PUT). */
-  async put(tenant: string, spec: IndexSpec): Promise<{ created: boolean; info: IndexInfo }> {
+  async put(tenant: string, spec: IndexSpec): Promise<{ created: boolean; changed: boolean; info: IndexInfo }> {
     for (let attempt = 1; ; attempt++) {
       try {
-        return { created: false, info: await this.update(tenant, spec) };
+        const info = await this.update(tenant, spec);
+        return { created: false, changed: info.changed, info };
       } catch (e) {
         if (!(e instanceof IndexError) || e.code !== 'SIGLAKE_UNKNOWN_INDEX') throw e;
       }
       try {
-        return { created: true, info: await this.create(tenant, spec) };
+        return { created: true, changed: true, info: await this.create(tenant, spec) };
       } catch (e) {
         // Created by someone else between the two: update it. Only that: an index of the same
         // name in another case is the 409 it is (looping on it held the query server's only

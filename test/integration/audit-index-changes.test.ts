@@ -77,6 +77,27 @@ describe('index changes through the query server are audited (no tenants file)',
     }
     expect(fs.readFileSync(file, 'utf8')).not.toContain(alice);
   });
+
+  it('regression (index-put-not-idempotent): a PUT equal to the definition in force is a 200 that commits nothing and writes no event', async () => {
+    // Each identical PUT wrote a metadata file and an `updated` event (a reconciler re-applying its
+    // indexes grew the table's metadata and rebuilt the tenant's query context every time).
+    const before = events(file).length;
+    const orders = { retentionDays: 3, mapping: [{ column: 'order_id', from: 'attributes.order.id', type: 'string' }] };
+    expect(await call('PUT', 'orders', alice, orders)).toBe(201);
+    const metadataDir = path.join(dir, 'warehouse', 'tenant_acme', 'orders', 'metadata');
+    const files = fs.readdirSync(metadataDir).sort();
+    expect(await call('PUT', 'orders', alice, orders)).toBe(200);
+    expect(await call('PUT', 'orders', alice, orders)).toBe(200);
+    expect(fs.readdirSync(metadataDir).sort()).toEqual(files);
+    expect(await call('PUT', 'orders', alice, { ...orders, retentionDays: 4 })).toBe(200); // a change commits
+    expect(fs.readdirSync(metadataDir).length).toBe(files.length + 1);
+    await until(() => events(file).length >= before + 2, 10_000, 'two index changes');
+    await sleep(200);
+    expect(events(file).slice(before).map((e) => [e['index'], e['action']])).toEqual([
+      ['orders', 'created'],
+      ['orders', 'updated'],
+    ]);
+  });
 });
 
 describe('the query server audits the callers it turns away, and a reload that changes an index subset', () => {
