@@ -20,6 +20,8 @@ import type { TableFilesReader } from './table-files.js';
 import { TenantEngine } from './tenant-engine.js';
 
 const MAX_IDLE_CONTEXTS = 32;
+/** A context with a table it could not read (a transient storage error, a file since restored) tries again after this long. */
+const BROKEN_RETRY_MS = 10_000;
 
 interface Context {
   readonly tenant: string;
@@ -32,6 +34,8 @@ interface Context {
   buildLease: LocalFilesLease | undefined;
   refs: number;
   retired: boolean;
+  /** When it was built (Date.now()): one with a table it could not read is built again after BROKEN_RETRY_MS. */
+  readonly builtAt: number;
 }
 
 export interface Lease {
@@ -44,17 +48,25 @@ export class EnginePool {
   readonly #reader: TableFilesReader;
   readonly #files: LocalFiles;
   readonly #memoryLimitMib: number;
+  readonly #onUnreadable: ((namespace: string, table: string, err: unknown) => void) | undefined;
   /** tenant → current context; Map order is least recently used first. */
   readonly #current = new Map<string, Context>();
   readonly #building = new Map<string, Promise<Context>>();
   #seq = 0;
   #closed = false;
 
-  constructor(catalog: SqlCatalog, reader: TableFilesReader, files: LocalFiles, opts: { memoryLimitMib: number }) {
+  /** `onUnreadable`: a table's metadata could not be read while a context was built (it is left out of the context). */
+  constructor(
+    catalog: SqlCatalog,
+    reader: TableFilesReader,
+    files: LocalFiles,
+    opts: { memoryLimitMib: number; onUnreadable?: (namespace: string, table: string, err: unknown) => void },
+  ) {
     this.#catalog = catalog;
     this.#reader = reader;
     this.#files = files;
     this.#memoryLimitMib = opts.memoryLimitMib;
+    this.#onUnreadable = opts.onUnreadable;
   }
 
   /** The file cache's counters. */
@@ -83,7 +95,8 @@ export class EnginePool {
       .map((t) => ({ name: t.name, location: t.metadataLocation }));
     const fingerprint = tables.map((t) => `${t.name}\0${t.location}`).join('\n');
     let ctx = this.#current.get(tenant);
-    if (ctx === undefined || ctx.fingerprint !== fingerprint) {
+    const stale = ctx !== undefined && ctx.engine.broken.size > 0 && Date.now() - ctx.builtAt > BROKEN_RETRY_MS;
+    if (ctx === undefined || ctx.fingerprint !== fingerprint || stale) {
       const key = `${tenant}\n${fingerprint}`;
       let p = this.#building.get(key);
       if (p === undefined) {
@@ -136,10 +149,18 @@ export class EnginePool {
   }
 
   async #build(tenant: string, ns: string, fingerprint: string, tables: { name: string; location: string }[], seq: number): Promise<Context> {
+    // A table whose metadata or manifests cannot be read (gone, damaged, another engine's delete
+    // files) answers 500 when a query names it; the tenant's other tables answer as ever. (One such
+    // table failed every query of its tenant, SELECT 1 included, with the server's path in the answer.)
     const resolved = await Promise.all(
       tables.map(async (t) => {
-        const { files, rowCount, columns } = await this.#reader.read(ns, t.location);
-        return { name: t.name, files, rowCount, columns };
+        try {
+          const { files, rowCount, columns } = await this.#reader.read(ns, t.location);
+          return { name: t.name, files, rowCount, columns };
+        } catch (e) {
+          this.#onUnreadable?.(ns, t.name, e);
+          return { name: t.name, files: [] as string[], rowCount: undefined, columns: undefined, unreadable: true };
+        }
       }),
     );
     const locations = resolved.flatMap((t) => t.files);
@@ -147,14 +168,14 @@ export class EnginePool {
     let engine: TenantEngine;
     try {
       engine = await TenantEngine.open(
-        resolved.map((t) => ({ name: t.name, files: t.files.map((f) => lease.paths.get(f)!), rowCount: t.rowCount, columns: t.columns })),
+        resolved.map((t) => ({ name: t.name, files: t.files.map((f) => lease.paths.get(f)!), rowCount: t.rowCount, columns: t.columns, unreadable: 'unreadable' in t })),
         { memoryLimitMib: this.#memoryLimitMib, checked: this.#current.get(tenant)?.engine.checked },
       );
     } catch (e) {
       await lease.release();
       throw e;
     }
-    const ctx: Context = { tenant, fingerprint, engine, seq, locations, buildLease: lease, refs: 0, retired: false };
+    const ctx: Context = { tenant, fingerprint, engine, seq, locations, buildLease: lease, refs: 0, retired: false, builtAt: Date.now() };
     const old = this.#current.get(tenant);
     if (this.#closed || (old !== undefined && old.seq > seq)) {
       // Planned before the current one (or the pool is closing): serve this query, then close.

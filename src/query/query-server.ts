@@ -165,7 +165,10 @@ export class QueryServer {
     this.#reader = new TableFilesReader(storage);
     this.#indexes = new IndexRegistry({ catalog: this.#catalog, storage, maxPerTenant: s.queryMaxIndexesPerTenant });
     const files = await openLocalFiles(storage, { dir: s.queryCacheDir, maxMib: s.queryCacheMaxMib });
-    this.#pool = new EnginePool(this.#catalog, this.#reader, files, { memoryLimitMib: s.queryMemoryLimitMib });
+    this.#pool = new EnginePool(this.#catalog, this.#reader, files, {
+      memoryLimitMib: s.queryMemoryLimitMib,
+      onUnreadable: (namespace, table, err) => this.#log.warn({ namespace, table, err: (err as Error).message }, 'table not readable: its queries answer 500, the tenant\'s other tables answer'),
+    });
     const { host, port } = this.#s.queryListen;
     await new Promise<void>((resolve, reject) => {
       this.#http.once('error', reject);
@@ -418,7 +421,17 @@ export class QueryServer {
     const tables = [];
     for (const { name, metadataLocation } of await this.#catalog.tableLocations(ns)) {
       if (!tableVisible(name, indexes)) continue;
-      const t = await this.#reader.read(ns, metadataLocation);
+      let t;
+      try {
+        t = await this.#reader.read(ns, metadataLocation);
+      } catch (e) {
+        // One table that cannot be read is listed with what is unknown as null; the others as ever
+        // (it failed the whole listing, with the server's path in the answer).
+        this.#log.warn({ namespace: ns, table: name, err: (e as Error).message }, 'table not readable: listed without its row count');
+        const days = name === 'logs' ? this.#s.retentionLogsDays : name === 'traces' ? this.#s.retentionTracesDays : null;
+        tables.push({ name, kind: name === 'logs' || name === 'traces' ? name : 'index', rowCount: null, retentionDays: days, schemaVersion: null });
+        continue;
+      }
       // An index carries its retention (the registry's property); logs and traces have the
       // retention.logsDays / retention.tracesDays setting (0: kept for ever), which the query server
       // shares with the compactor that enforces it (before stop 47: null).

@@ -165,7 +165,7 @@ export async function prepareReadOnly(engine: TenantEngine, conn: EngineConnecti
   }
   for (const r of found.refs) {
     if (engine.broken.has(r.name)) {
-      throw new QueryError('SIGLAKE_QUERY_ENGINE', `table ${r.name} cannot be read now: one of its data files is missing or unreadable; the tenant's other tables answer`);
+      throw new QueryError('SIGLAKE_QUERY_ENGINE', `table ${r.name} cannot be read now: its metadata or one of its data files is missing or unreadable; the tenant's other tables answer`);
     }
   }
   let prepared: DuckDBPreparedStatement;

@@ -77,6 +77,8 @@ export interface ContextTable {
   readonly rowCount?: number;
   /** The current schema's columns by field id (table-files.ts); absent or null: the files are read by column name. */
   readonly columns?: readonly EngineColumn[] | null;
+  /** Its metadata could not be read: no view, and a query naming it is refused (broken). */
+  readonly unreadable?: boolean;
 }
 
 export interface TenantEngineOptions {
@@ -171,6 +173,10 @@ export class TenantEngine {
         // Two tables whose names differ only in case (made outside Siglake, or before it refused
         // them) are one name to SQL: the first keeps it, rather than no query of the tenant running.
         if (sources.has(lower) || broken.has(lower)) continue;
+        if (t.unreadable === true) {
+          broken.add(lower); // its metadata could not be read (engine-pool.ts): it answers 500 when named
+          continue;
+        }
         // A table without data files (an index nothing landed in yet, every file expired) is an empty
         // view of its current schema; only one whose schema is not known is left out.
         const source = t.files.length > 0 ? parquetSource(t) : emptySource(t.columns);

@@ -12,6 +12,7 @@ import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
 import { SCHEMA_VERSION } from '../../src/iceberg/table-schema.js';
 import { duckParquet, duckQuery } from '../helpers/iceberg.js';
 import { runCli, startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
+import { sleep } from '../helpers/wait.js';
 import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile, type KeyPair } from '../helpers/jwt.js';
 import { bodiesOf, icebergFlags, landTenants, listFiles, postSql, sendTenants, startQuery, tableFiles, type RunningQuery } from '../helpers/query.js';
 
@@ -364,6 +365,39 @@ describe('siglake query: tenant-routed SQL over the landed tables', () => {
     }
     expect((await postSql(q.url, 'SELECT * FROM traces', { token: globex })).status).toBe(200);
   });
+
+  it('regression (unreadable-table-fails-tenant): a table whose metadata is gone answers 500 when named, without a path; the tenant\'s other tables and its listing answer; it heals', async () => {
+    // One unreadable metadata file failed every query of its tenant (SELECT 1 included) and
+    // GET /api/v1/tables, with the server's path in the answer.
+    const acme = tokens['acme']!;
+    const put = await fetch(`${q.url}/api/v1/indexes/ledger`, { method: 'PUT', headers: { authorization: `Bearer ${acme}`, 'content-type': 'application/json' }, body: '{}' });
+    expect(put.status).toBe(201);
+    const loc = (await catalog.tableLocations('tenant_acme')).find((t) => t.name === 'ledger')!.metadataLocation.replace(/^file:\/\//, '');
+    fs.renameSync(loc, `${loc}.away`);
+    try {
+      const one = await postSql(q.url, 'SELECT 1 AS a', { token: acme });
+      expect(one.status, one.text).toBe(200);
+      expect((await postSql(q.url, 'SELECT count(body) AS n FROM logs', { token: acme })).status).toBe(200);
+      const named = await postSql(q.url, 'SELECT * FROM ledger', { token: acme });
+      expect(named.status, named.text).toBe(500);
+      expect((named.body['error'] as { code: string }).code).toBe('SIGLAKE_QUERY_ENGINE');
+      expect(named.text).not.toContain(dataDir);
+      const tables = await fetch(`${q.url}/api/v1/tables`, { headers: { authorization: `Bearer ${acme}` } });
+      const text = await tables.text();
+      expect(tables.status, text).toBe(200);
+      expect(text).not.toContain(dataDir);
+      const listed = (JSON.parse(text) as { tables: { name: string; rowCount: number | null; schemaVersion: number | null }[] }).tables;
+      expect(listed.find((t) => t.name === 'ledger')).toMatchObject({ rowCount: null, schemaVersion: null });
+      expect(listed.find((t) => t.name === 'logs')!.rowCount).toBeGreaterThanOrEqual(N);
+      expect(q.logs.some((l) => l.msg.startsWith('table not readable') && l['table'] === 'ledger')).toBe(true);
+    } finally {
+      fs.renameSync(`${loc}.away`, loc);
+    }
+    // Built again 10 s after: the table reads once its file is back.
+    await sleep(10_500);
+    const back = await postSql(q.url, 'SELECT count(*) AS n FROM ledger', { token: acme });
+    expect(back.status, back.text).toBe(200);
+  }, 60_000);
 
   it('SIGTERM lets a running query answer, then exits 0', async () => {
     const pending = postSql(q.url, 'SELECT sum(range % 7) FROM range(100000000000000)', { token: tokens['default'] });
