@@ -30,7 +30,10 @@ import { TenantSlots } from './tenant-slots.js';
 /**
  * KEYS[1]: the bucket. ARGV: want (tokens to lease), force (tokens to charge
  * unconditionally: debt, or a negative number to return an unspent lease),
- * period (µs per token, may be fractional), burst.
+ * period (µs per token, may be fractional), burst, fresh (1 on a replica's
+ * first request for the bucket under these parameters: a stored time past an
+ * empty bucket of these parameters, left by other ones, e.g. a lower rate
+ * before a tenants reload, is cut to an empty bucket; 0 keeps a deficit).
  * The key holds the theoretical arrival time in µs of Redis' clock; a missing key
  * is a full bucket, and the key expires when the bucket would be full again.
  * Returns {granted, µs until the bucket next holds a whole token}.
@@ -44,6 +47,7 @@ local period = tonumber(ARGV[3])
 local burst = tonumber(ARGV[4])
 local tat = tonumber(redis.call('GET', KEYS[1]))
 if tat == nil or tat < now then tat = now end
+if tonumber(ARGV[5]) == 1 and tat > now + burst * period then tat = now + burst * period end
 local avail = math.floor((now + burst * period - tat) / period)
 local grant = avail - force
 if grant > want then grant = want end
@@ -156,6 +160,11 @@ export class RedisBudget implements RateBudget {
   readonly #pending = new Set<Promise<void>>();
   /** Per budget: requests waiting for the lease request in flight. */
   readonly #waiters: ((() => void)[] | undefined)[];
+  /** Per budget: 1 until Redis answered a request for its current key (LEASE_SCRIPT's fresh). */
+  readonly #fresh: Uint8Array;
+  /** How long a request may wait for leases, in all, before it is admitted (the command timeout, µs and ms). */
+  readonly #waitUs: number;
+  readonly #waitMs: number;
   /** Local µs before which no budget asks Redis (after a failure). */
   #downUntil = 0;
   /** The last command failed and none has succeeded since: a request beyond the credit is admitted too. */
@@ -181,6 +190,7 @@ export class RedisBudget implements RateBudget {
     this.#sentWant = new Int32Array(slots);
     this.#sentForce = new Int32Array(slots);
     this.#waiters = new Array<(() => void)[] | undefined>(slots);
+    this.#fresh = new Uint8Array(slots).fill(1);
     this.#keyPrefix = options.keyPrefix ?? 'siglake:rate:';
     this.#keys[GLOBAL_SLOT] = `${this.#keyPrefix}global`;
     this.#keys[OVERFLOW_SLOT] = `${this.#keyPrefix}overflow`;
@@ -206,6 +216,10 @@ export class RedisBudget implements RateBudget {
     this.#globalPeriod = String(globalOn ? 1e6 / global.ratePerSec : 0);
     this.#globalBurst = String(global.burst);
     const commandTimeoutMs = positiveInteger(options.commandTimeoutMs ?? 100, 'commandTimeoutMs', 60_000);
+    // A handed-in client's own timeout bounds its commands, so it bounds a wait too.
+    const clientTimeout = options.client?.options.commandTimeout;
+    this.#waitMs = typeof clientTimeout === 'number' && clientTimeout > 0 ? clientTimeout : commandTimeoutMs;
+    this.#waitUs = this.#waitMs * 1000;
     this.#backoffUs = positiveInteger(options.backoffMs ?? 1000, 'backoffMs', 3_600_000) * 1000;
     if (typeof options.url !== 'string' || !/^rediss?:\/\//.test(options.url)) {
       throw new LimitsError('SIGLAKE_LIMITS_BAD_PARAM', 'url must be a redis:// or rediss:// URL', 'url');
@@ -325,7 +339,18 @@ export class RedisBudget implements RateBudget {
     return i === GLOBAL_SLOT ? this.#globalLowWater : this.#lowWater;
   }
 
+  /** Bucket size of budget `i`. */
+  #burstOf(i: number): number {
+    return Number(i === GLOBAL_SLOT ? this.#globalBurst : this.#burst);
+  }
+
   #take(i: number): number | Promise<number> {
+    const r = this.#takeNow(i);
+    return r >= 0 ? r : this.#wait(i);
+  }
+
+  /** #take without waiting: -1 where it would wait for the lease request in flight. */
+  #takeNow(i: number): number {
     const avail = this.#avail[i];
     if (avail > 0) {
       this.#avail[i] = avail - 1;
@@ -342,13 +367,51 @@ export class RedisBudget implements RateBudget {
       return 0;
     }
     if (this.#suspect) return 0; // Redis known to be failing: fail open
-    // Credit spent and the lease request still in flight: wait for its answer
-    // (at most one command timeout; a failure fails open) and take again. A
-    // full shared bucket must admit a burst of concurrent requests, not refuse
-    // all but the first lease's worth.
+    return -1;
+  }
+
+  /**
+   * Credit spent and the lease request still in flight: wait for its answer and
+   * take again (a full shared bucket must admit a burst of concurrent requests,
+   * not refuse all but the first lease's worth). The next lease is sized to the
+   * waiters (#refill), but a take may still find the lease spent by those ahead
+   * of it and wait again: the whole wait is bounded by one command timeout from
+   * the first, past which the request is admitted and counted as a backend error.
+   */
+  #wait(i: number): Promise<number> {
     return new Promise<number>((resolve) => {
-      (this.#waiters[i] ??= []).push(() => resolve(this.#take(i)));
+      let done = false;
+      const timer = setTimeout(() => {
+        if (done) return;
+        done = true;
+        this.#waitTimedOut(i);
+        resolve(0);
+      }, this.#waitMs);
+      const retry = () => {
+        if (done) return;
+        const r = this.#takeNow(i);
+        if (r < 0) {
+          (this.#waiters[i] ??= []).push(retry);
+          return;
+        }
+        done = true;
+        clearTimeout(timer);
+        resolve(r);
+      };
+      (this.#waiters[i] ??= []).push(retry);
     });
+  }
+
+  /** A request waited for leases past the command timeout: admitted unenforced, counted as a backend error. */
+  #waitTimedOut(i: number): void {
+    this.#backendErrors++;
+    const cb = this.#onBackendError;
+    if (cb === undefined) return;
+    try {
+      cb(new LimitsError('SIGLAKE_LIMITS_BACKEND', `waited ${this.#waitMs} ms for a Redis lease of ${this.#keys[i]}; admitted`));
+    } catch {
+      // A failing metrics callback must not turn into an unhandled rejection.
+    }
   }
 
   /** Lets the requests that waited for slot `i`'s lease request take again. */
@@ -377,10 +440,13 @@ export class RedisBudget implements RateBudget {
     this.#avail[i] = 0;
     this.#debt[i] = 0;
     this.#deniedUntil[i] = 0;
+    this.#fresh[i] = 1;
   }
 
   #refill(i: number): void {
-    const want = this.#leaseOf(i) - this.#avail[i];
+    // Enough for the requests waiting (at most a burst), so that they need one round trip, not one each.
+    const queued = this.#waiters[i]?.length ?? 0;
+    const want = Math.max(0, Math.max(this.#leaseOf(i), Math.min(queued, this.#burstOf(i))) - this.#avail[i]);
     const force = this.#debt[i];
     this.#inflight[i] = 1;
     this.#sentWant[i] = want;
@@ -406,9 +472,15 @@ export class RedisBudget implements RateBudget {
     this.#inflight[i] = 0;
     this.#debt[i] -= this.#sentForce[i];
     this.#avail[i] += granted;
+    this.#fresh[i] = 0;
     const now = this.#nowUs();
     this.#deniedUntil[i] = granted < this.#sentWant[i] ? now + Math.max(1, reply[1]) : 0;
-    if (!this.#closed && now >= this.#deniedUntil[i] && (this.#debt[i] > 0 || this.#avail[i] <= this.#lowWaterOf(i))) {
+    const queued = this.#waiters[i]?.length ?? 0;
+    if (
+      !this.#closed &&
+      now >= this.#deniedUntil[i] &&
+      (this.#debt[i] > 0 || this.#avail[i] <= this.#lowWaterOf(i) || queued > this.#avail[i])
+    ) {
       this.#refill(i);
     }
     this.#wakeWaiters(i);
@@ -462,12 +534,13 @@ export class RedisBudget implements RateBudget {
     const global = i === GLOBAL_SLOT;
     const period = global ? this.#globalPeriod : this.#period;
     const burst = global ? this.#globalBurst : this.#burst;
+    const fresh = this.#fresh[i];
     let reply: unknown;
     try {
-      reply = await client.evalsha(LEASE_SCRIPT_SHA, 1, key, want, force, period, burst);
+      reply = await client.evalsha(LEASE_SCRIPT_SHA, 1, key, want, force, period, burst, fresh);
     } catch (err) {
       if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
-      reply = await client.eval(LEASE_SCRIPT, 1, key, want, force, period, burst);
+      reply = await client.eval(LEASE_SCRIPT, 1, key, want, force, period, burst, fresh);
     }
     if (!Array.isArray(reply) || typeof reply[0] !== 'number' || typeof reply[1] !== 'number') {
       throw new LimitsError('SIGLAKE_LIMITS_BACKEND', 'unexpected reply from the lease script');
