@@ -34,9 +34,10 @@ export class Budget {
   /** Checked or charged since the last sync (only those are pushed). */
   touched = false;
   /**
-   * [shared] Rounds since this replica last read the shared total, once it has
-   * pushed at all (-1 before): an idle scope is read again every few rounds,
-   * so its view and siglake_tenant_budget_remaining follow the other replicas.
+   * [shared] Rounds since this replica last read the shared total (-1 before
+   * its first read, which the next sync does): an idle scope is read again
+   * every few rounds, so its view and siglake_tenant_budget_remaining follow
+   * the other replicas.
    */
   idleRounds = -1;
   /**
@@ -48,6 +49,13 @@ export class Budget {
   /** [shared] What this replica's confirmed pushes added this period: the floor of the shared total (a Redis that lost its data). */
   ownRecords = 0;
   ownBytes = 0;
+  /**
+   * [shared] What the shared total lost this period (a Redis that lost its data
+   * answered a total below this replica's view): added to every total read
+   * afterwards, so that the view only grows within a period.
+   */
+  lostRecords = 0;
+  lostBytes = 0;
 
   constructor(decl: BudgetDecl, nowMs = Date.now()) {
     this.decl = decl;
@@ -80,6 +88,8 @@ export class Budget {
     this.inflight = prev.inflight;
     this.ownRecords = prev.ownRecords;
     this.ownBytes = prev.ownBytes;
+    this.lostRecords = prev.lostRecords;
+    this.lostBytes = prev.lostBytes;
     this.idleRounds = prev.idleRounds;
     // Whatever prev had not pushed yet is this budget's to push now.
     prev.pendingRecords = 0;
@@ -98,6 +108,8 @@ export class Budget {
     this.inflight = null;
     this.ownRecords = 0;
     this.ownBytes = 0;
+    this.lostRecords = 0;
+    this.lostBytes = 0;
     this.#end = periodEnd(this.decl.period, nowMs);
     return true;
   }

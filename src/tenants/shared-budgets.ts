@@ -15,18 +15,34 @@
 // merged into the next one and both ran: a one-second stall charged a budget
 // several times over, and every replica then refused the tenant all day.)
 //
-// A scope this replica has pushed for and no longer charges is read again
-// every IDLE_REFRESH_ROUNDS rounds (2 s by default; the push script with
-// nothing to add): its view, and siglake_tenant_budget_remaining, follow what
-// the other replicas spend even while no request for it comes here. (Before,
-// an idle replica kept the total of its last push until its next request.)
+// A scope this replica does not charge is read again every
+// IDLE_REFRESH_ROUNDS rounds (2 s by default; the push script with nothing to
+// add): its view, and siglake_tenant_budget_remaining, follow what the other
+// replicas spend even while no request for it comes here. A scope never read
+// yet (every scope at start, a scope a reload adds) is read at the next round,
+// so a fresh replica (a restart, a scale-out) knows what the others spent
+// before its first request. (Before, an idle replica kept the total of its
+// last push until its next request, and one that had never pushed for a
+// scope counted it from 0: it admitted a whole sync window past an exhausted
+// budget, and its gauge showed the budget full.)
+//
+// A round is sent in batches of at most SYNC_BATCH scripts, one after the
+// other, each command with at least SYNC_TIMEOUT_MIN_MS. (Before, every scope
+// went in one pipeline under the request-path timeout: with ~10,000 scopes
+// thousands of commands timed out each round against a healthy Redis, and no
+// replica saw the others' spending.) A failed batch counts one backend error
+// and ends the round; what it carried is sent again next round.
 //
 // Fail-open, as the rate buckets: a Redis failure counts
 // siglake_rate_budget_backend_errors_total and the replica goes on enforcing
-// what it knows (its own charges and the last total it read). A Redis that
-// lost its data (a restart without persistence, FLUSHALL) starts the shared
-// total again from what the replicas push next; each replica keeps counting
-// at least what its own confirmed pushes added this period.
+// what it knows (its own charges and the last total it read). Within a period
+// a replica's view of a shared total only grows: a Redis that lost its data
+// (a restart without persistence, FLUSHALL) answers a total below the view,
+// and the replica keeps the difference (Budget.lostRecords/lostBytes) on top
+// of every total it reads afterwards, so it still counts what was spent
+// before the loss and sees what the others spend after it. (Before, it fell
+// back to what its own pushes added: each replica then admitted up to its
+// share again, and the cluster could spend twice a budget.)
 
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
@@ -54,6 +70,19 @@ return {tonumber(redis.call('GET', KEYS[1]) or '0'), tonumber(redis.call('GET', 
 /** How many sync rounds an idle scope's shared total may age before it is read again. */
 export const IDLE_REFRESH_ROUNDS = 10;
 
+/** Scripts per pipeline of a sync round: a round awaits one batch at a time. */
+export const SYNC_BATCH = 500;
+
+/** The least command timeout of the sync connection (off the request path; a batch needs more than one command). */
+export const SYNC_TIMEOUT_MIN_MS = 1000;
+
+interface SyncWork {
+  b: Budget;
+  end: number;
+  push: NonNullable<Budget['inflight']>;
+  key: string;
+}
+
 interface PushPipeline {
   siglakeBudgetPush(records: string, bytes: string, pushed: string, r: number, y: number, expireAt: number, replica: string, seq: number): PushPipeline;
   exec(): Promise<[Error | null, unknown][] | null>;
@@ -78,12 +107,14 @@ export class BudgetSync {
   /** This replica among those pushing to the same counters (a fresh one per process). */
   readonly #replica = randomUUID();
   #seq = 0;
+  /** Connected once: until then the first reads of scopes wait (they would only count errors at start-up). */
+  #connectedOnce = false;
 
   constructor(o: BudgetSyncOptions) {
     this.#o = o;
     this.#prefix = o.keyPrefix ?? 'siglake:budget:';
     this.#client = new Redis(o.url, {
-      commandTimeout: o.commandTimeoutMs,
+      commandTimeout: Math.max(SYNC_TIMEOUT_MIN_MS, o.commandTimeoutMs),
       connectTimeout: Math.max(1000, o.commandTimeoutMs),
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
@@ -91,6 +122,7 @@ export class BudgetSync {
       lazyConnect: false,
     });
     this.#client.on('error', () => undefined);
+    this.#client.once('ready', () => (this.#connectedOnce = true));
     // EVALSHA, falling back to EVAL after a Redis restart forgot the script.
     this.#client.defineCommand('siglakeBudgetPush', { numberOfKeys: 3, lua: PUSH_SCRIPT });
   }
@@ -105,14 +137,19 @@ export class BudgetSync {
   /** One round: push what each touched budget charged, read back the totals. */
   async sync(): Promise<void> {
     const now = Date.now();
-    const work: { b: Budget; end: number; push: NonNullable<Budget['inflight']>; key: string }[] = [];
+    const work: SyncWork[] = [];
     for (const [scope, b] of this.#o.budgets()) {
       b.roll(now);
       let push = b.inflight;
       if (push === null && !b.touched && b.pendingRecords === 0 && b.pendingBytes === 0) {
-        // Idle here: only read the total again, now and then (sequence 0 applies nothing).
-        if (b.idleRounds < 0 || ++b.idleRounds < IDLE_REFRESH_ROUNDS) continue;
-        b.idleRounds = 0;
+        // Idle here: only read the total, once at first (idleRounds < 0 until a read
+        // succeeds), then now and then (sequence 0 applies nothing).
+        if (b.idleRounds >= 0) {
+          if (++b.idleRounds < IDLE_REFRESH_ROUNDS) continue;
+          b.idleRounds = 0;
+        } else if (!this.#connectedOnce) {
+          continue;
+        }
         work.push({ b, end: b.periodEndMs, push: { seq: 0, records: 0, bytes: 0 }, key: `${this.#prefix}${scope}:${b.periodEndMs}` });
         continue;
       }
@@ -129,7 +166,13 @@ export class BudgetSync {
       b.idleRounds = 0;
       work.push({ b, end: b.periodEndMs, push, key: `${this.#prefix}${scope}:${b.periodEndMs}` });
     }
-    if (work.length === 0) return;
+    for (let start = 0; start < work.length; start += SYNC_BATCH) {
+      if (!(await this.#send(work.slice(start, start + SYNC_BATCH)))) return;
+    }
+  }
+
+  /** One batch of a round; false when it failed (counted once): the round ends, the rest waits for the next. */
+  async #send(work: SyncWork[]): Promise<boolean> {
     const p = this.#client.pipeline() as unknown as PushPipeline;
     for (const w of work) {
       const expireAt = Math.ceil(w.end / 1000) + 86_400;
@@ -142,31 +185,42 @@ export class BudgetSync {
     } catch (e) {
       // Each push stays in flight, to be sent again as it is: Redis may have run it.
       this.#o.onBackendError(e instanceof Error ? e : new Error(String(e)));
-      return;
+      return false;
     }
+    let failed: Error | undefined;
     for (let i = 0; i < work.length; i++) {
       const w = work[i]!;
       const [err, reply] = replies[i]!;
       const totals = Array.isArray(reply) ? (reply as unknown[]).map(Number) : [];
       if (err !== null || totals.length !== 2 || !totals.every(Number.isFinite)) {
-        this.#o.onBackendError(err ?? new Error('unexpected reply from Redis'));
+        failed ??= err ?? new Error('unexpected reply from Redis');
         continue;
       }
-      if (w.b.periodEndMs !== w.end) continue; // rolled over meanwhile
+      const b = w.b;
+      if (b.periodEndMs !== w.end) continue; // rolled over meanwhile
       if (w.push.seq === 0) {
         // A read: taken unless a push of this replica is unconfirmed (its total would count it twice).
-        if (w.b.inflight !== null) continue;
+        if (b.inflight !== null) continue;
       } else {
-        if (w.b.inflight !== w.push) continue; // adopted and sent by another budget meanwhile
-        w.b.inflight = null;
-        w.b.ownRecords += w.push.records;
-        w.b.ownBytes += w.push.bytes;
+        if (b.inflight !== w.push) continue; // adopted and sent by another budget meanwhile
+        b.inflight = null;
+        b.ownRecords += w.push.records;
+        b.ownBytes += w.push.bytes;
       }
-      // The total includes the push; anything charged since is still pending. Never below what
-      // this replica itself added (a Redis that lost its data).
-      w.b.sharedRecords = Math.max(totals[0]!, w.b.ownRecords);
-      w.b.sharedBytes = Math.max(totals[1]!, w.b.ownBytes);
+      if (b.idleRounds < 0) b.idleRounds = 0;
+      // The total includes the push; anything charged since is still pending. Never below the
+      // view already held (it includes this push): a total below it means Redis lost data, and
+      // the difference is kept on top of every later total of this period.
+      const records = totals[0]! + b.lostRecords;
+      if (records < b.sharedRecords) b.lostRecords += b.sharedRecords - records;
+      const bytes = totals[1]! + b.lostBytes;
+      if (bytes < b.sharedBytes) b.lostBytes += b.sharedBytes - bytes;
+      b.sharedRecords = Math.max(totals[0]! + b.lostRecords, b.ownRecords);
+      b.sharedBytes = Math.max(totals[1]! + b.lostBytes, b.ownBytes);
     }
+    if (failed === undefined) return true;
+    this.#o.onBackendError(failed);
+    return false;
   }
 
   async close(): Promise<void> {

@@ -31,7 +31,7 @@ describe('two replicas share declared-tenant budgets and buckets through Redis',
     const dir = tempDir('siglake-tenants-redis-');
     const jwks = writeJwksFile(dir, [key.jwk]);
     file = path.join(dir, 'tenants.yaml');
-    fs.writeFileSync(file, 'tenants:\n  - id: shared\n    subjects: { claims: { org_id: shared } }\n    budget: { period: month, records: 4 }\n  - id: idle\n    subjects: { claims: { org_id: idle } }\n    budget: { period: month, records: 4 }\n  - id: flood\n    subjects: { claims: { org_id: flood } }\n    rateLimit: { requestsPerSec: 0.01, burst: 6 }\n');
+    fs.writeFileSync(file, 'tenants:\n  - id: shared\n    subjects: { claims: { org_id: shared } }\n    budget: { period: month, records: 4 }\n  - id: idle\n    subjects: { claims: { org_id: idle } }\n    budget: { period: month, records: 4 }\n  - id: fresh\n    subjects: { claims: { org_id: fresh } }\n    budget: { period: month, records: 4 }\n  - id: flood\n    subjects: { claims: { org_id: flood } }\n    rateLimit: { requestsPerSec: 0.01, burst: 6 }\n');
     redis = await RedisServer.start();
     const args = ['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--tenants-file', file, '--redis-url', redis.url, '--redis-timeout-ms', '2000'];
     [a, b] = await Promise.all([startIngester({ args }), startIngester({ args })]);
@@ -86,6 +86,17 @@ describe('two replicas share declared-tenant budgets and buckets through Redis',
     await until(async () => (await idle(b)) === 0, 10_000, "idle B's view of the shared budget to reach 0", 50);
     const r = await cb.send('grpc', 'logs', 'i-b1', await hdr('i-b1'));
     expect(r.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+  });
+
+  it('a replica that never served a tenant reads its budget: gauge and first request right, no request needed', async () => {
+    // B counted a scope it had never charged from 0: it admitted a sync window past the spent
+    // budget, and its siglake_tenant_budget_remaining showed the budget full.
+    const fresh = (ing: RunningIngester) => ing.metric('siglake_tenant_budget_remaining{tenant="fresh",unit="records"}');
+    const hdr = async (sub: string) => ({ authorization: `Bearer ${await mint(key, { org_id: 'fresh' }, { sub })}` });
+    for (let i = 0; i < 4; i++) expect((await ca.send('http', 'logs', `f-a${i}`, await hdr(`f-a${i}`))).status).toBe(200);
+    await until(async () => (await fresh(b)) === 0, 5_000, "B's gauge of a tenant it never served to reach 0", 50);
+    expect((await cb.send('http', 'logs', 'f-b0', await hdr('f-b0'))).status).toBe(429);
+    expect(await b.metric('siglake_rate_budget_backend_errors_total')).toBe(0);
   });
 
   it("one tenant bucket for both replicas: the request past the burst is refused on either", async () => {
