@@ -6,7 +6,8 @@
  * 0 when the request is admitted, otherwise the whole seconds (≥ 1) for
  * `Retry-After`. In-process buckets always answer synchronously; a shared
  * budget answers with a Promise only when its local lease is spent and a lease
- * request to the backend is already on its way (bounded by the command timeout).
+ * request to the backend is already on its way; the whole wait is bounded by
+ * the command timeout, past which the request is admitted (and counted).
  */
 export interface RateBudget {
   /** False when ratePerSec is 0: every take admits. */

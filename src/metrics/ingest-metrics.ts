@@ -106,7 +106,7 @@ export class IngestMetrics {
     );
     computed(
       'siglake_rate_budget_backend_errors_total',
-      'Rate-budget backend (Redis) failures or timeouts; each admitted the request unenforced. Alert on it.',
+      'Rate-budget backend (Redis) failures or timeouts: a rate-bucket error admitted its request unenforced; a budget-sync batch error admitted nothing (the replica enforces its own view). Alert on it.',
       'counter',
       () => [{ value: this.#singles[1]! }],
     );
