@@ -5,6 +5,9 @@
 //     of concurrent requests of one principal through a Redis 40 ms away is
 //     answered at once. (Each lease held one token and a woken request queued
 //     again: 50 concurrent requests waited up to 50 round trips.)
+//   - when the answers come too slowly for that (a Redis 60 ms away under a
+//     100 ms timeout), a waiting request is admitted at the timeout and
+//     counted as a backend error, as the docs say, not kept waiting.
 //   - a reload that raises a tenant's rate applies at once with Redis, as it
 //     does in-process. (The bucket's stored time, left by the old, slower rate,
 //     refused the tenant for up to the old refill time.)
@@ -12,6 +15,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RedisBudget } from '../../src/limits/redis-budget.js';
 import { delayProxy, type DelayProxy } from '../helpers/delay-proxy.js';
 import { startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
 import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile, type KeyPair } from '../helpers/jwt.js';
@@ -110,5 +114,35 @@ describe("a reload that raises a tenant's rate, with Redis", () => {
     for (let i = 0; i < 5; i++) after.push((await c.send('http', 'logs', `y${i}`, hdr)).status);
     expect(after).toEqual([200, 200, 200, 200, 200]);
     expect(await ing.metric('siglake_rate_budget_backend_errors_total')).toBe(0);
+  });
+});
+
+describe('RedisBudget: a wait for leases is bounded by the command timeout', () => {
+  it('admits at the timeout and counts a backend error when Redis answers too slowly for the waiters', async () => {
+    const redis = await RedisServer.start();
+    const proxy = await delayProxy(redis.port, 60);
+    let errors = 0;
+    const rb = new RedisBudget({ url: `redis://127.0.0.1:${proxy.port}`, ratePerSec: 50, burst: 50, maxTenantBuckets: 4, commandTimeoutMs: 100, credit: false, keyPrefix: 'lease-deadline:', onBackendError: () => errors++ });
+    try {
+      await rb.ready(5000);
+      const t0 = performance.now();
+      const waits: number[] = [];
+      const results = await Promise.all(
+        Array.from({ length: 50 }, async () => {
+          const w = await rb.takeTenant('p');
+          waits.push(performance.now() - t0);
+          return w;
+        }),
+      );
+      expect(results.every((w) => w === 0)).toBe(true); // a full bucket of 50, or admitted past the timeout
+      // Generous bound: one 100 ms timeout, plus scheduling. Each waited for up to 50 round trips (3 s).
+      expect(Math.max(...waits)).toBeLessThan(1000);
+      expect(errors).toBeGreaterThan(0); // those admitted past the timeout are counted
+      expect(rb.backendErrors).toBe(errors);
+    } finally {
+      await rb.close();
+      proxy.close();
+      await redis.stop();
+    }
   });
 });
