@@ -66,7 +66,8 @@ describe('budgets shared through Redis', () => {
   }
 
   it('a push whose reply timed out while Redis stalled counts once', async () => {
-    // 100 ms: the 1.2 s stall below must outlast several commands' timeouts.
+    // The sync's commands time out after max(100 ms, SYNC_TIMEOUT_MIN_MS = 1 s): the 1.2 s stall below
+    // outlasts the first push's timeout, and Redis runs that push when it wakes.
     const { srv, b, sync, counter, errors } = await setUp(1_000_000, 100);
     srv.pause();
     const resumed = sleep(1200).then(() => srv.resume());
