@@ -42,3 +42,18 @@ export interface ObjectStorage {
   /** Deletes an object; a missing one is not an error. */
   delete(location: string): Promise<void>;
 }
+
+/**
+ * Whether a failed read says the object is not there (a local ENOENT, S3's
+ * 404 / NoSuchKey), through the `cause` chain the storages wrap errors in.
+ * Anything else (a 503, EIO, a timeout) says nothing about the object.
+ */
+export function isNotFound(e: unknown): boolean {
+  let c: unknown = e;
+  for (let depth = 0; depth < 8 && c !== null && typeof c === 'object'; depth++) {
+    const x = c as { code?: unknown; name?: unknown; $metadata?: { httpStatusCode?: number }; cause?: unknown };
+    if (x.code === 'ENOENT' || x.name === 'NoSuchKey' || x.name === 'NotFound' || x.$metadata?.httpStatusCode === 404) return true;
+    c = x.cause;
+  }
+  return false;
+}

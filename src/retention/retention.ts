@@ -22,7 +22,7 @@ import { LosslessJson, type JsonValue } from '../iceberg/lossless-json.js';
 import { ManifestList, normalize } from '../iceberg/manifest-list.js';
 import { ManifestWriter } from '../iceberg/manifest-writer.js';
 import type { SqlCatalog } from '../iceberg/sql-catalog.js';
-import type { ObjectStorage } from '../iceberg/storage.js';
+import { isNotFound, type ObjectStorage } from '../iceberg/storage.js';
 import { TableAppender, type LoadedTable } from '../iceberg/table-appender.js';
 import { TableMetadata, type SnapshotView } from '../iceberg/table-metadata.js';
 import { TableSchema } from '../iceberg/table-schema.js';
@@ -300,7 +300,30 @@ export class Retention {
       const props = (doc['properties'] as JsonObject | undefined) ?? {};
       const listLoc = props[PENDING];
       if (typeof listLoc !== 'string') return 0;
-      const files = JSON.parse(Buffer.from(await this.#o.storage.get(listLoc)).toString('utf8')) as string[];
+      let files: string[];
+      try {
+        files = JSON.parse(Buffer.from(await this.#o.storage.get(listLoc)).toString('utf8')) as string[];
+      } catch (e) {
+        if (!isNotFound(e)) throw e;
+        // The list is gone: a concurrent round finished it (and cleared the property, or is about
+        // to), or an orphan-file cleanup removed it (nothing in Iceberg's metadata references it).
+        // Its files cannot be known any more; waiting for it would stop this table's retention for
+        // ever. Reload: a property that still names it is cleared, and the round goes on.
+        cur = await this.#appender.load(ns, table);
+        if (cur === null) return 0;
+        const now = (LosslessJson.parse(cur.metadata.toJson()) as JsonObject)['properties'] as JsonObject | undefined;
+        if (now?.[PENDING] !== listLoc) continue; // finished by another round, or a new list: look again
+        this.#o.log.warn(
+          { table: `${ns}.${table}`, list: listLoc },
+          'retention: the pending delete list is gone; clearing it (the files it named, if not yet deleted, stay as orphans for an orphan-file cleanup)',
+        );
+        const cleared = LosslessJson.parse(cur.metadata.toJson()) as JsonObject;
+        const { [PENDING]: _gone, ...others } = now;
+        cleared['properties'] = others;
+        if (await this.#commitDoc(ns, table, cur, cleared)) return 0;
+        cur = await this.#appender.load(ns, table);
+        continue;
+      }
       this.#o.step?.('deleting');
       let data = 0;
       for (const f of files) {

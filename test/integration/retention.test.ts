@@ -280,6 +280,33 @@ describe('siglake retention', () => {
     });
   }
 
+  it('a pending delete list that is gone (an orphan-file cleanup removed it) is cleared with a warning, and that round drops and expires as usual', async () => {
+    await land([{ tenant: 'gone', records: [['g-20', 20], ['g-0', 0]] }]);
+    const metaOf = async () => JSON.parse(fs.readFileSync(fileURLToPath((await lake.catalog.metadataLocation('tenant_gone', 'logs'))!), 'utf8'));
+    // kill -9 right after the expiry commit: the property names a list nothing in Iceberg references.
+    const killed = runCli(['retention', '--once', ...retentionFlags], { env: { SIGLAKE_TEST_HOOKS: '1', SIGLAKE_TEST_CRASH_RETENTION: 'expired' } });
+    expect(killed.status).toBeNull();
+    const pending = (await metaOf()).properties['siglake.retention.pending-delete'];
+    expect(pending).toMatch(/\/metadata\/retention-.*\.json$/);
+    fs.rmSync(fileURLToPath(pending));
+    await land([{ tenant: 'gone', records: [['g-15', 15], ['g-0b', 0]] }]);
+    // Before, every round failed the table reading the list (ENOENT), skipping its drop: g-15 stayed visible for ever.
+    const r = runCli(['retention', '--once', ...retentionFlags]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/the pending delete list is gone; clearing it/);
+    expect(await bodies('tenant_gone', 'logs')).toEqual(['g-0', 'g-0b']);
+    const meta = await metaOf();
+    expect(meta.properties['siglake.retention.pending-delete']).toBeUndefined();
+    expect(meta.snapshots).toHaveLength(1);
+    // The file of g-15 went with this round's expiry; g-20's (named by the lost list) is the one
+    // orphan the warning is about.
+    const live = (await icebirdDataFiles((await lake.catalog.metadataLocation('tenant_gone', 'logs'))!)).map((x) => fileURLToPath(x.path));
+    expect(parquetFiles('tenant_gone', 'logs').filter((f) => !live.includes(f))).toHaveLength(1);
+    const again = runCli(['retention', '--once', ...retentionFlags]);
+    expect(again.status, again.stderr).toBe(0);
+    expect(again.stdout).toBe('');
+  });
+
   it('runs inside the compactor loop of siglake ingest, with its metrics', async () => {
     let ing = await startIngester({ dataDir: dir, args: ['--trust-tenant-header', '--compactor=false', ...flags] });
     expect((await post(ing.url, '/v1/logs', logsAt([['loop-old', 40], ['loop-new', 0]]), { contentType: 'application/json' })).status).toBe(200);
