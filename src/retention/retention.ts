@@ -130,7 +130,7 @@ export class Retention {
       let droppedBytes = 0n;
       let droppedDeleteFiles = 0;
       for (const m of list) {
-        const { records, metadata } = AvroFile.decode(await this.#o.storage.get(String(m['manifest_path'])), String(m['manifest_path']));
+        const { records, metadata, schema: writer } = AvroFile.decode(await this.#o.storage.get(String(m['manifest_path'])), String(m['manifest_path']));
         const live = records.filter((e) => e['status'] !== STATUS_DELETED);
         // A manifest left with deleted entries only (an earlier delete) is carried no further.
         if (live.length === 0 && records.length > 0) continue;
@@ -171,7 +171,11 @@ export class Retention {
         // The Iceberg keys of the old header only: avro.schema and avro.codec describe the bytes
         // written now (copied, they named the other writer's codec over uncompressed blocks).
         const icebergKeys = Object.fromEntries([...metadata].filter(([k]) => !k.startsWith('avro.')));
-        const bytes = AvroFile.encode(ManifestWriter.entrySchema(schema), entries, icebergKeys);
+        // In the source manifest's own writer schema: another engine's fields (nan_value_counts, an
+        // equality-delete file's equality_ids, which the spec requires) stay with their entries.
+        // (Siglake's own entry schema dropped them. Leaving such a manifest alone, as the manifest
+        // merge does, is no option here: its old days would stay visible.)
+        const bytes = AvroFile.encode(rewriteSchema(writer, schema), entries, icebergKeys);
         await this.#o.storage.putNew(path, bytes);
         written.push(path);
         let minSeq = mSeq;
@@ -402,6 +406,22 @@ function dayOf(e: AvroRecord, schema: TableSchema): number {
   const part = (e['data_file'] as AvroRecord)['partition'] as AvroRecord;
   const d = part[schema.partitionFieldName];
   return d === null || d === undefined ? Number.MAX_SAFE_INTEGER : Number(d);
+}
+
+/**
+ * The schema a dropped-from manifest is written again in: its own writer
+ * schema, so that every field another engine wrote is kept, plus any entry
+ * field this rewrite sets that it lacks (a v1 manifest's sequence numbers,
+ * made explicit here), taken from Siglake's entry schema. A writer schema
+ * that is not a manifest entry record at all falls back to Siglake's.
+ */
+function rewriteSchema(writer: unknown, schema: TableSchema): unknown {
+  const own = ManifestWriter.entrySchema(schema) as { fields: { name: string }[] };
+  const w = writer as { type?: unknown; fields?: { name: string }[] } | null;
+  if (w?.type !== 'record' || !Array.isArray(w.fields) || !w.fields.some((f) => f.name === 'data_file')) return own;
+  const have = new Set(w.fields.map((f) => f.name));
+  const missing = own.fields.filter((f) => !have.has(f.name));
+  return missing.length === 0 ? writer : { ...w, fields: [...w.fields, ...missing] };
 }
 
 function int32(d: number): Buffer {
