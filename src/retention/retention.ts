@@ -348,21 +348,26 @@ export class Retention {
   /**
    * Every manifest list, manifest and live data file the snapshots reference.
    * `kept`: snapshots that stay, whose lists must all be read (a failure
-   * throws); else expired ones, whose list may already be gone (an earlier,
-   * interrupted expiry: nothing of it left to delete).
+   * throws); else expired ones, whose list or manifest may already be gone
+   * (an earlier, interrupted expiry: nothing of it left to delete). Any other
+   * failure to read an expired snapshot's (a 503, EIO) throws too: the commit
+   * removes the snapshot, and the files only it referenced could never be
+   * found again.
    */
   async #reachable(snaps: readonly SnapshotView[], kept: boolean): Promise<Set<string>> {
     const out = new Set<string>();
     const seenManifests = new Set<string>();
     const unreadable = (what: string, e: unknown) =>
-      new Error(`snapshot expiry stopped: ${what} of a kept snapshot could not be read (${(e as Error).message}); nothing deleted`);
+      new Error(`snapshot expiry stopped: ${what} of ${kept ? 'a kept' : 'an expired'} snapshot could not be read (${(e as Error).message}); nothing deleted`);
+    // An expired snapshot's file that is not there is skipped; any other failure stops the expiry.
+    const skip = (e: unknown) => !kept && isNotFound(e);
     for (const s of snaps) {
       out.add(s.manifestList);
       let list: AvroRecord[];
       try {
         list = await ManifestList.read(this.#o.storage, s.manifestList);
       } catch (e) {
-        if (kept) throw unreadable(`the manifest list ${s.manifestList}`, e);
+        if (!skip(e)) throw unreadable(`the manifest list ${s.manifestList}`, e);
         continue;
       }
       for (const m of list) {
@@ -374,7 +379,7 @@ export class Retention {
         try {
           records = AvroFile.decode(await this.#o.storage.get(p), p).records;
         } catch (e) {
-          if (kept) throw unreadable(`the manifest ${p}`, e);
+          if (!skip(e)) throw unreadable(`the manifest ${p}`, e);
           continue;
         }
         // A DELETED entry records a removal: the file is live only in the snapshots before it.

@@ -162,6 +162,38 @@ describe('siglake retention', () => {
     expect(await bodies('tenant_keep', 'logs')).toEqual(['k1-0', 'k2-0', 'k3-0']);
   });
 
+  it("an expired snapshot's manifest list that fails to read (not missing) stops the expiry: the snapshot stays, and the next round deletes its files", async () => {
+    await land([{ tenant: 'flaky', records: [['x-10', 10], ['x-0', 0]] }]);
+    const metaOf = async () => JSON.parse(fs.readFileSync(fileURLToPath((await lake.catalog.metadataLocation('tenant_flaky', 'logs'))!), 'utf8'));
+    const first = (await metaOf()).snapshots[0];
+    // The drop only (snapshots kept a day): x-10's file stays, referenced by the first snapshot.
+    const drop = runCli(['retention', '--once', ...flags, '--retention-logs-days', '7', '--retention-snapshot-max-age-hours', '24']);
+    expect(drop.status, drop.stderr).toBe(0);
+    expect(await bodies('tenant_flaky', 'logs')).toEqual(['x-0']);
+    expect(parquetFiles('tenant_flaky', 'logs')).toHaveLength(2);
+    // A read that fails without saying "not found" (an object store's 503 after its retries; here
+    // EISDIR): the first snapshot's list is a directory for this run.
+    const list = fileURLToPath(first['manifest-list']);
+    fs.renameSync(list, `${list}.away`);
+    fs.mkdirSync(list);
+    const expiryOnly = [...flags, '--retention-snapshot-max-age-hours', '0'];
+    const r = runCli(['retention', '--once', ...expiryOnly]);
+    fs.rmdirSync(list);
+    fs.renameSync(`${list}.away`, list);
+    expect(r.status, r.stderr).toBe(1);
+    expect(r.stderr).toMatch(/snapshot expiry stopped: the manifest list .* of an expired snapshot could not be read/);
+    // Before, the read was skipped and the snapshot removed anyway: x-10's file stayed for ever,
+    // referenced by nothing any later round could find.
+    expect((await metaOf()).snapshots.map((x: { 'snapshot-id': number }) => String(x['snapshot-id']))).toContain(String(first['snapshot-id']));
+    expect(parquetFiles('tenant_flaky', 'logs')).toHaveLength(2);
+    const again = runCli(['retention', '--once', ...expiryOnly]);
+    expect(again.status, again.stderr).toBe(0);
+    expect((await metaOf()).snapshots).toHaveLength(1);
+    const live = (await icebirdDataFiles((await lake.catalog.metadataLocation('tenant_flaky', 'logs'))!)).map((x) => fileURLToPath(x.path));
+    expect(parquetFiles('tenant_flaky', 'logs')).toEqual(live);
+    expect(await bodies('tenant_flaky', 'logs')).toEqual(['x-0']);
+  });
+
   it('a snapshot counts its age from when it was replaced: the drop on a table quiet for two days deletes nothing a query planned a moment before still reads', async () => {
     await land([{ tenant: 'quiet', records: [['q-10', 10], ['q-0', 0]] }]);
     const loc = (await lake.catalog.metadataLocation('tenant_quiet', 'logs'))!;
