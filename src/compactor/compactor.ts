@@ -111,6 +111,8 @@ class TableWork {
      * signal): nothing is written to it, and the segments routed to it stay.
      */
     readonly foreign: boolean = false,
+    /** The full base schema of this signal (with baseWidth: to tell whether migrate added columns meanwhile). */
+    readonly base: TableSchema | null = null,
   ) {}
 }
 
@@ -440,6 +442,7 @@ export class Compactor {
         behind !== null ? baseWidth : null,
         dropThroughMs,
         foreign,
+        type === RecordType.LOGS ? TableSchema.LOGS : TableSchema.TRACES,
       );
       tables.set(id, work);
     }
@@ -480,6 +483,7 @@ export class Compactor {
     const summary: Record<string, string> = {};
     for (const [lane, n] of work.progress) summary[`${PROGRESS_PREFIX}${walId}.${lane}`] = String(n);
     let result;
+    let migrated = false;
     try {
       result = await this.#appender.append({
         namespace: b.namespace,
@@ -493,6 +497,16 @@ export class Compactor {
         precheck: (current) => {
           const now = progressOf(current, walId);
           for (const [lane, first] of work.firstRouted) if ((now.get(lane) ?? 0) >= first) return false;
+          // Written with the columns of a table not yet migrated, and migrate added base columns
+          // since the round loaded it: these rows would land without them for good. Leave the
+          // segments in the WAL; the next round writes them with the new columns.
+          if (work.baseWidth !== null && work.base !== null && current !== null) {
+            const behindNow = behindSchemaOf(current.metadata, work.base);
+            if ((behindNow?.columns.length ?? work.base.columns.length) > work.baseWidth) {
+              migrated = true;
+              return false;
+            }
+          }
           return true;
         },
       });
@@ -505,7 +519,11 @@ export class Compactor {
     }
     if (result.status === 'abandoned') {
       await b.abort();
-      this.#o.log.warn({ table: `${b.namespace}.${b.table}` }, 'commit abandoned: the table already records these WAL segments');
+      if (migrated) {
+        this.#o.log.warn({ table: `${b.namespace}.${b.table}` }, 'commit abandoned: siglake migrate added columns meanwhile; the segments stay and land with them next round');
+      } else {
+        this.#o.log.warn({ table: `${b.namespace}.${b.table}` }, 'commit abandoned: the table already records these WAL segments');
+      }
       return -1;
     }
     work.committed = true;

@@ -239,3 +239,38 @@ describe('siglake migrate and what other engines set on a table', () => {
     expect(lines.find((l) => l.namespace === 'tenant_zz_after')).toMatchObject({ table: 'logs', outcome: 'migrated' });
   });
 });
+
+describe('siglake migrate during a compactor commit', () => {
+  const lake = useLocalLake('siglake-migrate-race-');
+  const { dir, warehouse, flags } = lake;
+
+  it('rows the compactor wrote with the pre-migration schema do not land once migrate wins the swap: the next round lands them with the new columns', async () => {
+    const storage = new FileStorage(warehouse);
+    await createV1Table(lake.catalog, storage, 'main', 'logs');
+    // Every commit is held 3 s between its metadata file and the swap: migrate swaps first.
+    const ing = await startIngester({ dataDir: dir, env: { SIGLAKE_TEST_COMMIT_DELAY_MS: '3000' }, args: ['--compact-interval-secs', '1', '--wal-segment-max-age-secs', '1', ...flags] });
+    try {
+      expect((await post(ing.url, '/v1/logs', logsWithResource('racing', 'ns-racing'), { contentType: 'application/json' })).status).toBe(200);
+      const mdir = path.join(warehouse, 'main', 'logs', 'metadata');
+      const deadline = Date.now() + 60_000;
+      // The compactor, with the table's 22-column schema, has written its metadata file and holds.
+      while (!fs.readdirSync(mdir).some((f) => f.startsWith('00001-') && f.endsWith('.metadata.json'))) {
+        if (Date.now() > deadline) throw new Error('no held commit');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const mig = runCli(['migrate', ...flags]);
+      expect(mig.status, mig.stderr).toBe(0);
+      let m = await ing.metrics();
+      while ((m.get('siglake_compactor_commits_total') ?? 0) < 1) {
+        if (Date.now() > deadline) throw new Error('no commit in time');
+        await new Promise((r) => setTimeout(r, 200));
+        m = await ing.metrics();
+      }
+    } finally {
+      expect(await ing.stop()).toBe(0);
+    }
+    const rows = (await icebirdRows((await lake.catalog.metadataLocation('main', 'logs'))!)).map((r) => [r['body'], r['service_namespace'] ?? null, r['deployment_environment_name'] ?? null]);
+    // Before, the retry after the lost swap committed the 22-column files: service_namespace null for good.
+    expect(rows).toEqual([['racing', 'ns-racing', 'prod']]);
+  });
+});
