@@ -14,7 +14,11 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import pino from 'pino';
 import { AvroFile, type AvroRecord } from '../../src/iceberg/avro-file.js';
+import { FileStorage } from '../../src/iceberg/file-storage.js';
+import type { ObjectStorage } from '../../src/iceberg/storage.js';
+import { Retention } from '../../src/retention/retention.js';
 import { duckParquet, duckQuery, filesUnder, icebirdDataFiles, icebirdRows } from '../helpers/iceberg.js';
 import { post } from '../helpers/http.js';
 import { runCli, startIngester } from '../helpers/ingester.js';
@@ -389,6 +393,52 @@ describe('siglake retention', () => {
     const again = runCli(['retention', '--once', ...retentionFlags]);
     expect(again.status, again.stderr).toBe(0);
     expect(again.stdout).toBe('');
+  });
+
+  it('two rounds at once on a table with a pending list: the one whose list read comes after the other finished it goes on, not fails', async () => {
+    await land([{ tenant: 'race', records: [['r-10', 10], ['r-0', 0]] }]);
+    await land([{ tenant: 'race', records: [['r-9', 9], ['r-0b', 0]] }]);
+    const storage = new FileStorage(warehouse);
+    const logged: string[] = [];
+    const log = pino({ level: 'info' }, { write: (l: string) => void logged.push(l) });
+    const opts = { catalog: lake.catalog, log, logsDays: 7, tracesDays: 0, snapshotMaxAgeHours: 0 };
+    // Round A stops right after its expiry commit (a kill -9 there, or a round just slower than B and C).
+    const a = new Retention({ ...opts, storage, step: (n) => { if (n === 'expired') throw new Error('A stops after its expiry commit'); } });
+    await expect(a.table('tenant_race', 'logs')).rejects.toThrow(/A stops/);
+    const metaOf = async () => JSON.parse(fs.readFileSync(fileURLToPath((await lake.catalog.metadataLocation('tenant_race', 'logs'))!), 'utf8'));
+    const pending = (await metaOf()).properties['siglake.retention.pending-delete'];
+    expect(typeof pending).toBe('string');
+    // Round B has loaded the table naming the list; its read of the list waits until round C finished it.
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let atGate!: () => void;
+    const reached = new Promise<void>((r) => (atGate = r));
+    const slow: ObjectStorage = {
+      rootUri: storage.rootUri,
+      locationOf: (...seg) => storage.locationOf(...seg),
+      putNew: (loc, bytes) => storage.putNew(loc, bytes),
+      openSink: (loc) => storage.openSink(loc),
+      delete: (loc) => storage.delete(loc),
+      get: async (loc) => {
+        if (loc === pending) {
+          atGate();
+          await gate;
+        }
+        return storage.get(loc);
+      },
+    };
+    const b = new Retention({ ...opts, storage: slow }).table('tenant_race', 'logs');
+    await reached;
+    await new Retention({ ...opts, storage }).table('tenant_race', 'logs');
+    expect(fs.existsSync(fileURLToPath(pending))).toBe(false);
+    release();
+    // Before, B failed the table reading the list C had removed (ENOENT).
+    await expect(b).resolves.toMatchObject({ namespace: 'tenant_race', table: 'logs' });
+    expect(logged.join('')).not.toMatch(/pending delete list is gone/);
+    expect((await metaOf()).properties['siglake.retention.pending-delete']).toBeUndefined();
+    expect(await bodies('tenant_race', 'logs')).toEqual(['r-0', 'r-0b']);
+    const live = (await icebirdDataFiles((await lake.catalog.metadataLocation('tenant_race', 'logs'))!)).map((x) => fileURLToPath(x.path));
+    expect(parquetFiles('tenant_race', 'logs').sort()).toEqual(live.sort());
   });
 
   it('runs inside the compactor loop of siglake ingest, with its metrics', async () => {
