@@ -203,6 +203,9 @@ describe('the image runtime (Dockerfile ENV, non-root user, root-owned WORKDIR),
     expect(r.status).toBe(2);
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
     expect(r.stderr).toMatch(/^siglake: invalid warehouse\.path \(env SIGLAKE_WAREHOUSE\): cannot write to the warehouse file:\/\/.*EACCES/);
+    // compact --once on a WAL root (a path that is none is refused first: wal-root.test.ts).
+    fs.mkdirSync(layout.env['SIGLAKE_WAL_DIR']!, { recursive: true });
+    fs.writeFileSync(path.join(layout.env['SIGLAKE_WAL_DIR']!, '.siglake-wal-root'), 'siglake WAL root\n');
     const c = runAsUser(layout, ['compact', '--once']);
     expect(c.status).toBe(2);
     expect(c.stderr).toMatch(/^siglake: invalid warehouse\.path \(env SIGLAKE_WAREHOUSE\): /);
