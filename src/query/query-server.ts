@@ -37,7 +37,7 @@ import { openLocalFiles } from './local-files.js';
 import { asQueryError, QueryError } from './query-error.js';
 import { QueryMetrics, type QueryEndpoint } from './query-metrics.js';
 import { runQuery, timeoutError } from './query-runner.js';
-import { readBody, sqlOf } from './request-body.js';
+import { callerGone, drainBounded, readBody, sqlOf } from './request-body.js';
 import { ShardForwarder } from './shard-forwarder.js';
 import { TableFilesReader } from './table-files.js';
 import { TenantGate } from './tenant-gate.js';
@@ -84,6 +84,7 @@ export class QueryServer {
   #inFlight = 0;
   /** Answers passed on from a shard (the coordinator does not count their timeouts as its own). */
   readonly #forwarded = new WeakSet<ServerResponse>();
+  /** Called each time #inFlight reaches 0 (stop() waiting on it). */
   #idle: (() => void) | undefined;
 
   constructor(opts: QueryServerOptions) {
@@ -137,7 +138,11 @@ export class QueryServer {
         ...(this.#audit !== undefined ? { audit: this.#audit } : {}),
       });
     }
-    this.#http = http.createServer((req, res) => void this.#handle(req, res));
+    // headersTimeout and requestTimeout bound how long a caller may take to send its request
+    // (headers, then the whole body, at most 1 MiB); the query itself runs after that and is bound by
+    // query.timeoutSecs. Node's defaults (60 s, 300 s) let a stalled caller hold a connection and a
+    // request for minutes. A request past either is answered 408 and its connection closed.
+    this.#http = http.createServer({ headersTimeout: HEADERS_TIMEOUT_MS, requestTimeout: REQUEST_TIMEOUT_MS }, (req, res) => void this.#handle(req, res));
     this.#http.keepAliveTimeout = 10_000;
   }
 
@@ -201,25 +206,35 @@ export class QueryServer {
     this.#draining = true;
     this.#tenantsReloader?.close();
     this.#http.close();
-    const deadline = this.#s.shutdownTimeoutSecs * 1000;
-    if (this.#inFlight > 0) {
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, deadline);
-        this.#idle = () => {
-          clearTimeout(t);
-          resolve();
-        };
-      });
-    }
+    await this.#whenIdle(this.#s.shutdownTimeoutSecs * 1000);
     const interrupted = this.#inFlight;
+    // Interrupts running queries and forwards, and refuses bodies still coming (503): each answers within milliseconds.
     this.#stopping.abort();
-    while (this.#inFlight > 0) await new Promise((r) => setTimeout(r, 20));
+    // Bounded too: a request that still does not end (it waits on something that ignores the
+    // stop) held the process past SIGTERM for good. Its connection is closed below.
+    await this.#whenIdle(STOP_GRACE_MS);
+    if (this.#inFlight > 0) {
+      this.#log.warn({ requests: this.#inFlight, graceMs: STOP_GRACE_MS }, 'requests still in flight after the shutdown deadline: closing their connections');
+    }
     this.#http.closeAllConnections();
     this.#pool?.close();
     if (this.#storage !== undefined) closeWarehouse(this.#storage);
     await this.#catalog.close();
     await this.#audit?.close();
     return interrupted;
+  }
+
+  /** Resolves once no request is in flight, or after `ms`. */
+  async #whenIdle(ms: number): Promise<void> {
+    if (this.#inFlight === 0) return;
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(resolve, ms);
+      this.#idle = () => {
+        clearTimeout(t);
+        resolve();
+      };
+    });
+    this.#idle = undefined;
   }
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -273,6 +288,13 @@ export class QueryServer {
     const started = performance.now();
     this.#inFlight++;
     let cut = false;
+    // The caller hung up before its whole answer was written: counted 499 (nginx's "client closed
+    // request"), logged at debug; not a server failure. (It was counted 500 or 503 and logged at warn.)
+    let gone = false;
+    const onGone = () => {
+      if (!res.writableFinished) gone = true;
+    };
+    res.once('close', onGone);
     // While auditing: what #principalOf learns of the caller, for a refusal's event.
     const note = this.#audit !== undefined ? auditNote(req.socket.remoteAddress) : undefined;
     if (note !== undefined) this.#notes.set(req, note);
@@ -292,17 +314,28 @@ export class QueryServer {
       }
       if (err.reason !== undefined) this.#metrics.denied(err.reason);
       if (err.code === 'SIGLAKE_TENANT_AMBIGUOUS') this.#metrics.ambiguous();
-      if (err.httpStatus >= 500 && err.code !== 'SIGLAKE_QUERY_TIMEOUT') this.#log.warn({ code: err.code, endpoint }, 'query failed');
-      req.resume();
-      if (!res.headersSent) sendError(res, err);
-      else {
+      if (gone || callerGone(req)) {
+        gone = true;
+        this.#log.debug({ code: err.code, endpoint }, 'caller hung up before its answer');
+        res.destroy();
+        return;
+      }
+      if (err.httpStatus >= 500 && err.code !== 'SIGLAKE_QUERY_TIMEOUT') this.#log.warn({ code: err.code, endpoint, err: causeOf(e) }, 'query failed');
+      if (!res.headersSent) {
+        // The rest of the body is read, within a bound, before the answer (the caller may still be
+        // writing: a reset while it does can lose the answer); past the bound the answer says
+        // Connection: close and the connection ends once it is written.
+        if (!(await drainBounded(req, this.#stopping.signal))) res.setHeader('connection', 'close');
+        if (!res.headersSent) sendError(res, err);
+      } else {
         // The status line is out: a cut connection is the only way left to say the answer failed
         // (left open, the caller waited forever), and it is counted as the failure it is.
         cut = true;
         res.destroy();
       }
     } finally {
-      this.#metrics.answered(endpoint, cut ? 500 : res.statusCode, (performance.now() - started) / 1000, this.#forwarded.has(res));
+      res.off('close', onGone);
+      this.#metrics.answered(endpoint, gone ? 499 : cut ? 500 : res.statusCode, (performance.now() - started) / 1000, this.#forwarded.has(res));
       this.#inFlight--;
       if (this.#inFlight === 0) this.#idle?.();
     }
@@ -328,14 +361,19 @@ export class QueryServer {
   async #sql(req: IncomingMessage, res: ServerResponse, viaShard: boolean): Promise<void> {
     if (viaShard) this.#checkShardToken(req);
     const tenant = await this.#tenantOf(req);
-    const body = await readBody(req);
+    const body = await readBody(req, this.#stopping.signal);
     if (this.#forwarder !== undefined && !viaShard) {
-      // A caller that hangs up aborts the request to the shard (whose query stops with it).
+      // A caller that hangs up aborts the request to the shard (whose query stops with it), as
+      // does the server's stop (answered 503, as a local query is; a forward was left running
+      // until the shard's timeout, and its caller got a 502 long after the process should have gone).
       const hangUp = new AbortController();
       const onHangUp = () => {
         if (!res.writableEnded) hangUp.abort();
       };
+      const onStop = () => hangUp.abort();
       res.once('close', onHangUp);
+      this.#stopping.signal.addEventListener('abort', onStop, { once: true });
+      if (this.#stopping.signal.aborted) hangUp.abort();
       try {
         const answer = await this.#forwarder.forward(
           tenant,
@@ -346,6 +384,7 @@ export class QueryServer {
         await sendForwarded(res, answer);
       } finally {
         res.off('close', onHangUp);
+        this.#stopping.signal.removeEventListener('abort', onStop);
       }
       return;
     }
@@ -402,7 +441,7 @@ export class QueryServer {
   async #indexApi(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
     const { tenant, subject } = await this.#principalOf(req);
     const method = req.method ?? 'GET';
-    const body = method === 'PUT' ? await readBody(req) : undefined;
+    const body = method === 'PUT' ? await readBody(req, this.#stopping.signal) : undefined;
     if (body === undefined) req.resume();
     const audit = this.#audit;
     // Every index change is audited (declared-tenants.md §4), with who made it and from where.
@@ -447,6 +486,22 @@ export class QueryServer {
     }
     sendJson(res, 200, { tables });
   }
+}
+
+/** How long the caller may take to send its headers. */
+const HEADERS_TIMEOUT_MS = 10_000;
+/** How long the caller may take to send its whole request (at most 1 MiB of body); the query's own time is not in it. */
+const REQUEST_TIMEOUT_MS = 30_000;
+/** After the shutdown deadline's interrupt, how long stop() waits for the interrupted requests to answer. */
+const STOP_GRACE_MS = 2_000;
+
+/**
+ * The server-side cause of a 5xx, for the log: the error's message, without the
+ * engine's `LINE n: <statement>` excerpt (the SQL is never logged), at most 500 characters.
+ */
+function causeOf(e: unknown): string {
+  const message = e instanceof Error ? e.message : String(e);
+  return message.replace(/\n*LINE \d+:[\s\S]*$/, '').slice(0, 500);
 }
 
 const NO_CACHE_STATS = { hits: 0, misses: 0, evictions: 0, bytes: 0, files: 0 };

@@ -12,12 +12,14 @@ export const MAX_BODY_BYTES = 1024 * 1024;
  * promise machinery cost about 0.1 ms per request, a measurable share of a
  * footer-only query (docs/performance.md, issue 15).
  */
-export function readBody(req: IncomingMessage): Promise<Buffer> {
+export function readBody(req: IncomingMessage, stopping?: AbortSignal): Promise<Buffer> {
+  // A caller that hung up before the body was read (during a JWKS fetch, say): its request
+  // never emits end or close again, so waiting on them left the request in flight for good
+  // (and the server's stop waiting on it).
+  if (callerGone(req)) return Promise.reject(prematureClose());
+  if (stopping?.aborted === true) return Promise.reject(stoppingError());
   const declared = Number(req.headers['content-length'] ?? '0');
-  if (declared > MAX_BODY_BYTES) {
-    req.resume();
-    return Promise.reject(tooLarge());
-  }
+  if (declared > MAX_BODY_BYTES) return Promise.reject(tooLarge());
   return new Promise<Buffer>((resolve, reject) => {
     const parts: Buffer[] = [];
     let size = 0;
@@ -26,12 +28,20 @@ export function readBody(req: IncomingMessage): Promise<Buffer> {
       req.off('end', onEnd);
       req.off('error', onError);
       req.off('close', onClose);
+      stopping?.removeEventListener('abort', onStop);
+    };
+    // The server stops: a body still coming (a slow or stalled caller) does not hold it.
+    const onStop = () => {
+      done();
+      req.pause();
+      reject(stoppingError());
     };
     const onData = (chunk: Buffer) => {
       size += chunk.length;
       if (size > MAX_BODY_BYTES) {
         done();
-        req.resume();
+        // The rest is read (within a bound) or the connection cut by the refusal's answer (drainBounded).
+        req.pause();
         reject(tooLarge());
         return;
       }
@@ -48,12 +58,73 @@ export function readBody(req: IncomingMessage): Promise<Buffer> {
     // The caller hung up before the body ended.
     const onClose = () => {
       done();
-      reject(Object.assign(new Error('the request closed before its body ended'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }));
+      reject(prematureClose());
     };
     req.on('data', onData);
     req.on('end', onEnd);
     req.on('error', onError);
     req.on('close', onClose);
+    stopping?.addEventListener('abort', onStop, { once: true });
+  });
+}
+
+/** Whether the caller's connection is gone (its request can no longer be read nor answered). */
+export function callerGone(req: IncomingMessage): boolean {
+  // Not req.destroyed: a request is destroyed once its body has been read, its caller still there.
+  return req.readableAborted || req.socket === null || req.socket.destroyed;
+}
+
+function prematureClose(): Error {
+  return Object.assign(new Error('the request closed before its body ended'), { code: 'ERR_STREAM_PREMATURE_CLOSE' });
+}
+
+function stoppingError(): QueryError {
+  return new QueryError('SIGLAKE_UNAVAILABLE', 'the query server is shutting down', { retryAfterSecs: 1 });
+}
+
+/** At most this much of a refused request's body is read before its answer; past it the connection is cut. */
+export const LINGER_BYTES = 1024 * 1024;
+/** ...and for at most this long. */
+export const LINGER_MS = 2000;
+
+/**
+ * The rest of a refused request's body (a 401, a 413, …), read and dropped
+ * before the refusal is answered, as ingest's lingering refusal does: true
+ * once it ended, false when LINGER_BYTES or LINGER_MS passed first, the
+ * caller hung up, or `stopping` aborted (then the answer goes with
+ * `Connection: close` and the connection ends once it is written). Read
+ * without a bound (req.resume()), a caller could stream gigabytes into a
+ * refusal.
+ */
+export function drainBounded(req: IncomingMessage, stopping?: AbortSignal): Promise<boolean> {
+  if (req.complete || req.readableEnded) {
+    req.resume();
+    return Promise.resolve(true);
+  }
+  if (callerGone(req) || stopping?.aborted === true) return Promise.resolve(false);
+  return new Promise<boolean>((resolve) => {
+    let left = LINGER_BYTES;
+    const finish = (ended: boolean) => {
+      clearTimeout(timer);
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('close', onCut);
+      stopping?.removeEventListener('abort', onCut);
+      if (!ended) req.pause();
+      resolve(ended);
+    };
+    const timer = setTimeout(() => finish(false), LINGER_MS);
+    const onData = (chunk: Buffer) => {
+      left -= chunk.length;
+      if (left < 0) finish(false);
+    };
+    const onEnd = () => finish(true);
+    const onCut = () => finish(false);
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('close', onCut);
+    stopping?.addEventListener('abort', onCut, { once: true });
+    req.resume();
   });
 }
 

@@ -179,7 +179,7 @@ describe('query coordinator and shards', () => {
     expect(await failed).toBeInstanceOf(Error);
     // Stopped long before the shard's query.timeoutSecs (600 s); the bounds are for a loaded 2-core machine.
     await until(async () => (await S.metrics()).get('siglake_query_running') === 0, 30_000, 'the shard to stop the query');
-    await until(async () => (await C2.metrics()).get('siglake_query_requests_total{endpoint="sql",status="503"}') !== undefined, 30_000, 'the coordinator to count the request');
+    await until(async () => (await C2.metrics()).get('siglake_query_requests_total{endpoint="sql",status="499"}') === 1, 30_000, 'the coordinator to count the request');
     expect((await C2.metrics()).get('siglake_query_shard_errors_total')).toBe(shardErrors);
   });
 
