@@ -112,6 +112,8 @@ describe('siglake query: callers that stall or hang up, and SIGTERM', () => {
     expect(got).toMatch(/\r\nretry-after: 1\r\n/i);
     expect(got).toMatch(/\r\nconnection: close\r\n/i);
     expect(got).toContain('"SIGLAKE_UNAVAILABLE"');
+    // A 5xx's warning says why (it said only the code and the endpoint).
+    expect(failedWarnings(q).map((l) => [l['code'], l['err']])).toEqual([['SIGLAKE_UNAVAILABLE', 'the query server is shutting down']]);
   }, 60_000);
 
   it('regression (query-coordinator-stop-leaves-forwards): SIGTERM on a coordinator answers its forwarded query 503 at the shutdown deadline', async () => {
