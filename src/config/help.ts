@@ -72,9 +72,11 @@ export const COMMANDS: Readonly<Record<string, CommandHelp>> = {
     usage: ['siglake query [flags]'],
     summary: "Run the query server: SQL over the caller's own tenant namespace of the Iceberg tables (docs/query.md).",
     categories: ['query', 'auth', 'iceberg', 'logging'],
-    also: ['tenantsFile', 'shutdownTimeoutSecs'],
+    also: ['tenantsFile', 'shutdownTimeoutSecs', 'requestTimeoutSecs'],
     extra: [CONFIG_FLAG, HELP_FLAG],
-    more: ['--shutdown-timeout-secs bounds how long running queries may finish on SIGTERM; --tenants-file declares the tenants the query server admits (docs/tenants.md).'],
+    more: [
+      '--shutdown-timeout-secs bounds how long running queries may finish on SIGTERM; --request-timeout-secs how long a request (headers and body) may take to arrive (408); --tenants-file declares the tenants the query server admits (docs/tenants.md).',
+    ],
   },
   drain: {
     usage: ['siglake drain [flags]'],

@@ -39,7 +39,7 @@ export class QueryMetrics {
       labelNames: ['endpoint', 'status'],
       registers: [registry],
     });
-    for (const e of QUERY_ENDPOINTS) for (const s of [200, 400, 401, 403, 429, 499, 500, 502, 503, 504]) this.#requests.inc({ endpoint: e, status: String(s) }, 0);
+    for (const e of QUERY_ENDPOINTS) for (const s of [200, 400, 401, 403, 408, 429, 499, 500, 502, 503, 504]) this.#requests.inc({ endpoint: e, status: String(s) }, 0);
     this.#duration = new client.Histogram({
       name: 'siglake_query_duration_seconds',
       help: 'Time from a request to its answer, by endpoint (successful queries).',

@@ -138,11 +138,16 @@ export class QueryServer {
         ...(this.#audit !== undefined ? { audit: this.#audit } : {}),
       });
     }
-    // headersTimeout and requestTimeout bound how long a caller may take to send its request
-    // (headers, then the whole body, at most 1 MiB); the query itself runs after that and is bound by
-    // query.timeoutSecs. Node's defaults (60 s, 300 s) let a stalled caller hold a connection and a
-    // request for minutes. A request past either is answered 408 and its connection closed.
-    this.#http = http.createServer({ headersTimeout: HEADERS_TIMEOUT_MS, requestTimeout: REQUEST_TIMEOUT_MS }, (req, res) => void this.#handle(req, res));
+    // headersTimeout and requestTimeout (server.requestTimeoutSecs, as on ingest; it was accepted
+    // and ignored) bound how long a caller may take to send its request: headers, then the whole
+    // body, at most 1 MiB. The query runs after that and is bound by query.timeoutSecs. Node's
+    // defaults (60 s, 300 s, checked every 30 s) let a stalled caller hold a connection and a request
+    // for minutes. A request past either is answered 408 by Node and its connection closed.
+    const requestTimeout = s.requestTimeoutSecs * 1000;
+    this.#http = http.createServer(
+      { requestTimeout, headersTimeout: Math.min(HEADERS_TIMEOUT_MS, requestTimeout), connectionsCheckingInterval: 1_000 },
+      (req, res) => void this.#handle(req, res),
+    );
     this.#http.keepAliveTimeout = 10_000;
   }
 
@@ -291,6 +296,8 @@ export class QueryServer {
     // The caller hung up before its whole answer was written: counted 499 (nginx's "client closed
     // request"), logged at debug; not a server failure. (It was counted 500 or 503 and logged at warn.)
     let gone = false;
+    /** The status counted for a request that lost its connection: 499, or 408 when Node's requestTimeout cut it. */
+    let lost = 499;
     const onGone = () => {
       if (!res.writableFinished) gone = true;
     };
@@ -316,7 +323,11 @@ export class QueryServer {
       if (err.code === 'SIGLAKE_TENANT_AMBIGUOUS') this.#metrics.ambiguous();
       if (gone || callerGone(req)) {
         gone = true;
-        this.#log.debug({ code: err.code, endpoint }, 'caller hung up before its answer');
+        // Node's requestTimeout ended it (answered 408 and closed): counted as the 408 the caller got.
+        if (requestTimedOut(req)) {
+          lost = 408;
+          this.#log.debug({ endpoint }, 'request not received within server.requestTimeoutSecs: answered 408');
+        } else this.#log.debug({ code: err.code, endpoint }, 'caller hung up before its answer');
         res.destroy();
         return;
       }
@@ -335,7 +346,7 @@ export class QueryServer {
       }
     } finally {
       res.off('close', onGone);
-      this.#metrics.answered(endpoint, gone ? 499 : cut ? 500 : res.statusCode, (performance.now() - started) / 1000, this.#forwarded.has(res));
+      this.#metrics.answered(endpoint, gone ? lost : cut ? 500 : res.statusCode, (performance.now() - started) / 1000, this.#forwarded.has(res));
       this.#inFlight--;
       if (this.#inFlight === 0) this.#idle?.();
     }
@@ -490,8 +501,6 @@ export class QueryServer {
 
 /** How long the caller may take to send its headers. */
 const HEADERS_TIMEOUT_MS = 10_000;
-/** How long the caller may take to send its whole request (at most 1 MiB of body); the query's own time is not in it. */
-const REQUEST_TIMEOUT_MS = 30_000;
 /** After the shutdown deadline's interrupt, how long stop() waits for the interrupted requests to answer. */
 const STOP_GRACE_MS = 2_000;
 
@@ -502,6 +511,12 @@ const STOP_GRACE_MS = 2_000;
 function causeOf(e: unknown): string {
   const message = e instanceof Error ? e.message : String(e);
   return message.replace(/\n*LINE \d+:[\s\S]*$/, '').slice(0, 500);
+}
+
+/** Whether Node's requestTimeout (or headersTimeout) ended this request's connection. */
+function requestTimedOut(req: IncomingMessage): boolean {
+  const errored = (req.socket as { errored?: unknown } | null)?.errored as { code?: unknown } | null | undefined;
+  return errored?.code === 'ERR_HTTP_REQUEST_TIMEOUT';
 }
 
 const NO_CACHE_STATS = { hits: 0, misses: 0, evictions: 0, bytes: 0, files: 0 };

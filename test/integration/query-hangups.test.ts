@@ -116,6 +116,22 @@ describe('siglake query: callers that stall or hang up, and SIGTERM', () => {
     expect(failedWarnings(q).map((l) => [l['code'], l['err']])).toEqual([['SIGLAKE_UNAVAILABLE', 'the query server is shutting down']]);
   }, 60_000);
 
+  it('regression (query-request-timeout-ignored): a body that stalls is answered 408 after --request-timeout-secs and its connection closed, counted 408', async () => {
+    // `siglake query` refused --request-timeout-secs and left Node's 300 s default (checked every 30 s).
+    const q = await start(['--request-timeout-secs', '2']);
+    const caller = partialRequest(q.port, 'POST /api/v1/sql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"sql":');
+    const t0 = Date.now();
+    // Generous for a loaded 2-core machine: 2 s, checked every second.
+    await Promise.race([caller.closed, sleep(15_000)]);
+    expect((Date.now() - t0) / 1000).toBeLessThan(15);
+    expect(caller.got()).toMatch(/^HTTP\/1\.1 408 /);
+    await until(async () => (await sqlStatus(q, 408)) === 1, 10_000, 'the 408 to be counted');
+    expect(await sqlStatus(q, 499)).toBe(0);
+    // A caller that sends its request in time is served.
+    const ok = await fetch(`${q.url}/api/v1/sql`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'SELECT 1 AS x' });
+    expect(ok.status, await ok.text()).toBe(200);
+  }, 60_000);
+
   it('regression (query-coordinator-stop-leaves-forwards): SIGTERM on a coordinator answers its forwarded query 503 at the shutdown deadline', async () => {
     // A shard that never answers; the coordinator's forward waited for query.timeoutSecs + 15 s
     // past SIGTERM, then answered 502.

@@ -73,6 +73,8 @@ describe('the flags a command takes', () => {
     // The query server reads the tenants file (declared tenants) and the shutdown timeout; its help says so.
     expect(commandSettings('query')!.has('tenantsFile')).toBe(true);
     expect(commandSettings('query')!.has('shutdownTimeoutSecs')).toBe(true);
+    // ...and the request timeout (a stalled body is answered 408), which it refused as a flag.
+    expect(commandSettings('query')!.has('requestTimeoutSecs')).toBe(true);
     // compact and drain read the WAL root, not the ingester's WAL tuning.
     for (const c of ['compact', 'drain']) {
       expect(commandSettings(c)!.has('walDir'), c).toBe(true);
