@@ -506,11 +506,18 @@ const STOP_GRACE_MS = 2_000;
 
 /**
  * The server-side cause of a 5xx, for the log: the error's message, without the
- * engine's `LINE n: <statement>` excerpt (the SQL is never logged), at most 500 characters.
+ * engine's `LINE n: <statement>` excerpt and the quoted values (the SQL and a tenant's data are
+ * never logged), at most 500 characters.
  */
 function causeOf(e: unknown): string {
   const message = e instanceof Error ? e.message : String(e);
-  return message.replace(/\n*LINE \d+:[\s\S]*$/, '').slice(0, 500);
+  // The engine quotes the values it trips on ("Could not convert string 'x' …"): a tenant's data,
+  // never logged at info level; the quotes stay, so the message's shape still says what failed.
+  return message
+    .replace(/\n*LINE \d+:[\s\S]*$/, '')
+    .replace(/'(?:[^']|'')*'/g, "'…'")
+    .replace(/"(?:[^"]|"")*"/g, '"…"')
+    .slice(0, 500);
 }
 
 /** Whether Node's requestTimeout (or headersTimeout) ended this request's connection. */
