@@ -62,12 +62,24 @@ export class ShardForwarder {
       const why = (e as NodeJS.ErrnoException).code ?? (e as Error).name;
       throw new QueryError('SIGLAKE_SHARD_UNAVAILABLE', `the query shard did not answer (${why})`);
     }
+    const status = res.statusCode ?? 502;
+    // The caller passed this coordinator's authentication already: a shard's 401 (a different
+    // shard token, or other auth settings) or a redirect is the fleet's fault, not the caller's.
+    // (Passed on, a wrong shard token looked like every user's login failing; a 3xx came without
+    // its Location.)
+    if (status === 401 || (status >= 300 && status < 400)) {
+      res.resume();
+      throw new QueryError(
+        'SIGLAKE_SHARD_UNAVAILABLE',
+        `the query shard refused this coordinator (${status}): give every node the same query.shardToken and authentication settings`,
+      );
+    }
     const out: Record<string, string> = {};
     for (const h of PASSED_BACK) {
       const v = res.headers[h];
       if (typeof v === 'string') out[h] = v;
     }
-    return { status: res.statusCode ?? 502, headers: out, body: res };
+    return { status, headers: out, body: res };
   }
 }
 

@@ -37,7 +37,7 @@ describe('query coordinator and shards', () => {
   let key: KeyPair;
   const tokens: Record<string, string> = {};
   const procs: RunningQuery[] = [];
-  let A: RunningQuery, S: RunningQuery, C1: RunningQuery, C2: RunningQuery, C3: RunningQuery;
+  let A: RunningQuery, S: RunningQuery, C1: RunningQuery, C2: RunningQuery, C3: RunningQuery, C4: RunningQuery;
   let absentShard: Awaited<ReturnType<typeof refusingPort>> | undefined;
 
   beforeAll(async () => {
@@ -61,6 +61,7 @@ describe('query coordinator and shards', () => {
     C2 = await start(['--query-shard-token', SHARD_TOKEN, '--query-shards', S.url, ...everyone]);
     absentShard = await refusingPort();
     C3 = await start(['--query-shard-token', SHARD_TOKEN, '--query-shards', `http://127.0.0.1:${absentShard.port}`, ...everyone]);
+    C4 = await start(['--query-shard-token', `${SHARD_TOKEN}-not`, '--query-shards', A.url, ...everyone]);
   }, 180_000);
 
   afterAll(async () => {
@@ -188,5 +189,16 @@ describe('query coordinator and shards', () => {
     expect(a.status).toBe(502);
     expect((a.body['error'] as { code: string }).code).toBe('SIGLAKE_SHARD_UNAVAILABLE');
     expect((await C3.metrics()).get('siglake_query_shard_errors_total')).toBe(1);
+  });
+
+  it('regression (shard-401-passed-to-caller): a shard that refuses the coordinator\'s shard token is a 502 to the caller, counted and logged, not the caller\'s 401', async () => {
+    const a = await postSql(C4.url, sql, { token: tokens['acme'] });
+    expect(a.status, a.text).toBe(502);
+    expect((a.body['error'] as { code: string; message: string }).code).toBe('SIGLAKE_SHARD_UNAVAILABLE');
+    expect((a.body['error'] as { code: string; message: string }).message).toContain('query.shardToken');
+    const m = await C4.metrics();
+    expect(m.get('siglake_query_shard_errors_total')).toBe(1);
+    expect(m.get('siglake_query_requests_total{endpoint="sql",status="401"}') ?? 0).toBe(0);
+    expect(C4.logs.some((l) => l.msg === 'query failed' && l['code'] === 'SIGLAKE_SHARD_UNAVAILABLE')).toBe(true);
   });
 });
