@@ -72,7 +72,7 @@ export async function handleIndexRequest(
 ): Promise<IndexHttpResponse> {
   try {
     if (req.path === INDEX_API_PREFIX || req.path === `${INDEX_API_PREFIX}/`) {
-      if (req.method !== 'GET') return notAllowed('GET');
+      if (req.method !== 'GET') return notAllowed('GET, HEAD');
       const list = await registry.list(tenant);
       return json(200, { indexes: list.filter((i) => subset === undefined || subset.has(i.name)).map(indexJson) });
     }
@@ -108,7 +108,7 @@ export async function handleIndexRequest(
         return json(r.created ? 201 : 200, indexJson(r.info));
       }
       default:
-        return notAllowed('GET, PUT, DELETE');
+        return notAllowed('GET, HEAD, PUT, DELETE');
     }
   } catch (e) {
     if (e instanceof IndexError) return refuse(e.status, e.code, e.message);

@@ -306,9 +306,11 @@ export class QueryServer {
     const note = this.#audit !== undefined ? auditNote(req.socket.remoteAddress) : undefined;
     if (note !== undefined) this.#notes.set(req, note);
     try {
-      if (method !== undefined && req.method !== method) {
-        res.setHeader('allow', method);
-        throw new QueryError('SIGLAKE_METHOD_NOT_ALLOWED', `${req.method ?? '?'} is not allowed here; use ${method}`);
+      // HEAD is answered wherever GET is (RFC 9110 §9.3.2: the same head, no body; Node sends none).
+      if (method !== undefined && req.method !== method && !(method === 'GET' && req.method === 'HEAD')) {
+        const allow = method === 'GET' ? 'GET, HEAD' : method;
+        res.setHeader('allow', allow);
+        throw new QueryError('SIGLAKE_METHOD_NOT_ALLOWED', `${req.method ?? '?'} is not allowed here; use ${allow}`);
       }
       if (this.#draining) throw new QueryError('SIGLAKE_UNAVAILABLE', 'the query server is shutting down', { retryAfterSecs: 1 });
       await run();
@@ -451,7 +453,8 @@ export class QueryServer {
    */
   async #indexApi(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
     const { tenant, subject } = await this.#principalOf(req);
-    const method = req.method ?? 'GET';
+    // HEAD: GET's answer without its body (Node writes none for a HEAD).
+    const method = req.method === 'HEAD' ? 'GET' : (req.method ?? 'GET');
     const body = method === 'PUT' ? await readBody(req, this.#stopping.signal) : undefined;
     if (body === undefined) req.resume();
     const audit = this.#audit;

@@ -139,17 +139,22 @@ export function sqlOf(body: Buffer, contentType: string | undefined): string {
   if (type === 'application/json') {
     let doc: unknown;
     try {
-      doc = JSON.parse(body.toString('utf8'));
+      doc = JSON.parse(withoutBom(body.toString('utf8')));
     } catch {
       throw new QueryError('SIGLAKE_BAD_BODY', 'the body is not JSON: send {"sql": "<statement>"} or text/plain SQL');
     }
     sql = doc !== null && typeof doc === 'object' && !Array.isArray(doc) ? (doc as Record<string, unknown>)['sql'] : undefined;
     if (typeof sql !== 'string') throw new QueryError('SIGLAKE_BAD_BODY', 'the body must be {"sql": "<statement>"}');
   } else if (type === 'text/plain') {
-    sql = body.toString('utf8');
+    sql = withoutBom(body.toString('utf8'));
   } else {
     throw new QueryError('SIGLAKE_UNSUPPORTED_MEDIA', `content type ${type} is not supported: use application/json or text/plain`);
   }
   if ((sql as string).trim() === '') throw new QueryError('SIGLAKE_BAD_SQL', 'no SQL statement in the request');
   return sql as string;
+}
+
+/** The text without a leading UTF-8 byte order mark, which some clients write (RFC 8259 §8.1 lets a parser ignore it). */
+function withoutBom(text: string): string {
+  return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
 }

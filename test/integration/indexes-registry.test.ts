@@ -246,7 +246,7 @@ describe('index API handlers (PostgreSQL catalog)', () => {
     expect((await call('acme', 'GET', '/api/v1/indexes/%ZZ')).status).toBe(404);
     const post = await call('acme', 'POST', '/api/v1/indexes/payments', {});
     expect(post.status).toBe(405);
-    expect(post.headers['allow']).toBe('GET, PUT, DELETE');
+    expect(post.headers['allow']).toBe('GET, HEAD, PUT, DELETE');
     expect((await call('acme', 'DELETE', '/api/v1/indexes/audit')).status).toBe(204);
     expect((await call('acme', 'GET', '/api/v1/indexes/audit')).status).toBe(404);
     expect((await call('globex', 'GET', '/api/v1/indexes/audit')).status).toBe(200);

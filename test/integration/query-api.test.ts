@@ -399,6 +399,30 @@ describe('siglake query: tenant-routed SQL over the landed tables', () => {
     expect(back.status, back.text).toBe(200);
   }, 60_000);
 
+  it('regression (head-and-bom): HEAD is answered wherever GET is, with its head and no body; a JSON body with a byte order mark is read', async () => {
+    const acme = tokens['acme']!;
+    for (const p of ['/api/v1/tables', '/api/v1/indexes']) {
+      const get = await fetch(`${q.url}${p}`, { headers: { authorization: `Bearer ${acme}` } });
+      const head = await fetch(`${q.url}${p}`, { method: 'HEAD', headers: { authorization: `Bearer ${acme}` } });
+      expect(head.status, p).toBe(200);
+      expect(head.headers.get('content-type')).toBe(get.headers.get('content-type'));
+      expect((await head.arrayBuffer()).byteLength).toBe(0);
+      await get.arrayBuffer();
+    }
+    const put = await fetch(`${q.url}/api/v1/sql`, { method: 'PUT', headers: { authorization: `Bearer ${acme}` } });
+    expect(put.status).toBe(405);
+    const tablesPost = await fetch(`${q.url}/api/v1/tables`, { method: 'POST', headers: { authorization: `Bearer ${acme}` } });
+    expect(tablesPost.status).toBe(405);
+    expect(tablesPost.headers.get('allow')).toBe('GET, HEAD');
+    const bom = await fetch(`${q.url}/api/v1/sql`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${acme}`, 'content-type': 'application/json' },
+      body: Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"sql":"SELECT 7 AS n"}')]),
+    });
+    expect(bom.status, await bom.clone().text()).toBe(200);
+    expect(((await bom.json()) as { rows: unknown[][] }).rows).toEqual([[7]]);
+  });
+
   it('SIGTERM lets a running query answer, then exits 0', async () => {
     const pending = postSql(q.url, 'SELECT sum(range % 7) FROM range(100000000000000)', { token: tokens['default'] });
     const deadline = Date.now() + 20_000;

@@ -153,7 +153,7 @@ describe('siglake query: the index API, tenant-routed', () => {
     expect(reserved.status).toBe(400);
     const post = await call('POST', '/api/v1/indexes/payments', { token: tokens['acme'], body: {} });
     expect(post.status).toBe(405);
-    expect(post.headers.get('allow')).toBe('GET, PUT, DELETE');
+    expect(post.headers.get('allow')).toBe('GET, HEAD, PUT, DELETE');
 
     expect((await call('GET', '/api/v1/indexes/broken', { token: tokens['acme'] })).status).toBe(404);
     const catalog = SqlCatalog.open(`sqlite:${dataDir}/catalog.db`, 'siglake');
