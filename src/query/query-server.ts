@@ -474,6 +474,7 @@ export class QueryServer {
     const tables = [];
     for (const { name, metadataLocation } of await this.#catalog.tableLocations(ns)) {
       if (!tableVisible(name, indexes)) continue;
+      const kind = name === 'logs' || name === 'traces' ? name : 'index';
       let t;
       try {
         t = await this.#reader.read(ns, metadataLocation);
@@ -481,19 +482,16 @@ export class QueryServer {
         // One table that cannot be read is listed with what is unknown as null; the others as ever
         // (it failed the whole listing, with the server's path in the answer).
         this.#log.warn({ namespace: ns, table: name, err: (e as Error).message }, 'table not readable: listed without its row count');
-        const days = name === 'logs' ? this.#s.retentionLogsDays : name === 'traces' ? this.#s.retentionTracesDays : null;
-        tables.push({ name, kind: name === 'logs' || name === 'traces' ? name : 'index', rowCount: null, retentionDays: days, schemaVersion: null });
-        continue;
       }
       // An index carries its retention (the registry's property); logs and traces have the
       // retention.logsDays / retention.tracesDays setting (0: kept for ever), which the query server
       // shares with the compactor that enforces it (before stop 47: null).
-      const retention = name === 'logs' ? this.#s.retentionLogsDays : name === 'traces' ? this.#s.retentionTracesDays : t.properties[PROP_RETENTION_DAYS];
-      const version = t.properties[PROP_SCHEMA_VERSION];
+      const retention = name === 'logs' ? this.#s.retentionLogsDays : name === 'traces' ? this.#s.retentionTracesDays : t?.properties[PROP_RETENTION_DAYS];
+      const version = t?.properties[PROP_SCHEMA_VERSION];
       tables.push({
         name,
-        kind: name === 'logs' || name === 'traces' ? name : 'index',
-        rowCount: t.rowCount,
+        kind,
+        rowCount: t === undefined ? null : t.rowCount,
         retentionDays: retention === undefined ? null : Number(retention),
         schemaVersion: version === undefined ? null : Number(version),
       });
