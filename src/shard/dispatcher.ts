@@ -17,6 +17,7 @@ import { WorkerStats } from '../metrics/worker-stats.js';
 import { CompletionRing, Doorbell, outcomeOfCompletion } from './completion-ring.js';
 import { encodeFrame, encodeLaneSpec, FRAME_PREFIX_BYTES, FrameKind, writeFramePrefix, type LaneSpec } from './frames.js';
 import { ControlWord, type ShardTaskArgs, type WorkerSettings } from './protocol.js';
+import { InflightTable } from './inflight-table.js';
 import { AcceptorTrace, roundTracePath } from './round-trace.js';
 
 /** Whoever waits for the answer: an HTTP response or a gRPC call. */
@@ -28,14 +29,6 @@ export interface PendingRequest {
   complete(code: ErrorCode | undefined, records: number, message: string | undefined): void;
   /** The request's audit note (its verified subject and peer), when admission gave it one: the first-admission events of the request that stored. */
   readonly audit?: AuditNote | undefined;
-}
-
-interface InFlight {
-  req: PendingRequest;
-  lane: Lane;
-  shard: number;
-  /** Body bytes as received: a refusal's count (a stored request counts what its worker wrote). */
-  bytes: number;
 }
 
 /**
@@ -119,9 +112,9 @@ export class Dispatcher {
   readonly #opts: DispatcherOptions;
   readonly #shards: ShardHandle[];
   readonly #doorbell = new Doorbell();
-  readonly #inflight = new Map<number, InFlight>();
+  /** Requests sent to a worker and not yet answered, with their lane and body bytes as received (a refusal's count). */
+  readonly #inflight = new InflightTable<PendingRequest, Lane>();
   readonly #onCompletion: (reqId: number, code: number, records: number, message: string | undefined, bytes: number) => void;
-  #nextReqId = 1;
   #closed = false;
   #stopping = false;
   #backlogTimer: NodeJS.Timeout | undefined;
@@ -215,8 +208,7 @@ export class Dispatcher {
     }
     // Answers the dead worker posted before it died are still good: deliver them first.
     s.compl.drain(this.#onCompletion);
-    const failed: number[] = [];
-    for (const [reqId, f] of this.#inflight) if (f.shard === s.shard) failed.push(reqId);
+    const failed = this.#inflight.idsOfShard(s.shard);
     this.#opts.log.error(
       { shard: s.shard, err: (err as Error)?.message ?? String(err), failedRequests: failed.length },
       'writer worker died; refusing its in-flight requests (SIGLAKE_WORKER_DIED) and restarting the shard',
@@ -244,9 +236,7 @@ export class Dispatcher {
    * (src/lanes/shared-copy.ts).
    */
   dispatch(lane: Lane, flags: number, body: Uint8Array, req: PendingRequest, foreign = false): void {
-    const reqId = this.#nextReqId;
-    this.#nextReqId = reqId >= 0x7ffffffe ? 1 : reqId + 1;
-    this.#inflight.set(reqId, { req, lane, shard: lane.shard, bytes: body.length });
+    const reqId = this.#inflight.add(req, lane, lane.shard, body.length);
     const s = this.#shards[lane.shard]!;
     if (lane.announcedEpoch !== s.epoch) this.#announce(s, lane);
     this.#trace?.published(reqId);
@@ -325,14 +315,18 @@ export class Dispatcher {
   }
 
   #complete(reqId: number, code: ErrorCode | undefined, records: number, message: string | undefined, stored = 0): void {
-    const f = this.#inflight.get(reqId);
-    if (f === undefined) return; // answered already (its worker died and it was refused)
-    this.#inflight.delete(reqId);
+    const t = this.#inflight;
+    const slot = t.find(reqId);
+    if (slot < 0) return; // answered already (its worker died and it was refused)
+    const req = t.req(slot);
+    const lane = t.lane(slot);
+    const received = t.bytes(slot);
+    t.remove(slot);
     const drained = this.#trace?.now() ?? 0;
     // A stored request counts the OTLP protobuf bytes its worker wrote (the same for every
     // transport and encoding); a refused one the body as it came.
-    this.#opts.onFinish(f.lane, code === undefined, { code, records, bytes: code === undefined ? stored : f.bytes }, f.req.audit);
-    f.req.complete(code, records, message);
+    this.#opts.onFinish(lane, code === undefined, { code, records, bytes: code === undefined ? stored : received }, req.audit);
+    req.complete(code, records, message);
     this.#trace?.answered(reqId, drained);
   }
 
