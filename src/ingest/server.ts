@@ -2,9 +2,9 @@
 // on the main thread), the admission checks, the worker pool and /metrics, and
 // owns start-up and graceful shutdown.
 
-import { accessSync, constants as fsConstants, statSync } from 'node:fs';
+import { accessSync, constants as fsConstants, mkdtempSync, rmdirSync, statSync } from 'node:fs';
 import { makeDirsSync } from '../make-dirs.js';
-import { dirname, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { Piscina } from 'piscina';
 import client from 'prom-client';
 import type { TemplatedApp } from 'uWebSockets.js';
@@ -402,6 +402,19 @@ function usableWalDir(walDir: string): void {
       accessSync(at, fsConstants.W_OK | fsConstants.X_OK);
     } catch (e) {
       throw ConfigError.ofSetting('ingester.walDir', `${walDir} cannot be written (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+    }
+    if (at !== resolve(walDir)) {
+      // The root is still to be made under `at`: access() passes for root on a file system that
+      // refuses directories (/proc), so one is made there and removed at once; a refusal here
+      // comes before the catalog file and the warehouse are made.
+      let probe: string;
+      try {
+        probe = mkdtempSync(join(at, '.siglake-probe-'));
+      } catch (e) {
+        const err = e as NodeJS.ErrnoException;
+        throw ConfigError.ofSetting('ingester.walDir', `${walDir} cannot be made (${err.code ?? err.message}: mkdir under ${at})`);
+      }
+      rmdirSync(probe);
     }
     return;
   }

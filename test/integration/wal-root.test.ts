@@ -94,7 +94,10 @@ describe('a WAL root on a file system that refuses directories', () => {
     });
     expect(r.signal, `still running after ${Date.now() - started} ms`).toBeNull();
     expect(r.status).toBe(2);
-    expect(r.stderr).toContain(`invalid ingester.walDir (flag --wal-dir): ${walDir} cannot be made (ENOENT: mkdir /proc/siglake-test-${process.pid})`);
+    expect(r.stderr).toContain(`invalid ingester.walDir (flag --wal-dir): ${walDir} cannot be made (ENOENT: mkdir under /proc)`);
+    // Regression (proc-wal-dir-leaves-catalog): refused before the catalog file and the warehouse are made.
+    expect(fs.existsSync(path.join(dir, 'c.db'))).toBe(false);
+    expect(fs.existsSync(path.join(dir, 'wh'))).toBe(false);
   });
 });
 
