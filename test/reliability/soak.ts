@@ -12,7 +12,9 @@
 // run that finds the best rate), SIGLAKE_SOAK_WORKERS (cores - 1),
 // SIGLAKE_SOAK_COMPACTOR (true: the product default), SIGLAKE_SOAK_OUT (the
 // output directory, default perf/results/tmp/soak-<time>), SIGLAKE_SOAK_KEEP=1
-// (keep the data directory, gigabytes of WAL, instead of deleting it).
+// (keep the data directory, gigabytes of WAL, instead of deleting it),
+// SIGLAKE_SOAK_PROTOCOL (http, or grpc: the same load over OTLP/gRPC, 16
+// connections of 4 concurrent calls each in the probe, 64 of 4 in the soak).
 // Writes samples.csv (t, rss, fds, requests, ...), loadgen-probe.json,
 // loadgen-soak.json and summary.json, prints a summary, and exits 1 when RSS or
 // descriptors grew, the load saw errors, or the ingester did not exit 0.
@@ -43,6 +45,8 @@ const WORKERS = num('SIGLAKE_SOAK_WORKERS', Math.max(1, os.cpus().length - 1));
 const COMPACTOR = (env['SIGLAKE_SOAK_COMPACTOR'] ?? 'true') !== 'false';
 const OUT = env['SIGLAKE_SOAK_OUT'] ?? path.join(REPO, 'perf', 'results', 'tmp', `soak-${new Date().toISOString().replace(/[:.]/g, '-')}`);
 const TENANTS = 4;
+const PROTOCOL = env['SIGLAKE_SOAK_PROTOCOL'] ?? 'http';
+if (PROTOCOL !== 'http' && PROTOCOL !== 'grpc') throw new Error(`SIGLAKE_SOAK_PROTOCOL=${PROTOCOL}: http or grpc`);
 
 interface Sample {
   t: number;
@@ -60,7 +64,7 @@ interface Sample {
 }
 
 function loadgen(target: string, extra: string[], outFile: string): Promise<{ code: number | null; report: Record<string, any> }> {
-  const args = [CLI, 'loadgen', '--target', target, '--tenants', String(TENANTS), '--signal', 'mixed', '--out', outFile, ...extra];
+  const args = [CLI, 'loadgen', '--protocol', PROTOCOL, '--target', target, '--tenants', String(TENANTS), '--signal', 'mixed', '--out', outFile, ...extra];
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     let text = '';
@@ -100,16 +104,19 @@ const median = (a: number[]): number => {
 
 async function main(): Promise<number> {
   fs.mkdirSync(OUT, { recursive: true });
-  console.log(`soak: ${SECS} s at ${FRACTION * 100} % of the best rate, ${WORKERS} workers, compactor ${COMPACTOR ? 'on' : 'off'}; output in ${OUT}`);
+  console.log(`soak: ${SECS} s of OTLP/${PROTOCOL === 'grpc' ? 'gRPC' : 'HTTP'} at ${FRACTION * 100} % of the best rate, ${WORKERS} workers, compactor ${COMPACTOR ? 'on' : 'off'}; output in ${OUT}`);
   const ing = await startIngester({
     workers: WORKERS,
     args: ['--trust-tenant-header'],
     env: { SIGLAKE_COMPACTOR: String(COMPACTOR) },
   });
   const pid = ing.child.pid!;
+  const target = PROTOCOL === 'grpc' ? ing.grpcAddress : ing.url;
+  // gRPC multiplexes: fewer connections, several calls on each (as a Collector's exporter does).
+  const conns = (n: number): string[] => (PROTOCOL === 'grpc' ? ['--connections', String(n / 4), '--streams', '4'] : ['--connections', String(n)]);
   try {
     // 1. The best rate: a closed loop with plenty of connections.
-    const probe = await loadgen(ing.url, ['--connections', '64', '--duration', `${PROBE_SECS}s`, '--warmup', '3'], path.join(OUT, 'loadgen-probe.json'));
+    const probe = await loadgen(target, [...conns(64), '--duration', `${PROBE_SECS}s`, '--warmup', '3'], path.join(OUT, 'loadgen-probe.json'));
     const best = Number(probe.report['rates']?.['okPerSec'] ?? 0);
     if (!(best > 0)) throw new Error('the probe run acknowledged nothing');
     const rate = Math.max(1, Math.round(best * FRACTION));
@@ -156,8 +163,8 @@ async function main(): Promise<number> {
     await sample();
     const timer = setInterval(() => void sample(), SAMPLE_SECS * 1000);
     const soak = await loadgen(
-      ing.url,
-      ['--rate', String(rate), '--connections', '256', '--duration', `${SECS}s`, '--interval-ms', String(SAMPLE_SECS * 1000)],
+      target,
+      ['--rate', String(rate), ...conns(256), '--duration', `${SECS}s`, '--interval-ms', String(SAMPLE_SECS * 1000)],
       path.join(OUT, 'loadgen-soak.json'),
     );
     clearInterval(timer);
