@@ -739,7 +739,7 @@ export const SETTINGS = {
     flag: '--query-max-concurrent-per-tenant',
     category: 'query',
     default: 4,
-    doc: 'Queries one tenant may run at once on this server; one more is answered 429 + Retry-After: 1.',
+    doc: 'Requests one tenant may have this server work on at once: queries, table listings (GET /api/v1/tables) and index API calls together; one more is answered 429 + Retry-After: 1. A slot is held until the work ends: a query answered 504 while its tables are still being read keeps it until the read ends.',
     parse: integer({ min: 1, max: 1024 }),
   }),
   queryMaxIndexesPerTenant: def<number>({

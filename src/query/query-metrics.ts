@@ -77,7 +77,7 @@ export class QueryMetrics {
       const declared = opts.declared ?? (() => 0);
       scrapedGauge(registry, 'siglake_tenants_declared', 'Tenants declared by the tenants file now loaded.', () => declared());
     }
-    scrapedGauge(registry, 'siglake_query_running', 'Queries running on this server now.', () => gauges.running());
+    scrapedGauge(registry, 'siglake_query_running', 'Slots of query.maxConcurrentPerTenant held now, all tenants together: queries, table listings and index API calls, and work still going on after its 504.', () => gauges.running());
     // The file cache of an s3:// warehouse (docs/query.md); all zero for a local one.
     scrapedGauge(registry, 'siglake_query_cache_bytes', 'Bytes of data-file copies in query.cacheDir now (above query.cacheMaxMib only while running queries pin them).', () => gauges.cache().bytes);
     scrapedGauge(registry, 'siglake_query_cache_files', 'Data-file copies in query.cacheDir now.', () => gauges.cache().files);

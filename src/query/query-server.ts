@@ -31,7 +31,7 @@ import { missingSqliteCatalog, SqlCatalog } from '../iceberg/sql-catalog.js';
 import type { Logger } from '../log.js';
 import { namespaceOf } from '../tenancy/identifier.js';
 import { sendError, sendForwarded, sendJson, sendNdjson, sendResult, wantsNdjson } from './answers.js';
-import { TenantSlots } from './concurrency.js';
+import { TenantSlots, type Slot } from './concurrency.js';
 import { EnginePool, tableVisible } from './engine-pool.js';
 import { openLocalFiles } from './local-files.js';
 import { asQueryError, QueryError } from './query-error.js';
@@ -402,7 +402,7 @@ export class QueryServer {
       return;
     }
     const sql = sqlOf(body, req.headers['content-type']);
-    const release = this.#slots.acquire(tenant);
+    const slot = this.#slots.acquire(tenant);
     const started = performance.now();
     // A caller that hangs up stops its query (nobody would read the answer), as
     // does the server's stop. One controller per request, unhooked at the end
@@ -420,7 +420,7 @@ export class QueryServer {
       // and the warehouse, then the query. (A catalog that did not answer left the caller waiting
       // past it, for as long as the catalog took.)
       const limitMs = this.#s.queryTimeoutSecs * 1000;
-      const lease = await withinDeadline(this.#pool!.acquire(tenant, this.#gate.indexesOf(tenant)), limitMs, this.#s.queryTimeoutSecs);
+      const lease = await withinDeadline(this.#pool!.acquire(tenant, this.#gate.indexesOf(tenant)), limitMs, this.#s.queryTimeoutSecs, slot, (l) => l.release());
       try {
         const result = await runQuery(lease.engine, sql, {
           maxRows: this.#s.queryMaxRows,
@@ -437,7 +437,7 @@ export class QueryServer {
     } finally {
       res.off('close', onClose);
       this.#stopping.signal.removeEventListener('abort', onStop);
-      release();
+      slot.release();
     }
   }
 
@@ -457,21 +457,41 @@ export class QueryServer {
     const method = req.method === 'HEAD' ? 'GET' : (req.method ?? 'GET');
     const body = method === 'PUT' ? await readBody(req, this.#stopping.signal) : undefined;
     if (body === undefined) req.resume();
-    const audit = this.#audit;
-    // Every index change is audited (declared-tenants.md §4), with who made it and from where.
-    const onChange =
-      audit === undefined ? undefined : (c: IndexChange) => audit.write(indexChangeEvent(tenant, c.index, c.action, 'index_api', subject, req.socket.remoteAddress ?? null));
-    const answer = await handleIndexRequest({ method, path, ...(body !== undefined ? { body } : {}) }, tenant, this.#indexes, this.#gate.indexesOf(tenant), onChange);
-    res.writeHead(answer.status, answer.headers);
-    res.end(answer.body);
+    // One of the tenant's query.maxConcurrentPerTenant slots, as a query takes (concurrency.ts).
+    const slot = this.#slots.acquire(tenant);
+    try {
+      const audit = this.#audit;
+      // Every index change is audited (declared-tenants.md §4), with who made it and from where.
+      const onChange =
+        audit === undefined ? undefined : (c: IndexChange) => audit.write(indexChangeEvent(tenant, c.index, c.action, 'index_api', subject, req.socket.remoteAddress ?? null));
+      const answer = await handleIndexRequest({ method, path, ...(body !== undefined ? { body } : {}) }, tenant, this.#indexes, this.#gate.indexesOf(tenant), onChange);
+      res.writeHead(answer.status, answer.headers);
+      res.end(answer.body);
+    } finally {
+      slot.release();
+    }
   }
 
   async #tables(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const tenant = await this.#tenantOf(req);
     req.resume();
+    // One of the tenant's slots, and query.timeoutSecs, as a query (it reads the same catalog and
+    // metadata files: it took no slot and had no bound, so one tenant could keep any number of them
+    // going, each for as long as a read took).
+    const slot = this.#slots.acquire(tenant);
+    try {
+      const tables = await withinDeadline(this.#listTables(tenant), this.#s.queryTimeoutSecs * 1000, this.#s.queryTimeoutSecs, slot);
+      sendJson(res, 200, { tables });
+    } finally {
+      slot.release();
+    }
+  }
+
+  /** The rows of GET /api/v1/tables. */
+  async #listTables(tenant: string): Promise<TableRow[]> {
     const ns = namespaceOf(tenant);
     const indexes = this.#gate.indexesOf(tenant);
-    const tables = [];
+    const tables: TableRow[] = [];
     for (const { name, metadataLocation } of await this.#catalog.tableLocations(ns)) {
       if (!tableVisible(name, indexes)) continue;
       const kind = name === 'logs' || name === 'traces' ? name : 'index';
@@ -496,8 +516,16 @@ export class QueryServer {
         schemaVersion: version === undefined ? null : Number(version),
       });
     }
-    sendJson(res, 200, { tables });
+    return tables;
   }
+}
+
+interface TableRow {
+  readonly name: string;
+  readonly kind: string;
+  readonly rowCount: number | null;
+  readonly retentionDays: number | null;
+  readonly schemaVersion: number | null;
 }
 
 /** How long the caller may take to send its headers. */
@@ -560,19 +588,24 @@ function readShardToken(s: Settings): string | undefined {
 }
 
 /**
- * The lease, or a 504 once `ms` passed; a lease that arrives after that is
- * released at once (its query never runs).
+ * What `work` gives, or a 504 once `ms` passed. Past it, `slot` stays taken
+ * until the work settles (it goes on: a context build serves the tenant's
+ * next query, and is shared with the tenant's other queries waiting on it),
+ * and what it gives then is disposed of at once (a lease released: its query
+ * never runs).
  */
-function withinDeadline<T extends { release(): void }>(acquiring: Promise<T>, ms: number, limitSecs: number): Promise<T> {
+function withinDeadline<T>(work: Promise<T>, ms: number, limitSecs: number, slot: Slot, dispose?: (late: T) => void): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
-      acquiring.then(
-        (lease) => lease.release(),
-        () => undefined,
+      slot.holdUntil(
+        work.then(
+          (v) => dispose?.(v),
+          () => undefined,
+        ),
       );
       reject(timeoutError(limitSecs));
     }, ms);
   });
-  return Promise.race([acquiring, late]).finally(() => clearTimeout(timer));
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
 }

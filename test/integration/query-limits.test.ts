@@ -1,0 +1,184 @@
+// `siglake query`'s per-tenant bound (query.maxConcurrentPerTenant) on every
+// endpoint that works for a tenant, and for as long as the work lasts. Real processes on free ports, an empty catalog
+// (SELECT 1 and range() need no table; an index made through the API is the
+// one table a test needs).
+
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { afterEach, describe, expect, it } from 'vitest';
+import { tempDir } from '../helpers/ingester.js';
+import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile } from '../helpers/jwt.js';
+import { icebergFlags, listFiles, postSql, startQuery, type RunningQuery } from '../helpers/query.js';
+import { until } from '../helpers/wait.js';
+
+const running: RunningQuery[] = [];
+const sockets: net.Socket[] = [];
+const dirs: string[] = [];
+
+afterEach(async () => {
+  for (const s of sockets.splice(0)) s.destroy();
+  for (const q of running.splice(0)) await q.stop(5_000);
+  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+});
+
+async function start(args: string[]): Promise<{ q: RunningQuery; dataDir: string }> {
+  const dataDir = tempDir('siglake-query-limits-');
+  dirs.push(dataDir);
+  const q = await startQuery(dataDir, [...icebergFlags(dataDir), ...args]);
+  running.push(q);
+  return { q, dataDir };
+}
+
+/** A server with OIDC tenant routing (claim `tenant`), and a token per tenant. */
+async function startWithTenants(args: string[]): Promise<{ q: RunningQuery; dataDir: string; token: (tenant: string) => Promise<string> }> {
+  const key = await makeKeyPair('ES256', 'k1');
+  const jwksDir = tempDir('siglake-query-limits-jwks-');
+  dirs.push(jwksDir);
+  const jwks = writeJwksFile(jwksDir, [key.jwk]);
+  const s = await start(['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--query-tenant-claim', 'tenant', ...args]);
+  return { ...s, token: (tenant) => mint(key, { tenant }) };
+}
+
+const running$ = async (q: RunningQuery) => (await q.metrics()).get('siglake_query_running');
+
+async function call(q: RunningQuery, method: string, p: string, o: { token?: string; body?: string } = {}): Promise<{ status: number; headers: Headers; code: string | undefined; text: string }> {
+  const headers: Record<string, string> = {};
+  if (o.token !== undefined) headers['authorization'] = `Bearer ${o.token}`;
+  if (o.body !== undefined) headers['content-type'] = 'application/json';
+  const res = await fetch(`${q.url}${p}`, { method, headers, ...(o.body !== undefined ? { body: o.body } : {}) });
+  const text = await res.text();
+  let code: string | undefined;
+  try {
+    code = (JSON.parse(text) as { error?: { code?: string } }).error?.code;
+  } catch {
+    code = undefined;
+  }
+  return { status: res.status, headers: res.headers, code, text };
+}
+
+const INDEX = JSON.stringify({ retentionDays: 7, mapping: [{ column: 'http_status', from: 'attributes.http.status', type: 'long' }] });
+
+describe('siglake query: one tenant bound on every endpoint, for as long as the work lasts', () => {
+  it('regression (query-tables-index-api-unbounded): the table listing and the index API take the tenant\'s slots: 429 + Retry-After: 1 at the limit, nothing created, other tenants served', async () => {
+    // The listing and the index API took no slot: a tenant at its query limit could still keep
+    // the server busy with as many of them at once as it liked.
+    const { q, dataDir, token } = await startWithTenants(['--query-max-concurrent-per-tenant', '1', '--query-timeout-secs', '60']);
+    const acme = await token('acme');
+    const globex = await token('globex');
+    const ac = new AbortController();
+    const slow = fetch(`${q.url}/api/v1/sql`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${acme}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ sql: 'SELECT sum(range % 7) FROM range(100000000000000)' }),
+      signal: ac.signal,
+    }).catch((e: unknown) => e);
+    try {
+      await until(async () => (await running$(q)) === 1, 20_000, 'acme\'s query to run');
+      for (const [method, p, body] of [
+        ['GET', '/api/v1/tables', undefined],
+        ['HEAD', '/api/v1/tables', undefined],
+        ['GET', '/api/v1/indexes', undefined],
+        ['GET', '/api/v1/indexes/payments', undefined],
+        ['PUT', '/api/v1/indexes/payments', INDEX],
+        ['DELETE', '/api/v1/indexes/payments', undefined],
+        ['POST', '/api/v1/sql', JSON.stringify({ sql: 'SELECT 1' })],
+      ] as const) {
+        const r = await call(q, method, p, { token: acme, ...(body !== undefined ? { body } : {}) });
+        expect(r.status, `${method} ${p}: ${r.text}`).toBe(429);
+        expect(r.headers.get('retry-after'), `${method} ${p}`).toBe('1');
+        if (method !== 'HEAD') expect(r.code, `${method} ${p}`).toBe('SIGLAKE_QUERY_CONCURRENCY');
+      }
+      // The refused PUT made nothing: no namespace's table, no metadata file.
+      expect(listFiles(path.join(dataDir, 'warehouse')).filter((f) => f.includes('payments'))).toEqual([]);
+      // Another tenant is not touched.
+      expect((await call(q, 'GET', '/api/v1/tables', { token: globex })).status).toBe(200);
+      expect((await call(q, 'PUT', '/api/v1/indexes/payments', { token: globex, body: INDEX })).status).toBe(201);
+      expect((await call(q, 'GET', '/api/v1/indexes', { token: globex })).status).toBe(200);
+      const m = await q.metrics();
+      expect(m.get('siglake_query_requests_total{endpoint="tables",status="429"}')).toBe(2);
+      expect(m.get('siglake_query_requests_total{endpoint="indexes",status="429"}')).toBe(4);
+    } finally {
+      ac.abort();
+      await slow;
+    }
+    await until(async () => (await running$(q)) === 0, 20_000, 'acme\'s query to stop');
+    // The slot is back: each of them is served again, and none of them holds it afterwards.
+    expect((await call(q, 'GET', '/api/v1/tables', { token: acme })).status).toBe(200);
+    expect((await call(q, 'PUT', '/api/v1/indexes/payments', { token: acme, body: INDEX })).status).toBe(201);
+    expect((await call(q, 'GET', '/api/v1/indexes/payments', { token: acme })).status).toBe(200);
+    expect((await call(q, 'DELETE', '/api/v1/indexes/payments', { token: acme })).status).toBe(204);
+    expect((await postSql(q.url, 'SELECT 1 AS one', { token: acme })).status).toBe(200);
+    expect(await running$(q)).toBe(0);
+  }, 90_000);
+
+  it('regression (query-timeout-frees-slot-early): a query answered 504 while its tables are still being read keeps its slot until the read ends', async () => {
+    // withinDeadline answered 504 at query.timeoutSecs and the slot went back at once, while the
+    // context build (catalog, metadata, engine) went on alone: a tenant could start any number of
+    // them, each past the limit. The table's metadata file is made a FIFO, so the build waits on
+    // it until the test writes the file into it.
+    const { q, dataDir } = await start(['--query-max-concurrent-per-tenant', '2', '--query-timeout-secs', '1']);
+    expect((await call(q, 'PUT', '/api/v1/indexes/slow', { body: INDEX })).status).toBe(201);
+    const warehouse = path.join(dataDir, 'warehouse');
+    const meta = listFiles(warehouse).filter((f) => f.endsWith('.metadata.json'));
+    expect(meta).toHaveLength(1);
+    const file = path.join(warehouse, meta[0]!);
+    const saved = fs.readFileSync(file);
+    expect(saved.length).toBeLessThan(60 * 1024); // fits a pipe's buffer: written without blocking below
+    fs.renameSync(file, `${file}.saved`);
+    execFileSync('mkfifo', [file]);
+    let fed = false;
+    /** Writes the metadata into the FIFO (once the server opened it), then puts the file back. */
+    const feed = async () => {
+      if (fed) return;
+      let fd: number | undefined;
+      await until(
+        () => {
+          try {
+            fd = fs.openSync(file, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK);
+            return true;
+          } catch {
+            return false; // ENXIO: no reader yet
+          }
+        },
+        20_000,
+        'the server to open the metadata file',
+      );
+      fs.writeSync(fd!, saved);
+      fs.closeSync(fd!);
+      fs.renameSync(`${file}.saved`, file);
+      fed = true;
+    };
+    try {
+      const first = await postSql(q.url, 'SELECT 1 AS one');
+      expect(first.status, first.text).toBe(504);
+      expect(first.body['error']).toMatchObject({ code: 'SIGLAKE_QUERY_TIMEOUT' });
+      // The build goes on, and is counted as running.
+      expect(await running$(q)).toBe(1);
+      // The listing waits on the same read: 504 at the same bound, and it keeps its slot too.
+      const tables = await call(q, 'GET', '/api/v1/tables');
+      expect(tables.status, tables.text).toBe(504);
+      expect(tables.code).toBe('SIGLAKE_QUERY_TIMEOUT');
+      expect(await running$(q)).toBe(2);
+      // Both slots are held by work still going on: the next request is refused, not started.
+      const third = await postSql(q.url, 'SELECT 1 AS one');
+      expect(third.status, third.text).toBe(429);
+      expect(third.body['error']).toMatchObject({ code: 'SIGLAKE_QUERY_CONCURRENCY' });
+      expect(third.headers.get('retry-after')).toBe('1');
+      await feed();
+      // The reads end: the slots go back, and the context built meanwhile serves the next query.
+      await until(async () => (await running$(q)) === 0, 20_000, 'the slots to be given back');
+      const after = await postSql(q.url, 'SELECT count(*) AS n FROM slow');
+      expect(after.status, after.text).toBe(200);
+      expect(after.body['rows']).toEqual([['0']]);
+      const listed = await call(q, 'GET', '/api/v1/tables');
+      expect(listed.status, listed.text).toBe(200);
+      expect(JSON.parse(listed.text)).toMatchObject({ tables: [{ name: 'slow', kind: 'index', retentionDays: 7 }] });
+      expect(await running$(q)).toBe(0);
+      expect(q.exitCode).toBeNull();
+    } finally {
+      await feed().catch(() => undefined);
+    }
+  }, 90_000);
+});
