@@ -22,7 +22,7 @@ import { authenticatorFromSettings } from '../auth/from-settings.js';
 import type { Settings } from '../config/settings.js';
 import { ConfigError } from '../errors.js';
 import { FileStorage } from '../iceberg/file-storage.js';
-import { handleIndexRequest, isIndexApiPath, type IndexChange } from '../indexes/http-handlers.js';
+import { handleIndexRequest, isIndexApiPath, MAX_INDEX_BODY_BYTES, type IndexChange } from '../indexes/http-handlers.js';
 import { IndexRegistry, PROP_RETENTION_DAYS } from '../indexes/registry.js';
 import { PROP_SCHEMA_VERSION } from '../migrate/migrate.js';
 import type { ObjectStorage } from '../iceberg/storage.js';
@@ -37,7 +37,7 @@ import { openLocalFiles } from './local-files.js';
 import { asQueryError, QueryError } from './query-error.js';
 import { QueryMetrics, type QueryEndpoint } from './query-metrics.js';
 import { runQuery, timeoutError } from './query-runner.js';
-import { callerGone, drainBounded, readBody, sqlOf } from './request-body.js';
+import { callerGone, drainBounded, expectsContinue, readBody, sqlOf } from './request-body.js';
 import { ShardForwarder } from './shard-forwarder.js';
 import { TableFilesReader } from './table-files.js';
 import { TenantGate } from './tenant-gate.js';
@@ -148,6 +148,15 @@ export class QueryServer {
       { requestTimeout, headersTimeout: Math.min(HEADERS_TIMEOUT_MS, requestTimeout), connectionsCheckingInterval: 1_000 },
       (req, res) => void this.#handle(req, res),
     );
+    // Expect (RFC 9110 §10.1.1, request-body.ts): with these listeners Node leaves both to the
+    // server. 100-continue: the body is asked for (readBody) only once the request passed what its
+    // head decides; until then the connection is to close after the answer (a refusal does not
+    // wait for a body the caller was never asked for). Anything else: 417 (#handle).
+    this.#http.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+      res.setHeader('connection', 'close');
+      void this.#handle(req, res);
+    });
+    this.#http.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => void this.#handle(req, res));
     this.#http.keepAliveTimeout = 10_000;
   }
 
@@ -245,6 +254,12 @@ export class QueryServer {
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?')[0]!;
     try {
+      if (unmetExpectation(req) && !isApiPath(path)) {
+        // The API's endpoints answer it in #endpoint (counted there).
+        res.setHeader('connection', 'close');
+        sendError(res, expectationFailed());
+        return;
+      }
       switch (path) {
         case '/healthz':
           res.writeHead(200, { 'content-type': 'text/plain' }).end('ok\n');
@@ -306,6 +321,9 @@ export class QueryServer {
     const note = this.#audit !== undefined ? auditNote(req.socket.remoteAddress) : undefined;
     if (note !== undefined) this.#notes.set(req, note);
     try {
+      // An expectation other than 100-continue (Node answered it 417 with no body, uncounted, and
+      // kept the connection open for a body it never read).
+      if (unmetExpectation(req)) throw expectationFailed();
       // HEAD is answered wherever GET is (RFC 9110 §9.3.2: the same head, no body; Node sends none).
       if (method !== undefined && req.method !== method && !(method === 'GET' && req.method === 'HEAD')) {
         const allow = method === 'GET' ? 'GET, HEAD' : method;
@@ -374,7 +392,7 @@ export class QueryServer {
   async #sql(req: IncomingMessage, res: ServerResponse, viaShard: boolean): Promise<void> {
     if (viaShard) this.#checkShardToken(req);
     const tenant = await this.#tenantOf(req);
-    const body = await readBody(req, this.#stopping.signal);
+    const body = await readBody(req, { stopping: this.#stopping.signal, res });
     if (this.#forwarder !== undefined && !viaShard) {
       // A caller that hangs up aborts the request to the shard (whose query stops with it), as
       // does the server's stop (answered 503, as a local query is; a forward was left running
@@ -455,7 +473,8 @@ export class QueryServer {
     const { tenant, subject } = await this.#principalOf(req);
     // HEAD: GET's answer without its body (Node writes none for a HEAD).
     const method = req.method === 'HEAD' ? 'GET' : (req.method ?? 'GET');
-    const body = method === 'PUT' ? await readBody(req, this.#stopping.signal) : undefined;
+    // A definition over MAX_INDEX_BODY_BYTES is refused on its Content-Length (before 100 Continue).
+    const body = method === 'PUT' ? await readBody(req, { stopping: this.#stopping.signal, res, maxBytes: MAX_INDEX_BODY_BYTES }) : undefined;
     if (body === undefined) req.resume();
     // One of the tenant's query.maxConcurrentPerTenant slots, as a query takes (concurrency.ts).
     const slot = this.#slots.acquire(tenant);
@@ -526,6 +545,21 @@ interface TableRow {
   readonly rowCount: number | null;
   readonly retentionDays: number | null;
   readonly schemaVersion: number | null;
+}
+
+/** Whether the caller sent an expectation other than 100-continue (Node emits checkExpectation for it). */
+function unmetExpectation(req: IncomingMessage): boolean {
+  return req.headers.expect !== undefined && !expectsContinue(req);
+}
+
+/** 417: only 100-continue is understood (RFC 9110 §10.1.1 allows this answer to any other). */
+function expectationFailed(): QueryError {
+  return new QueryError('SIGLAKE_EXPECTATION_FAILED', 'Expect: only 100-continue is supported');
+}
+
+/** The paths #endpoint serves. */
+function isApiPath(path: string): boolean {
+  return path === '/api/v1/sql' || path === '/api/v1/sql/shard' || path === '/api/v1/tables' || isIndexApiPath(path);
 }
 
 /** How long the caller may take to send its headers. */

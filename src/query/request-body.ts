@@ -1,10 +1,49 @@
 // The body of a query request: `{"sql": "…"}` (application/json) or the SQL
 // itself (text/plain), at most MAX_BODY_BYTES.
 
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { QueryError } from './query-error.js';
 
 export const MAX_BODY_BYTES = 1024 * 1024;
+
+/**
+ * `Expect` (RFC 9110 §10.1.1). A caller that sends `Expect: 100-continue`
+ * waits for `100 Continue` before its body; the server asks for the body
+ * only once the request passed everything decided on its head
+ * (authentication, tenant, concurrency, a declared Content-Length within the
+ * limit), so a refusal is answered at once and the body never sent. (Node
+ * answered 100 Continue to every such request before the server saw it,
+ * so a body the server would refuse with 413 was invited first.) Any other
+ * expectation is answered 417 (query-server.ts).
+ */
+const CONTINUE = /(?:^|\W)100-continue(?:$|\W)/i; // Node's own test (it emits checkContinue for these)
+
+/** Requests told 100 Continue. */
+const invited = new WeakSet<IncomingMessage>();
+
+/** Whether the request expects 100 Continue before it sends its body. */
+export function expectsContinue(req: IncomingMessage): boolean {
+  const expect = req.headers.expect;
+  return expect !== undefined && CONTINUE.test(expect);
+}
+
+/**
+ * Whether the caller waits to be asked for its body (an `Expect` header) and
+ * was not asked: its body may never come, so a refusal is answered at once,
+ * with `Connection: close` (what the caller does next is not known).
+ */
+export function bodyNotInvited(req: IncomingMessage): boolean {
+  return req.headers.expect !== undefined && !invited.has(req);
+}
+
+export interface ReadBodyOptions {
+  /** Aborted when the server stops: a body still coming is refused (503). */
+  readonly stopping?: AbortSignal;
+  /** The answer, to send 100 Continue on when the caller waits for it. */
+  readonly res?: ServerResponse;
+  /** The most bytes taken (default MAX_BODY_BYTES). */
+  readonly maxBytes?: number;
+}
 
 /**
  * Reads the whole body, refusing past the cap (413) without buffering the rest.
@@ -12,14 +51,22 @@ export const MAX_BODY_BYTES = 1024 * 1024;
  * promise machinery cost about 0.1 ms per request, a measurable share of a
  * footer-only query (docs/performance.md, issue 15).
  */
-export function readBody(req: IncomingMessage, stopping?: AbortSignal): Promise<Buffer> {
+export function readBody(req: IncomingMessage, opts: ReadBodyOptions = {}): Promise<Buffer> {
+  const { stopping, res } = opts;
+  const maxBytes = opts.maxBytes ?? MAX_BODY_BYTES;
   // A caller that hung up before the body was read (during a JWKS fetch, say): its request
   // never emits end or close again, so waiting on them left the request in flight for good
   // (and the server's stop waiting on it).
   if (callerGone(req)) return Promise.reject(prematureClose());
   if (stopping?.aborted === true) return Promise.reject(stoppingError());
   const declared = Number(req.headers['content-length'] ?? '0');
-  if (declared > MAX_BODY_BYTES) return Promise.reject(tooLarge());
+  if (declared > maxBytes) return Promise.reject(tooLarge(maxBytes));
+  if (res !== undefined && expectsContinue(req) && !invited.has(req) && !res.headersSent) {
+    invited.add(req);
+    // The answer may keep the connection again: the body comes, and is read to its end.
+    res.removeHeader('connection');
+    res.writeContinue();
+  }
   return new Promise<Buffer>((resolve, reject) => {
     const parts: Buffer[] = [];
     let size = 0;
@@ -38,11 +85,11 @@ export function readBody(req: IncomingMessage, stopping?: AbortSignal): Promise<
     };
     const onData = (chunk: Buffer) => {
       size += chunk.length;
-      if (size > MAX_BODY_BYTES) {
+      if (size > maxBytes) {
         done();
         // The rest is read (within a bound) or the connection cut by the refusal's answer (drainBounded).
         req.pause();
-        reject(tooLarge());
+        reject(tooLarge(maxBytes));
         return;
       }
       parts.push(chunk);
@@ -101,6 +148,8 @@ export function drainBounded(req: IncomingMessage, stopping?: AbortSignal): Prom
     req.resume();
     return Promise.resolve(true);
   }
+  // Never asked for: not waited for (the caller may be waiting for us).
+  if (bodyNotInvited(req)) return Promise.resolve(false);
   if (callerGone(req) || stopping?.aborted === true) return Promise.resolve(false);
   return new Promise<boolean>((resolve) => {
     let left = LINGER_BYTES;
@@ -128,8 +177,8 @@ export function drainBounded(req: IncomingMessage, stopping?: AbortSignal): Prom
   });
 }
 
-function tooLarge(): QueryError {
-  return new QueryError('SIGLAKE_BODY_TOO_LARGE', `request body over ${MAX_BODY_BYTES} bytes`);
+function tooLarge(maxBytes: number): QueryError {
+  return new QueryError('SIGLAKE_BODY_TOO_LARGE', `request body over ${maxBytes} bytes`);
 }
 
 /** The SQL text of a body, by its content type. */

@@ -1,5 +1,7 @@
 // `siglake query`'s per-tenant bound (query.maxConcurrentPerTenant) on every
-// endpoint that works for a tenant, and for as long as the work lasts. Real processes on free ports, an empty catalog
+// endpoint that works for a tenant, and for as long as the work lasts; and
+// `Expect` (RFC 9110 §10.1.1): a request refused on its headers is refused
+// without inviting its body. Real processes on free ports, an empty catalog
 // (SELECT 1 and range() need no table; an index made through the API is the
 // one table a test needs).
 
@@ -56,6 +58,18 @@ async function call(q: RunningQuery, method: string, p: string, o: { token?: str
     code = undefined;
   }
   return { status: res.status, headers: res.headers, code, text };
+}
+
+/** A raw connection: sends `head`, collects everything that comes back. */
+function rawRequest(port: number, head: string): { socket: net.Socket; got: () => string; closed: Promise<void> } {
+  const socket = net.connect(port, '127.0.0.1');
+  sockets.push(socket);
+  let got = '';
+  socket.on('data', (b) => (got += b.toString('latin1')));
+  socket.on('error', () => undefined);
+  const closed = new Promise<void>((r) => socket.on('close', () => r()));
+  socket.write(head);
+  return { socket, got: () => got, closed };
 }
 
 const INDEX = JSON.stringify({ retentionDays: 7, mapping: [{ column: 'http_status', from: 'attributes.http.status', type: 'long' }] });
@@ -181,4 +195,90 @@ describe('siglake query: one tenant bound on every endpoint, for as long as the 
       await feed().catch(() => undefined);
     }
   }, 90_000);
+});
+
+describe('siglake query: Expect (RFC 9110 §10.1.1)', () => {
+  it('regression (query-100-continue-before-413): Expect: 100-continue with a body over the limit is answered 413 at once, without 100 Continue; a body within it is invited and served', async () => {
+    const { q, dataDir, token } = await startWithTenants([]);
+    const acme = await token('acme');
+    // Over the query body limit (1 MiB): the 413 is the first thing sent, and the connection closes.
+    const big = rawRequest(
+      q.port,
+      `POST /api/v1/sql HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${acme}\r\nContent-Type: application/json\r\nContent-Length: ${2 * 1024 * 1024}\r\nExpect: 100-continue\r\n\r\n`,
+    );
+    await big.closed;
+    expect(big.got()).toMatch(/^HTTP\/1\.1 413 /);
+    expect(big.got()).not.toContain('100 Continue');
+    expect(big.got()).toMatch(/\r\nconnection: close\r\n/i);
+    expect(big.got()).toContain('"SIGLAKE_BODY_TOO_LARGE"');
+
+    // Over the index definition limit (256 KiB), within the query one: the same, and nothing is created.
+    const bigIndex = rawRequest(
+      q.port,
+      `PUT /api/v1/indexes/payments HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${acme}\r\nContent-Type: application/json\r\nContent-Length: ${300 * 1024}\r\nExpect: 100-continue\r\n\r\n`,
+    );
+    await bigIndex.closed;
+    expect(bigIndex.got()).toMatch(/^HTTP\/1\.1 413 /);
+    expect(bigIndex.got()).toContain('"SIGLAKE_BODY_TOO_LARGE"');
+    expect(listFiles(path.join(dataDir, 'warehouse'))).toEqual([]);
+
+    // Refused on its credential: 401 without inviting the body.
+    const anon = rawRequest(q.port, `POST /api/v1/sql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 20\r\nExpect: 100-continue\r\n\r\n`);
+    await anon.closed;
+    expect(anon.got()).toMatch(/^HTTP\/1\.1 401 /);
+    expect(anon.got()).toContain('"SIGLAKE_UNAUTHENTICATED"');
+
+    // Within the limit: 100 Continue, then the body, then the answer.
+    const body = JSON.stringify({ sql: 'SELECT 42 AS answer' });
+    const ok = rawRequest(
+      q.port,
+      `POST /api/v1/sql HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${acme}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`,
+    );
+    await until(() => ok.got().length > 0, 20_000, 'an interim answer');
+    expect(ok.got()).toBe('HTTP/1.1 100 Continue\r\n\r\n');
+    ok.socket.write(body);
+    await ok.closed;
+    expect(ok.got()).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 /);
+    expect(ok.got()).toContain('"rows":[[42]'); // chunked: the row's batch ends the chunk
+
+    // And an index PUT within its limit.
+    const put = rawRequest(
+      q.port,
+      `PUT /api/v1/indexes/payments HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${acme}\r\nContent-Type: application/json\r\nContent-Length: ${INDEX.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`,
+    );
+    await until(() => put.got().length > 0, 20_000, 'an interim answer');
+    expect(put.got()).toBe('HTTP/1.1 100 Continue\r\n\r\n');
+    put.socket.write(INDEX);
+    await put.closed;
+    expect(put.got()).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 201 /);
+
+    const m = await q.metrics();
+    expect(m.get('siglake_query_requests_total{endpoint="sql",status="413"}')).toBe(1);
+    expect(m.get('siglake_query_requests_total{endpoint="indexes",status="413"}')).toBe(1);
+    expect(m.get('siglake_query_requests_total{endpoint="sql",status="401"}')).toBe(1);
+    expect(q.exitCode).toBeNull();
+  }, 60_000);
+
+  it('regression (query-unknown-expectation): an Expect other than 100-continue is answered 417 with the contract\'s error body, counted, the body not read', async () => {
+    const { q } = await start([]);
+    for (const [method, p] of [
+      ['POST', '/api/v1/sql'],
+      ['PUT', '/api/v1/indexes/payments'],
+    ] as const) {
+      const r = rawRequest(q.port, `${method} ${p} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 20\r\nExpect: 200-ok\r\n\r\n`);
+      await r.closed;
+      expect(r.got(), `${method} ${p}`).toMatch(/^HTTP\/1\.1 417 /);
+      expect(r.got()).toMatch(/\r\nconnection: close\r\n/i);
+      expect(r.got()).toMatch(/\r\ncontent-type: application\/json/i);
+      expect(r.got()).toContain('"SIGLAKE_EXPECTATION_FAILED"');
+    }
+    const m = await q.metrics();
+    expect(m.get('siglake_query_requests_total{endpoint="sql",status="417"}')).toBe(1);
+    expect(m.get('siglake_query_requests_total{endpoint="indexes",status="417"}')).toBe(1);
+    // The same connection-less refusal on the other paths, and the server still answers.
+    const health = rawRequest(q.port, `GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\n\r\n`);
+    await health.closed;
+    expect(health.got()).toMatch(/^HTTP\/1\.1 417 /);
+    expect((await postSql(q.url, 'SELECT 1 AS one')).status).toBe(200);
+  }, 60_000);
 });
