@@ -63,8 +63,10 @@ export interface IndexRegistryOptions {
    * Indexes a tenant may have (query.maxIndexesPerTenant on the index API):
    * every index name becomes a label value of the compactor's and retention's
    * per-table series, so a tenant must not make them without bound. Checked
-   * against the tables of the namespace at create time: two creates at once
-   * may pass it by one. Unset: no limit (the operator's CLI).
+   * against the tables of the namespace at create time, one create of a
+   * namespace at a time in this process (creates at once on several processes
+   * sharing the catalog may pass it, by one each). Unset: no limit (the
+   * operator's CLI).
    */
   readonly maxPerTenant?: number;
 }
@@ -78,6 +80,8 @@ export class IndexRegistry {
   readonly #maxAttempts: number;
   readonly #afterCreateMetadata: () => void;
   readonly #maxPerTenant: number;
+  /** Namespace → the end of its last create: creates of one namespace run one at a time. */
+  readonly #creating = new Map<string, Promise<void>>();
 
   constructor(o: IndexRegistryOptions) {
     this.#catalog = o.catalog;
@@ -125,6 +129,24 @@ export class IndexRegistry {
   async create(tenant: string, spec: IndexSpec): Promise<IndexInfo> {
     const ns = namespaceOf(checkTenant(tenant));
     checkName(spec.name);
+    // One at a time per namespace: the checks below (the name, its twin in another case, the
+    // tenant's count) and the catalog insert are not one transaction, so creates at once all passed
+    // them: six PUTs of new names at once against a limit of 3 made six indexes, and `Pay` and
+    // `pay` at once made both (two tables no query could tell apart).
+    const before = this.#creating.get(ns) ?? Promise.resolve();
+    const run = before.then(() => this.#create(ns, spec));
+    const done = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#creating.set(ns, done);
+    void done.then(() => {
+      if (this.#creating.get(ns) === done) this.#creating.delete(ns);
+    });
+    return run;
+  }
+
+  async #create(ns: string, spec: IndexSpec): Promise<IndexInfo> {
     if ((await this.#catalog.metadataLocation(ns, spec.name)) !== null) throw exists(spec.name);
     // SQL names are compared without case: `Payments` beside `payments` would be two tables
     // that no query could tell apart (the query engine's views of a namespace would collide).

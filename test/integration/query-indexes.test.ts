@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
 import { tempDir } from '../helpers/ingester.js';
 import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile } from '../helpers/jwt.js';
-import { icebergFlags, startQuery, type RunningQuery } from '../helpers/query.js';
+import { icebergFlags, listFiles, startQuery, type RunningQuery } from '../helpers/query.js';
 
 interface Answer {
   status: number;
@@ -282,6 +282,57 @@ describe('siglake query: an index name in another case', () => {
       expect((await fetch(`${q.url}/healthz`, { signal: AbortSignal.timeout(5_000) })).status).toBe(200);
       expect((await put('payments')).status).toBe(200); // the index itself still updates
     } finally {
+      await q.stop();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
+
+describe('siglake query: the index API under concurrent calls', () => {
+  // The checks of a create (the name, its twin in another case, the tenant's count) and the catalog
+  // insert are not one transaction: creates at once all passed them. Six new names at once against a
+  // limit of 3 made six indexes; `Pay` and `pay` at once made both.
+  it('regression (index-create-checks-race): creates at once keep query.maxIndexesPerTenant and the case rule; PUTs and DELETEs of one name at once end consistent', async () => {
+    const dataDir = tempDir('siglake-query-index-race-');
+    const q = await startQuery(dataDir, [...icebergFlags(dataDir), '--query-max-indexes-per-tenant', '3', '--query-max-concurrent-per-tenant', '16']);
+    const call = async (method: string, name: string, retentionDays = 3) => {
+      const res = await fetch(`${q.url}/api/v1/indexes/${name}`, {
+        method,
+        ...(method === 'PUT' ? { headers: { 'content-type': 'application/json' }, body: JSON.stringify({ retentionDays }) } : {}),
+      });
+      const text = await res.text();
+      return `${res.status}${text === '' ? '' : ` ${String((JSON.parse(text) as { error?: { code?: string } }).error?.code ?? '')}`}`.trim();
+    };
+    const catalog = SqlCatalog.open(`sqlite:${path.join(dataDir, 'catalog.db')}`, 'siglake');
+    const count = (xs: string[]) => xs.reduce<Record<string, number>>((m, x) => ({ ...m, [x]: (m[x] ?? 0) + 1 }), {});
+    try {
+      const six = await Promise.all(['n0', 'n1', 'n2', 'n3', 'n4', 'n5'].map((n) => call('PUT', n)));
+      expect(count(six)).toEqual({ '201': 3, '409 SIGLAKE_INDEX_LIMIT': 3 });
+      expect(await catalog.tables('main')).toHaveLength(3);
+      // The refused ones left no metadata file behind.
+      const made = await catalog.tables('main');
+      expect(listFiles(path.join(dataDir, 'warehouse')).map((f) => f.split(path.sep)[1]).sort()).toEqual([...made].sort());
+
+      // Room for one: the two names of one SQL name at once make one index, the other is the 409 it is.
+      for (const n of made.slice(0, 2)) expect(await call('DELETE', n)).toBe('204');
+      const twins = await Promise.all([call('PUT', 'Pay'), call('PUT', 'pay')]);
+      expect(twins.sort()).toEqual(['201', '409 SIGLAKE_INDEX_EXISTS']);
+      expect((await catalog.tables('main')).filter((t) => t.toLowerCase() === 'pay')).toHaveLength(1);
+
+      // One name, PUT at once: one creates, the others update it (same definition: nothing changes).
+      expect(await call('DELETE', made[2]!)).toBe('204');
+      expect(count(await Promise.all(Array.from({ length: 8 }, () => call('PUT', 'same'))))).toEqual({ '201': 1, '200': 7 });
+      // Different retentions at once: each is applied in turn; the last one committed is what GET shows.
+      const days = [1, 2, 3, 4, 5, 6];
+      expect(count(await Promise.all(days.map((d) => call('PUT', 'same', d))))).toEqual({ '200': 6 });
+      const shown = (await (await fetch(`${q.url}/api/v1/indexes/same`)).json()) as { retentionDays: number };
+      expect(days).toContain(shown.retentionDays);
+      // DELETEs at once: one deletes, the others find nothing.
+      expect(count(await Promise.all(Array.from({ length: 5 }, () => call('DELETE', 'same'))))).toEqual({ '204': 1, '404 SIGLAKE_UNKNOWN_INDEX': 4 });
+      expect((await catalog.tables('main')).map((t) => t.toLowerCase())).toEqual(['pay']);
+      expect(q.logs.filter((l) => l.msg === 'query failed')).toEqual([]);
+    } finally {
+      await catalog.close();
       await q.stop();
       fs.rmSync(dataDir, { recursive: true, force: true });
     }
