@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
 import { tempDir } from '../helpers/ingester.js';
 import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile } from '../helpers/jwt.js';
-import { icebergFlags, listFiles, startQuery, type RunningQuery } from '../helpers/query.js';
+import { icebergFlags, listFiles, postSql, startQuery, type RunningQuery } from '../helpers/query.js';
 
 interface Answer {
   status: number;
@@ -330,6 +330,33 @@ describe('siglake query: the index API under concurrent calls', () => {
       // DELETEs at once: one deletes, the others find nothing.
       expect(count(await Promise.all(Array.from({ length: 5 }, () => call('DELETE', 'same'))))).toEqual({ '204': 1, '404 SIGLAKE_UNKNOWN_INDEX': 4 });
       expect((await catalog.tables('main')).map((t) => t.toLowerCase())).toEqual(['pay']);
+
+      // PUTs that change the schema racing queries of the index: each query reads the index as the
+      // catalog had it when planned, whole (never a 500, never a half-applied definition).
+      const idx = twins[0] === '201' ? 'Pay' : 'pay';
+      const work: Promise<unknown>[] = [];
+      const statuses: number[] = [];
+      for (let i = 0; i < 8; i++) {
+        const mapping = Array.from({ length: i + 1 }, (_, k) => ({ column: `m${k}`, from: `attributes.m${k}`, type: 'long' }));
+        work.push(
+          fetch(`${q.url}/api/v1/indexes/${idx}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ retentionDays: 3, mapping }) }).then((r) => {
+            statuses.push(r.status);
+          }),
+        );
+        work.push(
+          postSql(q.url, `SELECT * FROM ${idx}`).then((r) => {
+            statuses.push(r.status);
+            expect(r.status, r.text).toBe(200);
+            // The columns are one definition's: the base columns, then m0..mK for some K, in order.
+            const mapped = (r.body['columns'] as { name: string }[]).map((c) => c.name).filter((n) => /^m\d+$/.test(n));
+            expect(mapped).toEqual(mapped.map((_, k) => `m${k}`));
+          }),
+        );
+      }
+      await Promise.all(work);
+      expect(statuses.filter((x) => x !== 200)).toEqual([]);
+      const last = (await (await fetch(`${q.url}/api/v1/indexes/${idx}`)).json()) as { mapping: unknown[] };
+      expect(last.mapping.length).toBeGreaterThanOrEqual(1);
       expect(q.logs.filter((l) => l.msg === 'query failed')).toEqual([]);
     } finally {
       await catalog.close();
