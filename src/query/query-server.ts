@@ -473,12 +473,13 @@ export class QueryServer {
     const { tenant, subject } = await this.#principalOf(req);
     // HEAD: GET's answer without its body (Node writes none for a HEAD).
     const method = req.method === 'HEAD' ? 'GET' : (req.method ?? 'GET');
-    // A definition over MAX_INDEX_BODY_BYTES is refused on its Content-Length (before 100 Continue).
-    const body = method === 'PUT' ? await readBody(req, { stopping: this.#stopping.signal, res, maxBytes: MAX_INDEX_BODY_BYTES }) : undefined;
-    if (body === undefined) req.resume();
-    // One of the tenant's query.maxConcurrentPerTenant slots, as a query takes (concurrency.ts).
+    // One of the tenant's query.maxConcurrentPerTenant slots, as a query takes (concurrency.ts);
+    // taken before the body is asked for, so a 429 to `Expect: 100-continue` invites no body.
     const slot = this.#slots.acquire(tenant);
     try {
+      // A definition over MAX_INDEX_BODY_BYTES is refused on its Content-Length (before 100 Continue).
+      const body = method === 'PUT' ? await readBody(req, { stopping: this.#stopping.signal, res, maxBytes: MAX_INDEX_BODY_BYTES }) : undefined;
+      if (body === undefined) req.resume();
       const audit = this.#audit;
       // Every index change is audited (declared-tenants.md §4), with who made it and from where.
       const onChange =

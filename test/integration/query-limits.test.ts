@@ -104,7 +104,15 @@ describe('siglake query: one tenant bound on every endpoint, for as long as the 
         expect(r.headers.get('retry-after'), `${method} ${p}`).toBe('1');
         if (method !== 'HEAD') expect(r.code, `${method} ${p}`).toBe('SIGLAKE_QUERY_CONCURRENCY');
       }
-      // The refused PUT made nothing: no namespace's table, no metadata file.
+      // A PUT that waits for 100 Continue is refused without being asked for its body.
+      const waiting = rawRequest(
+        q.port,
+        `PUT /api/v1/indexes/payments HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${acme}\r\nContent-Type: application/json\r\nContent-Length: ${INDEX.length}\r\nExpect: 100-continue\r\n\r\n`,
+      );
+      await waiting.closed;
+      expect(waiting.got()).toMatch(/^HTTP\/1\.1 429 /);
+      expect(waiting.got()).toContain('"SIGLAKE_QUERY_CONCURRENCY"');
+      // The refused PUTs made nothing: no namespace's table, no metadata file.
       expect(listFiles(path.join(dataDir, 'warehouse')).filter((f) => f.includes('payments'))).toEqual([]);
       // Another tenant is not touched.
       expect((await call(q, 'GET', '/api/v1/tables', { token: globex })).status).toBe(200);
@@ -112,7 +120,7 @@ describe('siglake query: one tenant bound on every endpoint, for as long as the 
       expect((await call(q, 'GET', '/api/v1/indexes', { token: globex })).status).toBe(200);
       const m = await q.metrics();
       expect(m.get('siglake_query_requests_total{endpoint="tables",status="429"}')).toBe(2);
-      expect(m.get('siglake_query_requests_total{endpoint="indexes",status="429"}')).toBe(4);
+      expect(m.get('siglake_query_requests_total{endpoint="indexes",status="429"}')).toBe(5);
     } finally {
       ac.abort();
       await slow;
