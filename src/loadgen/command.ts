@@ -2,8 +2,10 @@
 // report, and write the JSON report and the HTML chart when asked.
 // Exit codes: 0 when the run completed with at most --max-error-rate (1 %) of
 // the requests refused or failed; 1 when more were (the last line names the
-// most common refusal and its likely fix), when no request got any answer, or
-// when a client thread failed; 2 for bad flags.
+// most common refusal and its likely fix), when no request got any answer (the
+// last line names the target and what the requests met: ECONNREFUSED, a
+// timeout…), or when a client thread failed; 2 for bad flags. A run ends at
+// --duration whatever the target does (load-client.ts).
 
 import { writeFileSync } from 'node:fs';
 import { makeDirsSync } from '../make-dirs.js';
@@ -15,6 +17,12 @@ import { LoadReport } from './load-report.js';
 import { loadgenUsage, parseLoadgenArgs } from './loadgen-options.js';
 import { JwtSigner } from './jwt-signer.js';
 import { ReportChart } from './report-chart.js';
+
+/** A status that is no answer from the target: a transport error, a timeout, or gRPC UNAVAILABLE for a connection never made. */
+function unanswered(status: string, sample: string | undefined): boolean {
+  if (status.startsWith('error:') || status === 'timeout') return true;
+  return status === 'UNAVAILABLE' && sample !== undefined && /No connection established|ECONNREFUSED|Failed to connect/i.test(sample);
+}
 
 function write(path: string, text: string): void {
   makeDirsSync(dirname(path));
@@ -69,11 +77,14 @@ export async function runLoadgen(argv: string[]): Promise<number> {
     process.stdout.write(LoadReport.text(json, terminalWidth()));
     if (wrote.length > 0) process.stdout.write(`  wrote ${wrote.join(', ')}\n`);
   }
-  const answered = Object.keys(json.statusCounts).some((k) => !k.startsWith('error:') && k !== 'timeout');
+  const answered = Object.keys(json.statusCounts).some((k) => !unanswered(k, json.errorSamples[k]));
   const verdict = LoadReport.verdictLine(json);
   if (!answered) {
     if (verdict !== undefined) process.stderr.write(`${verdict}\n`);
-    process.stderr.write(`siglake loadgen: no request was answered by ${opts.target}\n`);
+    // One line that names the target and what happened to the requests (ECONNREFUSED, a timeout…).
+    const top = json.verdict.refusals[0];
+    const what = top === undefined ? 'none was sent' : `${top.status} x ${top.count}${top.message !== '' ? ` (${top.message})` : ''}`;
+    process.stderr.write(`siglake loadgen: no request was answered by ${opts.target}: ${what}\n`);
     return 1;
   }
   // The last line says whether the run passed and, if not, what to fix.

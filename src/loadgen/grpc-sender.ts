@@ -3,7 +3,8 @@
 // subchannel pool so that every channel is its own TCP connection (grpc-js
 // shares connections between channels to the same address by default).
 // Statuses are counted by name ("OK", "UNAVAILABLE"...). With --gzip, grpc-js
-// compresses each message itself (grpc-encoding gzip).
+// compresses each message itself (grpc-encoding gzip). A call abandoned at the
+// end of the run (abandon(): cancelled) is counted as "timeout".
 
 import * as grpc from '@grpc/grpc-js';
 import type { PooledBody } from './body-pool.js';
@@ -36,6 +37,10 @@ export class GrpcSender implements RequestSender {
   readonly #o: GrpcSenderOptions;
   readonly #clients: grpc.Client[] = [];
   readonly #metadata = new Map<number, grpc.Metadata>();
+  /** Calls in flight, for abandon(). */
+  readonly #calls = new Set<grpc.ClientUnaryCall>();
+  /** Set by abandon(): the message its cancelled calls are counted with. */
+  #abandoned: string | undefined;
 
   constructor(opts: GrpcSenderOptions) {
     this.#o = opts;
@@ -65,7 +70,7 @@ export class GrpcSender implements RequestSender {
   }
 
   send(conn: number, target: LaneTarget, body: PooledBody, done: SendDone): void {
-    this.#clients[conn].makeUnaryRequest<Buffer, Buffer>(
+    const call: grpc.ClientUnaryCall = this.#clients[conn].makeUnaryRequest<Buffer, Buffer>(
       PATHS[body.signal],
       identity,
       identity,
@@ -73,14 +78,25 @@ export class GrpcSender implements RequestSender {
       this.#metadataOf(target).clone(),
       { deadline: Date.now() + this.#o.timeoutMs },
       (err) => {
+        this.#calls.delete(call);
         if (err === null) {
           done('OK', true, undefined);
+          return;
+        }
+        if (err.code === grpc.status.CANCELLED && this.#abandoned !== undefined) {
+          done('timeout', false, this.#abandoned);
           return;
         }
         const name = STATUS_NAMES[err.code] ?? `grpc:${err.code}`;
         done(name, false, err.details);
       },
     );
+    this.#calls.add(call);
+  }
+
+  abandon(message: string): void {
+    this.#abandoned = message;
+    for (const call of [...this.#calls]) call.cancel();
   }
 
   close(): Promise<void> {

@@ -8,7 +8,8 @@
 // `ResponseReader`. Transport failures are counted by their error code
 // ("error:ECONNRESET"; a connection closed under a request is ECONNRESET,
 // "socket hang up", as node:http named it), a request that outlives
-// --timeout-ms as "timeout" (its connection is closed and made again), and a
+// --timeout-ms as "timeout" (its connection is closed and made again; so is
+// one still unanswered when the run ends and abandon() is called), and a
 // response that is not HTTP/1.x as "error:EPROTO".
 
 import net from 'node:net';
@@ -175,6 +176,10 @@ export class HttpSender implements RequestSender {
     for (const c of this.#conns) {
       if (c !== undefined && c.done !== undefined && now >= c.deadline) this.#drop(c, 'timeout', `no answer in ${this.#o.timeoutMs} ms`);
     }
+  }
+
+  abandon(message: string): void {
+    for (const c of this.#conns) if (c !== undefined && c.done !== undefined) this.#drop(c, 'timeout', message);
   }
 
   close(): Promise<void> {

@@ -5,6 +5,14 @@
 // went out, so a server that stalls is charged for the requests it held up
 // (no coordinated omission). Completions are added to the stats of the
 // interval they fall in, and each interval is posted once it is over.
+// Sending ends at the end of --duration (or at stop()) whatever the target
+// does: nothing due before the end goes out after it (fixed rate counts it
+// unsent), connections waiting out a backoff stop waiting, and requests still
+// in flight get DRAIN_MAX_MS (at most --timeout-ms) to be answered before they
+// are abandoned and counted as "timeout". Before, a fixed-rate run against a
+// target that refused connections sent its backlog after the end, one request
+// per connection per backoff second (144,000 due at 16,000/s for 9 s: hours),
+// and a target that accepted and never answered held the run for --timeout-ms.
 
 import { performance } from 'node:perf_hooks';
 import type { PooledBody } from './body-pool.js';
@@ -17,11 +25,15 @@ export type SendDone = (status: string, ok: boolean, detail: Buffer | string | u
 export interface RequestSender {
   /** Sends `body` for `target` on connection `conn`; calls `done` exactly once. */
   send(conn: number, target: LaneTarget, body: PooledBody, done: SendDone): void;
+  /** Ends every request in flight now: each `done` is called with "timeout", not ok, and `message`. */
+  abandon(message: string): void;
   close(): Promise<void>;
 }
 
 const BACKOFF_FIRST_MS = 10;
 const BACKOFF_MAX_MS = 1000;
+/** After the end of sending, how long requests in flight may still take before they are abandoned (at most --timeout-ms). */
+export const DRAIN_MAX_MS = 3000;
 
 export interface DoneMessage {
   type: 'done';
@@ -51,6 +63,8 @@ export interface LoadClientOptions {
   /** Requests/s for this thread; undefined for a closed loop. */
   rate: number | undefined;
   intervalMs: number;
+  /** How long requests in flight at the end of sending may still take (then abandoned as "timeout"). */
+  drainMs: number;
   /** Turns a refusal body into one line for the report. */
   describe(status: string, detail: Buffer | string): string;
 }
@@ -69,8 +83,12 @@ export class LoadClient {
   #idle: (() => void) | undefined;
   /** Per connection: the wait before its next request after a connection failure (0: none). */
   readonly #backoffMs: number[];
-  /** Connections waiting out a backoff. */
-  #sleeping = 0;
+  /** Connections waiting out a backoff: their timers and what each runs when it fires. */
+  readonly #sleepers = new Set<{ timer: NodeJS.Timeout | undefined; fn: () => void }>();
+  /** Sending is over (the end of --duration, or stop()). */
+  #ended = false;
+  #endTimer: NodeJS.Timeout | undefined;
+  #drainTimer: NodeJS.Timeout | undefined;
 
   constructor(opts: LoadClientOptions) {
     this.#o = opts;
@@ -94,19 +112,48 @@ export class LoadClient {
     return next;
   }
 
-  /** Runs `fn` after `ms` (at once when 0), counted as a sleeping connection meanwhile. */
+  /** Runs `fn` after `ms` (at once when 0, or once sending is over), counted as a sleeping connection meanwhile. */
   #after(ms: number, fn: () => void): void {
-    if (ms === 0) return fn();
-    this.#sleeping++;
-    setTimeout(() => {
-      this.#sleeping--;
+    if (ms === 0 || this.#ended) return fn();
+    const s = { timer: undefined as NodeJS.Timeout | undefined, fn };
+    s.timer = setTimeout(() => {
+      this.#sleepers.delete(s);
       fn();
     }, ms);
+    this.#sleepers.add(s);
   }
 
-  /** Stops sending now; requests in flight still finish. */
+  /** Stops sending now; requests in flight get the drain time to finish. */
   stop(): void {
+    this.#end();
+  }
+
+  /**
+   * Sending is over: the schedule closes (what was due and not sent is
+   * counted unsent), sleeping connections wake to find nothing to send, and
+   * requests still in flight are abandoned after the drain time.
+   */
+  #end(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    // (A timer may fire a fraction of a millisecond before the end it was set for.)
     this.#endPerf = Math.min(this.#endPerf, performance.now());
+    clearTimeout(this.#endTimer);
+    this.#endTimer = undefined;
+    for (const s of [...this.#sleepers]) {
+      clearTimeout(s.timer);
+      this.#sleepers.delete(s);
+      s.fn();
+    }
+    if (this.#schedule?.open === true) this.#schedule.pump();
+    if (this.#inflight > 0) {
+      const ms = this.#o.drainMs;
+      this.#drainTimer = setTimeout(() => {
+        this.#drainTimer = undefined;
+        this.#o.sender.abandon(`no answer by the end of the run (${ms} ms after sending stopped)`);
+      }, ms);
+    }
+    this.#checkIdle();
   }
 
   async run(): Promise<DoneMessage> {
@@ -125,6 +172,7 @@ export class LoadClient {
     const idle = new Promise<void>((resolve) => {
       this.#idle = resolve;
     });
+    if (!this.#ended && Number.isFinite(this.#endPerf)) this.#endTimer = setTimeout(() => this.#end(), Math.max(0, this.#endPerf - performance.now()));
     let unsent = 0;
     if (o.rate === undefined) {
       const chains = o.connections * o.streams;
@@ -135,6 +183,8 @@ export class LoadClient {
     this.#checkIdle();
     await idle;
     clearTimeout(flushTimer);
+    clearTimeout(this.#endTimer);
+    clearTimeout(this.#drainTimer);
     if (this.#stats.completed > 0) o.post(this.#stats.message(o.thread, this.#interval));
     return { type: 'done', thread: o.thread, issued: this.#issued, maxBacklog: this.#maxBacklog, unsent, samples: this.#samples };
   }
@@ -144,7 +194,7 @@ export class LoadClient {
   }
 
   #checkIdle(): void {
-    if (this.#inflight === 0 && this.#sleeping === 0 && this.#timer === undefined && this.#idle !== undefined && !this.#pending()) this.#idle();
+    if (this.#inflight === 0 && this.#sleepers.size === 0 && this.#timer === undefined && this.#idle !== undefined && !this.#pending()) this.#idle();
   }
 
   /** Fixed rate keeps a schedule open until its last due request went out. */
@@ -216,7 +266,8 @@ export class LoadClient {
         for (;;) {
           if (sched.k >= o.budget) return finish();
           const due = start + sched.k * period;
-          if (due >= this.#endPerf) return finish();
+          // Nothing goes out after the end, not even a request due before it (counted unsent).
+          if (due >= this.#endPerf || now >= this.#endPerf) return finish();
           if (due > now) {
             this.#timer ??= setTimeout(onTimer, due - now);
             return;

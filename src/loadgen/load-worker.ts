@@ -11,7 +11,7 @@ import { GrpcSender } from './grpc-sender.js';
 import { HttpSender } from './http-sender.js';
 import { JwtSigner } from './jwt-signer.js';
 import { LanePlan } from './lane-plan.js';
-import { LoadClient, type RequestSender } from './load-client.js';
+import { DRAIN_MAX_MS, LoadClient, type RequestSender } from './load-client.js';
 import type { LoadgenOptions } from './loadgen-options.js';
 
 export interface WorkerInput {
@@ -82,6 +82,7 @@ async function main(): Promise<void> {
     streams: o.protocol === 'grpc' ? o.streams : 1,
     rate: o.rate !== undefined ? o.rate / threads : undefined,
     intervalMs: o.intervalMs,
+    drainMs: Math.min(o.timeoutMs, DRAIN_MAX_MS),
     describe: (_status, detail) => {
       let text: string;
       if (typeof detail === 'string') {

@@ -105,7 +105,7 @@ const FLAGS: readonly FlagRow[] = [
   { name: 'requests', type: 'string', help: 'stop after this many requests in all' },
   { name: 'warmup', type: 'string', default: '0', help: 'seconds sent first and left out of the report' },
   { name: 'threads', type: 'string', help: 'client worker threads (default: half the cores, at least 1, at most 4)' },
-  { name: 'timeout-ms', type: 'string', default: '30000', help: 'per-request timeout' },
+  { name: 'timeout-ms', type: 'string', default: '30000', help: 'per-request timeout; also caps the wait for requests still in flight when --duration ends (3 s)' },
   { name: 'interval-ms', type: 'string', default: '1000', help: 'timeline resolution of the report and chart' },
   { name: 'seed', type: 'string', default: '1', help: 'fixture generator seed' },
   { name: 'header', type: 'string', multiple: true, help: 'extra header/metadata "name: value" (repeatable)' },
@@ -121,7 +121,7 @@ const FLAGS: readonly FlagRow[] = [
 /** The help text, fitted to `width` columns: flag and default on one line, the help indented below. */
 export function loadgenUsage(width = 80): string {
   const w = Math.max(40, Math.min(width, 120));
-  const lines = ['usage: siglake loadgen [options]', '', ...wrap('Sends realistic OTLP logs/traces and reports throughput and latency. Exits 1 when more than --max-error-rate of the requests were refused or failed, 2 on a bad flag.', w, 0)];
+  const lines = ['usage: siglake loadgen [options]', '', ...wrap('Sends realistic OTLP logs/traces and reports throughput and latency. A run stops at --duration whatever the target does: nothing more is sent, and a request still unanswered 3 s later (at most --timeout-ms) is counted as a timeout. Exits 1 when more than --max-error-rate of the requests were refused or failed, or when none was answered (the last line names the target and the error: ECONNREFUSED, a timeout), 2 on a bad flag.', w, 0)];
   for (const f of FLAGS) {
     if (f.group !== undefined) lines.push('', `${f.group}:`);
     const head = `  --${f.name}${f.type === 'string' ? ' V' : ''}`;

@@ -79,7 +79,10 @@ export function fixFor(status: string, reason: string | undefined, message: stri
   }
   if (status === 'error:ECONNREFUSED') return `nothing listens at ${run.target}: start the ingester or fix --target`;
   if (status.startsWith('error:')) return `the connection failed (${status.slice(6)}): check --target and the ingester's log`;
-  if (status === 'timeout' || status === 'DEADLINE_EXCEEDED') return 'no answer within --timeout-ms: the ingester is overloaded or stalled; lower --connections or --rate';
+  if (status === 'timeout' || status === 'DEADLINE_EXCEEDED') {
+    // Abandoned at the end of the run (LoadClient's drain), or past --timeout-ms.
+    return `no answer within --timeout-ms or by the end of the run: the ingester at ${run.target} is overloaded or stalled (or not an OTLP ingester); lower --connections or --rate`;
+  }
   if (status === '500' || status === 'INTERNAL') return "a server error: see the ingester's log (disk full? docs/operations.md)";
   return "see the message and the ingester's log";
 }
