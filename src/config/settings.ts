@@ -766,7 +766,7 @@ export const SETTINGS = {
     category: 'logging',
     default: undefined,
     defaultDoc: 'unset (off)',
-    doc: 'Audit stream, JSON lines appended to this file (`-` for stdout). `siglake ingest`: every refusal (with its tenant, verified subject, reason and peer, as far as admission got), first admission of a declared tenant and of a lane, tenants reloads. `siglake query`: every caller it refuses (401, 403, a refused statement, over concurrency; never the SQL), every index change through its index API, tenants reloads and the index subsets they change (with `tenants.file`). `siglake index`: every create, update and delete. Never a token.',
+    doc: 'Audit stream, JSON lines appended to this file (`-` for stdout). `siglake ingest`: every refusal (with its tenant, verified subject, reason and peer, as far as admission got), first admission of a declared tenant and of a lane, tenants reloads. `siglake query`: every caller it refuses (401, 403, a refused statement, over concurrency; never the SQL), every index change through its index API, tenants reloads and the index subsets they change (with `tenants.file`). `siglake index`: every create, update and delete. Never a token. The servers reopen it on SIGHUP (logrotate); a FIFO never blocks start-up or a stop (docs/tenants.md).',
     parse: string({ nonEmpty: true }),
   }),
   rateLimitPerPrincipalPerSec: def<number>({

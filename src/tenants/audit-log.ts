@@ -5,6 +5,15 @@
 // remote. Bounded cost: events are queued and written in batches off the
 // request path; past MAX_QUEUED_BYTES an event is dropped and counted, so a
 // sink that cannot keep up never blocks or grows the acceptor.
+//
+// A sink that stops reading never holds the process: a FIFO is opened
+// read-write and non-blocking (opened write-only it blocked start-up until a
+// reader came, and a write to a full one blocked its thread so that a stop
+// waited for it for ever), a full pipe is retried (the queue meanwhile bounds
+// what waits), and a stop gives the batch being written CLOSE_GRACE_MS before
+// it counts what is left as lost. The servers reopen the file on SIGHUP
+// (logrotate's rename, then HUP; with copytruncate the appends simply go on
+// at the new end): without a handler a SIGHUP ended the ingester.
 
 import fs from 'node:fs';
 import { ConfigError } from '../errors.js';
@@ -95,15 +104,79 @@ export function reloadIndexChanges(
 
 /** Queued bytes past which new events are dropped (and counted). */
 export const MAX_QUEUED_BYTES = 4 * 1024 * 1024;
+/** At a stop, how long the batch being written may still take before what is left is counted lost. */
+export const CLOSE_GRACE_MS = 1000;
+/** A full pipe (EAGAIN) is tried again after this, doubling to EAGAIN_MAX_MS. */
+const EAGAIN_FIRST_MS = 10;
+const EAGAIN_MAX_MS = 200;
+
+export interface AuditLogOptions {
+  /** A batch the file refused (its events counted lost), for the caller to log (throttled). */
+  onError?: (err: Error, lost: number) => void;
+  /** Events dropped at the queue's bound (the sink does not keep up), for the caller to log (throttled). */
+  onDropped?: (lost: number) => void;
+  /** Reopen the file on SIGHUP (the servers; not `-`). */
+  reopenOnHup?: boolean;
+  /** A reopen that failed (the previous file is still written). */
+  onReopenError?: (err: Error) => void;
+  /** Events lost at the stop (the sink took nothing within CLOSE_GRACE_MS, or refused the rest): once, unthrottled. */
+  onStopLoss?: (lost: number, why: string) => void;
+}
+
+/** Events (lines) in `bytes` from `from` on: a line cut short is lost too. */
+function linesFrom(bytes: Buffer, from: number): number {
+  let n = 0;
+  for (let i = bytes.indexOf(10, from); i >= 0; i = bytes.indexOf(10, i + 1)) n++;
+  return n;
+}
+
+/**
+ * Opens the audit file for appending. A FIFO read-write and non-blocking: the
+ * open never waits for a reader (one may come later), and a full pipe answers
+ * EAGAIN instead of blocking a thread.
+ */
+function openSink(file: string): number {
+  let fifo = false;
+  try {
+    fifo = fs.statSync(file).isFIFO();
+  } catch {
+    // Absent: created below.
+  }
+  if (fifo) return fs.openSync(file, fs.constants.O_RDWR | fs.constants.O_NONBLOCK);
+  return fs.openSync(file, 'a', 0o640);
+}
+
+class WriteFailed extends Error {
+  constructor(
+    readonly err: Error,
+    /** Events of the batch not written. */
+    readonly lost: number,
+  ) {
+    super(err.message);
+  }
+}
+
+/** One batch being written: settled once, written or lost. */
+interface Batch {
+  events: number;
+  settled: boolean;
+}
 
 export class AuditLog {
-  readonly #fd: number | 'stdout';
-  readonly #onError: ((err: Error, lost: number) => void) | undefined;
+  readonly #file: string;
+  #fd: number | 'stdout';
+  readonly #o: AuditLogOptions;
   #queue: string[] = [];
   #queued = 0;
   #writing: Promise<void> | undefined;
+  #batch: Batch | undefined;
   #scheduled = false;
   #closed = false;
+  #reopenWanted = false;
+  readonly #onHup = (): void => {
+    this.#reopenWanted = true;
+    if (this.#writing === undefined) this.#reopen();
+  };
   /** Events lost: dropped at the queue's bound, or in a batch the file refused. */
   dropped = 0;
   /** Events written. */
@@ -111,12 +184,13 @@ export class AuditLog {
 
   /**
    * Opens (appends to) `file`, or stdout for `-`. Throws when the file cannot
-   * be opened. `onError`: a batch the file refused (its events are counted
-   * lost), for the caller to log (throttled).
+   * be opened. `opts` (or just its `onError`): see AuditLogOptions.
    */
-  constructor(file: string, onError?: (err: Error, lost: number) => void) {
-    this.#fd = file === '-' ? 'stdout' : fs.openSync(file, 'a', 0o640);
-    this.#onError = onError;
+  constructor(file: string, opts: AuditLogOptions | ((err: Error, lost: number) => void) = {}) {
+    this.#file = file;
+    this.#o = typeof opts === 'function' ? { onError: opts } : opts;
+    this.#fd = file === '-' ? 'stdout' : openSink(file);
+    if (this.#o.reopenOnHup === true && this.#fd !== 'stdout') process.on('SIGHUP', this.#onHup);
   }
 
   write(e: AuditEvent): void {
@@ -124,6 +198,7 @@ export class AuditLog {
     const line = JSON.stringify({ time: new Date().toISOString(), ...e }) + '\n';
     if (this.#queued + line.length > MAX_QUEUED_BYTES) {
       this.dropped++;
+      this.#o.onDropped?.(1);
       return;
     }
     this.#queue.push(line);
@@ -134,85 +209,191 @@ export class AuditLog {
     }
   }
 
+  /** Between batches: the file named `file` now (logrotate renamed the old one). A failure keeps the old file. */
+  #reopen(): void {
+    this.#reopenWanted = false;
+    if (this.#closed || this.#fd === 'stdout') return;
+    let fd: number;
+    try {
+      fd = openSink(this.#file);
+    } catch (e) {
+      this.#o.onReopenError?.(e as Error);
+      return;
+    }
+    const old = this.#fd;
+    this.#fd = fd;
+    try {
+      fs.closeSync(old);
+    } catch {
+      // Already gone: nothing to release.
+    }
+  }
+
+  #lost(err: Error, n: number): void {
+    if (n <= 0) return;
+    this.dropped += n;
+    this.#o.onError?.(err, n);
+  }
+
   #flush(): void {
     this.#scheduled = false;
-    if (this.#writing !== undefined || this.#queue.length === 0) return;
-    const events = this.#queue.length;
+    if (this.#writing !== undefined || this.#queue.length === 0 || this.#closed) return;
+    const batch: Batch = { events: this.#queue.length, settled: false };
     const bytes = Buffer.from(this.#queue.join(''), 'utf8');
     this.#queue = [];
     this.#queued = 0;
+    this.#batch = batch;
     this.#writing = this.#writeAll(bytes).then(
       () => {
-        this.written += events;
+        if (batch.settled) return;
+        batch.settled = true;
+        this.written += batch.events;
       },
       (err: unknown) => {
-        this.dropped += events;
-        this.#onError?.(err instanceof Error ? err : new Error(String(err)), events);
+        if (batch.settled) return;
+        batch.settled = true;
+        const lost = err instanceof WriteFailed ? err.lost : batch.events;
+        this.written += batch.events - lost;
+        this.#lost(err instanceof WriteFailed ? err.err : err instanceof Error ? err : new Error(String(err)), lost);
       },
     );
     void this.#writing.then(() => {
       this.#writing = undefined;
-      if (this.#queue.length > 0 && !this.#closed) this.#flush();
+      this.#batch = undefined;
+      if (this.#closed) return;
+      if (this.#reopenWanted) this.#reopen();
+      if (this.#queue.length > 0) this.#flush();
     });
   }
 
-  /** Writes every byte (a short write goes on from where it stopped). */
+  /**
+   * Writes every byte (a short write goes on from where it stopped; a full
+   * pipe is tried again, until a stop). Rejects with WriteFailed: how many of
+   * the batch's events were not written.
+   */
   async #writeAll(bytes: Buffer): Promise<void> {
     if (this.#fd === 'stdout') {
       await new Promise<void>((resolve, reject) => process.stdout.write(bytes, (err) => (err ? reject(err) : resolve())));
       return;
     }
     const fd = this.#fd;
+    let wait = EAGAIN_FIRST_MS;
     for (let off = 0; off < bytes.length; ) {
-      off += await new Promise<number>((resolve, reject) => fs.write(fd, bytes, off, bytes.length - off, null, (err, n) => (err ? reject(err) : resolve(n))));
+      try {
+        off += await new Promise<number>((resolve, reject) => fs.write(fd, bytes, off, bytes.length - off, null, (err, n) => (err ? reject(err) : resolve(n))));
+        wait = EAGAIN_FIRST_MS;
+      } catch (e) {
+        const err = e as NodeJS.ErrnoException;
+        if (err.code !== 'EAGAIN' || this.#closed) throw new WriteFailed(err, linesFrom(bytes, off));
+        await new Promise((r) => setTimeout(r, wait));
+        wait = Math.min(EAGAIN_MAX_MS, wait * 2);
+      }
     }
   }
 
-  /** Waits for the batch being written, writes what is queued, and closes the file. */
+  /**
+   * Waits for the batch being written (at most CLOSE_GRACE_MS: a sink nobody
+   * reads must not hold a stop), writes what is queued if the sink takes it
+   * now, counts the rest lost, and closes the file.
+   */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    await this.#writing;
+    process.off('SIGHUP', this.#onHup);
+    let stalled = false;
+    let lostAtStop = 0;
+    let why = '';
+    const lose = (n: number, reason: string): void => {
+      if (n <= 0) return;
+      this.dropped += n;
+      lostAtStop += n;
+      why ||= reason;
+    };
+    const writing = this.#writing;
+    if (writing !== undefined) {
+      let timer: NodeJS.Timeout | undefined;
+      stalled = !(await Promise.race([writing.then(() => true), new Promise<boolean>((r) => (timer = setTimeout(() => r(false), CLOSE_GRACE_MS)))]));
+      clearTimeout(timer);
+      const batch = this.#batch;
+      if (stalled && batch !== undefined && !batch.settled) {
+        batch.settled = true;
+        lose(batch.events, `the sink took nothing for ${CLOSE_GRACE_MS} ms`);
+      }
+    }
     const events = this.#queue.length;
     const text = this.#queue.join('');
     this.#queue = [];
+    this.#queued = 0;
     if (this.#fd === 'stdout') {
-      if (text !== '') process.stdout.write(text);
-      this.written += events;
+      if (stalled) {
+        lose(events, `the sink took nothing for ${CLOSE_GRACE_MS} ms`);
+      } else {
+        if (text !== '') process.stdout.write(text);
+        this.written += events;
+      }
+      if (lostAtStop > 0) this.#o.onStopLoss?.(lostAtStop, why);
       return;
     }
-    try {
-      if (text !== '') fs.writeSync(this.#fd, text);
-      this.written += events;
-    } catch (e) {
-      this.dropped += events;
-      this.#onError?.(e as Error, events);
-    } finally {
-      fs.closeSync(this.#fd);
+    const fd = this.#fd;
+    if (!stalled && text !== '') {
+      const bytes = Buffer.from(text, 'utf8');
+      let off = 0;
+      try {
+        // The file is non-blocking only when it is a FIFO: a full one answers EAGAIN, and what is left is lost.
+        while (off < bytes.length) off += fs.writeSync(fd, bytes, off, bytes.length - off);
+        this.written += events;
+      } catch (e) {
+        const lost = linesFrom(bytes, off);
+        this.written += events - lost;
+        lose(lost, (e as NodeJS.ErrnoException).code ?? (e as Error).message);
+      }
+    } else {
+      lose(events, `the sink took nothing for ${CLOSE_GRACE_MS} ms`);
     }
+    if (lostAtStop > 0) this.#o.onStopLoss?.(lostAtStop, why);
+    // A write still blocked on the descriptor keeps it: closing it under the write could hand its number to another file.
+    if (!stalled) fs.closeSync(fd);
   }
 }
 
-/** An AuditLog `onError` that logs a refused batch at warn, at most one line per 10 s (with the events lost meanwhile). */
-export function auditErrorLog(log: Logger): (err: Error, lost: number) => void {
+/**
+ * The throttled warn lines of an audit stream's losses: a batch the file
+ * refused (a full disk), and events dropped because the sink did not keep up
+ * (a reader that stopped reading): each at most one line per 10 s, with the
+ * events lost since the last one; and one line for those lost at the stop. The exact count is
+ * siglake_audit_events_dropped_total. Never an event's content.
+ */
+export function auditLossLog(log: Logger, file: string): Required<Pick<AuditLogOptions, 'onError' | 'onDropped' | 'onReopenError' | 'onStopLoss'>> {
   const throttle = new LogThrottle(10_000);
-  let lost = 0;
-  return (err, n) => {
-    lost += n;
-    if (throttle.take('audit') < 0) return;
-    log.warn({ err: err.message, lost }, 'audit file write failed: events lost (siglake_audit_events_dropped_total)');
-    lost = 0;
+  let failed = 0;
+  let dropped = 0;
+  return {
+    onError: (err, n) => {
+      failed += n;
+      if (throttle.take('audit-write') < 0) return;
+      log.warn({ err: err.message, lost: failed }, 'audit file write failed: events lost (siglake_audit_events_dropped_total)');
+      failed = 0;
+    },
+    onDropped: (n) => {
+      dropped += n;
+      if (throttle.take('audit-full') < 0) return;
+      log.warn({ file, lost: dropped, queueBytes: MAX_QUEUED_BYTES }, 'audit sink does not keep up: events dropped (siglake_audit_events_dropped_total)');
+      dropped = 0;
+    },
+    onStopLoss: (lost, why) => log.warn({ file, lost, why }, 'audit events lost at the stop (siglake_audit_events_dropped_total)'),
+    onReopenError: (err) => log.warn({ file, err: err.message }, 'audit file not reopened on SIGHUP: the previous file is still written'),
   };
 }
 
 /**
  * Opens `audit.file` for a command (`-`: stdout); a file that cannot be
  * opened is the setting's refusal (ConfigError naming audit.file: exit 2,
- * with where the value came from).
+ * with where the value came from). With `log` (the servers): losses logged
+ * (throttled) and the file reopened on SIGHUP.
  */
 export function openAuditLog(file: string, log?: Logger): AuditLog {
   try {
-    return new AuditLog(file, log === undefined ? undefined : auditErrorLog(log));
+    return new AuditLog(file, log === undefined ? {} : { ...auditLossLog(log, file), reopenOnHup: true });
   } catch (e) {
     throw ConfigError.ofSetting('audit.file', `cannot open ${file} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
   }
