@@ -389,11 +389,16 @@ export function auditLossLog(log: Logger, file: string): Required<Pick<AuditLogO
  * Opens `audit.file` for a command (`-`: stdout); a file that cannot be
  * opened is the setting's refusal (ConfigError naming audit.file: exit 2,
  * with where the value came from). With `log` (the servers): losses logged
- * (throttled) and the file reopened on SIGHUP.
+ * (throttled) and the file reopened on SIGHUP; for `-`, only a refused write is logged.
  */
 export function openAuditLog(file: string, log?: Logger): AuditLog {
   try {
-    return new AuditLog(file, log === undefined ? {} : { ...auditLossLog(log, file), reopenOnHup: true });
+    if (log === undefined) return new AuditLog(file);
+    const loss = auditLossLog(log, file);
+    // With `-` the log lines share the stalled stdout: a line saying so would wait on it (the
+    // logger writes synchronously), so the drops there are only counted.
+    if (file === '-') return new AuditLog(file, { onError: loss.onError });
+    return new AuditLog(file, { ...loss, reopenOnHup: true });
   } catch (e) {
     throw ConfigError.ofSetting('audit.file', `cannot open ${file} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
   }
