@@ -111,6 +111,9 @@ async function ingest(argv: string[]): Promise<void> {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  // SIGHUP reloads the tenants file and reopens the audit file (their own handlers); with neither
+  // set it is a no-op, never Node's default of exiting (a logrotate postrotate or a closed terminal).
+  process.on('SIGHUP', () => log.debug('SIGHUP: reloads tenants.file and reopens audit.file when they are set'));
   try {
     await ingester.start();
   } catch (e) {

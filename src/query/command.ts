@@ -56,5 +56,7 @@ export async function runQueryCommand(argv: string[]): Promise<number> {
     };
     process.on('SIGTERM', onSignal);
     process.on('SIGINT', onSignal);
+    // As on ingest: SIGHUP reloads tenants.file and reopens audit.file when set, else does nothing.
+    process.on('SIGHUP', () => log.debug('SIGHUP: reloads tenants.file and reopens audit.file when they are set'));
   });
 }
