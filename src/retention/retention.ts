@@ -34,6 +34,8 @@ type JsonObject = { [key: string]: JsonValue };
 const DAY_MS = 86_400_000;
 const PENDING = 'siglake.retention.pending-delete';
 const STATUS_DELETED = 2;
+/** A read of a table's files that found the table moved on since (see Retention.#stale). */
+const STALE = Symbol('stale');
 
 export interface RetentionOptions {
   readonly catalog: SqlCatalog;
@@ -119,18 +121,37 @@ export class Retention {
       const cur = await this.#appender.load(ns, table);
       const parent = cur?.metadata.currentSnapshot() ?? null;
       if (cur === null || parent === null) return 0;
-      const list = (await ManifestList.read(this.#o.storage, parent.manifestList)).map(normalize);
+      // A file of the current snapshot that is gone because this read of the table is stale (another
+      // round replaced the snapshot and expired it meanwhile): read the table again.
+      const written: string[] = [];
+      const readOrStale = async (loc: string): Promise<Uint8Array | typeof STALE> => {
+        try {
+          return await this.#o.storage.get(loc);
+        } catch (e) {
+          if (!(await this.#stale(ns, table, cur, e))) throw e;
+          for (const f of written) await this.#o.storage.delete(f).catch(() => undefined);
+          return STALE;
+        }
+      };
+      const listBytes = await readOrStale(parent.manifestList);
+      if (listBytes === STALE) continue;
+      const list = AvroFile.decode(listBytes, parent.manifestList).records.map(normalize);
       const snapshotId = BigInt(randomInt(1, 2 ** 47)) * 64n + BigInt(randomInt(0, 64));
       const sequenceNumber = cur.metadata.lastSequenceNumber + 1n;
       const location = cur.metadata.location;
       const keptList: AvroRecord[] = [];
-      const written: string[] = [];
       let dropped = 0;
       let droppedRows = 0n;
       let droppedBytes = 0n;
       let droppedDeleteFiles = 0;
+      let stale = false;
       for (const m of list) {
-        const { records, metadata, schema: writer } = AvroFile.decode(await this.#o.storage.get(String(m['manifest_path'])), String(m['manifest_path']));
+        const manifestBytes = await readOrStale(String(m['manifest_path']));
+        if (manifestBytes === STALE) {
+          stale = true;
+          break;
+        }
+        const { records, metadata, schema: writer } = AvroFile.decode(manifestBytes, String(m['manifest_path']));
         const live = records.filter((e) => e['status'] !== STATUS_DELETED);
         // A manifest left with deleted entries only (an earlier delete) is carried no further.
         if (live.length === 0 && records.length > 0) continue;
@@ -207,6 +228,7 @@ export class Retention {
           partitions: [{ contains_null: false, contains_nan: null, lower_bound: int32(minDay), upper_bound: int32(maxDay) }],
         });
       }
+      if (stale) continue;
       if (dropped === 0 && droppedDeleteFiles === 0) return 0;
       const listLocation = `${location}/metadata/snap-${snapshotId}-${attempt}-${randomUUID()}.avro`;
       await this.#o.storage.putNew(
@@ -253,12 +275,20 @@ export class Retention {
 
   /** Step 2: commits the metadata without expired snapshots and with the list of files only they referenced. */
   async #expire(ns: string, table: string, loaded: LoadedTable): Promise<number> {
+    // What the first attempt set out to expire: when a later attempt (after a lost commit or a
+    // stale read) finds none of it left, another round did the work, and this one says so.
+    const wanted = new Set<bigint>();
     for (let attempt = 1; attempt <= 50; attempt++) {
       const cur = attempt === 1 ? loaded : await this.#appender.load(ns, table);
       if (cur === null) return 0;
       const doc = LosslessJson.parse(cur.metadata.toJson()) as JsonObject;
       const props = (doc['properties'] as JsonObject | undefined) ?? {};
-      if (typeof props[PENDING] === 'string') return 0; // an earlier round's deletions come first
+      if (typeof props[PENDING] === 'string') {
+        // An earlier round's deletions come first (another round's commit, just made, when this
+        // one's lost: it deletes them).
+        this.#doneByAnother(ns, table, wanted, cur.metadata.snapshots);
+        return 0;
+      }
       const currentId = cur.metadata.currentSnapshotId;
       const refIds = new Set<string>();
       for (const r of Object.values((doc['refs'] as JsonObject | undefined) ?? {})) refIds.add(String((r as JsonObject)['snapshot-id']));
@@ -272,14 +302,28 @@ export class Retention {
       const expire = snaps.filter(
         (s) => s.snapshotId !== currentId && !refIds.has(String(s.snapshotId)) && (replaced.get(s.snapshotId) ?? s.timestampMs) < cut,
       );
-      if (expire.length === 0) return 0;
+      if (expire.length === 0) {
+        this.#doneByAnother(ns, table, wanted, snaps);
+        return 0;
+      }
+      if (attempt === 1) for (const s of expire) wanted.add(s.snapshotId);
       const expireIds = new Set(expire.map((s) => s.snapshotId));
       const kept = snaps.filter((s) => !expireIds.has(s.snapshotId));
       // Every file a kept snapshot references must be known before anything is deleted: a read of
       // their lists that fails aborts this table's expiry (the next round retries), where skipping
       // it would have deleted live files that an expired snapshot referenced too.
-      const keptFiles = await this.#reachable(kept, true);
-      const goneFiles = await this.#reachable(expire, false);
+      let keptFiles: Set<string>;
+      let goneFiles: Set<string>;
+      try {
+        keptFiles = await this.#reachable(kept, true);
+        goneFiles = await this.#reachable(expire, false);
+      } catch (e) {
+        // A file of a snapshot this round keeps is gone because the metadata read is stale: another
+        // round (retention in another process) expired that snapshot meanwhile and deleted its
+        // files. Not a failure: read the table again (the commit below would have lost anyway).
+        if (await this.#stale(ns, table, cur, e)) continue;
+        throw e;
+      }
       const toDelete = [...goneFiles].filter((f) => !keptFiles.has(f));
       const location = cur.metadata.location;
       const listLoc = `${location}/metadata/retention-${randomUUID()}.json`;
@@ -358,7 +402,7 @@ export class Retention {
     const out = new Set<string>();
     const seenManifests = new Set<string>();
     const unreadable = (what: string, e: unknown) =>
-      new Error(`snapshot expiry stopped: ${what} of ${kept ? 'a kept' : 'an expired'} snapshot could not be read (${(e as Error).message}); nothing deleted`);
+      new Error(`snapshot expiry stopped: ${what} of ${kept ? 'a kept' : 'an expired'} snapshot could not be read (${(e as Error).message}); nothing deleted`, { cause: e });
     // An expired snapshot's file that is not there is skipped; any other failure stops the expiry.
     const skip = (e: unknown) => !kept && isNotFound(e);
     for (const s of snaps) {
@@ -387,6 +431,26 @@ export class Retention {
       }
     }
     return out;
+  }
+
+  /**
+   * Whether `e`, thrown reading the files of metadata `cur`, comes from that
+   * metadata being stale: the store says a file is not there and the table
+   * has moved on since `cur` was read (another round expired the snapshot
+   * and deleted it). The caller then reads the table again. A file missing
+   * under metadata that is still current is a real failure.
+   */
+  async #stale(ns: string, table: string, cur: LoadedTable, e: unknown): Promise<boolean> {
+    if (!isNotFound(e)) return false;
+    return (await this.#o.catalog.metadataLocation(ns, table)) !== cur.metadataLocation;
+  }
+
+  /** Logs that another round expired what this one set out to (its own commit lost, or its read was stale). */
+  #doneByAnother(ns: string, table: string, wanted: ReadonlySet<bigint>, snaps: readonly SnapshotView[]): void {
+    if (wanted.size === 0) return;
+    const left = snaps.filter((s) => wanted.has(s.snapshotId)).length;
+    if (left > 0) return;
+    this.#o.log.info({ table: `${ns}.${table}`, snapshots: wanted.size }, 'retention: another round expired these snapshots first; nothing left to do here');
   }
 
   async #commitDoc(ns: string, table: string, cur: LoadedTable, doc: JsonObject): Promise<boolean> {

@@ -441,6 +441,76 @@ describe('siglake retention', () => {
     expect(parquetFiles('tenant_race', 'logs').sort()).toEqual(live.sort());
   });
 
+  for (const step of ['commit', 'expiry', 'drop'] as const) {
+    it(`two rounds from the same metadata (a stale loser at its ${step}): the one whose snapshots another round expired first re-reads and succeeds, nothing reported failed`, async () => {
+      const tenant = `stale${step}`;
+      const ns = `tenant_${tenant}`;
+      // For the drop: an old day, which B is about to drop when it stalls; else none.
+      await land([{ tenant, records: step === 'drop' ? [['s-1', 0], ['s-old', 10]] : [['s-1', 0]] }]);
+      await land([{ tenant, records: [['s-2', 0]] }]);
+      const days = step === 'drop' ? 7 : 0;
+      const metaOf = async () => JSON.parse(fs.readFileSync(fileURLToPath((await lake.catalog.metadataLocation(ns, 'logs'))!), 'utf8'));
+      const before = await metaOf();
+      expect(before.snapshots).toHaveLength(2);
+      const currentList = before.snapshots.find((x: { 'snapshot-id': number }) => x['snapshot-id'] === before['current-snapshot-id'])['manifest-list'];
+      const storage = new FileStorage(warehouse);
+      const logged: string[] = [];
+      const log = pino({ level: 'info' }, { write: (l: string) => void logged.push(l) });
+      // Round B (a second pod's, or the compactor loop's beside `siglake retention`) has read the
+      // metadata and stalls (a GC pause, a slow store): at "commit" just before its expiry commit,
+      // which then loses the compare-and-set; else about to read the current snapshot's manifest
+      // list (to drop from it, or as the snapshot its expiry keeps).
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      let atGate!: () => void;
+      const reached = new Promise<void>((r) => (atGate = r));
+      let gated = false;
+      const stall = async (here: boolean) => {
+        if (!here || gated) return;
+        gated = true;
+        atGate();
+        await gate;
+      };
+      const slow: ObjectStorage = {
+        rootUri: storage.rootUri,
+        locationOf: (...seg) => storage.locationOf(...seg),
+        putNew: async (loc, bytes) => {
+          await stall(step === 'commit' && /\/metadata\/retention-[^/]*\.json$/.test(loc));
+          return storage.putNew(loc, bytes);
+        },
+        openSink: (loc) => storage.openSink(loc),
+        delete: (loc) => storage.delete(loc),
+        get: async (loc) => {
+          await stall(step !== 'commit' && loc === currentList);
+          return storage.get(loc);
+        },
+      };
+      const b = new Retention({ catalog: lake.catalog, storage: slow, log, logsDays: days, tracesDays: 0, snapshotMaxAgeHours: 0 }).runOnce();
+      await reached;
+      // Meanwhile the compactor lands another snapshot, and `siglake retention --once` (another
+      // process) drops the old day, expires every older snapshot and deletes their files: B's
+      // snapshot (to keep, or to drop from) among them.
+      if (step !== 'commit') await land([{ tenant, records: [['s-3', 0]] }]);
+      const a = runCli(['retention', '--once', ...flags, '--retention-logs-days', String(days), '--retention-snapshot-max-age-hours', '0']);
+      expect(a.status, a.stderr).toBe(0);
+      expect((await metaOf()).snapshots).toHaveLength(1);
+      expect(fs.existsSync(fileURLToPath(currentList))).toBe(step === 'commit');
+      release();
+      // Before, B failed the table (the drop: ENOENT reading the list A had deleted; the expiry:
+      // "snapshot expiry stopped: the manifest list … of a kept snapshot could not be read"): an
+      // error log and, for `siglake retention --once`, exit 1, though the work was done as wanted.
+      const r = await b;
+      expect(logged.join('')).not.toMatch(/retention failed/);
+      if (step !== 'drop') expect(logged.join('')).toMatch(/another round expired these snapshots first/);
+      expect(r.failed).toBe(0);
+      expect(r.tables.find((t) => t.namespace === ns)).toMatchObject({ filesDropped: 0, snapshotsExpired: 0, filesDeleted: 0 });
+      expect((await metaOf()).snapshots).toHaveLength(1);
+      expect(await bodies(ns, 'logs')).toEqual(step === 'commit' ? ['s-1', 's-2'] : ['s-1', 's-2', 's-3']);
+      const live = (await icebirdDataFiles((await lake.catalog.metadataLocation(ns, 'logs'))!)).map((x) => fileURLToPath(x.path));
+      expect(parquetFiles(ns, 'logs').sort()).toEqual(live.sort());
+    });
+  }
+
   it('runs inside the compactor loop of siglake ingest, with its metrics', async () => {
     let ing = await startIngester({ dataDir: dir, args: ['--trust-tenant-header', '--compactor=false', ...flags] });
     expect((await post(ing.url, '/v1/logs', logsAt([['loop-old', 40], ['loop-new', 0]]), { contentType: 'application/json' })).status).toBe(200);
