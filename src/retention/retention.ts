@@ -324,7 +324,14 @@ export class Retention {
         if (await this.#stale(ns, table, cur, e)) continue;
         throw e;
       }
-      const toDelete = [...goneFiles].filter((f) => !keptFiles.has(f));
+      // Statistics (Puffin) and partition-statistics files are per snapshot: an expired snapshot's
+      // entries go from the metadata with it (as Iceberg Java's and pyiceberg's expiry remove
+      // them), and their files are deleted unless a kept entry names the same file. An entry of a
+      // snapshot already gone (an expiry before this one kept them) goes too: the metadata names
+      // no snapshot that is not there.
+      const keptIds = new Set(kept.map((s) => s.snapshotId));
+      const stats = splitStatistics(doc, keptIds);
+      const toDelete = [...goneFiles, ...stats.gone].filter((f) => !keptFiles.has(f) && !stats.kept.has(f));
       const location = cur.metadata.location;
       const listLoc = `${location}/metadata/retention-${randomUUID()}.json`;
       await this.#o.storage.putNew(listLoc, Buffer.from(JSON.stringify(toDelete), 'utf8'));
@@ -376,7 +383,8 @@ export class Retention {
       let data = 0;
       for (const f of files) {
         await this.#o.storage.delete(f);
-        if (f.endsWith('.parquet')) data++;
+        // Data files only (a partition-statistics file under metadata/ may be Parquet too).
+        if (f.endsWith('.parquet') && !f.includes('/metadata/')) data++;
       }
       const { [PENDING]: _done, ...rest } = props;
       doc['properties'] = rest;
@@ -464,6 +472,37 @@ export class Retention {
     await this.#o.storage.delete(nextLoc).catch(() => undefined);
     return false;
   }
+}
+
+/**
+ * Removes from `doc` the `statistics` and `partition-statistics` entries of
+ * snapshots not in `keptIds`. Returns the files of the removed entries
+ * (`gone`) and those of the entries that stay (`kept`: a file both name is
+ * not deleted).
+ */
+function splitStatistics(doc: JsonObject, keptIds: ReadonlySet<bigint>): { gone: string[]; kept: Set<string> } {
+  const gone: string[] = [];
+  const kept = new Set<string>();
+  for (const key of ['statistics', 'partition-statistics']) {
+    const list = doc[key];
+    if (!Array.isArray(list)) continue;
+    const stay: JsonValue[] = [];
+    for (const entry of list) {
+      const e = entry as JsonObject | null;
+      const id = e?.['snapshot-id'];
+      const path = e?.['statistics-path'];
+      // An entry that is not what the spec says (no snapshot id) is another engine's business: kept.
+      const keep = typeof id !== 'number' && typeof id !== 'bigint' ? true : keptIds.has(BigInt(id));
+      if (keep) {
+        stay.push(entry);
+        if (typeof path === 'string') kept.add(path);
+      } else if (typeof path === 'string') {
+        gone.push(path);
+      }
+    }
+    doc[key] = stay;
+  }
+  return { gone, kept };
 }
 
 function propsOf(m: TableMetadata): Record<string, JsonValue> {

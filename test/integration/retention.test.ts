@@ -12,11 +12,12 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import pino from 'pino';
 import { AvroFile, type AvroRecord } from '../../src/iceberg/avro-file.js';
 import { FileStorage } from '../../src/iceberg/file-storage.js';
+import { LosslessJson } from '../../src/iceberg/lossless-json.js';
 import type { ObjectStorage } from '../../src/iceberg/storage.js';
 import { Retention } from '../../src/retention/retention.js';
 import { duckParquet, duckQuery, filesUnder, icebirdDataFiles, icebirdRows } from '../helpers/iceberg.js';
@@ -439,6 +440,52 @@ describe('siglake retention', () => {
     expect(await bodies('tenant_race', 'logs')).toEqual(['r-0', 'r-0b']);
     const live = (await icebirdDataFiles((await lake.catalog.metadataLocation('tenant_race', 'logs'))!)).map((x) => fileURLToPath(x.path));
     expect(parquetFiles('tenant_race', 'logs').sort()).toEqual(live.sort());
+  });
+
+  it("expiry removes the statistics and partition-statistics entries of the snapshots it expires, and deletes their files (another engine's, as Spark's compute_table_stats writes them)", async () => {
+    await land([{ tenant: 'stats', records: [['st-1', 0]] }]);
+    await land([{ tenant: 'stats', records: [['st-2', 0]] }]);
+    const loc = (await lake.catalog.metadataLocation('tenant_stats', 'logs'))!;
+    const doc = LosslessJson.parse(fs.readFileSync(fileURLToPath(loc), 'utf8')) as Record<string, unknown>;
+    const snaps = doc['snapshots'] as { 'snapshot-id': number | bigint }[];
+    expect(snaps).toHaveLength(2);
+    const current = String(doc['current-snapshot-id']);
+    const old = String(snaps.find((x) => String(x['snapshot-id']) !== current)!['snapshot-id']);
+    const idOf = (id: string) => snaps.find((x) => String(x['snapshot-id']) === id)!['snapshot-id'];
+    const metaDir = path.join(path.dirname(fileURLToPath(loc)));
+    // Puffin files and partition-statistics files in metadata/, as Iceberg Java names them; one
+    // partition-statistics file named by both snapshots' entries (it must stay).
+    const file = (name: string) => {
+      fs.writeFileSync(path.join(metaDir, name), 'PFA1');
+      return pathToFileURL(path.join(metaDir, name)).href;
+    };
+    const statsOld = file(`${old}-a.stats`);
+    const statsCur = file(`${current}-b.stats`);
+    const partOld = file(`partition-stats-${old}-c.parquet`);
+    const partShared = file('partition-stats-shared-d.parquet');
+    const stat = (id: string, p: string) => ({ 'snapshot-id': idOf(id), 'statistics-path': p, 'file-size-in-bytes': 4, 'file-footer-size-in-bytes': 0, 'blob-metadata': [] });
+    doc['statistics'] = [stat(old, statsOld), stat(current, statsCur)];
+    doc['partition-statistics'] = [
+      { 'snapshot-id': idOf(old), 'statistics-path': partOld, 'file-size-in-bytes': 4 },
+      { 'snapshot-id': idOf(old), 'statistics-path': partShared, 'file-size-in-bytes': 4 },
+      { 'snapshot-id': idOf(current), 'statistics-path': partShared, 'file-size-in-bytes': 4 },
+    ];
+    fs.writeFileSync(fileURLToPath(loc), LosslessJson.stringify(doc as never));
+
+    const r = runCli(['retention', '--once', ...flags, '--retention-snapshot-max-age-hours', '0']);
+    expect(r.status, r.stderr).toBe(0);
+    // No data file went (the current snapshot lists both), so none is counted.
+    expect(r.stdout.trim().split('\n').map((l) => JSON.parse(l)).find((l) => l.namespace === 'tenant_stats')).toMatchObject({ snapshotsExpired: 1, filesDeleted: 0 });
+    const after = JSON.parse(fs.readFileSync(fileURLToPath((await lake.catalog.metadataLocation('tenant_stats', 'logs'))!), 'utf8'));
+    const ids = after.snapshots.map((x: { 'snapshot-id': number }) => String(x['snapshot-id']));
+    expect(ids).toEqual([current]);
+    // Before, both lists kept the expired snapshot's entries (naming a snapshot no longer in
+    // `snapshots`), and their files stayed for ever.
+    const named = (k: string) => after[k].map((e: { 'snapshot-id': number; 'statistics-path': string }) => [String(e['snapshot-id']), e['statistics-path']]);
+    expect(named('statistics')).toEqual([[current, statsCur]]);
+    expect(named('partition-statistics')).toEqual([[current, partShared]]);
+    expect([statsOld, statsCur, partOld, partShared].map((p) => fs.existsSync(fileURLToPath(p)))).toEqual([false, true, false, true]);
+    expect(await bodies('tenant_stats', 'logs')).toEqual(['st-1', 'st-2']);
   });
 
   for (const step of ['commit', 'expiry', 'drop'] as const) {
