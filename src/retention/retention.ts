@@ -299,9 +299,18 @@ export class Retention {
       // more. (By creation time, retention's own drop on a table quiet for a day deleted the files
       // of the snapshot it had just replaced, under any query reading them.)
       const replaced = replacedAt(doc, snaps);
+      // Whatever the clocks say, a branch keeps its newest min-snapshots-to-keep ancestors (the
+      // ref's own setting, else the table property history.expire.min-snapshots-to-keep, else 1:
+      // Iceberg Java's and Spark's expire_snapshots keep the same).
+      const byCount = keptByCount(doc, snaps, currentId, props);
       const expire = snaps.filter(
-        (s) => s.snapshotId !== currentId && !refIds.has(String(s.snapshotId)) && (replaced.get(s.snapshotId) ?? s.timestampMs) < cut,
+        (s) =>
+          s.snapshotId !== currentId &&
+          !refIds.has(String(s.snapshotId)) &&
+          !byCount.has(s.snapshotId) &&
+          (replaced.get(s.snapshotId) ?? s.timestampMs) < cut,
       );
+      this.#warnClockAhead(ns, table, doc, snaps);
       if (expire.length === 0) {
         this.#doneByAnother(ns, table, wanted, snaps);
         return 0;
@@ -453,6 +462,24 @@ export class Retention {
     return (await this.#o.catalog.metadataLocation(ns, table)) !== cur.metadataLocation;
   }
 
+  /**
+   * Warns when the table's newest commit time is ahead of this host's clock
+   * by more than Iceberg Java's one-minute tolerance: a writer's clock is
+   * ahead or this one's behind, and snapshot ages here are off by as much
+   * (docs/runbooks.md "Clocks and retention").
+   */
+  #warnClockAhead(ns: string, table: string, doc: JsonObject, snaps: readonly SnapshotView[]): void {
+    let newest = Number(doc['last-updated-ms'] ?? 0);
+    for (const s of snaps) newest = Math.max(newest, s.timestampMs);
+    const ahead = newest - this.#now();
+    if (ahead > 60_000) {
+      this.#o.log.warn(
+        { table: `${ns}.${table}`, aheadMs: ahead },
+        "retention: the table's last commit is timestamped ahead of this host's clock (a writer's clock is ahead, or this host's is behind); snapshot ages are off by as much",
+      );
+    }
+  }
+
   /** Logs that another round expired what this one set out to (its own commit lost, or its read was stale). */
   #doneByAnother(ns: string, table: string, wanted: ReadonlySet<bigint>, snaps: readonly SnapshotView[]): void {
     if (wanted.size === 0) return;
@@ -472,6 +499,41 @@ export class Retention {
     await this.#o.storage.delete(nextLoc).catch(() => undefined);
     return false;
   }
+}
+
+/**
+ * The snapshots each branch keeps by count: its head and its ancestors (by
+ * parent id), `min-snapshots-to-keep` of them in all, the ref's own value,
+ * else the table property `history.expire.min-snapshots-to-keep`, else 1.
+ * The current snapshot counts as the head of `main` when no ref names it.
+ */
+function keptByCount(doc: JsonObject, snaps: readonly SnapshotView[], currentId: bigint | null, props: JsonObject): Set<bigint> {
+  const out = new Set<bigint>();
+  const positive = (v: unknown): number | null => {
+    const n = Number(v);
+    return Number.isInteger(n) && n > 0 ? n : null;
+  };
+  const tableMin = positive(props['history.expire.min-snapshots-to-keep']) ?? 1;
+  const byId = new Map(snaps.map((s) => [s.snapshotId, s]));
+  const heads: [bigint, number][] = [];
+  const refs = (doc['refs'] as JsonObject | undefined) ?? {};
+  for (const r of Object.values(refs)) {
+    const ref = r as JsonObject | null;
+    const id = ref?.['snapshot-id'];
+    if (ref === null || (typeof id !== 'number' && typeof id !== 'bigint') || (ref['type'] ?? 'branch') !== 'branch') continue;
+    heads.push([BigInt(id), positive(ref['min-snapshots-to-keep']) ?? tableMin]);
+  }
+  if (currentId !== null && !heads.some(([id]) => id === currentId)) heads.push([currentId, tableMin]);
+  for (const [head, min] of heads) {
+    let id: bigint | null = head;
+    for (let n = 0; n < min && id !== null; n++) {
+      const s = byId.get(id);
+      if (s === undefined) break;
+      out.add(id);
+      id = s.parentSnapshotId;
+    }
+  }
+  return out;
 }
 
 /**

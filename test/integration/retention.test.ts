@@ -488,6 +488,52 @@ describe('siglake retention', () => {
     expect(await bodies('tenant_stats', 'logs')).toEqual(['st-1', 'st-2']);
   });
 
+  it("a writer's clock behind (or this host's ahead): the current snapshot, a tag's and the newest min-snapshots-to-keep stay; a clock ahead is warned about", async () => {
+    for (const n of ['c-0', 'c-1', 'c-2', 'c-3']) await land([{ tenant: 'clock', records: [[n, 0]] }]);
+    const locNow = async () => fileURLToPath((await lake.catalog.metadataLocation('tenant_clock', 'logs'))!);
+    const edit = async (shiftMs: number, change: (doc: Record<string, unknown>) => void = () => undefined) => {
+      const file = await locNow();
+      // Every commit time shifted (the compactor's clock behind or ahead of this host's by that
+      // much), edited in place; LosslessJson keeps the 64-bit snapshot ids.
+      const text = fs.readFileSync(file, 'utf8').replace(/("timestamp-ms"\s*:\s*)(\d+)/g, (_m, k: string, t: string) => k + String(Number(t) + shiftMs));
+      const doc = LosslessJson.parse(text) as Record<string, unknown>;
+      doc['last-updated-ms'] = Number(doc['last-updated-ms']) + shiftMs;
+      change(doc);
+      fs.writeFileSync(file, LosslessJson.stringify(doc as never));
+    };
+    const meta = () => locNow().then((f) => JSON.parse(fs.readFileSync(f, 'utf8')));
+    const m0 = await meta();
+    // Oldest first: c-0's snapshot .. c-3's (current).
+    const ids = (m0['snapshot-log'] as { 'snapshot-id': number }[]).map((e) => String(e['snapshot-id']));
+    expect(ids).toHaveLength(4);
+    const idOf = (id: string, doc: Record<string, unknown>) => (doc['snapshots'] as { 'snapshot-id': unknown }[]).find((x) => String(x['snapshot-id']) === id)!['snapshot-id'];
+    // As Spark sets them: ALTER TABLE … SET TBLPROPERTIES ('history.expire.min-snapshots-to-keep'='2'),
+    // and a tag on the first snapshot.
+    await edit(-48 * 3_600_000, (doc) => {
+      doc['properties'] = { ...(doc['properties'] as object), 'history.expire.min-snapshots-to-keep': '2' };
+      doc['refs'] = { ...(doc['refs'] as object), audit: { 'snapshot-id': idOf(ids[0]!, doc), type: 'tag' } };
+    });
+    // Snapshots kept a day, and every commit looks two days old to this host: only c-1's snapshot,
+    // neither current, tagged nor among the newest two of main, goes. (Before, min-snapshots-to-keep
+    // was not read: c-2's went too, replaced a moment ago in the writer's time.)
+    const r = runCli(['retention', '--once', ...flags, '--retention-snapshot-max-age-hours', '24']);
+    expect(r.status, r.stderr).toBe(0);
+    const m1 = await meta();
+    expect(m1.snapshots.map((x: { 'snapshot-id': number }) => String(x['snapshot-id'])).sort()).toEqual([ids[0], ids[2], ids[3]].sort());
+    expect(String(m1['current-snapshot-id'])).toBe(ids[3]);
+    expect(await bodies('tenant_clock', 'logs')).toEqual(['c-0', 'c-1', 'c-2', 'c-3']);
+    const live = (await icebirdDataFiles((await lake.catalog.metadataLocation('tenant_clock', 'logs'))!)).map((x) => fileURLToPath(x.path));
+    for (const f of live) expect(fs.existsSync(f)).toBe(true);
+
+    // A writer's clock ahead (here by two hours, past the two days above): nothing is old enough
+    // to go even with snapshots kept 0 hours, and the round says why.
+    await edit(50 * 3_600_000);
+    const ahead = runCli(['retention', '--once', ...flags, '--retention-snapshot-max-age-hours', '0']);
+    expect(ahead.status, ahead.stderr).toBe(0);
+    expect(ahead.stderr).toMatch(/tenant_clock\.logs.*timestamped ahead of this host's clock/);
+    expect((await meta()).snapshots).toHaveLength(3);
+  });
+
   for (const step of ['commit', 'expiry', 'drop'] as const) {
     it(`two rounds from the same metadata (a stale loser at its ${step}): the one whose snapshots another round expired first re-reads and succeeds, nothing reported failed`, async () => {
       const tenant = `stale${step}`;
