@@ -141,6 +141,15 @@ export class TableMetadata {
     return out;
   }
 
+  /**
+   * `ms`, or the latest commit time the metadata records when that is later
+   * (last-updated-ms, the snapshot log's last entry): the time to stamp a
+   * commit with, so that the logs stay sorted whatever the writers' clocks.
+   */
+  commitFloorMs(ms: number): number {
+    return commitTimeMs(this.#doc, ms);
+  }
+
   /** Whether the table's current schema has every column of `schema` with the same type (ids are what matter). */
   checkSchema(schema: TableSchema): void {
     const schemas = (this.#doc['schemas'] as JsonObject[] | undefined) ?? [];
@@ -170,6 +179,13 @@ export class TableMetadata {
    */
   withAppend(snap: SnapshotView, previousLocation: string | null, nowMs: number, properties?: Readonly<Record<string, string>>): TableMetadata {
     const doc: JsonObject = { ...this.#doc };
+    // Commit times never go back: a writer whose clock is behind the last commit's (another host's)
+    // stamps its snapshot with that commit's time instead. Iceberg Java refuses to load metadata
+    // whose snapshot log or metadata log goes back by more than a minute ("[BUG] Expected sorted
+    // snapshot log entries"), so one such commit made the table unreadable to Spark and Trino.
+    const at = this.commitFloorMs(snap.timestampMs);
+    nowMs = Math.max(nowMs, at);
+    snap = { ...snap, timestampMs: at };
     if (properties !== undefined && Object.keys(properties).length > 0) {
       doc['properties'] = { ...((doc['properties'] as JsonObject | undefined) ?? {}), ...properties };
     }
@@ -208,6 +224,22 @@ export class TableMetadata {
     }
     return `${String(n).padStart(5, '0')}-${randomUUID()}.metadata.json`;
   }
+}
+
+/**
+ * The time to stamp a commit over metadata `doc` with: `ms` (the writer's
+ * clock), or the latest commit time `doc` records (last-updated-ms, the
+ * snapshot log's last entry) when that is later. Iceberg Java refuses to load
+ * metadata whose snapshot log or metadata log goes back by over a minute.
+ */
+export function commitTimeMs(doc: { readonly [key: string]: JsonValue }, ms: number): number {
+  let floor = Number(doc['last-updated-ms'] ?? 0) || 0;
+  const log = doc['snapshot-log'];
+  if (Array.isArray(log) && log.length > 0) {
+    const last = log[log.length - 1] as JsonObject | null;
+    floor = Math.max(floor, Number(last?.['timestamp-ms'] ?? 0) || 0);
+  }
+  return Math.max(ms, floor);
 }
 
 function viewOf(s: JsonObject): SnapshotView {

@@ -22,7 +22,7 @@ import { IcebergError } from '../iceberg/iceberg-error.js';
 import { LosslessJson, type JsonValue } from '../iceberg/lossless-json.js';
 import type { SqlCatalog } from '../iceberg/sql-catalog.js';
 import type { ObjectStorage } from '../iceberg/storage.js';
-import { TableMetadata } from '../iceberg/table-metadata.js';
+import { commitTimeMs, TableMetadata } from '../iceberg/table-metadata.js';
 import { TableSchema } from '../iceberg/table-schema.js';
 import { isValidIdentifier, namespaceOf } from '../tenancy/identifier.js';
 import { IndexError } from './index-error.js';
@@ -259,7 +259,8 @@ export class IndexRegistry {
 
   /** Writes `doc` as the next metadata file and swaps it in; null when another writer won. */
   async #commit(ns: string, table: string, currentLocation: string, current: JsonObject, doc: JsonObject): Promise<string | null> {
-    const now = this.#now();
+    // Never before the last commit's time (a host whose clock is behind: commitTimeMs).
+    const now = commitTimeMs(current, this.#now());
     doc['last-updated-ms'] = now;
     const log = [...((doc['metadata-log'] as JsonValue[] | undefined) ?? []), { 'timestamp-ms': Number(current['last-updated-ms'] ?? 0), 'metadata-file': currentLocation }];
     doc['metadata-log'] = log.slice(Math.max(0, log.length - METADATA_LOG_MAX));

@@ -142,7 +142,8 @@ export class Migrator {
         doc['last-column-id'] = Math.max(Number(doc['last-column-id'] ?? 0), ...missing.map((c) => c.id));
       }
       doc['properties'] = { ...props, [PROP_SCHEMA_VERSION]: String(SCHEMA_VERSION) };
-      const now = Date.now();
+      // Never before the last commit's time (a host whose clock is behind: commitTimeMs).
+      const now = cur.metadata.commitFloorMs(Date.now());
       doc['last-updated-ms'] = now;
       const log = [...((doc['metadata-log'] as JsonValue[] | undefined) ?? []), { 'timestamp-ms': cur.metadata.lastUpdatedMs, 'metadata-file': cur.metadataLocation }];
       doc['metadata-log'] = log.slice(Math.max(0, log.length - 100));

@@ -489,7 +489,8 @@ export class Retention {
   }
 
   async #commitDoc(ns: string, table: string, cur: LoadedTable, doc: JsonObject): Promise<boolean> {
-    const now = this.#now();
+    // Never before the last commit's time (TableMetadata.commitFloorMs: Iceberg Java refuses a log that goes back).
+    const now = cur.metadata.commitFloorMs(this.#now());
     doc['last-updated-ms'] = now;
     const log = [...((doc['metadata-log'] as JsonValue[] | undefined) ?? []), { 'timestamp-ms': cur.metadata.lastUpdatedMs, 'metadata-file': cur.metadataLocation }];
     doc['metadata-log'] = log.slice(Math.max(0, log.length - 100));

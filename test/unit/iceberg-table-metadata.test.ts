@@ -26,3 +26,40 @@ describe('TableMetadata.withAppend', () => {
     expect(refs['audit']).toEqual({ 'snapshot-id': 7, type: 'tag', 'max-ref-age-ms': 1 });
   });
 });
+
+describe('TableMetadata.withAppend under clock skew', () => {
+  it('a writer whose clock is behind the last commit stamps its snapshot no earlier: both logs stay sorted, as Iceberg Java requires to load the table', () => {
+    const snap = (id: bigint, t: number, parent: bigint | null) => ({
+      snapshotId: id,
+      parentSnapshotId: parent,
+      sequenceNumber: id,
+      timestampMs: t,
+      manifestList: `file:///w/t/metadata/snap-${id}.avro`,
+      summary: { operation: 'append' },
+    });
+    const t0 = 1_800_000_000_000;
+    let meta = TableMetadata.create('file:///w/t', TableSchema.LOGS, t0);
+    meta = meta.withAppend(snap(1n, t0, null), 'file:///w/t/metadata/00000-a.metadata.json', t0);
+    // The next writer's clock is ten minutes behind (Iceberg Java tolerates one).
+    const behind = t0 - 600_000;
+    meta = meta.withAppend(snap(2n, behind, 1n), 'file:///w/t/metadata/00001-b.metadata.json', behind);
+    meta = meta.withAppend(snap(3n, behind + 1_000, 2n), 'file:///w/t/metadata/00002-c.metadata.json', behind + 1_000);
+    const doc = JSON.parse(meta.toJson()) as {
+      'last-updated-ms': number;
+      snapshots: { 'snapshot-id': number; 'timestamp-ms': number }[];
+      'snapshot-log': { 'timestamp-ms': number }[];
+      'metadata-log': { 'timestamp-ms': number }[];
+    };
+    const sorted = (xs: number[]) => xs.every((x, i) => i === 0 || x >= xs[i - 1]!);
+    // Before, the log read t0, t0 − 10 min, t0 − 10 min + 1 s: Iceberg Java 1.12's parser threw
+    // "[BUG] Expected sorted snapshot log entries", and Spark could not open the table.
+    expect(doc['snapshot-log'].map((e) => e['timestamp-ms'])).toEqual([t0, t0, t0]);
+    expect(sorted(doc['metadata-log'].map((e) => e['timestamp-ms']))).toBe(true);
+    expect(doc['last-updated-ms']).toBe(t0);
+    expect(doc.snapshots.map((s) => s['timestamp-ms'])).toEqual([t0, t0, t0]);
+    // A clock ahead again moves on from there.
+    meta = meta.withAppend(snap(4n, t0 + 5_000, 3n), 'file:///w/t/metadata/00003-d.metadata.json', t0 + 5_000);
+    expect(meta.lastUpdatedMs).toBe(t0 + 5_000);
+    expect(meta.snapshot(4n)!.timestampMs).toBe(t0 + 5_000);
+  });
+});
