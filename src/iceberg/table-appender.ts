@@ -25,7 +25,7 @@ import { MERGE_DEFAULTS, mergeManifests, mergePolicyOf, type ManifestMergePolicy
 import { ManifestWriter, type WrittenManifest } from './manifest-writer.js';
 import type { DataFileInfo } from './parquet-data-writer.js';
 import type { SqlCatalog } from './sql-catalog.js';
-import type { ObjectStorage } from './storage.js';
+import { isNotFound, type ObjectStorage } from './storage.js';
 import { TableMetadata, type SnapshotView } from './table-metadata.js';
 import type { TableSchema } from './table-schema.js';
 
@@ -127,7 +127,16 @@ export class TableAppender {
         snapshotId,
         req.files,
       );
-      const written = await this.#attempt(req, current, snapshotId, manifest, attempt);
+      let written: { ok: true; sequenceNumber: bigint; metadataLocation: string } | { ok: false };
+      try {
+        written = await this.#attempt(req, current, snapshotId, manifest, attempt);
+      } catch (e) {
+        // A file of the parent snapshot gone because the table moved on since it was read (another
+        // writer committed and snapshot expiry removed the parent and deleted its files): a lost
+        // race, as a failed swap is. Under metadata still current it is a real failure.
+        if (current === null || !isNotFound(e) || (await this.#catalog.metadataLocation(req.namespace, req.table)) === current.metadataLocation) throw e;
+        written = { ok: false };
+      }
       if (written.ok) {
         return { status: 'committed', snapshotId, sequenceNumber: written.sequenceNumber, metadataLocation: written.metadataLocation, attempts: attempt };
       }
