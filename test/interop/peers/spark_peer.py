@@ -7,7 +7,9 @@ Usage: spark_peer.py --uri jdbc:... --warehouse file:///... --jars a.jar,b.jar
 --maintain runs one of Iceberg's maintenance procedures on each table first,
 in the order given, as an operator would (docs/iceberg.md): rewrite_data_files
 (every file rewritten), rewrite_manifests, expire (every snapshot but the
-current one expired).
+current one expired), compute_stats (compute_table_stats and
+compute_partition_stats: a Puffin file and a partition-statistics file for
+the current snapshot).
 
 The catalog configuration is the one docs/iceberg.md gives ("Reading with
 Spark and Trino"): keep the two in step.
@@ -28,7 +30,9 @@ def main() -> int:
     p.add_argument("--jars", required=True)
     p.add_argument("--time-from", required=True)
     p.add_argument("--attr", required=True)
-    p.add_argument("--maintain", action="append", default=[], choices=["rewrite_data_files", "rewrite_manifests", "expire"])
+    p.add_argument(
+        "--maintain", action="append", default=[], choices=["rewrite_data_files", "rewrite_manifests", "expire", "compute_stats"]
+    )
     p.add_argument("tables", nargs="+")
     a = p.parse_args()
 
@@ -60,6 +64,9 @@ def main() -> int:
                 rows = spark.sql(
                     f"CALL {a.name}.system.rewrite_data_files(table => '{name}', options => map('min-input-files', '1', 'rewrite-all', 'true'))"
                 ).collect()
+            elif step == "compute_stats":
+                rows = spark.sql(f"CALL {a.name}.system.compute_table_stats(table => '{name}')").collect()
+                rows += spark.sql(f"CALL {a.name}.system.compute_partition_stats(table => '{name}')").collect()
             elif step == "rewrite_manifests":
                 rows = spark.sql(f"CALL {a.name}.system.rewrite_manifests(table => '{name}', use_caching => false)").collect()
             else:
