@@ -14,6 +14,10 @@ export const LABELLED_COUNTERS = {
     labels: ['namespace', 'table'],
   },
   siglake_retention_files_deleted_total: { help: 'Data files deleted by retention (after snapshot expiry), per table.', labels: ['table'] },
+  siglake_retention_table_failures_total: {
+    help: 'Retention of a table that failed in a round (logged as `retention failed for a table`; the next round retries), per table.',
+    labels: ['table'],
+  },
   siglake_compactor_deleted_index_records_total: {
     help: 'WAL records (one per accepted request) of an index deleted after they were written, dropped at landing instead of making the index again (docs/indexes.md).',
     labels: [],

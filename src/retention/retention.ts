@@ -81,6 +81,7 @@ export class Retention {
           if (r !== null) out.push(r);
         } catch (e) {
           failed++;
+          this.#o.counts?.inc('siglake_retention_table_failures_total', { table });
           this.#o.log.error({ table: `${ns}.${table}`, err: (e as Error).message }, 'retention failed for a table; next round retries');
         }
       }

@@ -604,6 +604,30 @@ describe('siglake retention', () => {
     });
   }
 
+  it('regression (retention-failures-uncounted): a table whose retention fails inside the compactor loop is counted per table', async () => {
+    // Before stop 50 the loop's failures were only logged: a table failing every hour raised no metric to alert on.
+    for (const round of ['f1', 'f2']) await land([{ tenant: 'failing', records: [[`${round}-0`, 0]] }]);
+    const meta = JSON.parse(fs.readFileSync(fileURLToPath((await lake.catalog.metadataLocation('tenant_failing', 'logs'))!), 'utf8'));
+    const current = meta.snapshots.find((x: { 'snapshot-id': number }) => x['snapshot-id'] === meta['current-snapshot-id']);
+    const list = fileURLToPath(current['manifest-list']);
+    fs.renameSync(list, `${list}.away`);
+    const ing = await startIngester({ dataDir: dir, args: ['--compact-interval-secs', '1', '--retention-snapshot-max-age-hours', '0', ...flags] });
+    try {
+      const deadline = Date.now() + 60_000;
+      let m = await ing.metrics();
+      while ((m.get('siglake_retention_last_run_timestamp_seconds') ?? 0) === 0) {
+        if (Date.now() > deadline) throw new Error('no retention round in time');
+        await new Promise((r) => setTimeout(r, 200));
+        m = await ing.metrics();
+      }
+      expect(m.get('siglake_retention_table_failures_total{table="logs"}')).toBeGreaterThanOrEqual(1);
+    } finally {
+      expect(await ing.stop()).toBe(0);
+      fs.renameSync(`${list}.away`, list);
+    }
+    expect(ing.logs.some((l) => l.msg === 'retention failed for a table; next round retries' && l['table'] === 'tenant_failing.logs')).toBe(true);
+  });
+
   it('runs inside the compactor loop of siglake ingest, with its metrics', async () => {
     let ing = await startIngester({ dataDir: dir, args: ['--trust-tenant-header', '--compactor=false', ...flags] });
     expect((await post(ing.url, '/v1/logs', logsAt([['loop-old', 40], ['loop-new', 0]]), { contentType: 'application/json' })).status).toBe(200);
