@@ -293,8 +293,13 @@ export class Retention {
       const currentId = cur.metadata.currentSnapshotId;
       const refIds = new Set<string>();
       for (const r of Object.values((doc['refs'] as JsonObject | undefined) ?? {})) refIds.add(String((r as JsonObject)['snapshot-id']));
-      const cut = this.#now() - this.#o.snapshotMaxAgeHours * 3_600_000;
       const snaps = cur.metadata.snapshots;
+      // The age past which a snapshot may go: retention.snapshotMaxAgeHours, or longer where the
+      // table (history.expire.max-snapshot-age-ms) or a branch holding the snapshot
+      // (max-snapshot-age-ms) asks for longer, as Spark's expire_snapshots reads them. Never
+      // shorter: the setting is what keeps files under queries planned before a commit.
+      const maxAge = maxAgeBySnapshot(doc, snaps, props, this.#o.snapshotMaxAgeHours * 3_600_000);
+      const now = this.#now();
       // A snapshot's age counts from when it stopped being current, not from when it was made: a
       // query planned on it a moment before it was replaced reads its files for snapshotMaxAgeHours
       // more. (By creation time, retention's own drop on a table quiet for a day deleted the files
@@ -309,7 +314,7 @@ export class Retention {
           s.snapshotId !== currentId &&
           !refIds.has(String(s.snapshotId)) &&
           !byCount.has(s.snapshotId) &&
-          (replaced.get(s.snapshotId) ?? s.timestampMs) < cut,
+          (replaced.get(s.snapshotId) ?? s.timestampMs) < now - maxAge(s.snapshotId),
       );
       this.#warnClockAhead(ns, table, doc, snaps);
       if (expire.length === 0) {
@@ -501,6 +506,37 @@ export class Retention {
     await this.#o.storage.delete(nextLoc).catch(() => undefined);
     return false;
   }
+}
+
+/**
+ * How old (ms) each snapshot may get before expiry: `settingMs`, or longer
+ * where the table property `history.expire.max-snapshot-age-ms` or a branch
+ * whose ancestry holds the snapshot (its ref's `max-snapshot-age-ms`) says
+ * longer. Values that are not positive integers are ignored.
+ */
+function maxAgeBySnapshot(doc: JsonObject, snaps: readonly SnapshotView[], props: JsonObject, settingMs: number): (id: bigint) => number {
+  const positive = (v: unknown): number | null => {
+    const n = Number(v);
+    return Number.isSafeInteger(n) && n > 0 ? n : null;
+  };
+  const base = Math.max(settingMs, positive(props['history.expire.max-snapshot-age-ms']) ?? 0);
+  const byId = new Map(snaps.map((s) => [s.snapshotId, s]));
+  const longer = new Map<bigint, number>();
+  const refs = (doc['refs'] as JsonObject | undefined) ?? {};
+  for (const r of Object.values(refs)) {
+    const ref = r as JsonObject | null;
+    const id = ref?.['snapshot-id'];
+    if (ref === null || (typeof id !== 'number' && typeof id !== 'bigint') || (ref['type'] ?? 'branch') !== 'branch') continue;
+    const age = positive(ref['max-snapshot-age-ms']);
+    if (age === null || age <= base) continue;
+    // Its ancestry, once each (a parent id that loops is not followed twice).
+    const seen = new Set<bigint>();
+    for (let at: bigint | null = BigInt(id); at !== null && !seen.has(at); at = byId.get(at)?.parentSnapshotId ?? null) {
+      seen.add(at);
+      longer.set(at, Math.max(longer.get(at) ?? 0, age));
+    }
+  }
+  return (id) => Math.max(base, longer.get(id) ?? 0);
 }
 
 /**

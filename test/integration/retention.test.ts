@@ -534,6 +534,47 @@ describe('siglake retention', () => {
     expect((await meta()).snapshots).toHaveLength(3);
   });
 
+  it('regression (expiry-ignored-max-snapshot-age): a table or branch asking to keep snapshots longer is heeded, never shorter than the setting', async () => {
+    // Before stop 50 expiry read only retention.snapshotMaxAgeHours: a table owner's
+    // history.expire.max-snapshot-age-ms (Spark's ALTER TABLE … SET TBLPROPERTIES) or a branch's
+    // max-snapshot-age-ms asking for a week of time travel got Siglake's day.
+    for (const n of ['a-0', 'a-1', 'a-2', 'a-3']) await land([{ tenant: 'maxage', records: [[n, 0]] }]);
+    const locNow = async () => fileURLToPath((await lake.catalog.metadataLocation('tenant_maxage', 'logs'))!);
+    const meta = () => locNow().then((f) => JSON.parse(fs.readFileSync(f, 'utf8')));
+    // Every commit two days old (edited in place; LosslessJson keeps the 64-bit ids), with the given properties and refs.
+    const edit = async (change: (doc: Record<string, unknown>) => void) => {
+      const file = await locNow();
+      const text = fs.readFileSync(file, 'utf8').replace(/("timestamp-ms"\s*:\s*)(\d+)/g, (_m, k: string, t: string) => k + String(Number(t) - 48 * 3_600_000));
+      const doc = LosslessJson.parse(text) as Record<string, unknown>;
+      doc['last-updated-ms'] = Number(doc['last-updated-ms']) - 48 * 3_600_000;
+      change(doc);
+      fs.writeFileSync(file, LosslessJson.stringify(doc as never));
+    };
+    const ids = ((await meta())['snapshot-log'] as { 'snapshot-id': number }[]).map((e) => String(e['snapshot-id']));
+    expect(ids).toHaveLength(4);
+    const idOf = (id: string, doc: Record<string, unknown>) => (doc['snapshots'] as { 'snapshot-id': unknown }[]).find((x) => String(x['snapshot-id']) === id)!['snapshot-id'];
+    const week = String(7 * 24 * 3_600_000);
+    await edit((doc) => {
+      doc['properties'] = { ...(doc['properties'] as object), 'history.expire.max-snapshot-age-ms': week };
+    });
+    const expire = () => runCli(['retention', '--once', ...flags, '--retention-snapshot-max-age-hours', '24']);
+    let r = expire();
+    expect(r.status, r.stderr).toBe(0);
+    expect((await meta()).snapshots).toHaveLength(4);
+    // A property shorter than the setting (an hour) does not shorten it: snapshots two days old go
+    // with the day of the setting, except a branch's ancestry that asks for a week.
+    await edit((doc) => {
+      doc['properties'] = { ...(doc['properties'] as object), 'history.expire.max-snapshot-age-ms': '3600000' };
+      doc['refs'] = { ...(doc['refs'] as object), audit: { 'snapshot-id': idOf(ids[1]!, doc), type: 'branch', 'max-snapshot-age-ms': Number(week) } };
+    });
+    r = expire();
+    expect(r.status, r.stderr).toBe(0);
+    const kept = (await meta()).snapshots.map((x: { 'snapshot-id': number }) => String(x['snapshot-id'])).sort();
+    // a-0 and a-1 (the audit branch's ancestry) and a-3 (current) stay; a-2 goes.
+    expect(kept).toEqual([ids[0], ids[1], ids[3]].sort());
+    expect(await bodies('tenant_maxage', 'logs')).toEqual(['a-0', 'a-1', 'a-2', 'a-3']);
+  });
+
   for (const step of ['commit', 'expiry', 'drop'] as const) {
     it(`two rounds from the same metadata (a stale loser at its ${step}): the one whose snapshots another round expired first re-reads and succeeds, nothing reported failed`, async () => {
       const tenant = `stale${step}`;
