@@ -456,7 +456,7 @@ export const SETTINGS = {
     flag: '--grpc-max-streams',
     category: 'limits',
     default: 2048,
-    doc: 'Concurrent gRPC calls over all connections; past it a new call is refused UNAVAILABLE + retry-after: 1 before its message is read.',
+    doc: 'Concurrent gRPC calls over all connections, shared fairly by tenant; past it a new call is refused UNAVAILABLE + retry-after: 1 (SIGLAKE_TOO_MANY_STREAMS) before its message is read, unless its tenant holds less than its fair share: then it takes the slot of the largest holder\'s oldest call still waiting for its message, which is refused the same way. Clients retry both (a Collector\'s otlp_grpc exporter on its retry_on_failure backoff).',
     parse: integer({ min: 1, max: 10_000_000 }),
   }),
   memBreakerLimitMib: def<number>({
