@@ -355,6 +355,13 @@ export class GrpcAcceptor {
         held.bytes += n;
         return undefined;
       },
+      // Its whole message is here: the call is no longer stalled, and its slot is never taken for
+      // another tenant (set here, not when grpc-js delivers the message: a gzip message, which a
+      // Collector sends by default, is decompressed on the thread pool first, and every call a
+      // Collector had sent whole was taken in that window).
+      messageArrived: () => {
+        slot.received = true;
+      },
       refuse: (e) => refuse(e),
     };
     (call as { [MESSAGE_SINK]?: MessageSink })[MESSAGE_SINK] = sink;

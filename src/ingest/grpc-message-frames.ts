@@ -39,6 +39,12 @@ const patched = Symbol.for('siglake.grpcMessageFramesPatched');
 export interface MessageSink {
   /** A message's length prefix arrived: `bytes` follow. Undefined when they were taken; else the refusal. */
   messageStarts(bytes: number): IngestError | undefined;
+  /**
+   * The message's last byte arrived (grpc-js has yet to decompress and
+   * deliver it: a gzip message, the OTLP exporters' default, waits a round
+   * of the thread pool).
+   */
+  messageArrived(): void;
   /** Refuses the call (answered and counted by the acceptor). */
   refuse(e: IngestError): void;
 }
@@ -104,6 +110,7 @@ function scan(call: CallInternals, st: Frames, data: Buffer): IngestError | unde
       if (st.size === 0) {
         st.phase = FLAG;
         st.messages++;
+        call[MESSAGE_SINK]?.messageArrived();
       }
     } else {
       const n = Math.min(st.bodyLeft, data.length - i);
@@ -112,6 +119,7 @@ function scan(call: CallInternals, st: Frames, data: Buffer): IngestError | unde
       if (st.bodyLeft === 0) {
         st.phase = FLAG;
         st.messages++;
+        call[MESSAGE_SINK]?.messageArrived();
       }
     }
   }

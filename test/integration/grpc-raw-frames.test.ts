@@ -10,6 +10,7 @@
 import hpack from 'hpack.js';
 import fs from 'node:fs';
 import net from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { afterEach, describe, expect, it } from 'vitest';
 import { LOGS_EXPORT } from '../helpers/grpc-client.js';
 import { startIngester, type RunningIngester } from '../helpers/ingester.js';
@@ -100,6 +101,15 @@ function grpcMessage(msg: Uint8Array): Buffer {
   const p = Buffer.alloc(5);
   p.writeUInt32BE(msg.length, 1);
   return Buffer.concat([p, msg]);
+}
+
+/** A gRPC message frame compressed with gzip: flag 1, 4-byte length, the gzip bytes. */
+function gzipMessage(msg: Uint8Array): Buffer {
+  const z = gzipSync(msg);
+  const p = Buffer.alloc(5);
+  p[0] = 1;
+  p.writeUInt32BE(z.length, 1);
+  return Buffer.concat([p, z]);
 }
 
 /** Every header the server sent on `stream` (HEADERS frames of all streams decoded in order, to keep the table). */
@@ -227,6 +237,58 @@ describe('HTTP/1.1 clients at the gRPC port that never close', () => {
       clearInterval(trickle);
       for (const s of sockets) s.destroy();
     }
+    await stillServes(ing);
+  });
+});
+
+describe('the --grpc-max-streams pool and gzip messages (what an OpenTelemetry Collector sends)', () => {
+  it('regression (grpc-pool-preempts-arrived-gzip): a call whose whole gzip message arrived keeps its slot; the other tenant’s call is refused instead', async () => {
+    // One write: two calls of `busy`, each with its whole gzip message, fill a pool of 2;
+    // then a call of `other`, under its fair share (1 of 2). grpc-js decompresses a gzip
+    // message on the thread pool before the acceptor sees it: `busy`'s calls looked as if
+    // still waiting for their message, and the oldest was taken (UNAVAILABLE) though its
+    // client had sent it all.
+    const ing = await startIngester({ args: ['--compactor=false', '--trust-tenant-header', '--grpc-max-streams', '2'] });
+    running.push(ing);
+    const call = (stream: number, tenant: string, text: string): Buffer[] => [
+      frame(
+        HEADERS,
+        0x4,
+        stream,
+        Buffer.concat([
+          Buffer.from([0x83, 0x86]),
+          literal(':authority', 'x'),
+          literal(':path', LOGS_EXPORT),
+          literal('content-type', 'application/grpc'),
+          literal('te', 'trailers'),
+          literal('grpc-encoding', 'gzip'),
+          literal('x-scope-orgid', tenant),
+        ]),
+      ),
+      frame(0, 0x1, stream, gzipMessage(logsProto([text]))),
+    ];
+    const s = net.connect(ing.grpcPort, '127.0.0.1');
+    s.on('error', () => undefined);
+    const got: Buffer[] = [];
+    s.on('data', (d: Buffer) => got.push(d));
+    await new Promise<void>((r) => s.on('connect', () => r()));
+    s.write(Buffer.concat([PREFACE, SETTINGS, ...call(1, 'busy', 'busy-1'), ...call(3, 'busy', 'busy-3'), ...call(5, 'other', 'other-5')]));
+    const answers: Record<number, Record<string, string>> = {};
+    for (let t = Date.now(); Date.now() - t < 10_000; await new Promise((r) => setTimeout(r, 100))) {
+      for (const id of [1, 3, 5]) answers[id] = serverHeaders(Buffer.concat(got), id);
+      if ([1, 3, 5].every((id) => answers[id]!['grpc-status'] !== undefined)) break;
+    }
+    s.destroy();
+    const reason = (id: number) => errorInfoOf(decodeStatusProto(Buffer.from(answers[id]!['grpc-status-details-bin'] ?? '', 'base64'))).reason;
+    expect(answers[1]!['grpc-status'], JSON.stringify(answers)).toBe('0');
+    expect(answers[3]!['grpc-status'], JSON.stringify(answers)).toBe('0');
+    expect(answers[5]!['grpc-status'], JSON.stringify(answers)).toBe('14'); // UNAVAILABLE
+    expect(reason(5)).toBe('SIGLAKE_TOO_MANY_STREAMS');
+    const m = await ing.metrics();
+    expect(m.get('siglake_grpc_streams_preempted_total')).toBe(0);
+    expect(m.get('siglake_grpc_streams_refused_total')).toBe(1);
+    expect(m.get('siglake_ingest_requests_total{endpoint="otlp",status="200"}')).toBe(2);
+    expect(m.get('siglake_grpc_streams_open')).toBe(0);
     await stillServes(ing);
   });
 });
