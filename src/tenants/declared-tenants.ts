@@ -90,6 +90,8 @@ export class DeclaredTenants {
   readonly #sharedPrincipals: RedisBudget | null;
   readonly #server: Budget | null;
   readonly #sync: BudgetSync | undefined;
+  /** [shared] Rate budgets a reload replaced, settled with Redis 5 s later (or at close, if that comes first). */
+  readonly #retired = new Map<RedisBudget, NodeJS.Timeout>();
   #timer: NodeJS.Timeout | undefined;
   readonly #ambiguous = new IngestError(
     'SIGLAKE_TENANT_AMBIGUOUS',
@@ -155,8 +157,17 @@ export class DeclaredTenants {
     this.#snap = next;
     this.#arm();
     // Requests in flight finish on the old buckets; settle them with Redis once they are done
-    // (those the new set took over stay open).
-    for (const rb of old.redis) if (!next.redis.includes(rb)) setTimeout(() => void rb.close(), 5000).unref();
+    // (those the new set took over stay open). Until then close() settles them too: a stop within
+    // those 5 s returned none of their unspent leases, and every replica saw that much less budget.
+    for (const rb of old.redis) {
+      if (next.redis.includes(rb) || this.#retired.has(rb)) continue;
+      const timer = setTimeout(() => {
+        this.#retired.delete(rb);
+        void rb.close();
+      }, 5000);
+      timer.unref();
+      this.#retired.set(rb, timer);
+    }
     const removed: string[] = [];
     for (const id of old.byId.keys()) {
       if (!next.byId.has(id)) {
@@ -567,7 +578,11 @@ export class DeclaredTenants {
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
     this.#principals?.close();
-    await Promise.all(this.#snap.redis.map((rb) => rb.close()));
+    // The budgets a recent reload replaced too, before their shared connection goes.
+    for (const timer of this.#retired.values()) clearTimeout(timer);
+    const retired = [...this.#retired.keys()];
+    this.#retired.clear();
+    await Promise.all([...this.#snap.redis, ...retired].map((rb) => rb.close()));
     this.#redisClient?.disconnect();
     await this.#sharedPrincipals?.close();
     await this.#sync?.close();

@@ -1,0 +1,72 @@
+// Rate leases of declared tenants through a real Redis, at an ingester's stop:
+//
+//   - an ingester stopped (SIGTERM) within 5 s of a tenants reload that
+//     replaced a tenant's rate returns the unspent lease of the old rate's
+//     budget to the shared bucket. (The replaced budget was settled by a timer
+//     5 s after the reload, which a stop never ran: the lease stayed charged,
+//     and every other replica saw that much less budget until it refilled.)
+
+import fs from 'node:fs';
+import path from 'node:path';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
+import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile, type KeyPair } from '../helpers/jwt.js';
+import { RedisServer } from '../helpers/redis-server.js';
+import { Client } from '../helpers/tenancy-client.js';
+import { until } from '../helpers/wait.js';
+
+const tenants = (rate: number) => `tenants:\n  - id: acme\n    subjects: { claims: { org_id: acme } }\n    rateLimit: { requestsPerSec: ${rate}, burst: 10 }\n`;
+
+/** Tokens of acme's shared bucket charged now, by Redis' clock: (stored time − TIME) / period. */
+async function charged(admin: Redis, periodUs: number): Promise<number> {
+  const [tat, time] = await Promise.all([admin.get('siglake:tenant-rate:t:acme'), admin.time()]);
+  if (tat === null) return 0;
+  return (Number(tat) - (Number(time[0]) * 1e6 + Number(time[1]))) / periodUs;
+}
+
+describe('an ingester stopped right after a tenants reload, with Redis', () => {
+  let key: KeyPair;
+  let redis: RedisServer;
+  let admin: Redis;
+  let a: RunningIngester;
+  let c: Client;
+  let file: string;
+  beforeAll(async () => {
+    key = await makeKeyPair('ES256', 'k-stop');
+    const dir = tempDir('siglake-redis-stop-');
+    const jwks = writeJwksFile(dir, [key.jwk]);
+    file = path.join(dir, 'tenants.yaml');
+    fs.writeFileSync(file, tenants(0.1));
+    redis = await RedisServer.start();
+    admin = new Redis(redis.url);
+    const args = ['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--tenants-file', file, '--redis-url', redis.url, '--redis-timeout-ms', '2000'];
+    a = await startIngester({ args });
+    c = new Client(a);
+  });
+  afterAll(async () => {
+    c?.close();
+    if (a) await a.stop();
+    admin?.disconnect();
+    await redis?.stop();
+  });
+
+  it('returns the unspent lease of the replaced rate to the shared bucket: the key holds only what was spent', async () => {
+    const hdr = { authorization: `Bearer ${await mint(key, { org_id: 'acme' }, { sub: 'svc' })}` };
+    expect((await c.send('http', 'logs', 'one', hdr)).status).toBe(200);
+    // 0.1/s (10 s a token): the request was admitted on credit, then charged, and a lease of one
+    // more token is held unspent: two tokens charged in Redis, one spent.
+    await until(async () => (await charged(admin, 1e7)) > 1.5, 10_000, 'the credit and the lease charged in Redis', 50);
+    // A reload to another rate replaces the 0.1/s budget (its lease still held), then SIGTERM at once.
+    fs.writeFileSync(file + '.tmp', tenants(0.2));
+    fs.renameSync(file + '.tmp', file);
+    a.child.kill('SIGHUP');
+    await until(() => a.logs.some((l) => l.msg === 'tenants file reloaded'), 10_000, 'the reload', 20);
+    expect(await a.stop()).toBe(0);
+    // Only the spent token is left charged (less the few ms since): the lease came back.
+    const left = await charged(admin, 1e7);
+    expect(left).toBeGreaterThan(0.5);
+    expect(left).toBeLessThanOrEqual(1);
+    expect(await admin.exists('siglake:tenant-rate:t:acme')).toBe(1);
+  });
+});
