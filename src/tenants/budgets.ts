@@ -20,10 +20,19 @@ export function periodEnd(period: BudgetPeriod, nowMs: number): number {
     : Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
 }
 
+/** The first instant (ms since the epoch) of the UTC period holding `nowMs`. */
+export function periodStart(period: BudgetPeriod, nowMs: number): number {
+  const d = new Date(nowMs);
+  return period === 'day'
+    ? Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate())
+    : Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
+}
+
 export class Budget {
   readonly decl: BudgetDecl;
   readonly #recordsLimit: number;
   readonly #bytesLimit: number;
+  #start = 0;
   #end = 0;
   /** What every replica had charged at the last sync (0 in-process). */
   sharedRecords = 0;
@@ -61,6 +70,7 @@ export class Budget {
     this.decl = decl;
     this.#recordsLimit = decl.records ?? Infinity;
     this.#bytesLimit = decl.bytes ?? Infinity;
+    this.#start = periodStart(decl.period, nowMs);
     this.#end = periodEnd(decl.period, nowMs);
   }
 
@@ -95,12 +105,18 @@ export class Budget {
     prev.pendingRecords = 0;
     prev.pendingBytes = 0;
     prev.inflight = null;
+    this.#start = prev.#start;
     this.#end = prev.#end;
   }
 
-  /** Starts a new period when `nowMs` is past the current one; returns whether it did. */
+  /**
+   * Starts counting the period holding `nowMs` when it is not the current one;
+   * returns whether it did. Mostly the next period; an earlier one only when
+   * the clock went back across a period's start (with Redis, a replica whose
+   * own clock is ahead counts by Redis' clock once it has read it).
+   */
   roll(nowMs: number): boolean {
-    if (nowMs < this.#end) return false;
+    if (nowMs < this.#end && nowMs >= this.#start) return false;
     this.sharedRecords = 0;
     this.sharedBytes = 0;
     this.pendingRecords = 0;
@@ -110,6 +126,7 @@ export class Budget {
     this.ownBytes = 0;
     this.lostRecords = 0;
     this.lostBytes = 0;
+    this.#start = periodStart(this.decl.period, nowMs);
     this.#end = periodEnd(this.decl.period, nowMs);
     return true;
   }
@@ -133,5 +150,46 @@ export class Budget {
   remaining(unit: 'records' | 'bytes', nowMs = Date.now()): number {
     this.roll(nowMs);
     return unit === 'records' ? Math.max(0, this.#recordsLimit - this.usedRecords) : Math.max(0, this.#bytesLimit - this.usedBytes);
+  }
+}
+
+/**
+ * The clock that picks a budget's period: the local clock, never going back,
+ * or (with Redis, shared-budgets.ts) Redis' clock, so that every replica
+ * charges the same period's counter and tells the same Retry-After at a
+ * period's end whatever its own clock says. Its first reading of Redis' clock
+ * may step it back (a replica whose clock is ahead); later ones never do, so
+ * a reading's jitter at a period's end cannot switch back to the period before.
+ */
+export class PeriodClock {
+  #offsetMs = 0;
+  #lastMs = 0;
+  #synced = false;
+
+  /** ms since the epoch: the local clock plus the last offset read, never less than a time already returned. */
+  now(): number {
+    const t = Date.now() + this.#offsetMs;
+    if (t > this.#lastMs) this.#lastMs = t;
+    return this.#lastMs;
+  }
+
+  /** Whether Redis' clock was read (until then, the local one). */
+  get synced(): boolean {
+    return this.#synced;
+  }
+
+  /** The local clock's offset from Redis' (ms; positive: the local clock is behind). */
+  get offsetMs(): number {
+    return this.#offsetMs;
+  }
+
+  /** Redis' TIME (`refMs`) read between the local `sentMs` and `receivedMs`: taken at the midpoint. */
+  read(refMs: number, sentMs: number, receivedMs: number): void {
+    if (!Number.isFinite(refMs)) return;
+    this.#offsetMs = refMs - (sentMs + receivedMs) / 2;
+    if (!this.#synced) {
+      this.#synced = true;
+      this.#lastMs = 0;
+    }
   }
 }

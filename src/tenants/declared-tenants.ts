@@ -17,7 +17,7 @@ import type { Redis } from 'ioredis';
 import { RedisBudget, redisBudgetClient } from '../limits/redis-budget.js';
 import { TokenBucketTable } from '../limits/token-bucket-table.js';
 import { noteRefusal, reloadIndexChanges, type AuditEvent, type AuditLog, type AuditNote } from './audit-log.js';
-import { Budget } from './budgets.js';
+import { Budget, PeriodClock } from './budgets.js';
 import { PrincipalBuckets, sharedPrincipalBuckets } from './principal-buckets.js';
 import { BudgetSync, type BudgetSyncOptions } from './shared-budgets.js';
 import { AMBIGUOUS, TenantIndex, type DeclaredTenant, type ResolveResult } from './tenant-index.js';
@@ -92,6 +92,8 @@ export class DeclaredTenants {
   readonly #sync: BudgetSync | undefined;
   /** [shared] Rate budgets a reload replaced, settled with Redis 5 s later (or at close, if that comes first). */
   readonly #retired = new Map<RedisBudget, NodeJS.Timeout>();
+  /** The clock of the budgets' periods: the local one, or Redis' once read (shared-budgets.ts). */
+  readonly #clock = new PeriodClock();
   #timer: NodeJS.Timeout | undefined;
   readonly #ambiguous = new IngestError(
     'SIGLAKE_TENANT_AMBIGUOUS',
@@ -110,11 +112,11 @@ export class DeclaredTenants {
     const perPrincipal = opts.perPrincipalPerSec > 0;
     this.#sharedPrincipals = perPrincipal && opts.shared !== undefined ? sharedPrincipalBuckets(opts.perPrincipalPerSec, opts.shared) : null;
     this.#principals = perPrincipal && this.#sharedPrincipals === null ? new PrincipalBuckets(opts.perPrincipalPerSec) : null;
-    this.#server = opts.serverBudget === undefined ? null : new Budget(opts.serverBudget);
+    this.#server = opts.serverBudget === undefined ? null : new Budget(opts.serverBudget, this.#clock.now());
     this.#snap = this.#build(index, undefined);
     this.#arm();
     if (opts.shared !== undefined) {
-      this.#sync = new BudgetSync({ ...opts.shared, budgets: () => this.#budgets() });
+      this.#sync = new BudgetSync({ ...opts.shared, budgets: () => this.#budgets(), clock: this.#clock });
       this.#sync.start();
     }
   }
@@ -134,7 +136,7 @@ export class DeclaredTenants {
   /** Waits (bounded) for the shared buckets' Redis connections; not fatal: without Redis they admit and count. */
   async ready(timeoutMs = 2000): Promise<void> {
     const all = this.#sharedPrincipals === null ? this.#snap.redis : [...this.#snap.redis, this.#sharedPrincipals];
-    await Promise.all(all.map((rb) => rb.ready(timeoutMs).catch(() => undefined)));
+    await Promise.all([...all.map((rb) => rb.ready(timeoutMs).catch(() => undefined)), this.#sync?.clockReady(timeoutMs)]);
   }
 
   get index(): TenantIndex {
@@ -240,13 +242,14 @@ export class DeclaredTenants {
       const d = t.decl;
       const b = slotOf.get(t.id);
       const before = prev?.byId.get(t.id);
-      const budget = d.budget === undefined ? null : new Budget(d.budget);
-      if (budget !== null && before?.budget != null) budget.adopt(before.budget);
+      const now = this.#clock.now();
+      const budget = d.budget === undefined ? null : new Budget(d.budget, now);
+      if (budget !== null && before?.budget != null) budget.adopt(before.budget, now);
       const indexBudgets = new Map<string, Budget>();
       for (const [name, decl] of d.indexBudgets) {
-        const ib = new Budget(decl);
+        const ib = new Budget(decl, now);
         const was = before?.indexBudgets.get(name);
-        if (was !== undefined) ib.adopt(was);
+        if (was !== undefined) ib.adopt(was, now);
         indexBudgets.set(name, ib);
       }
       const rt: TenantRuntime = {
@@ -454,7 +457,7 @@ export class DeclaredTenants {
   checkBudgets(tenant: string, index: string | undefined, claims: Readonly<Record<string, unknown>> | undefined, note?: AuditNote): BudgetRefusal | undefined {
     const rt = this.#snap.byId.get(tenant);
     if (rt === undefined && this.#server === null) return undefined;
-    const now = Date.now();
+    const now = this.#clock.now();
     // The narrowest exhausted budget refuses (and names the refusal); Retry-After is the latest end
     // among every exhausted one, since a retry before it is refused again by a wider one (an index's
     // day budget and its tenant's month budget both spent: the month's end, not tonight).
@@ -526,7 +529,7 @@ export class DeclaredTenants {
     // A refusal is counted and audited where it is answered (Admission.refused), with its subject and peer.
     if (code !== undefined) return;
     const rt = this.#snap.byId.get(tenant);
-    const now = Date.now();
+    const now = this.#clock.now();
     if (rt !== undefined) {
       // First admission: the first stored request (written at admission, before the body, it named
       // a request then refused, a 400 or a 413, and the tenant's first stored request was never audited).
@@ -565,11 +568,12 @@ export class DeclaredTenants {
   /** Budget gauges: what is left of every declared tenant's budget. */
   remaining(): { tenant: string; unit: 'records' | 'bytes'; value: number }[] {
     const out: { tenant: string; unit: 'records' | 'bytes'; value: number }[] = [];
+    const now = this.#clock.now();
     for (const rt of this.#snap.byOrd) {
       const b = rt.budget;
       if (b === null) continue;
-      if (b.decl.records !== undefined) out.push({ tenant: rt.id, unit: 'records', value: b.remaining('records') });
-      if (b.decl.bytes !== undefined) out.push({ tenant: rt.id, unit: 'bytes', value: b.remaining('bytes') });
+      if (b.decl.records !== undefined) out.push({ tenant: rt.id, unit: 'records', value: b.remaining('records', now) });
+      if (b.decl.bytes !== undefined) out.push({ tenant: rt.id, unit: 'bytes', value: b.remaining('bytes', now) });
     }
     return out;
   }

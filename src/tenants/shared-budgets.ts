@@ -33,6 +33,14 @@
 // replica saw the others' spending.) A failed batch counts one backend error
 // and ends the round; what it carried is sent again next round.
 //
+// The period (a counter's key, a refusal's Retry-After) is Redis' clock's:
+// every batch reads TIME with its scripts, and the replica counts by its own
+// clock plus the offset read (PeriodClock), read first at connection. (Before,
+// each replica's own clock chose the period: near its end two replicas a
+// second apart charged different days' counters, the tenant got the next
+// day's budget early on the one ahead, and the one behind refused with a
+// Retry-After past the real end.)
+//
 // Fail-open, as the rate buckets: a Redis failure counts
 // siglake_rate_budget_backend_errors_total and the replica goes on enforcing
 // what it knows (its own charges and the last total it read). Within a period
@@ -46,7 +54,7 @@
 
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import type { Budget } from './budgets.js';
+import { PeriodClock, type Budget } from './budgets.js';
 
 /**
  * KEYS: the records and bytes counters, the hash of the last push applied per
@@ -85,6 +93,7 @@ interface SyncWork {
 
 interface PushPipeline {
   siglakeBudgetPush(records: string, bytes: string, pushed: string, r: number, y: number, expireAt: number, replica: string, seq: number): PushPipeline;
+  time(): PushPipeline;
   exec(): Promise<[Error | null, unknown][] | null>;
 }
 
@@ -96,6 +105,8 @@ export interface BudgetSyncOptions {
   /** Every budget now in force, with its scope name (`s`, `t:<tenant>`, `i:<tenant>:<index>`). */
   budgets: () => Iterable<[string, Budget]>;
   onBackendError: (err: Error) => void;
+  /** The clock of the budgets' periods: set to Redis' at connection and at each batch (a fresh one when absent). */
+  clock?: PeriodClock;
 }
 
 export class BudgetSync {
@@ -109,9 +120,13 @@ export class BudgetSync {
   #seq = 0;
   /** Connected once: until then the first reads of scopes wait (they would only count errors at start-up). */
   #connectedOnce = false;
+  readonly #clock: PeriodClock;
+  /** Settles once Redis' clock was first read (or failed to be). */
+  readonly #clockRead: Promise<void>;
 
   constructor(o: BudgetSyncOptions) {
     this.#o = o;
+    this.#clock = o.clock ?? new PeriodClock();
     this.#prefix = o.keyPrefix ?? 'siglake:budget:';
     this.#client = new Redis(o.url, {
       commandTimeout: Math.max(SYNC_TIMEOUT_MIN_MS, o.commandTimeoutMs),
@@ -122,9 +137,29 @@ export class BudgetSync {
       lazyConnect: false,
     });
     this.#client.on('error', () => undefined);
-    this.#client.once('ready', () => (this.#connectedOnce = true));
+    this.#clockRead = new Promise<void>((resolve) => {
+      this.#client.once('ready', () => {
+        this.#connectedOnce = true;
+        // Redis' clock before the first request if it can: the first sync round would read it too.
+        const sent = Date.now();
+        this.#client.time().then(
+          (t) => {
+            this.#clock.read(redisMs(t), sent, Date.now());
+            resolve();
+          },
+          () => resolve(),
+        );
+      });
+    });
     // EVALSHA, falling back to EVAL after a Redis restart forgot the script.
     this.#client.defineCommand('siglakeBudgetPush', { numberOfKeys: 3, lua: PUSH_SCRIPT });
+  }
+
+  /** Resolves once Redis' clock was read, or after `timeoutMs` (the local clock goes on meanwhile). */
+  async clockReady(timeoutMs: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.#clockRead, new Promise<void>((r) => (timer = setTimeout(r, timeoutMs)))]);
+    clearTimeout(timer);
   }
 
   start(): void {
@@ -136,7 +171,7 @@ export class BudgetSync {
 
   /** One round: push what each touched budget charged, read back the totals. */
   async sync(): Promise<void> {
-    const now = Date.now();
+    const now = this.#clock.now();
     const work: SyncWork[] = [];
     for (const [scope, b] of this.#o.budgets()) {
       b.roll(now);
@@ -174,14 +209,20 @@ export class BudgetSync {
   /** One batch of a round; false when it failed (counted once): the round ends, the rest waits for the next. */
   async #send(work: SyncWork[]): Promise<boolean> {
     const p = this.#client.pipeline() as unknown as PushPipeline;
+    // Redis' clock first, with every batch: the periods follow it (PeriodClock).
+    p.time();
     for (const w of work) {
       const expireAt = Math.ceil(w.end / 1000) + 86_400;
       p.siglakeBudgetPush(`${w.key}:records`, `${w.key}:bytes`, `${w.key}:pushed`, w.push.records, w.push.bytes, expireAt, this.#replica, w.push.seq);
     }
     let replies: [Error | null, unknown][] | null;
+    const sent = Date.now();
     try {
       replies = await p.exec();
       if (replies === null) throw new Error('Redis pipeline aborted');
+      const [timeErr, time] = replies[0]!;
+      if (timeErr === null && Array.isArray(time)) this.#clock.read(redisMs(time as unknown[]), sent, Date.now());
+      replies = replies.slice(1);
     } catch (e) {
       // Each push stays in flight, to be sent again as it is: Redis may have run it.
       this.#o.onBackendError(e instanceof Error ? e : new Error(String(e)));
@@ -229,4 +270,9 @@ export class BudgetSync {
     await this.sync().catch(() => undefined);
     this.#client.disconnect();
   }
+}
+
+/** Redis' TIME reply ([seconds, microseconds] as strings) in ms since the epoch. */
+function redisMs(t: readonly unknown[]): number {
+  return Number(t[0]) * 1000 + Number(t[1]) / 1000;
 }

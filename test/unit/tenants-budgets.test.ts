@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { AuditLog, MAX_QUEUED_BYTES } from '../../src/tenants/audit-log.js';
-import { Budget, periodEnd } from '../../src/tenants/budgets.js';
+import { Budget, PeriodClock, periodEnd } from '../../src/tenants/budgets.js';
 import { DeclaredTenants } from '../../src/tenants/declared-tenants.js';
 import { parseTenantsText } from '../../src/tenants/tenants-file.js';
 
@@ -49,6 +49,31 @@ describe('budget periods (UTC)', () => {
     expect(r.removed).toEqual(['a']);
     expect(dt.remaining()).toEqual([]);
     void dt.close();
+  });
+});
+
+describe("the budgets' clock (Redis' once read)", () => {
+  it("a budget started by a clock ahead of Redis' counts Redis' period once told, with its Retry-After", () => {
+    const b = new Budget({ period: 'day', records: 1, bytes: undefined }, at('2026-03-11T00:00:00.500Z'));
+    expect(b.periodEndMs).toBe(at('2026-03-12T00:00:00Z'));
+    b.charge(1, 10, at('2026-03-11T00:00:00.600Z'));
+    expect(b.exhausted(at('2026-03-11T00:00:00.700Z'))).toBe(86_400);
+    // Redis says it is still the 10th: the period before, its own counters.
+    expect(b.exhausted(at('2026-03-10T23:59:59.200Z'))).toBe(0);
+    expect(b.periodEndMs).toBe(at('2026-03-11T00:00:00Z'));
+  });
+
+  it('steps back at its first reading of Redis, never after (jitter at a period end does not switch back)', () => {
+    const clock = new PeriodClock();
+    const sent = Date.now();
+    clock.read(sent - 60_000, sent, sent);
+    expect(clock.synced).toBe(true);
+    const t1 = clock.now();
+    expect(Math.abs(t1 - (Date.now() - 60_000))).toBeLessThan(1000);
+    clock.read(Date.now() - 61_000, Date.now(), Date.now());
+    expect(clock.now()).toBeGreaterThanOrEqual(t1);
+    clock.read(Number.NaN, Date.now(), Date.now());
+    expect(Number.isFinite(clock.now())).toBe(true);
   });
 });
 
