@@ -19,14 +19,14 @@
 export const MAX_REQUEST_ID = 0x7ffffffe;
 
 export class InflightTable<R, L> {
-  #ids: Int32Array;
-  #reqs: (R | undefined)[];
-  #lanes: (L | undefined)[];
-  #shards: Int32Array;
-  #bytes: Float64Array;
+  #ids!: Int32Array;
+  #reqs!: (R | undefined)[];
+  #lanes!: (L | undefined)[];
+  #shards!: Int32Array;
+  #bytes!: Float64Array;
   /** The order requests were sent in (a worker's dead requests are refused in that order). */
-  #sent: Float64Array;
-  #mask: number;
+  #sent!: Float64Array;
+  #mask!: number;
   #size = 0;
   #nextId = 1;
   #sendCount = 0;
@@ -35,7 +35,11 @@ export class InflightTable<R, L> {
   constructor(capacity = 1024, firstId = 1) {
     if (!(Number.isInteger(firstId) && firstId >= 1 && firstId <= MAX_REQUEST_ID)) throw new RangeError(`firstId ${firstId} is not in 1..${MAX_REQUEST_ID}`);
     this.#nextId = firstId;
-    const cap = 2 ** Math.ceil(Math.log2(Math.max(2, capacity)));
+    this.#allocate(2 ** Math.ceil(Math.log2(Math.max(2, capacity))));
+  }
+
+  /** Empty arrays of `cap` slots (the constructor's, and each growth's). */
+  #allocate(cap: number): void {
     this.#ids = new Int32Array(cap);
     this.#reqs = new Array<R | undefined>(cap).fill(undefined);
     this.#lanes = new Array<L | undefined>(cap).fill(undefined);
@@ -108,14 +112,7 @@ export class InflightTable<R, L> {
 
   #grow(): void {
     const old = { ids: this.#ids, reqs: this.#reqs, lanes: this.#lanes, shards: this.#shards, bytes: this.#bytes, sent: this.#sent };
-    const cap = (this.#mask + 1) * 2;
-    this.#ids = new Int32Array(cap);
-    this.#reqs = new Array<R | undefined>(cap).fill(undefined);
-    this.#lanes = new Array<L | undefined>(cap).fill(undefined);
-    this.#shards = new Int32Array(cap);
-    this.#bytes = new Float64Array(cap);
-    this.#sent = new Float64Array(cap);
-    this.#mask = cap - 1;
+    this.#allocate((this.#mask + 1) * 2);
     // Two ids in different slots under the old mask differ in those bits, so also under the wider one.
     for (let s = 0; s < old.ids.length; s++) {
       const id = old.ids[s]!;
