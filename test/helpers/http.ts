@@ -246,3 +246,19 @@ export class KeepAliveSocket {
     this.socket.destroy();
   }
 }
+
+/**
+ * A raw connection to 127.0.0.1:`port` that has sent `head` (and whatever
+ * start of a body it holds), collecting what comes back; pushed on `track`
+ * for the test's cleanup to destroy.
+ */
+export function rawRequest(port: number, head: string, track: net.Socket[]): { socket: net.Socket; got: () => string; closed: Promise<void> } {
+  const socket = net.connect(port, '127.0.0.1');
+  track.push(socket);
+  let got = '';
+  socket.on('data', (b) => (got += b.toString('latin1')));
+  socket.on('error', () => undefined);
+  const closed = new Promise<void>((r) => socket.on('close', () => r()));
+  socket.write(head);
+  return { socket, got: () => got, closed };
+}

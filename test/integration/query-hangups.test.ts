@@ -9,6 +9,7 @@ import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { rawRequest as rawRequestOf } from '../helpers/http.js';
 import { tempDir } from '../helpers/ingester.js';
 import { AUDIENCE, ISSUER, makeKeyPair, mint } from '../helpers/jwt.js';
 import { icebergFlags, startQuery, type RunningQuery } from '../helpers/query.js';
@@ -34,17 +35,7 @@ async function start(args: string[]): Promise<RunningQuery> {
   return q;
 }
 
-/** A raw connection that has sent `head` (and the start of a body), reading what comes back. */
-function partialRequest(port: number, head: string): { socket: net.Socket; got: () => string; closed: Promise<void> } {
-  const socket = net.connect(port, '127.0.0.1');
-  sockets.push(socket);
-  let got = '';
-  socket.on('data', (b) => (got += b.toString('latin1')));
-  socket.on('error', () => undefined);
-  const closed = new Promise<void>((r) => socket.on('close', () => r()));
-  socket.write(head);
-  return { socket, got: () => got, closed };
-}
+const partialRequest = (port: number, head: string) => rawRequestOf(port, head, sockets);
 
 /** Sends SIGTERM; the seconds until the process exited (Infinity past `withinMs`), and its code. */
 async function sigterm(q: RunningQuery, withinMs: number): Promise<{ secs: number; code: number | null }> {

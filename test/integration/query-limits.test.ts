@@ -10,6 +10,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
+import { rawRequest as rawRequestOf } from '../helpers/http.js';
 import { tempDir } from '../helpers/ingester.js';
 import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile } from '../helpers/jwt.js';
 import { icebergFlags, listFiles, postSql, startQuery, type RunningQuery } from '../helpers/query.js';
@@ -60,17 +61,7 @@ async function call(q: RunningQuery, method: string, p: string, o: { token?: str
   return { status: res.status, headers: res.headers, code, text };
 }
 
-/** A raw connection: sends `head`, collects everything that comes back. */
-function rawRequest(port: number, head: string): { socket: net.Socket; got: () => string; closed: Promise<void> } {
-  const socket = net.connect(port, '127.0.0.1');
-  sockets.push(socket);
-  let got = '';
-  socket.on('data', (b) => (got += b.toString('latin1')));
-  socket.on('error', () => undefined);
-  const closed = new Promise<void>((r) => socket.on('close', () => r()));
-  socket.write(head);
-  return { socket, got: () => got, closed };
-}
+const rawRequest = (port: number, head: string) => rawRequestOf(port, head, sockets);
 
 const INDEX = JSON.stringify({ retentionDays: 7, mapping: [{ column: 'http_status', from: 'attributes.http.status', type: 'long' }] });
 

@@ -15,19 +15,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseMetrics, startIngester, tempDir, walDump, type RunningIngester } from '../helpers/ingester.js';
 import { INTEROP_CACHE, requireInstalled } from './helpers.js';
 import { freePort } from '../helpers/free-port.js';
+import { untilValue } from '../helpers/wait.js';
 
 const OTELCOL = path.join(INTEROP_CACHE, 'otelcol', 'otelcol-interop');
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 120_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(200);
-  }
-}
+/** Polls `fn` (a rejection counts as no value yet) until it answers; throws naming `what` after `timeoutMs`. */
+const until = <T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 120_000): Promise<T> =>
+  untilValue(what, () => fn().catch(() => undefined), timeoutMs);
 
 function sumOf(metrics: Map<string, number>, name: string): number {
   let n = 0;
