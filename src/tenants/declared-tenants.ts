@@ -30,6 +30,13 @@ const RATE_LIMITED = 1;
 const BUDGET_EXHAUSTED = 2;
 const INDEX_REFUSED = 3;
 const REFUSED = 4;
+/**
+ * A shared tenant bucket admits on credit (src/limits/redis-budget.ts) only
+ * from this burst up, where the credit term of its bound (2·N·L, L = 1 up to
+ * 100/s) is a few per cent of the burst; a smaller one is exact, at the cost
+ * of one Redis round trip for a request that outruns its replica's lease.
+ */
+export const CREDIT_MIN_BURST = 100;
 
 export interface TenantRuntime {
   readonly tenant: DeclaredTenant;
@@ -228,6 +235,10 @@ export class DeclaredTenants {
           commandTimeoutMs: shared.commandTimeoutMs,
           keyPrefix: 'siglake:tenant-rate:',
           onBackendError: shared.onBackendError,
+          // A small bucket takes no credit, as a principal's: with credit, a request that found its
+          // replica's lease spent while the next lease request was still out was admitted, so two
+          // replicas admitted up to 2·N·L past a burst of 6 (seen on a loaded machine).
+          credit: r.burst >= CREDIT_MIN_BURST,
         });
         snap.redis.push(rb);
         snap.redisByKey.set(key, { rb, capacity });

@@ -31,7 +31,7 @@ describe('two replicas share declared-tenant budgets and buckets through Redis',
     const dir = tempDir('siglake-tenants-redis-');
     const jwks = writeJwksFile(dir, [key.jwk]);
     file = path.join(dir, 'tenants.yaml');
-    fs.writeFileSync(file, 'tenants:\n  - id: shared\n    subjects: { claims: { org_id: shared } }\n    budget: { period: month, records: 4 }\n  - id: idle\n    subjects: { claims: { org_id: idle } }\n    budget: { period: month, records: 4 }\n  - id: fresh\n    subjects: { claims: { org_id: fresh } }\n    budget: { period: month, records: 4 }\n  - id: flood\n    subjects: { claims: { org_id: flood } }\n    rateLimit: { requestsPerSec: 0.01, burst: 6 }\n');
+    fs.writeFileSync(file, 'tenants:\n  - id: shared\n    subjects: { claims: { org_id: shared } }\n    budget: { period: month, records: 4 }\n  - id: idle\n    subjects: { claims: { org_id: idle } }\n    budget: { period: month, records: 4 }\n  - id: fresh\n    subjects: { claims: { org_id: fresh } }\n    budget: { period: month, records: 4 }\n  - id: flood\n    subjects: { claims: { org_id: flood } }\n    rateLimit: { requestsPerSec: 0.01, burst: 6 }\n  - id: stall\n    subjects: { claims: { org_id: stall } }\n    rateLimit: { requestsPerSec: 0.01, burst: 2 }\n');
     redis = await RedisServer.start();
     const args = ['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--tenants-file', file, '--redis-url', redis.url, '--redis-timeout-ms', '2000'];
     [a, b] = await Promise.all([startIngester({ args }), startIngester({ args })]);
@@ -110,6 +110,31 @@ describe('two replicas share declared-tenant budgets and buckets through Redis',
     expect(Number(ra.retryAfter)).toBeGreaterThan(0);
     expect((await cb.send('grpc', 'logs', 'fb-x', await hdr('fb-x'))).code).toBe(grpc.status.RESOURCE_EXHAUSTED);
     expect(await b.metric('siglake_rate_budget_backend_errors_total')).toBe(0);
+  });
+
+  it('a small bucket takes no credit: the request past the burst is refused even while the next lease is still out', async () => {
+    // A's lease was spent and its next lease request was not answered yet (Redis slow on a
+    // loaded machine): the request was admitted on credit, one past the burst per replica.
+    const hdr = async (sub: string) => ({ authorization: `Bearer ${await mint(key, { org_id: 'stall' }, { sub })}` });
+    expect((await ca.send('http', 'logs', 's0', await hdr('s0'))).status).toBe(200);
+    // A holds the second token (its prefetched lease) once Redis answered.
+    await new Promise((r) => setTimeout(r, 300));
+    redis.pause();
+    let resumed = false;
+    try {
+      // Spends A's leased token; the lease request it sends waits on the paused Redis.
+      expect((await ca.send('http', 'logs', 's1', await hdr('s1'))).status).toBe(200);
+      const third = ca.send('http', 'logs', 's2', await hdr('s2'));
+      await new Promise((r) => setTimeout(r, 300));
+      redis.resume();
+      resumed = true;
+      const r = await third;
+      expect(r.status).toBe(429);
+      expect(Number(r.retryAfter)).toBeGreaterThan(0);
+    } finally {
+      if (!resumed) redis.resume();
+    }
+    expect(await a.metric('siglake_rate_budget_backend_errors_total')).toBe(0);
   });
 
   it('a reload keeps the shared bucket of a (rate, burst) it still has: still refused, no backend error', async () => {
