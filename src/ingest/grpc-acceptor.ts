@@ -48,10 +48,24 @@ const EMPTY = Buffer.alloc(0);
 /** Messages up to this are counted in flight but never refused by its bound (HTTP's SMALL_BODY_BYTES). */
 const SMALL_MESSAGE_BYTES = 64 * 1024;
 
-/** Bytes of the in-flight bound a call took when its message's length prefix arrived, until the handler takes them over. */
-interface Held {
+/**
+ * What the admission interceptor hands the handler about a call, on the call's
+ * metadata (the object grpc-js passes both): the bytes of the in-flight bound
+ * its message took when its length prefix arrived, until the handler takes
+ * them over, and what admitHeaders() decided. A property of the call's own
+ * metadata, not an entry in a WeakMap: every call entered the acceptor's
+ * WeakMaps, and their tables, copied while young as calls came and went, kept
+ * the calls in them alive through the acceptor's scavenges (docs/performance.md,
+ * "Stop 51").
+ */
+interface CallRecord {
   bytes: number;
+  admitted: Admitted | undefined;
 }
+
+const CALL_RECORD = Symbol('siglake.grpcCallRecord');
+
+type RecordedMetadata = grpc.Metadata & { [CALL_RECORD]?: CallRecord };
 
 /** Trailing metadata of a refusal: `retry-after` when it has one, and its google.rpc.Status with the ErrorInfo. */
 function refusalMetadata(e: IngestError): grpc.Metadata {
@@ -151,10 +165,6 @@ export class GrpcAcceptor {
   readonly #answers: Answers<GrpcIngest>;
   /** Calls between their headers and their status, over all connections, shared fairly by tenants. */
   readonly #pool: StreamPool;
-  /** What admitHeaders() decided for a call, keyed by its metadata, for the handler. */
-  readonly #admitted = new WeakMap<grpc.Metadata, Admitted>();
-  /** The in-flight bytes a call's message holds while it is received, keyed by its metadata, for the handler. */
-  readonly #held = new WeakMap<grpc.Metadata, Held>();
   readonly #server: grpc.Server;
   #listener: net.Server | undefined;
   #port = 0;
@@ -293,6 +303,7 @@ export class GrpcAcceptor {
       counted: false,
       tenant: undefined,
       received: false,
+      seat: -1,
       preempt: () => {
         this.#o.metrics.grpcStreamsRefused();
         refuse(preemptedStream);
@@ -303,12 +314,12 @@ export class GrpcAcceptor {
       this.#pool.release(slot);
     };
     // Bytes of the in-flight bound its message holds while it arrives (given back at the call's end
-    // unless the handler took them over).
-    const held: Held = { bytes: 0 };
+    // unless the handler took them over), and its admission, for the handler (on its metadata).
+    const record: CallRecord = { bytes: 0, admitted: undefined };
     const releaseHeld = () => {
-      if (held.bytes === 0) return;
-      this.#o.inflight.release(held.bytes);
-      held.bytes = 0;
+      if (record.bytes === 0) return;
+      this.#o.inflight.release(record.bytes);
+      record.bytes = 0;
     };
     let timer: NodeJS.Timeout | undefined;
     const clear = () => {
@@ -352,7 +363,7 @@ export class GrpcAcceptor {
           const full = this.#o.inflight.reserve(n);
           if (full !== undefined) return full;
         }
-        held.bytes += n;
+        record.bytes += n;
         return undefined;
       },
       // Its whole message is here: the call is no longer stalled, and its slot is never taken for
@@ -389,7 +400,7 @@ export class GrpcAcceptor {
                 // A routing header HTTP/2 dropped is a raw header fault, refused where HTTP refuses
                 // one (after the breaker, the global bucket and authentication, contract §4), never
                 // read as absent.
-                this.#held.set(md, held);
+                (md as RecordedMetadata)[CALL_RECORD] = record;
                 let pre: Admitted | Promise<Admitted>;
                 try {
                   // [declared tenants] the peer for the audit stream, read only while it is on.
@@ -413,7 +424,7 @@ export class GrpcAcceptor {
                   pre.then(
                     (a) => {
                       if (!seat(a)) return;
-                      this.#admitted.set(md, a);
+                      record.admitted = a;
                       nextMd(md);
                     },
                     (e: unknown) => refuse(e),
@@ -421,7 +432,7 @@ export class GrpcAcceptor {
                   return;
                 }
                 if (!seat(pre)) return;
-                this.#admitted.set(md, pre);
+                record.admitted = pre;
                 nextMd(md);
               })
               .withOnReceiveMessage((message, nextMessage) => {
@@ -467,7 +478,8 @@ export class GrpcAcceptor {
 
   #ingest(call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>, endpoint: number): void {
     const state = new GrpcIngest(this, endpoint, call, cb);
-    const pre = this.#admitted.get(call.metadata);
+    const record = (call.metadata as RecordedMetadata)[CALL_RECORD];
+    const pre = record?.admitted;
     state.audit = pre !== undefined ? pre.audit : this.#noteOf(call);
     if (this.#o.isDraining()) {
       this.#refuse(state, DRAINING);
@@ -490,9 +502,8 @@ export class GrpcAcceptor {
     const body = call.request;
     // Counted from its length prefix on (#admitOnMetadata's sink): the request takes those bytes
     // over, as many as the message has now (more once grpc-js inflated it), until the answer.
-    const held = this.#held.get(call.metadata);
-    const had = held?.bytes ?? 0;
-    if (held !== undefined) held.bytes = 0;
+    const had = record?.bytes ?? 0;
+    if (record !== undefined) record.bytes = 0;
     state.reserved = body.length;
     if (body.length > had) this.#o.inflight.force(body.length - had);
     else if (had > body.length) this.#o.inflight.release(had - body.length);

@@ -17,6 +17,7 @@ function slot(name: string): TestSlot {
     counted: false,
     tenant: undefined,
     received: false,
+    seat: -1,
     refused: false,
     preempt: () => {
       expect(s.counted, `${name} gave its slot up before it was refused`).toBe(false);
@@ -100,5 +101,73 @@ describe('StreamPool', () => {
     pool.release(b);
     pool.release(late);
     expect(pool.open).toBe(0);
+  });
+
+  // Every call enters and leaves the pool: it keeps its calls in a table kept for life (no Set per
+  // tenant, whose copied tables kept calls alive through the acceptor's scavenges).
+  it('keeps its table through any number of calls coming and going, and forgets each call it released', () => {
+    const pool = new StreamPool(1000, 64);
+    const live: TestSlot[] = [];
+    for (let n = 0; n < 10_000; n++) {
+      const s = open(pool, `c${n}`, `t${n % 3}`);
+      expect(s.seated).toBe(true);
+      live.push(s);
+      // 40 calls open at most, in any order of ending
+      if (live.length > 40) {
+        const done = live.splice((n * 7) % live.length, 1)[0]!;
+        pool.release(done);
+        expect(done.seat).toBe(-1);
+        expect(done.counted).toBe(false);
+      }
+    }
+    expect(pool.capacity).toBe(64);
+    expect(pool.tenantsKnown).toBe(3);
+    expect(pool.open).toBe(40);
+    for (const s of live) pool.release(s);
+    expect(pool.open).toBe(0);
+    expect(pool.capacity).toBe(64);
+  });
+
+  it('doubles past its capacity and keeps each tenant\'s calls oldest first', () => {
+    const pool = new StreamPool(300, 2);
+    const hog = Array.from({ length: 290 }, (_, k) => open(pool, `hog${k}`, 'hog'));
+    expect(pool.capacity).toBe(512);
+    // The oldest ones are being written; the first stalled one is hog5.
+    for (let k = 0; k < 5; k++) hog[k]!.received = true;
+    const a = Array.from({ length: 10 }, (_, k) => open(pool, `a${k}`, 'a'));
+    expect(pool.open).toBe(300);
+    // Full; two holders, share 150: a takes hog's oldest stalled calls in order.
+    const b = open(pool, 'late-a', 'a');
+    expect(b.seated).toBe(true);
+    expect(hog.map((s) => s.refused).indexOf(true)).toBe(5);
+    expect(hog.filter((s) => s.refused)).toHaveLength(1);
+    expect(open(pool, 'late-a2', 'a').seated).toBe(true);
+    expect(hog[6]!.refused).toBe(true);
+    for (const s of [...hog, ...a]) pool.release(s);
+    expect(pool.open).toBe(2);
+    expect(pool.capacity).toBe(512);
+  });
+
+  it('moves a call attributed again to its new tenant', () => {
+    const pool = new StreamPool(2);
+    const s = open(pool, 's', 'x');
+    pool.attribute(s, 'y');
+    expect(s.tenant).toBe('y');
+    const t = open(pool, 't', 'y');
+    // Full, y holds both: x (holding nothing now) takes y's oldest stalled call, s.
+    expect(open(pool, 'u', 'x').seated).toBe(true);
+    expect([s.refused, t.refused]).toEqual([true, false]);
+  });
+
+  it('forgets tenants holding nothing once it knows 1,024, never one that holds a call', () => {
+    const pool = new StreamPool(4);
+    const kept = open(pool, 'kept', 'kept');
+    for (let n = 0; n < 5_000; n++) pool.release(open(pool, `c${n}`, `tenant-${n}`));
+    expect(pool.tenantsKnown).toBeLessThanOrEqual(1024);
+    // kept's tenant still holds its call, first in line when the pool is full.
+    const others = [0, 1, 2].map((k) => open(pool, `k${k}`, 'kept'));
+    expect(pool.open).toBe(4);
+    expect(open(pool, 'z', 'z').seated).toBe(true);
+    expect([kept.refused, ...others.map((s) => s.refused)]).toEqual([true, false, false, false]);
   });
 });
