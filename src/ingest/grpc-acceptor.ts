@@ -53,10 +53,10 @@ const SMALL_MESSAGE_BYTES = 64 * 1024;
  * metadata (the object grpc-js passes both): the bytes of the in-flight bound
  * its message took when its length prefix arrived, until the handler takes
  * them over, and what admitHeaders() decided. A property of the call's own
- * metadata, not an entry in a WeakMap: every call entered the acceptor's
- * WeakMaps, and their tables, copied while young as calls came and went, kept
- * the calls in them alive through the acceptor's scavenges (docs/performance.md,
- * "Stop 51").
+ * metadata, not entries in two WeakMaps keyed by it: those gave every call two
+ * entries in long-lived tables, grown and rebuilt as calls came and went, and
+ * the scavenger keeps a young table's values whether or not their keys live
+ * (docs/performance.md, "Stop 51").
  */
 interface CallRecord {
   bytes: number;
