@@ -707,7 +707,7 @@ export const SETTINGS = {
     flag: '--query-timeout-secs',
     category: 'query',
     default: 30,
-    doc: 'A query still running after this many seconds is interrupted in the engine and answered 504.',
+    doc: 'A query still running after this many seconds is interrupted in the engine and answered 504. A table listing or an index API call past it is answered 504 too; its catalog and warehouse work keeps the tenant\'s slot until it ends.',
     parse: integer({ min: 1, max: 86_400 }),
   }),
   queryMaxRows: def<number>({

@@ -392,8 +392,8 @@ export class QueryServer {
   async #sql(req: IncomingMessage, res: ServerResponse, viaShard: boolean): Promise<void> {
     if (viaShard) this.#checkShardToken(req);
     const tenant = await this.#tenantOf(req);
-    const body = await readBody(req, { stopping: this.#stopping.signal, res });
     if (this.#forwarder !== undefined && !viaShard) {
+      const body = await readBody(req, { stopping: this.#stopping.signal, res });
       // A caller that hangs up aborts the request to the shard (whose query stops with it), as
       // does the server's stop (answered 503, as a local query is; a forward was left running
       // until the shard's timeout, and its caller got a 502 long after the process should have gone).
@@ -419,8 +419,18 @@ export class QueryServer {
       }
       return;
     }
-    const sql = sqlOf(body, req.headers['content-type']);
+    // The slot is taken before the body is read, as the index API's: a 429 to `Expect:
+    // 100-continue` invites no body, and a tenant's bodies being received count against its limit
+    // (taken after the body, a tenant could have any number of them arriving at once, each up to
+    // 1 MiB held until server.requestTimeoutSecs).
     const slot = this.#slots.acquire(tenant);
+    let sql: string;
+    try {
+      sql = sqlOf(await readBody(req, { stopping: this.#stopping.signal, res }), req.headers['content-type']);
+    } catch (e) {
+      slot.release();
+      throw e;
+    }
     const started = performance.now();
     // A caller that hangs up stops its query (nobody would read the answer), as
     // does the server's stop. One controller per request, unhooked at the end
@@ -484,7 +494,12 @@ export class QueryServer {
       // Every index change is audited (declared-tenants.md §4), with who made it and from where.
       const onChange =
         audit === undefined ? undefined : (c: IndexChange) => audit.write(indexChangeEvent(tenant, c.index, c.action, 'index_api', subject, req.socket.remoteAddress ?? null));
-      const answer = await handleIndexRequest({ method, path, ...(body !== undefined ? { body } : {}) }, tenant, this.#indexes, this.#gate.indexesOf(tenant), onChange);
+      // query.timeoutSecs from the body on, as a listing: 504 past it, the slot kept until the
+      // catalog and warehouse work ends (a change may still be made after the 504; a PUT or DELETE
+      // retried then answers what it finds). It had no bound: a catalog or warehouse that did not
+      // answer left the caller waiting for as long as it took.
+      const work = handleIndexRequest({ method, path, ...(body !== undefined ? { body } : {}) }, tenant, this.#indexes, this.#gate.indexesOf(tenant), onChange);
+      const answer = await withinDeadline(work, this.#s.queryTimeoutSecs * 1000, this.#s.queryTimeoutSecs, slot);
       res.writeHead(answer.status, answer.headers);
       res.end(answer.body);
     } finally {

@@ -65,6 +65,43 @@ const rawRequest = (port: number, head: string) => rawRequestOf(port, head, sock
 
 const INDEX = JSON.stringify({ retentionDays: 7, mapping: [{ column: 'http_status', from: 'attributes.http.status', type: 'long' }] });
 
+/**
+ * Makes the warehouse's one table metadata file a FIFO, so that a read of it
+ * waits until the returned `feed` writes the file into it (once the server
+ * opened it) and puts the file back; feed again is a no-op.
+ */
+function metadataAsFifo(dataDir: string): () => Promise<void> {
+  const warehouse = path.join(dataDir, 'warehouse');
+  const meta = listFiles(warehouse).filter((f) => f.endsWith('.metadata.json'));
+  expect(meta).toHaveLength(1);
+  const file = path.join(warehouse, meta[0]!);
+  const saved = fs.readFileSync(file);
+  expect(saved.length).toBeLessThan(60 * 1024); // fits a pipe's buffer: written without blocking below
+  fs.renameSync(file, `${file}.saved`);
+  execFileSync('mkfifo', [file]);
+  let fed = false;
+  return async () => {
+    if (fed) return;
+    let fd: number | undefined;
+    await until(
+      () => {
+        try {
+          fd = fs.openSync(file, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK);
+          return true;
+        } catch {
+          return false; // ENXIO: no reader yet
+        }
+      },
+      20_000,
+      'the server to open the metadata file',
+    );
+    fs.writeSync(fd!, saved);
+    fs.closeSync(fd!);
+    fs.renameSync(`${file}.saved`, file);
+    fed = true;
+  };
+}
+
 describe('siglake query: one tenant bound on every endpoint, for as long as the work lasts', () => {
   it('regression (query-tables-index-api-unbounded): the table listing and the index API take the tenant\'s slots: 429 + Retry-After: 1 at the limit, nothing created, other tenants served', async () => {
     // The listing and the index API took no slot: a tenant at its query limit could still keep
@@ -133,36 +170,7 @@ describe('siglake query: one tenant bound on every endpoint, for as long as the 
     // it until the test writes the file into it.
     const { q, dataDir } = await start(['--query-max-concurrent-per-tenant', '2', '--query-timeout-secs', '1']);
     expect((await call(q, 'PUT', '/api/v1/indexes/slow', { body: INDEX })).status).toBe(201);
-    const warehouse = path.join(dataDir, 'warehouse');
-    const meta = listFiles(warehouse).filter((f) => f.endsWith('.metadata.json'));
-    expect(meta).toHaveLength(1);
-    const file = path.join(warehouse, meta[0]!);
-    const saved = fs.readFileSync(file);
-    expect(saved.length).toBeLessThan(60 * 1024); // fits a pipe's buffer: written without blocking below
-    fs.renameSync(file, `${file}.saved`);
-    execFileSync('mkfifo', [file]);
-    let fed = false;
-    /** Writes the metadata into the FIFO (once the server opened it), then puts the file back. */
-    const feed = async () => {
-      if (fed) return;
-      let fd: number | undefined;
-      await until(
-        () => {
-          try {
-            fd = fs.openSync(file, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK);
-            return true;
-          } catch {
-            return false; // ENXIO: no reader yet
-          }
-        },
-        20_000,
-        'the server to open the metadata file',
-      );
-      fs.writeSync(fd!, saved);
-      fs.closeSync(fd!);
-      fs.renameSync(`${file}.saved`, file);
-      fed = true;
-    };
+    const feed = metadataAsFifo(dataDir);
     try {
       const first = await postSql(q.url, 'SELECT 1 AS one');
       expect(first.status, first.text).toBe(504);
@@ -193,6 +201,64 @@ describe('siglake query: one tenant bound on every endpoint, for as long as the 
     } finally {
       await feed().catch(() => undefined);
     }
+  }, 90_000);
+});
+
+describe('siglake query: the index API\'s time bound, and a query\'s slot while its body arrives', () => {
+  it('regression (query-index-api-unbounded): an index call whose reads do not end is answered 504 at query.timeoutSecs and keeps its slot until they end', async () => {
+    // The index API took a slot but had no time bound: a warehouse (or catalog) that did not
+    // answer left the caller waiting for as long as it took.
+    const { q, dataDir } = await start(['--query-max-concurrent-per-tenant', '1', '--query-timeout-secs', '1']);
+    expect((await call(q, 'PUT', '/api/v1/indexes/slow', { body: INDEX })).status).toBe(201);
+    const feed = metadataAsFifo(dataDir);
+    try {
+      const shown = await call(q, 'GET', '/api/v1/indexes/slow');
+      expect(shown.status, shown.text).toBe(504);
+      expect(shown.code).toBe('SIGLAKE_QUERY_TIMEOUT');
+      // Its read goes on and holds the tenant's one slot.
+      expect(await running$(q)).toBe(1);
+      const next = await postSql(q.url, 'SELECT 1 AS one');
+      expect(next.status, next.text).toBe(429);
+      expect(next.body['error']).toMatchObject({ code: 'SIGLAKE_QUERY_CONCURRENCY' });
+      await feed();
+      await until(async () => (await running$(q)) === 0, 20_000, 'the slot to be given back');
+      const again = await call(q, 'GET', '/api/v1/indexes/slow');
+      expect(again.status, again.text).toBe(200);
+      expect(JSON.parse(again.text)).toMatchObject({ name: 'slow', retentionDays: 7 });
+      expect(q.exitCode).toBeNull();
+    } finally {
+      await feed().catch(() => undefined);
+    }
+    const m = await q.metrics();
+    expect(m.get('siglake_query_requests_total{endpoint="indexes",status="504"}')).toBe(1);
+  }, 90_000);
+
+  it('regression (query-sql-slot-after-body): a query takes its slot before its body: a body still arriving holds it, and a refused one is not invited', async () => {
+    // The slot was taken after the body: a tenant could have any number of bodies arriving at
+    // once (each up to 1 MiB, held until server.requestTimeoutSecs), and Expect: 100-continue
+    // was invited before the 429.
+    const { q } = await start(['--query-max-concurrent-per-tenant', '1', '--query-timeout-secs', '10']);
+    const sql = JSON.stringify({ sql: 'SELECT 42 AS answer' });
+    const slow = rawRequest(q.port, `POST /api/v1/sql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${sql.length}\r\n\r\n${sql.slice(0, 5)}`);
+    await until(async () => (await running$(q)) === 1, 20_000, 'the slow body to take the slot');
+    const refused = await postSql(q.url, 'SELECT 1 AS one');
+    expect(refused.status, refused.text).toBe(429);
+    expect(refused.headers.get('retry-after')).toBe('1');
+    // Refused on its headers: no 100 Continue, the 429 is the only answer.
+    const waiting = rawRequest(q.port, `POST /api/v1/sql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${sql.length}\r\nExpect: 100-continue\r\n\r\n`);
+    await waiting.closed;
+    expect(waiting.got()).toMatch(/^HTTP\/1\.1 429 /);
+    expect(waiting.got()).not.toContain('100 Continue');
+    // The rest of the body arrives: the query runs and the slot goes back.
+    slow.socket.write(sql.slice(5));
+    await until(() => slow.got().includes('\r\n\r\n') && slow.got().includes('42'), 20_000, 'the slow query\'s answer');
+    expect(slow.got()).toMatch(/^HTTP\/1\.1 200 /);
+    await until(async () => (await running$(q)) === 0, 20_000, 'the slot to be given back');
+    // A body that is bad gives its slot back too.
+    const bad = await fetch(`${q.url}/api/v1/sql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{not json' });
+    expect(bad.status).toBe(400);
+    expect(await running$(q)).toBe(0);
+    expect((await postSql(q.url, 'SELECT 1 AS one')).status).toBe(200);
   }, 90_000);
 });
 
