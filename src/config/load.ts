@@ -257,6 +257,14 @@ function validateTogether(s: Settings, sources: Record<SettingName, Source>, fil
       `invalid server.grpcListen (${at('grpcListen')}): the same address as server.httpListen (${at('httpListen')}); OTLP/HTTP and OTLP/gRPC need a port each`,
     );
   }
+  const m = s.metricsListen;
+  if (m !== undefined && m.port !== 0) {
+    for (const other of ['httpListen', 'grpcListen'] as const) {
+      if (m.port === s[other].port && m.host === s[other].host) {
+        throw new ConfigError(`invalid server.metricsListen (${at('metricsListen')}): the same address as ${other === 'httpListen' ? 'server.httpListen' : 'server.grpcListen'} (${at(other)}); /metrics needs a port of its own`);
+      }
+    }
+  }
   if (!s.warehousePath.startsWith('s3://')) {
     // Iceberg files inside the WAL root read as lanes to recovery and verify, and WAL lanes inside a
     // warehouse as a table's files to another engine's orphan clean-up.

@@ -108,7 +108,16 @@ export const SETTINGS = {
     category: 'server',
     default: { host: '0.0.0.0', port: 4318 },
     defaultDoc: '0.0.0.0:4318',
-    doc: 'Address for OTLP/HTTP and the admin endpoints (/metrics, /healthz, /readyz). Port 0 picks a free port.',
+    doc: 'Address for OTLP/HTTP and the admin endpoints (/healthz, /readyz, and /metrics unless server.metricsListen is set). Port 0 picks a free port.',
+    parse: listenAddress,
+  }),
+  metricsListen: optional<ListenAddress>({
+    key: 'server.metricsListen',
+    flag: '--metrics-listen',
+    category: 'server',
+    default: undefined,
+    defaultDoc: 'unset',
+    doc: 'Address for /metrics alone, apart from the OTLP ports; the OTLP/HTTP port then answers /metrics 404. Its series name tenants and indexes (the compactor\'s counters per namespace and table, the declared tenants\' siglake_tenant_*), which any caller of the OTLP/HTTP port could read without credentials: set it wherever tenants can reach that port, and let only Prometheus reach this one. Unset: /metrics is served on server.httpListen. Port 0 picks a free port.',
     parse: listenAddress,
   }),
   grpcListen: def<ListenAddress>({

@@ -26,6 +26,8 @@ export interface HttpAcceptorOptions extends AcceptorOptions {
   notReadyReason?(): string | undefined;
   /** Extra routes (test hooks) registered before the catch-all. */
   extraRoutes?: (app: TemplatedApp) => void;
+  /** False when /metrics has its own address (server.metricsListen): this port answers it 404. */
+  serveMetrics?: boolean;
 }
 
 const ENDPOINT_LOGS = 0;
@@ -208,7 +210,7 @@ export class HttpAcceptor {
     this.#app = app;
     app.post('/v1/logs', (res, req) => this.#ingest(res, req, ENDPOINT_LOGS));
     app.post('/v1/traces', (res, req) => this.#ingest(res, req, ENDPOINT_TRACES));
-    app.get('/metrics', (res) => this.#metrics(res));
+    if (opts.serveMetrics !== false) app.get('/metrics', (res) => this.#metrics(res));
     app.get('/healthz', (res) => {
       res.cork(() => res.writeHeader('Content-Type', 'text/plain').end('ok\n'));
     });

@@ -32,6 +32,7 @@ import { Dispatcher } from '../shard/dispatcher.js';
 import { SHARD_TASK_URL, type WorkerSettings } from '../shard/protocol.js';
 import { GrpcAcceptor } from './grpc-acceptor.js';
 import { HttpAcceptor } from './http-acceptor.js';
+import { MetricsListener } from './metrics-listener.js';
 import { loadUws } from './uws-loader.js';
 import { useOtlpWalk } from '../otlp/wire-validator.js';
 import { ConfigError } from '../errors.js';
@@ -52,6 +53,8 @@ export class Ingester {
   readonly #dispatcher: Dispatcher;
   readonly #http: HttpAcceptor;
   readonly #grpc: GrpcAcceptor;
+  /** /metrics on its own address (server.metricsListen), or undefined: on the OTLP/HTTP port. */
+  readonly #metricsListener: MetricsListener | undefined;
   readonly #breaker: MemBreaker;
   readonly #rateBudget: RateBudget;
   readonly #compactor: InProcessCompactor | undefined;
@@ -273,6 +276,7 @@ export class Ingester {
       port: s.httpListen.port,
       isReady: () => this.#ready,
       notReadyReason: () => this.#compactor?.notReadyReason(),
+      serveMetrics: s.metricsListen === undefined,
       ...(opts.testHooks ? { extraRoutes: (app: TemplatedApp) => this.#testRoutes(app) } : {}),
     });
     this.#grpc = new GrpcAcceptor({
@@ -282,6 +286,8 @@ export class Ingester {
       maxStreamsPerConnection: s.grpcMaxStreamsPerConnection,
       maxStreams: s.grpcMaxStreams,
     });
+    this.#metricsListener =
+      s.metricsListen === undefined ? undefined : new MetricsListener({ host: s.metricsListen.host, port: s.metricsListen.port, registry, log });
   }
 
   get httpPort(): number {
@@ -290,6 +296,11 @@ export class Ingester {
 
   get grpcPort(): number {
     return this.#grpc.port;
+  }
+
+  /** The port of server.metricsListen, or undefined when /metrics is on the OTLP/HTTP port. */
+  get metricsPort(): number | undefined {
+    return this.#metricsListener?.port;
   }
 
   /** Listens, then starts the workers; resolves once WAL recovery is done and /readyz says 200. */
@@ -318,8 +329,8 @@ export class Ingester {
     await this.#tenants?.ready(); // [declared tenants] shared buckets' Redis, bounded
     this.#tenantsReloader?.start();
     await this.#indexes.start(5000);
-    await Promise.all([this.#http.listen(), this.#grpc.listen()]);
-    this.#o.log.info({ http: this.#http.port, grpc: this.#grpc.port }, 'listening');
+    await Promise.all([this.#http.listen(), this.#grpc.listen(), this.#metricsListener?.listen()]);
+    this.#o.log.info({ http: this.#http.port, grpc: this.#grpc.port, ...(this.#metricsListener !== undefined ? { metrics: this.#metricsListener.port } : {}) }, 'listening');
     await this.#dispatcher.start();
     this.#compactor?.start();
     this.#ready = true;
@@ -352,6 +363,7 @@ export class Ingester {
     await compactorDone;
     await this.#indexes.close();
     this.#http.close();
+    await this.#metricsListener?.close();
     // Every writer has sealed and closed: the WAL may be drained now (drain-on-shutdown comes next).
     unlockWalRoot(s.walDir);
     return unanswered;

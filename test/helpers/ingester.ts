@@ -40,6 +40,8 @@ export class RunningIngester {
   readonly exited: Promise<number | null>;
   httpPort = 0;
   grpcPort = 0;
+  /** The port of --metrics-listen, when it was given: /metrics is read there. */
+  metricsPort: number | undefined;
 
   constructor(
     readonly child: ChildProcess,
@@ -99,7 +101,8 @@ export class RunningIngester {
 
   /** /metrics parsed into `name{labels}` → value. */
   async metrics(): Promise<Map<string, number>> {
-    const text = await (await fetch(`${this.url}/metrics`)).text();
+    const base = this.metricsPort === undefined ? this.url : `http://127.0.0.1:${this.metricsPort}`;
+    const text = await (await fetch(`${base}/metrics`)).text();
     return parseMetrics(text);
   }
 
@@ -157,6 +160,7 @@ export async function followIngester(child: ChildProcess, dataDir: string, waitF
       if (parsed.msg === 'listening') {
         ing.httpPort = parsed['http'] as number;
         ing.grpcPort = parsed['grpc'] as number;
+        if (typeof parsed['metrics'] === 'number') ing.metricsPort = parsed['metrics'];
       }
     },
   });

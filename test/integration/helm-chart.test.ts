@@ -199,6 +199,17 @@ describe.each(VALUE_FILES)('the chart with %s', (valueFile) => {
   it('has the OTLP Service (4317, 4318), the PodDisruptionBudget, and the query Deployment and Service when enabled', () => {
     const svc = one(objs, 'Service', 'sl-siglake-ingester');
     expect(svc.spec.ports.map((p: { port: number }) => p.port)).toEqual([4317, 4318]);
+    // /metrics names tenants: on its own port (server.metricsListen), behind a cluster-internal
+    // Service that the ServiceMonitor selects; the clients' Service neither has it nor is scraped.
+    expect(values['server'].metricsListen).toBe('0.0.0.0:9464');
+    expect(svc.metadata.labels?.['siglake.io/metrics']).toBeUndefined();
+    const metrics = one(objs, 'Service', 'sl-siglake-ingester-metrics');
+    expect(metrics.spec.type).toBe('ClusterIP');
+    expect(metrics.spec.ports).toEqual([{ name: 'metrics', port: 9464, targetPort: 'metrics' }]);
+    expect(metrics.metadata.labels?.['siglake.io/metrics']).toBe('true');
+    const ports = one(objs, 'StatefulSet', 'sl-siglake-ingester').spec.template.spec.containers[0].ports;
+    expect(ports).toContainEqual({ name: 'metrics', containerPort: 9464 });
+    expect(YAML.parse(one(objs, 'Secret', 'sl-siglake-config').stringData!['ingester.yaml']!).server.metricsListen).toBe('0.0.0.0:9464');
     expect(one(objs, 'PodDisruptionBudget', 'sl-siglake-ingester').spec.maxUnavailable).toBe(1);
     const query = objs.filter((o) => o.kind === 'Deployment');
     if (values['pods'].query.enabled) {
@@ -273,6 +284,7 @@ describe('values.yaml', () => {
     'ingester.memBreaker.limitMib': 1536, // below the 2Gi container limit
     'query.cacheDir': '/var/lib/siglake/query-cache', // the query pod's emptyDir
     'compactor.maxFailingSecs': 0, // every replica shares the catalog and S3: their outage must not empty the Service
+    'server.metricsListen': '0.0.0.0:9464', // /metrics names tenants: not on the port the clients reach
   };
   const CONFIG_SECTIONS = ['server', 'ingester', 'redis', 'catalog', 'warehouse', 'compactor', 'auth', 'log', 'query', 'tenants', 'audit', 'retention'];
 
@@ -445,6 +457,20 @@ describe('serviceAccount: the pods\' identity (IRSA for S3)', () => {
   });
 });
 
+describe('server.metricsListen unset in the chart', () => {
+  it('/metrics is scraped on the OTLP/HTTP port, and no metrics Service or port is made', () => {
+    const r = template('', ['serviceMonitor.enabled=true', 'server.metricsListen=null']);
+    expect(r.status, r.stderr).toBe(0);
+    const objs = objects(r.stdout);
+    expect(objs.filter((o) => o.kind === 'Service' && o.metadata.name === 'sl-siglake-ingester-metrics')).toEqual([]);
+    expect(one(objs, 'Service', 'sl-siglake-ingester').metadata.labels?.['siglake.io/metrics']).toBe('true');
+    expect((one(objs, 'ServiceMonitor', 'sl-siglake').spec.endpoints as { port: string }[]).map((e) => e.port)).toEqual(['otlp-http', 'query']);
+    const c = one(objs, 'StatefulSet', 'sl-siglake-ingester').spec.template.spec.containers[0];
+    expect((c.ports as { name: string }[]).map((p) => p.name)).toEqual(['otlp-grpc', 'otlp-http']);
+    expect(YAML.parse(one(objs, 'Secret', 'sl-siglake-config').stringData!['ingester.yaml']!).server.metricsListen).toBeUndefined();
+  });
+});
+
 describe('the Grafana dashboard under the chart\'s ServiceMonitor', () => {
   it('every panel\'s job variable lists the jobs (Service names) that expose its metrics: the query server\'s too', () => {
     const r = template('examples/single-tenant.yaml');
@@ -457,11 +483,11 @@ describe('the Grafana dashboard under the chart\'s ServiceMonitor', () => {
     const scraped = objs.filter((o) => o.kind === 'Service' && Object.entries(match).every(([k, v]) => o.metadata.labels?.[k] === v));
     const ports = new Set((sm.spec.endpoints as { port: string }[]).map((e) => e.port));
     // siglake_query_* come from `siglake query`, every other metric from `siglake ingest`.
-    const server = (metric: string) => (metric.startsWith('siglake_query_') ? 'query' : 'otlp-http');
+    const server = (metric: string) => (metric.startsWith('siglake_query_') ? 'query' : 'metrics');
     const jobsOf = (metric: string) =>
       scraped.filter((svc) => ports.has(server(metric)) && (svc.spec.ports as { name: string }[]).some((p) => p.name === server(metric))).map((svc) => svc.metadata.name);
     expect(jobsOf('siglake_query_requests_total')).toEqual(['sl-siglake-query']);
-    expect(jobsOf('siglake_ingest_requests_total')).toEqual(['sl-siglake-ingester']);
+    expect(jobsOf('siglake_ingest_requests_total')).toEqual(['sl-siglake-ingester-metrics']);
 
     const dash = JSON.parse(fs.readFileSync(path.join(REPO, 'deploy/grafana/siglake.json'), 'utf8'));
     const vars = new Map<string, string[]>();
