@@ -66,7 +66,7 @@ export async function runRetentionCommand(argv: string[]): Promise<number> {
         r = { tables: [], failed: 1 };
       }
       for (const t of r.tables) {
-        if (t.filesDropped > 0 || t.snapshotsExpired > 0 || t.filesDeleted > 0) process.stdout.write(`${JSON.stringify(t)}\n`);
+        if (t.filesDropped > 0 || t.snapshotsExpired > 0 || t.refsRemoved > 0 || t.filesDeleted > 0) process.stdout.write(`${JSON.stringify(t)}\n`);
       }
       if (once) return r.failed > 0 ? 1 : 0;
       await new Promise<void>((resolve) => {

@@ -56,6 +56,8 @@ export interface TableRetention {
   readonly days: number;
   readonly filesDropped: number;
   readonly snapshotsExpired: number;
+  /** Branches and tags removed for being older than their `max-ref-age-ms` (see agedOutRefs). */
+  readonly refsRemoved: number;
   readonly filesDeleted: number;
 }
 
@@ -106,14 +108,14 @@ export class Retention {
       this.#o.step?.('dropped');
     }
     loaded = (await this.#appender.load(ns, table))!;
-    const expired = await this.#expire(ns, table, loaded);
+    const { expired, refsRemoved } = await this.#expire(ns, table, loaded);
     this.#o.step?.('expired');
     if (expired > 0) filesDeleted += await this.#finishPending(ns, table, (await this.#appender.load(ns, table))!);
     if (filesDeleted > 0) this.#o.counts?.inc('siglake_retention_files_deleted_total', { table }, filesDeleted);
-    if (filesDropped > 0 || expired > 0 || filesDeleted > 0) {
-      this.#o.log.info({ table: `${ns}.${table}`, days, filesDropped, snapshotsExpired: expired, filesDeleted }, 'retention');
+    if (filesDropped > 0 || expired > 0 || filesDeleted > 0 || refsRemoved > 0) {
+      this.#o.log.info({ table: `${ns}.${table}`, days, filesDropped, snapshotsExpired: expired, refsRemoved, filesDeleted }, 'retention');
     }
-    return { namespace: ns, table, days, filesDropped, snapshotsExpired: expired, filesDeleted };
+    return { namespace: ns, table, days, filesDropped, snapshotsExpired: expired, refsRemoved, filesDeleted };
   }
 
   /** Step 1: one snapshot without the data files of days before `cutoffDay`. Returns the files dropped. */
@@ -274,32 +276,48 @@ export class Retention {
     throw new Error(`${ns}.${table}: retention commit still conflicting after 50 attempts`);
   }
 
-  /** Step 2: commits the metadata without expired snapshots and with the list of files only they referenced. */
-  async #expire(ns: string, table: string, loaded: LoadedTable): Promise<number> {
+  /**
+   * Step 2: commits the metadata without the refs past their max-ref-age-ms, without expired
+   * snapshots and with the list of files only they referenced. Returns the snapshots expired and
+   * the refs removed by this round's commit.
+   */
+  async #expire(ns: string, table: string, loaded: LoadedTable): Promise<{ expired: number; refsRemoved: number }> {
+    const none = { expired: 0, refsRemoved: 0 };
     // What the first attempt set out to expire: when a later attempt (after a lost commit or a
     // stale read) finds none of it left, another round did the work, and this one says so.
     const wanted = new Set<bigint>();
     for (let attempt = 1; attempt <= 50; attempt++) {
       const cur = attempt === 1 ? loaded : await this.#appender.load(ns, table);
-      if (cur === null) return 0;
+      if (cur === null) return none;
       const doc = LosslessJson.parse(cur.metadata.toJson()) as JsonObject;
       const props = (doc['properties'] as JsonObject | undefined) ?? {};
       if (typeof props[PENDING] === 'string') {
         // An earlier round's deletions come first (another round's commit, just made, when this
         // one's lost: it deletes them).
         this.#doneByAnother(ns, table, wanted, cur.metadata.snapshots);
-        return 0;
+        return none;
       }
       const currentId = cur.metadata.currentSnapshotId;
+      const snaps = cur.metadata.snapshots;
+      const now = this.#now();
+      // A branch or tag (never main) whose snapshot is older than its max-ref-age-ms (the ref's
+      // own, else the table property history.expire.max-ref-age-ms; unset: kept for ever) goes in
+      // this very commit, as Iceberg Java's and Spark's expire_snapshots remove it. Unlike the
+      // max-snapshot-age bounds this one is obeyed as set, shorter or not: it is an explicit order
+      // to drop the ref. The snapshots only it kept are then judged below as any other, without it.
+      const refsGone = agedOutRefs(doc, snaps, props, now);
+      if (refsGone.length > 0) {
+        const refs = { ...((doc['refs'] as JsonObject | undefined) ?? {}) };
+        for (const name of refsGone) delete refs[name];
+        doc['refs'] = refs;
+      }
       const refIds = new Set<string>();
       for (const r of Object.values((doc['refs'] as JsonObject | undefined) ?? {})) refIds.add(String((r as JsonObject)['snapshot-id']));
-      const snaps = cur.metadata.snapshots;
       // The age past which a snapshot may go: retention.snapshotMaxAgeHours, or longer where the
       // table (history.expire.max-snapshot-age-ms) or a branch holding the snapshot
       // (max-snapshot-age-ms) asks for longer, as Spark's expire_snapshots reads them. Never
       // shorter: the setting is what keeps files under queries planned before a commit.
       const maxAge = maxAgeBySnapshot(doc, snaps, props, this.#o.snapshotMaxAgeHours * 3_600_000);
-      const now = this.#now();
       // A snapshot's age counts from when it stopped being current, not from when it was made: a
       // query planned on it a moment before it was replaced reads its files for snapshotMaxAgeHours
       // more. (By creation time, retention's own drop on a table quiet for a day deleted the files
@@ -319,7 +337,12 @@ export class Retention {
       this.#warnClockAhead(ns, table, doc, snaps);
       if (expire.length === 0) {
         this.#doneByAnother(ns, table, wanted, snaps);
-        return 0;
+        if (refsGone.length === 0) return none;
+        // Refs to remove and no snapshot to expire (each still kept: current, named by another ref,
+        // among a branch's newest, or replaced too recently): a commit of the refs alone.
+        if (!(await this.#commitDoc(ns, table, cur, doc))) continue;
+        this.#refsRemovedLog(ns, table, refsGone);
+        return { expired: 0, refsRemoved: refsGone.length };
       }
       if (attempt === 1) for (const s of expire) wanted.add(s.snapshotId);
       const expireIds = new Set(expire.map((s) => s.snapshotId));
@@ -357,9 +380,15 @@ export class Retention {
         await this.#o.storage.delete(listLoc).catch(() => undefined);
         continue;
       }
-      return expire.length;
+      this.#refsRemovedLog(ns, table, refsGone);
+      return { expired: expire.length, refsRemoved: refsGone.length };
     }
     throw new Error(`${ns}.${table}: snapshot expiry still conflicting after 50 attempts`);
+  }
+
+  /** The refs a commit removed: their count at info (in the round's line), their names at debug. */
+  #refsRemovedLog(ns: string, table: string, names: readonly string[]): void {
+    if (names.length > 0) this.#o.log.debug({ table: `${ns}.${table}`, refs: names }, 'retention: removed refs older than their max-ref-age-ms');
   }
 
   /** Deletes the files a committed pending list names, then clears the property. Returns the data files deleted. */
@@ -506,6 +535,41 @@ export class Retention {
     await this.#o.storage.delete(nextLoc).catch(() => undefined);
     return false;
   }
+}
+
+/**
+ * The refs to remove for their age, as Iceberg Java's RemoveSnapshots and
+ * Spark's expire_snapshots remove them: every branch or tag but `main` whose
+ * snapshot was made longer ago than its `max-ref-age-ms` (the ref's own
+ * value, else the table property `history.expire.max-ref-age-ms`; neither
+ * set: never). Age is this host's `now` minus the snapshot's `timestamp-ms`,
+ * as Iceberg compares it: a writer's clock ahead keeps the ref longer; this
+ * host's ahead (or the writer's behind) by D removes it up to D early, the
+ * same D by which snapshot expiry and the cut-off day are early
+ * (docs/runbooks.md "Clocks and retention"). A value that is not a
+ * positive integer counts as not set (a ref's then falls to the table's);
+ * a ref whose snapshot is not in the metadata, or with no snapshot id, is
+ * left alone (its age is unknown; it keeps no file either).
+ */
+function agedOutRefs(doc: JsonObject, snaps: readonly SnapshotView[], props: JsonObject, now: number): string[] {
+  const positive = (v: unknown): number | null => {
+    const n = Number(v);
+    return typeof v !== 'boolean' && v !== null && Number.isSafeInteger(n) && n > 0 ? n : null;
+  };
+  const tableMax = positive(props['history.expire.max-ref-age-ms']);
+  const madeAt = new Map(snaps.map((s) => [s.snapshotId, s.timestampMs]));
+  const out: string[] = [];
+  for (const [name, r] of Object.entries((doc['refs'] as JsonObject | undefined) ?? {})) {
+    if (name === 'main') continue;
+    const ref = r as JsonObject | null;
+    const id = ref?.['snapshot-id'];
+    if (ref === null || typeof ref !== 'object' || (typeof id !== 'number' && typeof id !== 'bigint')) continue;
+    const maxAge = positive(ref['max-ref-age-ms']) ?? tableMax;
+    const at = madeAt.get(BigInt(id));
+    if (maxAge === null || at === undefined) continue;
+    if (now - at > maxAge) out.push(name);
+  }
+  return out;
 }
 
 /**

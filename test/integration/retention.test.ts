@@ -575,6 +575,84 @@ describe('siglake retention', () => {
     expect(await bodies('tenant_maxage', 'logs')).toEqual(['a-0', 'a-1', 'a-2', 'a-3']);
   });
 
+  it("regression (expiry-ignored-max-ref-age): a branch or tag older than its max-ref-age-ms is removed (never main) and the files only it kept are deleted; the ref's own value beats the table property", async () => {
+    // Before, max-ref-age-ms was not read: a tag an operator set to age out (Spark's ALTER TABLE …
+    // CREATE TAG … RETAIN 1 HOURS, or the table property history.expire.max-ref-age-ms) kept its
+    // snapshot, and the files of the days dropped since, for ever.
+    const hour = 3_600_000;
+    const tenants = ['refgone', 'refkept', 'refprop'] as const;
+    // One snapshot per table, two files: day -10 (past the 7 days of logs) and today.
+    await land(tenants.map((t) => ({ tenant: t, records: [[`${t}-10`, 10], [`${t}-0`, 0]] as [string, number][] })));
+    const locOf = async (t: string) => fileURLToPath((await lake.catalog.metadataLocation(`tenant_${t}`, 'logs'))!);
+    const meta = async (t: string) => JSON.parse(fs.readFileSync(await locOf(t), 'utf8'));
+    const edit = async (t: string, shiftMs: number, change: (doc: Record<string, unknown>) => void) => {
+      // Edited in place; LosslessJson keeps the 64-bit ids. Every commit time shifted by shiftMs.
+      const file = await locOf(t);
+      const text = fs.readFileSync(file, 'utf8').replace(/("timestamp-ms"\s*:\s*)(\d+)/g, (_m, k: string, v: string) => k + String(Number(v) + shiftMs));
+      const doc = LosslessJson.parse(text) as Record<string, unknown>;
+      doc['last-updated-ms'] = Number(doc['last-updated-ms']) + shiftMs;
+      change(doc);
+      fs.writeFileSync(file, LosslessJson.stringify(doc as never));
+    };
+    const refs = (doc: Record<string, unknown>) => doc['refs'] as Record<string, Record<string, unknown>>;
+    // A tag `release` and a branch `dev` on that first snapshot (refgone: the tag only), no ages yet.
+    for (const t of tenants) {
+      await edit(t, 0, (doc) => {
+        const first = { 'snapshot-id': refs(doc)['main']!['snapshot-id'] };
+        doc['refs'] = { ...refs(doc), release: { ...first, type: 'tag' }, ...(t === 'refgone' ? {} : { dev: { ...first, type: 'branch' } }) };
+      });
+    }
+    const round = () => {
+      const r = runCli(['retention', '--once', ...flags, '--retention-logs-days', '7', '--retention-snapshot-max-age-hours', '24']);
+      expect(r.status, r.stderr).toBe(0);
+      return r.stdout.trim() === '' ? [] : r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    };
+    // Round 1 drops day -10 from every reader; the refs keep the first snapshot, and its file.
+    round();
+    const old = new Map<string, string>();
+    for (const t of tenants) {
+      expect(await bodies(`tenant_${t}`, 'logs')).toEqual([`${t}-0`]);
+      const live = (await icebirdDataFiles((await lake.catalog.metadataLocation(`tenant_${t}`, 'logs'))!)).map((x) => fileURLToPath(x.path));
+      const gone = parquetFiles(`tenant_${t}`, 'logs').filter((f) => !live.includes(f));
+      expect(gone).toHaveLength(1);
+      old.set(t, gone[0]!);
+    }
+    // Two days later (every commit two days old), with the ages set:
+    // refgone: the tag says an hour (its snapshot is two days old): it goes, and with it the snapshot and its file.
+    await edit('refgone', -48 * hour, (doc) => {
+      refs(doc)['release']!['max-ref-age-ms'] = hour;
+    });
+    // refkept: no max-ref-age-ms anywhere: every ref stays, for ever, as before.
+    await edit('refkept', -48 * hour, () => undefined);
+    // refprop: the table says an hour; the tag says a week (the ref's own value wins: it stays);
+    // the branch has no value of its own (the table's applies: it goes); main never goes.
+    await edit('refprop', -48 * hour, (doc) => {
+      doc['properties'] = { ...(doc['properties'] as object), 'history.expire.max-ref-age-ms': String(hour) };
+      refs(doc)['release']!['max-ref-age-ms'] = 7 * 24 * hour;
+    });
+    const lines = round();
+    expect(lines.find((l) => l.namespace === 'tenant_refgone')).toMatchObject({ refsRemoved: 1, snapshotsExpired: 1, filesDeleted: 1 });
+    expect(lines.find((l) => l.namespace === 'tenant_refprop')).toMatchObject({ refsRemoved: 1, snapshotsExpired: 0, filesDeleted: 0 });
+    expect(lines.find((l) => l.namespace === 'tenant_refkept')).toBeUndefined();
+    const after = Object.fromEntries(await Promise.all(tenants.map(async (t) => [t, await meta(t)] as const)));
+    expect(Object.keys(after.refgone.refs).sort()).toEqual(['main']);
+    expect(after.refgone.snapshots).toHaveLength(1);
+    expect(fs.existsSync(old.get('refgone')!)).toBe(false);
+    expect(Object.keys(after.refkept.refs).sort()).toEqual(['dev', 'main', 'release']);
+    expect(after.refkept.snapshots).toHaveLength(2);
+    expect(fs.existsSync(old.get('refkept')!)).toBe(true);
+    expect(Object.keys(after.refprop.refs).sort()).toEqual(['main', 'release']);
+    expect(after.refprop.snapshots).toHaveLength(2);
+    expect(fs.existsSync(old.get('refprop')!)).toBe(true);
+    for (const t of tenants) {
+      // Readers still see today's rows; every data file left on disk is live or kept by a ref.
+      expect(await bodies(`tenant_${t}`, 'logs')).toEqual([`${t}-0`]);
+      expect(parquetFiles(`tenant_${t}`, 'logs')).toHaveLength(t === 'refgone' ? 1 : 2);
+    }
+    // The next round has nothing to do.
+    expect(round()).toEqual([]);
+  });
+
   for (const step of ['commit', 'expiry', 'drop'] as const) {
     it(`two rounds from the same metadata (a stale loser at its ${step}): the one whose snapshots another round expired first re-reads and succeeds, nothing reported failed`, async () => {
       const tenant = `stale${step}`;
