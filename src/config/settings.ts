@@ -858,7 +858,7 @@ export const SETTINGS = {
     flag: '--retention-snapshot-max-age-hours',
     category: 'iceberg',
     default: 24,
-    doc: 'A retention round expires snapshots replaced longer ago than this (the current one, those a branch or tag names and the newest `history.expire.min-snapshots-to-keep` of each branch are always kept; a table\'s `history.expire.max-snapshot-age-ms`, or a branch\'s `max-snapshot-age-ms`, keeps its snapshots longer, never shorter) and deletes the files no kept snapshot references. The age counts from when a snapshot stopped being current, so a query planned on it reads its files for this long after; clock skew between hosts shortens or lengthens it (docs/runbooks.md "Clocks and retention").',
+    doc: 'A retention round expires snapshots replaced longer ago than this (the current one, those a branch or tag names and the newest `history.expire.min-snapshots-to-keep` of each branch are always kept; a table\'s `history.expire.max-snapshot-age-ms`, or a branch\'s `max-snapshot-age-ms`, keeps its snapshots longer, never shorter) and deletes the files no kept snapshot references. The same round removes each branch or tag but `main` whose snapshot is older than its `max-ref-age-ms` (the ref\'s own, else the table\'s `history.expire.max-ref-age-ms`; unset: never), as Iceberg\'s `expire_snapshots` does; the snapshots only it kept then expire by these rules. The age counts from when a snapshot stopped being current, so a query planned on it reads its files for this long after; clock skew between hosts shortens or lengthens it (docs/runbooks.md "Clocks and retention").',
     parse: integer({ min: 0, max: 87_600 }),
   }),
 } as const;
