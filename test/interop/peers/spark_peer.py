@@ -9,7 +9,8 @@ in the order given, as an operator would (docs/iceberg.md): rewrite_data_files
 (every file rewritten), rewrite_manifests, expire (every snapshot but the
 current one expired), compute_stats (compute_table_stats and
 compute_partition_stats: a Puffin file and a partition-statistics file for
-the current snapshot).
+the current snapshot), tag_retain (ALTER TABLE … CREATE TAG aged RETAIN 1
+MINUTES on the current snapshot: the tag's max-ref-age-ms).
 
 The catalog configuration is the one docs/iceberg.md gives ("Reading with
 Spark and Trino"): keep the two in step.
@@ -31,7 +32,7 @@ def main() -> int:
     p.add_argument("--time-from", required=True)
     p.add_argument("--attr", required=True)
     p.add_argument(
-        "--maintain", action="append", default=[], choices=["rewrite_data_files", "rewrite_manifests", "expire", "compute_stats"]
+        "--maintain", action="append", default=[], choices=["rewrite_data_files", "rewrite_manifests", "expire", "compute_stats", "tag_retain"]
     )
     p.add_argument("tables", nargs="+")
     a = p.parse_args()
@@ -67,6 +68,8 @@ def main() -> int:
             elif step == "compute_stats":
                 rows = spark.sql(f"CALL {a.name}.system.compute_table_stats(table => '{name}')").collect()
                 rows += spark.sql(f"CALL {a.name}.system.compute_partition_stats(table => '{name}')").collect()
+            elif step == "tag_retain":
+                rows = spark.sql(f"ALTER TABLE {t} CREATE TAG aged RETAIN 1 MINUTES").collect()
             elif step == "rewrite_manifests":
                 rows = spark.sql(f"CALL {a.name}.system.rewrite_manifests(table => '{name}', use_caching => false)").collect()
             else:
@@ -94,6 +97,10 @@ def main() -> int:
                 [str(r[0]), None if r[1] is None else str(r[1]), r[2]]
                 for r in spark.sql(f"SELECT snapshot_id, parent_id, operation FROM {t}.snapshots ORDER BY committed_at").collect()
             ],
+            "refs": sorted(
+                [r[0], r[1], str(r[2]), r[3]]
+                for r in spark.sql(f"SELECT name, type, snapshot_id, max_reference_age_in_ms FROM {t}.refs").collect()
+            ),
             "files": sorted(
                 [r[0], r[1]] for r in spark.sql(f"SELECT file_path, record_count FROM {t}.files").collect()
             ),
