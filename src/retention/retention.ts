@@ -552,9 +552,16 @@ export class Retention {
  * left alone (its age is unknown; it keeps no file either).
  */
 function agedOutRefs(doc: JsonObject, snaps: readonly SnapshotView[], props: JsonObject, now: number): string[] {
+  // A positive integer (a JSON number, a 64-bit one LosslessJson reads as bigint, or a property's
+  // digits); one past 2^53 (Long.MAX_VALUE, say: "for ever") is Infinity, never "not set".
   const positive = (v: unknown): number | null => {
-    const n = Number(v);
-    return typeof v !== 'boolean' && v !== null && Number.isSafeInteger(n) && n > 0 ? n : null;
+    let n: bigint;
+    if (typeof v === 'bigint') n = v;
+    else if (typeof v === 'number' && Number.isInteger(v)) n = BigInt(v);
+    else if (typeof v === 'string' && /^\d+$/.test(v.trim())) n = BigInt(v.trim());
+    else return null;
+    if (n <= 0n) return null;
+    return n > BigInt(Number.MAX_SAFE_INTEGER) ? Infinity : Number(n);
   };
   const tableMax = positive(props['history.expire.max-ref-age-ms']);
   const madeAt = new Map(snaps.map((s) => [s.snapshotId, s.timestampMs]));

@@ -625,10 +625,12 @@ describe('siglake retention', () => {
     // refkept: no max-ref-age-ms anywhere: every ref stays, for ever, as before.
     await edit('refkept', -48 * hour, () => undefined);
     // refprop: the table says an hour; the tag says a week (the ref's own value wins: it stays);
-    // the branch has no value of its own (the table's applies: it goes); main never goes.
+    // the branch has no value of its own (the table's applies: it goes); main never goes. A tag
+    // with Long.MAX_VALUE (past 2^53: read as a bigint) stays too, not taken as unset.
     await edit('refprop', -48 * hour, (doc) => {
       doc['properties'] = { ...(doc['properties'] as object), 'history.expire.max-ref-age-ms': String(hour) };
       refs(doc)['release']!['max-ref-age-ms'] = 7 * 24 * hour;
+      refs(doc)['forever'] = { ...refs(doc)['release']!, 'max-ref-age-ms': 9223372036854775807n };
     });
     const lines = round();
     expect(lines.find((l) => l.namespace === 'tenant_refgone')).toMatchObject({ refsRemoved: 1, snapshotsExpired: 1, filesDeleted: 1 });
@@ -641,7 +643,7 @@ describe('siglake retention', () => {
     expect(Object.keys(after.refkept.refs).sort()).toEqual(['dev', 'main', 'release']);
     expect(after.refkept.snapshots).toHaveLength(2);
     expect(fs.existsSync(old.get('refkept')!)).toBe(true);
-    expect(Object.keys(after.refprop.refs).sort()).toEqual(['main', 'release']);
+    expect(Object.keys(after.refprop.refs).sort()).toEqual(['forever', 'main', 'release']);
     expect(after.refprop.snapshots).toHaveLength(2);
     expect(fs.existsSync(old.get('refprop')!)).toBe(true);
     for (const t of tenants) {
