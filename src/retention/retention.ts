@@ -538,6 +538,23 @@ export class Retention {
 }
 
 /**
+ * A retention property or ref field as a positive integer (a JSON number, a
+ * 64-bit one LosslessJson reads as bigint, or a property's digits), else
+ * null (not set). One past 2^53 (Long.MAX_VALUE, Iceberg's "for ever") is
+ * Infinity, never "not set": read as unset, a table asking to keep its
+ * snapshots for ever got retention.snapshotMaxAgeHours instead.
+ */
+function positive(v: unknown): number | null {
+  let n: bigint;
+  if (typeof v === 'bigint') n = v;
+  else if (typeof v === 'number' && Number.isInteger(v)) n = BigInt(v);
+  else if (typeof v === 'string' && /^\d+$/.test(v.trim())) n = BigInt(v.trim());
+  else return null;
+  if (n <= 0n) return null;
+  return n > BigInt(Number.MAX_SAFE_INTEGER) ? Infinity : Number(n);
+}
+
+/**
  * The refs to remove for their age, as Iceberg Java's RemoveSnapshots and
  * Spark's expire_snapshots remove them: every branch or tag but `main` whose
  * snapshot was made longer ago than its `max-ref-age-ms` (the ref's own
@@ -552,17 +569,6 @@ export class Retention {
  * left alone (its age is unknown; it keeps no file either).
  */
 function agedOutRefs(doc: JsonObject, snaps: readonly SnapshotView[], props: JsonObject, now: number): string[] {
-  // A positive integer (a JSON number, a 64-bit one LosslessJson reads as bigint, or a property's
-  // digits); one past 2^53 (Long.MAX_VALUE, say: "for ever") is Infinity, never "not set".
-  const positive = (v: unknown): number | null => {
-    let n: bigint;
-    if (typeof v === 'bigint') n = v;
-    else if (typeof v === 'number' && Number.isInteger(v)) n = BigInt(v);
-    else if (typeof v === 'string' && /^\d+$/.test(v.trim())) n = BigInt(v.trim());
-    else return null;
-    if (n <= 0n) return null;
-    return n > BigInt(Number.MAX_SAFE_INTEGER) ? Infinity : Number(n);
-  };
   const tableMax = positive(props['history.expire.max-ref-age-ms']);
   const madeAt = new Map(snaps.map((s) => [s.snapshotId, s.timestampMs]));
   const out: string[] = [];
@@ -586,10 +592,6 @@ function agedOutRefs(doc: JsonObject, snaps: readonly SnapshotView[], props: Jso
  * longer. Values that are not positive integers are ignored.
  */
 function maxAgeBySnapshot(doc: JsonObject, snaps: readonly SnapshotView[], props: JsonObject, settingMs: number): (id: bigint) => number {
-  const positive = (v: unknown): number | null => {
-    const n = Number(v);
-    return Number.isSafeInteger(n) && n > 0 ? n : null;
-  };
   const base = Math.max(settingMs, positive(props['history.expire.max-snapshot-age-ms']) ?? 0);
   const byId = new Map(snaps.map((s) => [s.snapshotId, s]));
   const longer = new Map<bigint, number>();
@@ -618,10 +620,6 @@ function maxAgeBySnapshot(doc: JsonObject, snaps: readonly SnapshotView[], props
  */
 function keptByCount(doc: JsonObject, snaps: readonly SnapshotView[], currentId: bigint | null, props: JsonObject): Set<bigint> {
   const out = new Set<bigint>();
-  const positive = (v: unknown): number | null => {
-    const n = Number(v);
-    return Number.isInteger(n) && n > 0 ? n : null;
-  };
   const tableMin = positive(props['history.expire.min-snapshots-to-keep']) ?? 1;
   const byId = new Map(snaps.map((s) => [s.snapshotId, s]));
   const heads: [bigint, number][] = [];
@@ -635,7 +633,8 @@ function keptByCount(doc: JsonObject, snaps: readonly SnapshotView[], currentId:
   if (currentId !== null && !heads.some(([id]) => id === currentId)) heads.push([currentId, tableMin]);
   for (const [head, min] of heads) {
     let id: bigint | null = head;
-    for (let n = 0; n < min && id !== null; n++) {
+    // At most every snapshot (a count of Long.MAX_VALUE is Infinity; a parent loop must end).
+    for (let n = 0; n < Math.min(min, byId.size) && id !== null; n++) {
       const s = byId.get(id);
       if (s === undefined) break;
       out.add(id);

@@ -554,11 +554,18 @@ describe('siglake retention', () => {
     expect(ids).toHaveLength(4);
     const idOf = (id: string, doc: Record<string, unknown>) => (doc['snapshots'] as { 'snapshot-id': unknown }[]).find((x) => String(x['snapshot-id']) === id)!['snapshot-id'];
     const week = String(7 * 24 * 3_600_000);
+    const expire = () => runCli(['retention', '--once', ...flags, '--retention-snapshot-max-age-hours', '24']);
+    // Long.MAX_VALUE ("for ever") is past 2^53: it was read as unset, and the day of the setting expired three.
+    await edit((doc) => {
+      doc['properties'] = { ...(doc['properties'] as object), 'history.expire.max-snapshot-age-ms': '9223372036854775807' };
+    });
+    let r = expire();
+    expect(r.status, r.stderr).toBe(0);
+    expect((await meta()).snapshots).toHaveLength(4);
     await edit((doc) => {
       doc['properties'] = { ...(doc['properties'] as object), 'history.expire.max-snapshot-age-ms': week };
     });
-    const expire = () => runCli(['retention', '--once', ...flags, '--retention-snapshot-max-age-hours', '24']);
-    let r = expire();
+    r = expire();
     expect(r.status, r.stderr).toBe(0);
     expect((await meta()).snapshots).toHaveLength(4);
     // A property shorter than the setting (an hour) does not shorten it: snapshots two days old go
