@@ -74,6 +74,14 @@ export class LoadClient {
   readonly #stats = new IntervalStats();
   #interval = -1;
   #endPerf: number;
+  /**
+   * The end the fixed-rate schedule counts requests due against (unsent =
+   * due − sent): the run's end, even when the end timer fired a little before
+   * it (#end then stops sending at once, and a request due in between was
+   * neither sent nor counted: issued + unsent came to one short of rate ×
+   * duration), or the moment of stop().
+   */
+  #dueEndPerf: number;
   #issued = 0;
   #inflight = 0;
   #laneCursor: number;
@@ -93,6 +101,7 @@ export class LoadClient {
   constructor(opts: LoadClientOptions) {
     this.#o = opts;
     this.#endPerf = opts.endPerf;
+    this.#dueEndPerf = opts.endPerf;
     this.#laneCursor = 0;
     this.#backoffMs = new Array<number>(opts.connections).fill(0);
   }
@@ -125,6 +134,8 @@ export class LoadClient {
 
   /** Stops sending now; requests in flight get the drain time to finish. */
   stop(): void {
+    // Stopped early, what was due after now never was: not counted unsent.
+    this.#dueEndPerf = Math.min(this.#dueEndPerf, performance.now());
     this.#end();
   }
 
@@ -246,10 +257,11 @@ export class LoadClient {
         // Requests due before the end that never went out.
         // The count of k with start + k * period < end, by the same comparison the loop makes.
         let due = o.budget;
-        if (Number.isFinite(this.#endPerf)) {
-          due = Math.max(0, Math.ceil((this.#endPerf - start) / period));
-          while (due > 0 && start + (due - 1) * period >= this.#endPerf) due--;
-          while (start + due * period < this.#endPerf) due++;
+        const end = this.#dueEndPerf;
+        if (Number.isFinite(end)) {
+          due = Math.max(0, Math.ceil((end - start) / period));
+          while (due > 0 && start + (due - 1) * period >= end) due--;
+          while (start + due * period < end) due++;
         }
         const dueAtEnd = Math.min(o.budget, due);
         resolve(Math.max(0, dueAtEnd - sched.k));
