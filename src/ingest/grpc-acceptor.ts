@@ -305,8 +305,14 @@ export class GrpcAcceptor {
       received: false,
       seat: -1,
       preempt: () => {
+        // Over already, its end not reported yet (grpc-js reports it a tick after the answer or the
+        // stream's end, and Node emits a new stream of the same read before that): answered (by us
+        // or grpc-js) or abandoned, it is neither refused again nor counted as taken.
+        if (refused || ended || transportRefusal(call) !== undefined) return false;
+        if (where !== undefined && (where.stream.destroyed || where.stream.closed)) return false;
         this.#o.metrics.grpcStreamsRefused();
         refuse(preemptedStream);
+        return true;
       },
     };
     const release = () => {

@@ -27,8 +27,13 @@ export interface StreamSlot {
   received: boolean;
   /** The pool's: its place in the pool's table while it holds an attributed slot, else -1. */
   seat: number;
-  /** Refuses the call (the pool's refusal); called after its slot was given up. */
-  preempt(): void;
+  /**
+   * Refuses the call (the pool's refusal); called after its slot was given up.
+   * False: the call was over already (answered, or its stream gone, its end
+   * not yet reported to the pool): nothing was taken from it, and no
+   * preemption is counted.
+   */
+  preempt(): boolean;
 }
 
 const NONE = -1;
@@ -134,7 +139,8 @@ export class StreamPool {
    * freed by then or taken from the largest holder when `tenant` holds less
    * than its fair share. False: it stays refused. The call taken from is
    * refused (its preempt()) after the slot moved; returns that it happened
-   * through `preempted`.
+   * through `preempted` (not when that call was over already: its slot was
+   * free to give, and nobody was taken).
    */
   admitLate(slot: StreamSlot, tenant: string, preempted: () => void): boolean {
     if (this.take(slot)) {
@@ -168,8 +174,7 @@ export class StreamPool {
     this.release(taken);
     this.take(slot);
     this.attribute(slot, tenant);
-    preempted();
-    taken.preempt();
+    if (taken.preempt()) preempted();
     return true;
   }
 

@@ -292,3 +292,90 @@ describe('the --grpc-max-streams pool and gzip messages (what an OpenTelemetry C
     await stillServes(ing);
   });
 });
+
+describe('the --grpc-max-streams pool and a call that ended in the read that brings a late call', () => {
+  // A pool of 2 held by two stalled calls of `hog` (headers only). Then one write: the headers of a
+  // call of `other` (under its fair share, 1 of 2), then a frame that ends hog's oldest call. Node
+  // emits the new stream a tick later, and grpc-js reports the old call's end (its onCancel, which
+  // gives its slot back) a tick after that: the late call found the ended call still holding its
+  // slot, "waiting for its message", and took it, counting a preemption and a pool refusal for a
+  // call that was answered otherwise or abandoned.
+  async function lateCallAfter(ending: Buffer): Promise<{ ing: RunningIngester; answers: Record<number, Record<string, string>>; m: Map<string, number> }> {
+    const ing = await startIngester({ args: ['--compactor=false', '--trust-tenant-header', '--grpc-max-streams', '2', '--request-timeout-secs', '60'] });
+    running.push(ing);
+    const headers = (stream: number, tenant: string): Buffer =>
+      frame(
+        HEADERS,
+        0x4,
+        stream,
+        Buffer.concat([
+          Buffer.from([0x83, 0x86]),
+          literal(':authority', 'x'),
+          literal(':path', LOGS_EXPORT),
+          literal('content-type', 'application/grpc'),
+          literal('te', 'trailers'),
+          literal('x-scope-orgid', tenant),
+        ]),
+      );
+    const s = net.connect(ing.grpcPort, '127.0.0.1');
+    s.on('error', () => undefined);
+    const got: Buffer[] = [];
+    s.on('data', (d: Buffer) => got.push(d));
+    await new Promise<void>((r) => s.on('connect', () => r()));
+    try {
+      s.write(Buffer.concat([PREFACE, SETTINGS, headers(1, 'hog'), headers(3, 'hog')]));
+      for (let t = Date.now(); (await ing.metrics()).get('siglake_grpc_streams_open') !== 2; await new Promise((r) => setTimeout(r, 50))) {
+        if (Date.now() - t > 10_000) throw new Error('the two hog calls never held the pool');
+      }
+      s.write(Buffer.concat([headers(5, 'other'), ending]));
+      // Settled: the ended call is counted (answered or aborted) and the pool holds 2 again.
+      const settled = async (): Promise<boolean> => {
+        const m = await ing.metrics();
+        const ended =
+          (m.get('siglake_ingest_requests_total{endpoint="otlp",status="400"}') ?? 0) + (m.get('siglake_ingest_aborted_total{endpoint="otlp"}') ?? 0);
+        return ended >= 1 && m.get('siglake_grpc_streams_open') === 2;
+      };
+      for (let t = Date.now(); !(await settled()); await new Promise((r) => setTimeout(r, 50))) {
+        if (Date.now() - t > 10_000) throw new Error('the ended call was never counted');
+      }
+      const bytes = Buffer.concat(got);
+      // Read while the other two calls are still open (closing the connection aborts them).
+      const m = await ing.metrics();
+      return { ing, m, answers: { 1: serverHeaders(bytes, 1), 3: serverHeaders(bytes, 3), 5: serverHeaders(bytes, 5) } };
+    } finally {
+      s.destroy();
+    }
+  }
+
+  it('regression (grpc-pool-preempts-answered-call): a call refused for its message is not taken as well: no preemption counted, nothing live refused', async () => {
+    const badFlag = Buffer.from([2, 0, 0, 0, 1, 0]);
+    const { ing, answers, m } = await lateCallAfter(frame(0, 0, 1, badFlag));
+    const reason = errorInfoOf(decodeStatusProto(Buffer.from(answers[1]!['grpc-status-details-bin'] ?? '', 'base64'))).reason;
+    expect(answers[1]!['grpc-status'], JSON.stringify(answers)).toBe('3'); // INVALID_ARGUMENT
+    expect(reason).toBe('SIGLAKE_BAD_BODY');
+    // The late call got the slot the refused call gave up: nobody was taken, nobody refused by the pool.
+    expect(m.get('siglake_grpc_streams_preempted_total')).toBe(0);
+    expect(m.get('siglake_grpc_streams_refused_total')).toBe(0);
+    expect(m.get('siglake_ingest_requests_total{endpoint="otlp",status="400"}')).toBe(1);
+    expect(m.get('siglake_ingest_requests_total{endpoint="otlp",status="503"}') ?? 0).toBe(0);
+    // hog's newer call and the late call are still open, unanswered.
+    expect(m.get('siglake_grpc_streams_open')).toBe(2);
+    expect(answers[3]!['grpc-status'], JSON.stringify(answers)).toBeUndefined();
+    expect(answers[5]!['grpc-status'], JSON.stringify(answers)).toBeUndefined();
+    await stillServes(ing);
+  });
+
+  it('regression (grpc-pool-preempts-abandoned-call): a call its client reset is counted aborted only, never refused 503 by the pool as well', async () => {
+    const cancel = Buffer.alloc(4);
+    cancel.writeUInt32BE(8); // CANCEL
+    const { ing, answers, m } = await lateCallAfter(frame(3 /* RST_STREAM */, 0, 1, cancel));
+    expect(m.get('siglake_ingest_aborted_total{endpoint="otlp"}')).toBe(1);
+    expect(m.get('siglake_grpc_streams_preempted_total')).toBe(0);
+    expect(m.get('siglake_grpc_streams_refused_total')).toBe(0);
+    expect(m.get('siglake_ingest_requests_total{endpoint="otlp",status="503"}') ?? 0).toBe(0);
+    expect(m.get('siglake_grpc_streams_open')).toBe(2);
+    expect(answers[3]!['grpc-status'], JSON.stringify(answers)).toBeUndefined();
+    expect(answers[5]!['grpc-status'], JSON.stringify(answers)).toBeUndefined();
+    await stillServes(ing);
+  });
+});

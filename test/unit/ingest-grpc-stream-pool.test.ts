@@ -9,6 +9,8 @@ import { StreamPool, type StreamSlot } from '../../src/ingest/grpc-stream-pool.j
 interface TestSlot extends StreamSlot {
   name: string;
   refused: boolean;
+  /** Answered or abandoned already, its end not yet reported to the pool (release() comes a tick later). */
+  over: boolean;
 }
 
 function slot(name: string): TestSlot {
@@ -19,9 +21,12 @@ function slot(name: string): TestSlot {
     received: false,
     seat: -1,
     refused: false,
+    over: false,
     preempt: () => {
       expect(s.counted, `${name} gave its slot up before it was refused`).toBe(false);
+      if (s.over) return false;
       s.refused = true;
+      return true;
     },
   };
   return s;
@@ -169,5 +174,33 @@ describe('StreamPool', () => {
     expect(pool.open).toBe(4);
     expect(open(pool, 'z', 'z').seated).toBe(true);
     expect([kept.refused, ...others.map((s) => s.refused)]).toEqual([true, false, false, false]);
+  });
+
+  // grpc-js reports a call's end (onCancel, where the acceptor releases its slot) a tick after its
+  // answer or its stream's reset, and Node emits a new stream that came in the same read before
+  // that: the late call finds the ended call still holding its slot and "waiting for its message".
+  it('gives a late call the slot of a call already over without counting a preemption, and takes nobody else', () => {
+    const pool = new StreamPool(2);
+    const hog = [0, 1].map((k) => open(pool, `hog${k}`, 'hog'));
+    hog[0]!.over = true;
+    let preempted = 0;
+    const late = open(pool, 'late', 'other', () => preempted++);
+    expect(late.seated).toBe(true);
+    expect(preempted).toBe(0);
+    expect(hog.map((s) => s.refused)).toEqual([false, false]);
+    expect(hog.map((s) => s.counted)).toEqual([false, true]);
+    expect(pool.open).toBe(2);
+    // Its end reported at last: nothing more to give back.
+    pool.release(hog[0]!);
+    expect(pool.open).toBe(2);
+    // A live stalled call is taken, and counted, as before.
+    let more = 0;
+    expect(open(pool, 'third', 'third', () => more++).seated).toBe(false); // share 0 of 2 for three holders
+    pool.release(late);
+    const hog2 = open(pool, 'hog2', 'hog');
+    expect(hog2.seated).toBe(true);
+    expect(open(pool, 'late2', 'other', () => more++).seated).toBe(true);
+    expect(more).toBe(1);
+    expect([hog[1]!.refused, hog2.refused]).toEqual([true, false]);
   });
 });
