@@ -203,4 +203,130 @@ describe('StreamPool', () => {
     expect(more).toBe(1);
     expect([hog[1]!.refused, hog2.refused]).toEqual([true, false]);
   });
+
+  // The table against the Set-based pool it replaced (2c01f4c^), as a plain model: every call in
+  // any order of taking, attribution, arrival, release and late admission, with the table growing
+  // from 2 places and tenants forgotten and their indices reused (up to 3,000 tenant names).
+  it('makes the choices the Set-based pool made, in any order of events, through growth and forgotten tenants', () => {
+    class Model {
+      open = 0;
+      readonly byTenant = new Map<string, Set<ModelSlot>>();
+      constructor(readonly max: number) {}
+      take(c: ModelSlot): boolean {
+        if (this.open >= this.max) return false;
+        this.open++;
+        c.counted = true;
+        return true;
+      }
+      attribute(c: ModelSlot, tenant: string): void {
+        this.unlist(c);
+        c.tenant = tenant;
+        if (!c.counted) return;
+        let set = this.byTenant.get(tenant);
+        if (set === undefined) this.byTenant.set(tenant, (set = new Set()));
+        set.add(c);
+      }
+      release(c: ModelSlot): void {
+        if (!c.counted) return;
+        c.counted = false;
+        this.open--;
+        this.unlist(c);
+      }
+      unlist(c: ModelSlot): void {
+        const set = c.tenant === undefined ? undefined : this.byTenant.get(c.tenant);
+        if (set === undefined || !set.delete(c)) return;
+        if (set.size === 0) this.byTenant.delete(c.tenant!);
+      }
+      admitLate(c: ModelSlot, tenant: string, preempted: () => void): boolean {
+        if (this.take(c)) {
+          this.attribute(c, tenant);
+          return true;
+        }
+        const mine = this.byTenant.get(tenant)?.size ?? 0;
+        const share = Math.floor(this.max / (this.byTenant.size + (mine === 0 ? 1 : 0)));
+        if (mine >= share) return false;
+        let victim: ModelSlot | undefined;
+        let from = 0;
+        for (const [t, set] of this.byTenant) {
+          if (t === tenant || set.size <= share || set.size <= from) continue;
+          for (const v of set) {
+            if (!v.received) {
+              victim = v;
+              from = set.size;
+              break;
+            }
+          }
+        }
+        if (victim === undefined) return false;
+        this.release(victim);
+        this.take(c);
+        this.attribute(c, tenant);
+        if (victim.preempt()) preempted();
+        return true;
+      }
+    }
+    type ModelSlot = TestSlot;
+    let seed = 7;
+    const random = () => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
+    let known = 0;
+    for (let round = 0; round < 36; round++) {
+      const max = round % 6 === 0 ? 300 : 1 + Math.floor(random() * (round % 3 === 0 ? 200 : 12));
+      const names = round % 6 === 0 ? 3000 : 1 + Math.floor(random() * 6);
+      const steps = round % 6 === 0 ? 6000 : 600;
+      const pool = new StreamPool(max, 2);
+      const model = new Model(max);
+      const calls: Array<[TestSlot, ModelSlot]> = [];
+      const events: string[][] = [[], []];
+      for (let step = 0; step < steps; step++) {
+        const op = random();
+        const tenant = `t${Math.floor(random() * names)}`;
+        const pick = Math.floor(random() * 1e9);
+        if (op < 0.4) {
+          const pair = [slot(`c${step}`), slot(`c${step}`)] as [TestSlot, ModelSlot];
+          calls.push(pair);
+          [pool, model].forEach((p, i) => {
+            const c = pair[i]!;
+            const on = () => events[i]!.push(`preempted by c${step}`);
+            events[i]!.push(`c${step}:${p.take(c) ? (p.attribute(c, tenant), 'seated') : p.admitLate(c, tenant, on) ? 'late' : 'refused'}`);
+          });
+        } else if (op < 0.5) {
+          const pair = [slot(`p${step}`), slot(`p${step}`)] as [TestSlot, ModelSlot];
+          calls.push(pair);
+          events[0]!.push(`p${step}:${pool.take(pair[0])}`);
+          events[1]!.push(`p${step}:${model.take(pair[1])}`);
+        } else if (op < 0.58) {
+          const pending = calls.filter(([c]) => c.counted && c.tenant === undefined);
+          const pair = pending[pick % Math.max(1, pending.length)];
+          if (pair !== undefined) {
+            pool.attribute(pair[0], tenant);
+            model.attribute(pair[1], tenant);
+          }
+        } else if (op < 0.88) {
+          const pair = calls[pick % Math.max(1, calls.length)];
+          if (pair !== undefined) {
+            pool.release(pair[0]);
+            model.release(pair[1]);
+            if (pick % 3 === 0 || calls.length > 100) calls.splice(calls.indexOf(pair), 1);
+          }
+        } else if (op < 0.96) {
+          const pair = calls[pick % Math.max(1, calls.length)];
+          if (pair !== undefined) pair[0].received = pair[1].received = true;
+        } else {
+          const pair = calls[pick % Math.max(1, calls.length)];
+          if (pair !== undefined) pair[0].over = pair[1].over = true;
+        }
+        for (const [c, m] of calls) events[0]!.push(c.refused ? 'R' : c.counted ? 'C' : '-'), events[1]!.push(m.refused ? 'R' : m.counted ? 'C' : '-');
+        if (events[0]!.join() !== events[1]!.join()) expect(events[0], `round ${round} step ${step}`).toEqual(events[1]);
+        if (pool.open !== model.open) expect(pool.open, `round ${round} step ${step}`).toBe(model.open);
+        known = Math.max(known, pool.tenantsKnown);
+        events[0] = [];
+        events[1] = [];
+      }
+      for (const [c] of calls) expect(c.seat === -1).toBe(!c.counted || c.tenant === undefined);
+      expect(pool.capacity).toBeLessThanOrEqual(Math.max(2, 2 * max));
+      expect(pool.open).toBe(calls.filter(([c]) => c.counted).length);
+    }
+    // Tenants were forgotten and their indices reused on the way.
+    expect(known).toBe(1024);
+  });
 });
