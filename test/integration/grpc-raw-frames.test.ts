@@ -328,11 +328,14 @@ describe('the --grpc-max-streams pool and a call that ended in the read that bri
         if (Date.now() - t > 10_000) throw new Error('the two hog calls never held the pool');
       }
       s.write(Buffer.concat([headers(5, 'other'), ending]));
-      // Settled: the ended call is counted (answered or aborted) and the pool holds 2 again.
+      // Settled: the ended call is counted (as what it was answered, aborted, or refused by the pool) and the pool holds 2 again.
       const settled = async (): Promise<boolean> => {
         const m = await ing.metrics();
         const ended =
-          (m.get('siglake_ingest_requests_total{endpoint="otlp",status="400"}') ?? 0) + (m.get('siglake_ingest_aborted_total{endpoint="otlp"}') ?? 0);
+          (m.get('siglake_ingest_requests_total{endpoint="otlp",status="400"}') ?? 0) +
+          (m.get('siglake_ingest_requests_total{endpoint="otlp",status="413"}') ?? 0) +
+          (m.get('siglake_ingest_requests_total{endpoint="otlp",status="503"}') ?? 0) +
+          (m.get('siglake_ingest_aborted_total{endpoint="otlp"}') ?? 0);
         return ended >= 1 && m.get('siglake_grpc_streams_open') === 2;
       };
       for (let t = Date.now(); !(await settled()); await new Promise((r) => setTimeout(r, 50))) {
@@ -359,6 +362,22 @@ describe('the --grpc-max-streams pool and a call that ended in the read that bri
     expect(m.get('siglake_ingest_requests_total{endpoint="otlp",status="400"}')).toBe(1);
     expect(m.get('siglake_ingest_requests_total{endpoint="otlp",status="503"}') ?? 0).toBe(0);
     // hog's newer call and the late call are still open, unanswered.
+    expect(m.get('siglake_grpc_streams_open')).toBe(2);
+    expect(answers[3]!['grpc-status'], JSON.stringify(answers)).toBeUndefined();
+    expect(answers[5]!['grpc-status'], JSON.stringify(answers)).toBeUndefined();
+    await stillServes(ing);
+  });
+
+  it('regression (grpc-pool-preempts-answered-call, grpc-js): a call grpc-js refused itself (its message over the size cap) is not taken as well', async () => {
+    const huge = Buffer.from([0, 0x7f, 0xff, 0xff, 0xff]);
+    const { ing, answers, m } = await lateCallAfter(frame(0, 0, 1, huge));
+    const reason = errorInfoOf(decodeStatusProto(Buffer.from(answers[1]!['grpc-status-details-bin'] ?? '', 'base64'))).reason;
+    expect(answers[1]!['grpc-status'], JSON.stringify(answers)).toBe('8'); // RESOURCE_EXHAUSTED
+    expect(reason).toBe('SIGLAKE_BODY_TOO_LARGE');
+    expect(m.get('siglake_ingest_requests_total{endpoint="otlp",status="413"}')).toBe(1);
+    expect(m.get('siglake_grpc_streams_preempted_total')).toBe(0);
+    expect(m.get('siglake_grpc_streams_refused_total')).toBe(0);
+    expect(m.get('siglake_ingest_requests_total{endpoint="otlp",status="503"}') ?? 0).toBe(0);
     expect(m.get('siglake_grpc_streams_open')).toBe(2);
     expect(answers[3]!['grpc-status'], JSON.stringify(answers)).toBeUndefined();
     expect(answers[5]!['grpc-status'], JSON.stringify(answers)).toBeUndefined();
