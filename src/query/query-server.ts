@@ -392,38 +392,21 @@ export class QueryServer {
   async #sql(req: IncomingMessage, res: ServerResponse, viaShard: boolean): Promise<void> {
     if (viaShard) this.#checkShardToken(req);
     const tenant = await this.#tenantOf(req);
+    // One of the tenant's slots before the body is read, for a query run here and for one passed
+    // on to a shard alike: a 429 to `Expect: 100-continue` invites no body, and a tenant's bodies
+    // being received count against its limit. (Taken after the body, a tenant could have any
+    // number of bodies of up to 1 MiB arriving at once, each held until server.requestTimeoutSecs;
+    // a coordinator took none at all, as Loki's query frontend bounds a tenant's outstanding
+    // requests itself.)
+    const slot = this.#slots.acquire(tenant);
     if (this.#forwarder !== undefined && !viaShard) {
-      const body = await readBody(req, { stopping: this.#stopping.signal, res });
-      // A caller that hangs up aborts the request to the shard (whose query stops with it), as
-      // does the server's stop (answered 503, as a local query is; a forward was left running
-      // until the shard's timeout, and its caller got a 502 long after the process should have gone).
-      const hangUp = new AbortController();
-      const onHangUp = () => {
-        if (!res.writableEnded) hangUp.abort();
-      };
-      const onStop = () => hangUp.abort();
-      res.once('close', onHangUp);
-      this.#stopping.signal.addEventListener('abort', onStop, { once: true });
-      if (this.#stopping.signal.aborted) hangUp.abort();
       try {
-        const answer = await this.#forwarder.forward(
-          tenant,
-          { body, contentType: req.headers['content-type'], accept: req.headers.accept, authorization: req.headers.authorization },
-          hangUp.signal,
-        );
-        this.#forwarded.add(res);
-        await sendForwarded(res, answer);
+        await this.#forward(req, res, tenant, this.#forwarder);
       } finally {
-        res.off('close', onHangUp);
-        this.#stopping.signal.removeEventListener('abort', onStop);
+        slot.release();
       }
       return;
     }
-    // The slot is taken before the body is read, as the index API's: a 429 to `Expect:
-    // 100-continue` invites no body, and a tenant's bodies being received count against its limit
-    // (taken after the body, a tenant could have any number of them arriving at once, each up to
-    // 1 MiB held until server.requestTimeoutSecs).
-    const slot = this.#slots.acquire(tenant);
     let sql: string;
     try {
       sql = sqlOf(await readBody(req, { stopping: this.#stopping.signal, res }), req.headers['content-type']);
@@ -466,6 +449,34 @@ export class QueryServer {
       res.off('close', onClose);
       this.#stopping.signal.removeEventListener('abort', onStop);
       slot.release();
+    }
+  }
+
+  /** /api/v1/sql on a coordinator: the caller's body passed on to its tenant's shard, the answer back unchanged. */
+  async #forward(req: IncomingMessage, res: ServerResponse, tenant: string, forwarder: ShardForwarder): Promise<void> {
+    const body = await readBody(req, { stopping: this.#stopping.signal, res });
+    // A caller that hangs up aborts the request to the shard (whose query stops with it), as
+    // does the server's stop (answered 503, as a local query is; a forward was left running
+    // until the shard's timeout, and its caller got a 502 long after the process should have gone).
+    const hangUp = new AbortController();
+    const onHangUp = () => {
+      if (!res.writableEnded) hangUp.abort();
+    };
+    const onStop = () => hangUp.abort();
+    res.once('close', onHangUp);
+    this.#stopping.signal.addEventListener('abort', onStop, { once: true });
+    if (this.#stopping.signal.aborted) hangUp.abort();
+    try {
+      const answer = await forwarder.forward(
+        tenant,
+        { body, contentType: req.headers['content-type'], accept: req.headers.accept, authorization: req.headers.authorization },
+        hangUp.signal,
+      );
+      this.#forwarded.add(res);
+      await sendForwarded(res, answer);
+    } finally {
+      res.off('close', onHangUp);
+      this.#stopping.signal.removeEventListener('abort', onStop);
     }
   }
 

@@ -37,7 +37,7 @@ describe('query coordinator and shards', () => {
   let key: KeyPair;
   const tokens: Record<string, string> = {};
   const procs: RunningQuery[] = [];
-  let A: RunningQuery, S: RunningQuery, C1: RunningQuery, C2: RunningQuery, C3: RunningQuery, C4: RunningQuery;
+  let A: RunningQuery, S: RunningQuery, C1: RunningQuery, C2: RunningQuery, C3: RunningQuery, C4: RunningQuery, C5: RunningQuery;
   let absentShard: Awaited<ReturnType<typeof refusingPort>> | undefined;
 
   beforeAll(async () => {
@@ -62,6 +62,7 @@ describe('query coordinator and shards', () => {
     absentShard = await refusingPort();
     C3 = await start(['--query-shard-token', SHARD_TOKEN, '--query-shards', `http://127.0.0.1:${absentShard.port}`, ...everyone]);
     C4 = await start(['--query-shard-token', `${SHARD_TOKEN}-not`, '--query-shards', A.url, ...everyone]);
+    C5 = await start(['--query-shard-token', SHARD_TOKEN, '--query-shards', S.url, '--query-max-concurrent-per-tenant', '1', ...everyone]);
   }, 180_000);
 
   afterAll(async () => {
@@ -182,6 +183,42 @@ describe('query coordinator and shards', () => {
     await until(async () => (await S.metrics()).get('siglake_query_running') === 0, 30_000, 'the shard to stop the query');
     await until(async () => (await C2.metrics()).get('siglake_query_requests_total{endpoint="sql",status="499"}') === 1, 30_000, 'the coordinator to count the request');
     expect((await C2.metrics()).get('siglake_query_shard_errors_total')).toBe(shardErrors);
+  });
+
+  it('regression (coordinator-takes-no-slot): a coordinator holds one of the tenant\'s slots for each request it passes on, from before its body', async () => {
+    // A coordinator took no slot: a tenant could have any number of bodies arriving and forwards
+    // waiting on it at once, whatever query.maxConcurrentPerTenant said.
+    const slow = JSON.stringify({ sql: 'SELECT sum(range % 7) FROM range(100000000000000)' });
+    const u = new URL(`${C5.url}/api/v1/sql`);
+    const caller = http.request({
+      hostname: u.hostname,
+      port: u.port,
+      path: u.pathname,
+      method: 'POST',
+      headers: { authorization: `Bearer ${tokens['acme']}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(slow) },
+    });
+    const failed = new Promise<Error>((resolve) => caller.on('error', resolve));
+    caller.end(slow);
+    try {
+      await until(async () => (await S.metrics()).get('siglake_query_running') === 1, 30_000, "the query running on acme's shard");
+      expect((await C5.metrics()).get('siglake_query_running')).toBe(1);
+      const shardRequests = (await S.metrics()).get('siglake_query_requests_total{endpoint="sql_shard",status="429"}') ?? 0;
+      const second = await postSql(C5.url, sql, { token: tokens['acme'] });
+      expect(second.status, second.text).toBe(429);
+      expect((second.body['error'] as { code: string }).code).toBe('SIGLAKE_QUERY_CONCURRENCY');
+      expect(second.headers.get('retry-after')).toBe('1');
+      // Refused by the coordinator itself: the shard saw no second request.
+      expect((await S.metrics()).get('siglake_query_requests_total{endpoint="sql_shard",status="429"}') ?? 0).toBe(shardRequests);
+      // Another tenant is not touched (it is refused by S's own allow-list, passed on unchanged).
+      expect((await postSql(C5.url, sql, { token: tokens['globex'] })).status).toBe(403);
+    } finally {
+      caller.destroy();
+    }
+    expect(await failed).toBeInstanceOf(Error);
+    await until(async () => (await S.metrics()).get('siglake_query_running') === 0, 30_000, 'the shard to stop the query');
+    await until(async () => (await C5.metrics()).get('siglake_query_running') === 0, 30_000, 'the coordinator to give its slot back');
+    const ok = await postSql(C5.url, sql, { token: tokens['acme'] });
+    expect(ok.status, ok.text).toBe(200);
   });
 
   it('a shard that does not answer is a 502, counted', async () => {
