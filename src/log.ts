@@ -1,5 +1,7 @@
-// The process logger: JSON lines on stdout (pino). Nothing here ever logs
-// telemetry bodies or token text; callers pass facts, not requests.
+// The process logger: JSON lines on stdout (pino), written synchronously (a
+// reader of stdout that stalls holds the thread at its next line; nothing is
+// lost or reordered at exit). Nothing here ever logs telemetry bodies or token
+// text; callers pass facts, not requests.
 //
 // When stdout is a terminal (someone running `siglake` by hand), each line is
 // printed readably instead: time, level, name, message, then the fields as
@@ -63,7 +65,11 @@ export function createLogger(level: string, name = 'siglake', o: { stderr?: bool
     redact: { paths: ['authorization', 'token', '*.authorization', '*.token', 'headers.authorization'], censor: '[redacted]' },
   };
   if (wantsPretty()) return pino(options, prettyDestination());
-  return o.stderr === true ? pino(options, pino.destination({ fd: 2, sync: true })) : pino(options);
+  // Synchronous, on stdout as on stderr: pino's default stream writes from libuv's pool, and a
+  // line still in flight when the process exits (a full pipe: retried on a timer that never
+  // fires) was lost, and the lines after it written first: a stop's last words came out of
+  // order or not at all (docs/reliability.md, log-tail-lost-at-exit).
+  return pino(options, pino.destination({ fd: o.stderr === true ? 2 : 1, sync: true }));
 }
 
 /**
