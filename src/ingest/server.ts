@@ -26,7 +26,7 @@ import { TenantResolver } from '../tenancy/tenant-resolver.js';
 import { openAuditLog, type AuditLog } from '../tenants/audit-log.js';
 import { DeclaredTenants } from '../tenants/declared-tenants.js';
 import { TenantMetrics } from '../tenants/tenant-metrics.js';
-import { loadTenantsAtStart, readTenantsFile, TenantsReloader } from '../tenants/tenants-reloader.js';
+import { loadTenantsAtStart, readTenantsFileText, TenantsReloader } from '../tenants/tenants-reloader.js';
 import { Admission } from './admission.js';
 import { Dispatcher } from '../shard/dispatcher.js';
 import { SHARD_TASK_URL, type WorkerSettings } from '../shard/protocol.js';
@@ -192,38 +192,43 @@ export class Ingester {
       });
       const file = s.tenantsFile;
       // A bad file (an overlap of two tenants included) is the setting's refusal: exit 2, `invalid tenants.file (<source>): <file>: …`.
-      tenants = loadTenantsAtStart(file, () => new DeclaredTenants(file === undefined ? [] : readTenantsFile(file), {
-        perPrincipalPerSec: s.rateLimitPerPrincipalPerSec,
-        serverBudget:
-          s.serverBudgetRecords > 0 || s.serverBudgetBytes > 0
+      let loadedText: string | undefined;
+      tenants = loadTenantsAtStart(file, () => {
+        const loaded = file === undefined ? undefined : readTenantsFileText(file);
+        loadedText = loaded?.text;
+        return new DeclaredTenants(loaded?.decls ?? [], {
+          perPrincipalPerSec: s.rateLimitPerPrincipalPerSec,
+          serverBudget:
+            s.serverBudgetRecords > 0 || s.serverBudgetBytes > 0
+              ? {
+                  period: s.serverBudgetPeriod,
+                  records: s.serverBudgetRecords > 0 ? s.serverBudgetRecords : undefined,
+                  bytes: s.serverBudgetBytes > 0 ? s.serverBudgetBytes : undefined,
+                }
+              : undefined,
+          metrics: tenantMetrics,
+          ...(audit !== undefined ? { audit } : {}),
+          ...(s.redisUrl !== undefined
             ? {
-                period: s.serverBudgetPeriod,
-                records: s.serverBudgetRecords > 0 ? s.serverBudgetRecords : undefined,
-                bytes: s.serverBudgetBytes > 0 ? s.serverBudgetBytes : undefined,
-              }
-            : undefined,
-        metrics: tenantMetrics,
-        ...(audit !== undefined ? { audit } : {}),
-        ...(s.redisUrl !== undefined
-          ? {
-              shared: {
-                url: s.redisUrl,
-                commandTimeoutMs: s.redisTimeoutMs,
-                onBackendError: (err: Error) => {
-                  metrics?.backendError();
-                  // One line per 10 s at most: a sync runs every 200 ms.
-                  if (Date.now() - budgetWarnedAt < 10_000) return;
-                  budgetWarnedAt = Date.now();
-                  log.warn({ err: err.message }, 'budget backend (Redis) failed: enforcing this replica\'s own view');
+                shared: {
+                  url: s.redisUrl,
+                  commandTimeoutMs: s.redisTimeoutMs,
+                  onBackendError: (err: Error) => {
+                    metrics?.backendError();
+                    // One line per 10 s at most: a sync runs every 200 ms.
+                    if (Date.now() - budgetWarnedAt < 10_000) return;
+                    budgetWarnedAt = Date.now();
+                    log.warn({ err: err.message }, 'budget backend (Redis) failed: enforcing this replica\'s own view');
+                  },
                 },
-              },
-            }
-          : {}),
-      }));
+              }
+            : {}),
+        });
+      });
       this.#tenantsReloader =
         s.tenantsFile === undefined
           ? undefined
-          : new TenantsReloader({ file: s.tenantsFile, tenants, log, metrics: tenantMetrics, ...(audit !== undefined ? { audit } : {}) });
+          : new TenantsReloader({ file: s.tenantsFile, tenants, log, metrics: tenantMetrics, loadedText, ...(audit !== undefined ? { audit } : {}) });
     }
     this.#tenants = tenants;
     // The audit stream without declared tenants: refusals are audited all the same (they were

@@ -86,6 +86,20 @@ function planTicks(ratePerSec: number, burst: number): { shift: number; period: 
   return { shift, period };
 }
 
+/**
+ * Why a bucket of this rate and burst cannot be built (the message of the
+ * refusal the constructor would throw), or undefined when it can: for a
+ * caller validating a file before it builds anything (src/tenants/tenants-file.ts).
+ */
+export function bucketProblem(ratePerSec: number, burst: number): string | undefined {
+  try {
+    planTicks(ratePerSec, burst);
+    return undefined;
+  } catch (e) {
+    return (e as Error).message;
+  }
+}
+
 export class TokenBucketTable {
   readonly #words: Int32Array;
   readonly #slots: number = 0;
@@ -233,6 +247,20 @@ export class TokenBucketTable {
     if (slot >>> 0 >= this.#slots || slot !== (slot | 0)) this.#badSlot(slot);
     const now = nowMicros === undefined ? this.#nowTicks() : this.#ticksOf(nowMicros);
     Atomics.store(this.#words, HEADER_WORDS + slot, now);
+  }
+
+  /**
+   * Set bucket `slot` to hold `tokens` now (clamped to [0, burst]): what a
+   * bucket of another table held, carried into this one (a reload that keeps
+   * the tenant, src/tenants/declared-tenants.ts).
+   */
+  setTokens(slot: number, tokens: number, nowMicros?: number): void {
+    if (slot >>> 0 >= this.#slots || slot !== (slot | 0)) this.#badSlot(slot);
+    const now = nowMicros === undefined ? this.#nowTicks() : this.#ticksOf(nowMicros);
+    const held = Number.isFinite(tokens) ? Math.min(this.#burst, Math.max(0, tokens)) : this.#burst;
+    // tokens = (burst·T − d) / T  ⇔  d = (burst − tokens)·T, within the horizon burst·T ≤ 2^30.
+    const d = Math.round((this.#burst - held) * this.#period);
+    Atomics.store(this.#words, HEADER_WORDS + slot, (now + d) | 0);
   }
 
   /**

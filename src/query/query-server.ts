@@ -43,7 +43,7 @@ import { TableFilesReader } from './table-files.js';
 import { TenantGate } from './tenant-gate.js';
 import { TenantIndex } from '../tenants/tenant-index.js';
 import { auditNote, indexChangeEvent, openAuditLog, reloadIndexChanges, type AuditLog, type AuditNote } from '../tenants/audit-log.js';
-import { loadTenantsAtStart, readTenantsFile, TenantsReloader } from '../tenants/tenants-reloader.js';
+import { loadTenantsAtStart, readTenantsFileText, TenantsReloader } from '../tenants/tenants-reloader.js';
 
 export interface QueryServerOptions {
   readonly settings: Settings;
@@ -94,7 +94,8 @@ export class QueryServer {
     if (s.queryTenantClaim !== undefined && s.oidcIssuer === undefined) {
       throw new ConfigError('query.oidc.tenantClaim: needs OIDC (set auth.oidc.issuer)');
     }
-    this.#gate = new TenantGate({ tenantClaim: s.queryTenantClaim, allowedTenants: s.queryAllowedTenants, declared: loadDeclared(s) });
+    const declared = loadDeclared(s);
+    this.#gate = new TenantGate({ tenantClaim: s.queryTenantClaim, allowedTenants: s.queryAllowedTenants, declared: declared?.index });
     const shardToken = readShardToken(s);
     if (s.queryShards.length > 0 && shardToken === undefined) {
       throw new ConfigError('query.shards: needs query.shardToken or query.shardTokenFile (the shards verify it)');
@@ -134,6 +135,7 @@ export class QueryServer {
           },
         },
         log: opts.log,
+        loadedText: declared?.text,
         ...(this.#metrics.reloadFailures !== undefined ? { metrics: { reloadFailures: this.#metrics.reloadFailures } } : {}),
         ...(this.#audit !== undefined ? { audit: this.#audit } : {}),
       });
@@ -627,10 +629,13 @@ function digest(s: string): Buffer {
  * stops it (exit 2): `invalid tenants.file (<source>): <file>: …`, an overlap
  * of two tenants included.
  */
-function loadDeclared(s: Settings): TenantIndex | undefined {
+function loadDeclared(s: Settings): { index: TenantIndex; text: string } | undefined {
   const file = s.tenantsFile;
   if (file === undefined) return undefined;
-  return loadTenantsAtStart(file, () => new TenantIndex(readTenantsFile(file)));
+  return loadTenantsAtStart(file, () => {
+    const { decls, text } = readTenantsFileText(file);
+    return { index: new TenantIndex(decls), text };
+  });
 }
 
 function readShardToken(s: Settings): string | undefined {

@@ -4,6 +4,7 @@
 // the one log line a failed reload writes. Nothing here is on the request path.
 
 import { parse as parseYaml } from 'yaml';
+import { bucketProblem } from '../limits/token-bucket-table.js';
 import { isValidIdentifier } from '../tenancy/identifier.js';
 
 export type BudgetPeriod = 'day' | 'month';
@@ -129,6 +130,12 @@ function parseRate(where: string, v: unknown): RateDecl {
   if (burst / rate > MAX_BURST_SECS) {
     throw new TenantsFileError(`${where}.burst: burst / requestsPerSec must be at most ${MAX_BURST_SECS} s`);
   }
+  // The bucket's own bounds (a period of at least 512 ticks, burst·period within 2^30 ticks): a burst
+  // of a few million at a high rate. Refused here, naming the tenant (it was refused only when the
+  // ingester built the bucket: at start-up a line naming neither the setting, the file nor the tenant,
+  // on a reload a log line without the file, and the query server loaded the file the ingester refused).
+  const problem = bucketProblem(rate, burst);
+  if (problem !== undefined) throw new TenantsFileError(`${where}.burst: ${problem}`);
   return { requestsPerSec: rate, burst };
 }
 

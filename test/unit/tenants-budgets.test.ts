@@ -3,6 +3,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { AuditLog, MAX_QUEUED_BYTES } from '../../src/tenants/audit-log.js';
 import { Budget, PeriodClock, periodEnd } from '../../src/tenants/budgets.js';
@@ -49,6 +51,53 @@ describe('budget periods (UTC)', () => {
     expect(r.removed).toEqual(['a']);
     expect(dt.remaining()).toEqual([]);
     void dt.close();
+  });
+
+  it("a reload gives back no token: a tenant that stays keeps what its bucket holds, at most its new burst", () => {
+    // Every reload started the buckets full: a SIGHUP (logrotate's included) was a fresh burst for every tenant.
+    const file = (rate: string): string =>
+      `tenants:\n  - id: a\n    subjects: { subs: [x] }\n    rateLimit: ${rate}\n  - id: b\n    subjects: { subs: [y] }\n    rateLimit: ${rate}\n`;
+    const claims = Object.freeze({ sub: 'x' });
+    const dt = new DeclaredTenants(parseTenantsText(file('{ requestsPerSec: 0.01, burst: 3 }'), 't.yaml'), { perPrincipalPerSec: 0 });
+    const take = (): number => dt.takeRate(dt.runtimeOf('a')!, claims) as number;
+    expect([take(), take(), take()]).toEqual([0, 0, 0]);
+    expect(take()).toBeGreaterThan(0);
+    for (let i = 0; i < 3; i++) dt.replace(parseTenantsText(file('{ requestsPerSec: 0.01, burst: 3 }'), 't.yaml'));
+    expect(take()).toBeGreaterThan(0);
+    // Another rate and a larger burst: still empty, refilling at the new rate.
+    dt.replace(parseTenantsText(file('{ requestsPerSec: 0.02, burst: 10 }'), 't.yaml'));
+    expect(take()).toBeGreaterThan(0);
+    // b spent nothing: full, and capped at a smaller burst.
+    dt.replace(parseTenantsText(file('{ requestsPerSec: 0.02, burst: 2 }'), 't.yaml'));
+    const b = dt.runtimeOf('b')!;
+    expect([dt.takeRate(b, { sub: 'y' }), dt.takeRate(b, { sub: 'y' })]).toEqual([0, 0]);
+    expect(dt.takeRate(b, { sub: 'y' })).toBeGreaterThan(0);
+    void dt.close();
+  });
+});
+
+describe('a reload with shared buckets (redis.url)', () => {
+  it('lets the replaced set go while its buckets wait 5 s to settle with Redis', async () => {
+    // The settle timer's closure shared replace()'s scope and held the whole replaced set (every
+    // runtime and budget) for those 5 s: at 100 reloads a second, 500 sets of every tenant.
+    v8.setFlagsFromString('--expose-gc');
+    const gc = vm.runInNewContext('gc') as () => void;
+    const file = (rate: number): string => `tenants:\n  - id: a\n    subjects: { subs: [x] }\n    rateLimit: { requestsPerSec: ${rate} }\n    budget: { period: day, records: 5 }\n`;
+    // Nothing listens there: the buckets fail open, which is all this needs.
+    const shared = { url: 'redis://127.0.0.1:1', commandTimeoutMs: 100, onBackendError: () => undefined };
+    const dt = new DeclaredTenants(parseTenantsText(file(10), 't.yaml'), { perPrincipalPerSec: 0, shared });
+    try {
+      const old = new WeakRef(dt.runtimeOf('a')!);
+      dt.replace(parseTenantsText(file(20), 't.yaml')); // another rate: the old bucket retires for 5 s
+      expect(dt.runtimeOf('a')).not.toBe(old.deref());
+      for (let i = 0; i < 3 && old.deref() !== undefined; i++) {
+        await new Promise((r) => setTimeout(r, 10));
+        gc();
+      }
+      expect(old.deref()).toBeUndefined();
+    } finally {
+      await dt.close();
+    }
   });
 });
 

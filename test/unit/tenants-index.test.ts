@@ -54,6 +54,11 @@ describe('tenants file validation', () => {
     expect(refusal({ tenants: [{ id: 'acme', subjects: { subs: ['x'] }, rateLimit: { requestsPerSec: 1, burst: 5000 } }] })).toMatch(
       /tenant "acme" rateLimit\.burst/,
     );
+    // Within 1073 s of refill, past what the bucket can represent at that rate: refused by the file, naming
+    // the tenant (it was refused only when the ingester built the bucket, with neither tenant nor file).
+    expect(refusal({ tenants: [{ id: 'acme', subjects: { subs: ['x'] }, rateLimit: { requestsPerSec: 1_000_000, burst: 4_000_000 } }] })).toMatch(
+      /tenant "acme" rateLimit\.burst: burst 4000000 is too large for ratePerSec 1000000/,
+    );
     expect(refusal({ tenants: [{ id: 'acme', subjects: { subs: ['x'] }, budget: { period: 'week', records: 1 } }] })).toMatch(
       /tenant "acme" budget\.period/,
     );
