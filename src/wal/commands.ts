@@ -4,16 +4,17 @@
 // segment is allowed, and reported), 1 damage recovery would not repair, 2 DIR
 // cannot be read.
 
-import { existsSync, readdirSync, realpathSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, realpathSync, statSync, type Dirent } from 'node:fs';
 import { join, relative, resolve, sep } from 'node:path';
 import { listJournalDirs, listJournalFiles } from './journal.js';
 import { decodeJournal, formatJournalName, isJournalDirName, JOURNAL_ROOT } from './journal-format.js';
-import { enclosingWalRoot, INGESTER_LOCK, isWalRoot, linksInWal, listLaneDirs, locateLaneDir, tableLabel, WAL_ROOT_MARKER, type WalTable } from './layout.js';
+import { enclosingWalRoot, INGESTER_LOCK, isWalRoot, linksInWal, listLaneDirs, locateLaneDir, subdirs, tableLabel, WAL_ROOT_MARKER, type WalTable } from './layout.js';
 import { formatSegmentName, recordTypeName, type RecordType } from './format.js';
 import { listLaneFiles, type LaneFiles, type SegmentFile } from './segment-files.js';
 import { SegmentReader, type SegmentStop } from './segment-reader.js';
 import { canBeTorn } from './repair.js';
-import { readRegularFile } from './regular-file.js';
+import { kindOf, readRegularFile } from './regular-file.js';
+import { DEFAULT_TENANT, isValidIdentifier } from '../tenancy/identifier.js';
 import { readSealedMarker } from './sealed-marker.js';
 import { WAL_ID_FILE } from '../compactor/wal-identity.js';
 
@@ -77,6 +78,10 @@ export async function walVerify(dir: string, out: (line: string) => void): Promi
     records += laneRecords;
     out(`lane ${laneLabel(t)} ${t.dir}: ${files.segments.length} segments, ${laneRecords} records, ${laneBytes} bytes`);
     for (const l of lines) out(l);
+  }
+  for (const p of laneNamesNotDirs(dir, targets)) {
+    problems++;
+    out(`DAMAGED: ${p}`);
   }
   problems += verifyJournals(dir, out);
   // Lanes reached through a symbolic link are read by nothing that lands the WAL.
@@ -206,6 +211,33 @@ function verifyJournals(dir: string, out: (line: string) => void, damage: (line:
   return problems;
 }
 
+/**
+ * Given a WAL root: where a lane (or `indexes`) directory lives, at the root
+ * or in a tenant's directory, something that is not a directory (a regular
+ * file, a FIFO; links are reported as NOT FOLLOWED). The ingester refuses
+ * every request of that lane (ENOTDIR), so it must not verify as clean.
+ */
+function laneNamesNotDirs(dir: string, targets: readonly Target[]): string[] {
+  if (targets.length > 0 && targets[0]!.dir === dir) return []; // DIR is a lane
+  const out: string[] = [];
+  const check = (base: string) => {
+    let entries: Dirent[];
+    try {
+      entries = readdirSync(base, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const e of entries) {
+      if ((e.name === 'logs' || e.name === 'traces' || e.name === 'indexes') && !e.isDirectory() && !e.isSymbolicLink()) {
+        out.push(`${join(base, e.name)} is ${kindOf(e) === 'not a regular file' ? 'a file' : kindOf(e)} where a lane directory lives: the ingester refuses every request of that lane (ENOTDIR)`);
+      }
+    }
+  };
+  check(dir);
+  for (const name of [...subdirs(dir)].sort()) if (name !== DEFAULT_TENANT && isValidIdentifier(name)) check(join(dir, name));
+  return out;
+}
+
 /** Entries of `.journal` named as a shard's directory (`shard-<k>-of-<W>`) that are not directories. */
 function nonDirShards(dir: string): string[] {
   try {
@@ -272,6 +304,10 @@ export async function walDump(dir: string, out: (line: string) => void, describe
         reader.close();
       }
     });
+  }
+  for (const p of laneNamesNotDirs(dir, targets)) {
+    damaged = true;
+    note(`DAMAGED: ${p}`);
   }
   // Its exit code follows verify's, which counts a damaged commit journal too.
   if (verifyJournals(dir, () => {}, (line) => note(line.trim())) > 0) damaged = true;

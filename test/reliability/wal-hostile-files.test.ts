@@ -149,6 +149,19 @@ describe('names that hold no regular file never hang or crash the offline comman
   });
 });
 
+describe('a lane directory that is a file', () => {
+  it('fails verify and dump, naming it (the ingester refuses every request of that lane)', () => {
+    const dir = damaged('stop', (w) => {
+      fs.rmSync(path.join(w, 'acme', 'logs'), { recursive: true });
+      fs.writeFileSync(path.join(w, 'acme', 'logs'), 'x');
+    });
+    const v = wal('verify', path.join(dir, 'wal'));
+    expect(v.status, v.stdout).toBe(1);
+    expect(v.stdout).toContain(`DAMAGED: ${path.join(dir, 'wal', 'acme', 'logs')} is a file where a lane directory lives`);
+    expect(wal('dump', path.join(dir, 'wal')).status).toBe(1);
+  });
+});
+
 describe('entries under segment names that are not regular files', () => {
   const kinds: [string, (p: string, w: string) => void][] = [
     ['a directory', (p) => fs.mkdirSync(p)],
