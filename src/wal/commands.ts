@@ -4,15 +4,17 @@
 // segment is allowed, and reported), 1 damage recovery would not repair, 2 DIR
 // cannot be read.
 
-import { existsSync, readFileSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, readdirSync, realpathSync, statSync, type Dirent } from 'node:fs';
+import { join, relative, resolve, sep } from 'node:path';
 import { listJournalDirs, listJournalFiles } from './journal.js';
 import { decodeJournal, formatJournalName, isJournalDirName, JOURNAL_ROOT } from './journal-format.js';
-import { INGESTER_LOCK, isWalRoot, linksInWal, listLaneDirs, locateLaneDir, tableLabel, WAL_ROOT_MARKER, type WalTable } from './layout.js';
+import { enclosingWalRoot, INGESTER_LOCK, isWalRoot, linksInWal, listLaneDirs, locateLaneDir, subdirs, tableLabel, WAL_ROOT_MARKER, type WalTable } from './layout.js';
 import { formatSegmentName, recordTypeName, type RecordType } from './format.js';
 import { listLaneFiles, type LaneFiles, type SegmentFile } from './segment-files.js';
 import { SegmentReader, type SegmentStop } from './segment-reader.js';
 import { canBeTorn } from './repair.js';
+import { kindOf, readRegularFile } from './regular-file.js';
+import { DEFAULT_TENANT, isValidIdentifier } from '../tenancy/identifier.js';
 import { readSealedMarker } from './sealed-marker.js';
 import { WAL_ID_FILE } from '../compactor/wal-identity.js';
 
@@ -45,7 +47,10 @@ export async function walVerify(dir: string, out: (line: string) => void): Promi
     for (const p of naming) lines.push(`  DAMAGED: ${p}`);
     for (const tmp of files.tmp) lines.push(`  leftover ${tmp.name} (recovery deletes it)`);
     for (const u of files.unknown) lines.push(`  unexpected entry ${u} (ignored)`);
-    problems += naming.length;
+    for (const f of files.notFiles) {
+      lines.push(`  DAMAGED: ${f.name} is ${f.kind}, not a segment file: nothing reads or writes it (recovery skips its number; a journal entry naming it stops the start)`);
+    }
+    problems += naming.length + files.notFiles.length;
     let laneRecords = 0;
     let laneBytes = 0;
     const sealed = readSealedMarker(t.dir);
@@ -74,6 +79,10 @@ export async function walVerify(dir: string, out: (line: string) => void): Promi
     out(`lane ${laneLabel(t)} ${t.dir}: ${files.segments.length} segments, ${laneRecords} records, ${laneBytes} bytes`);
     for (const l of lines) out(l);
   }
+  for (const p of laneNamesNotDirs(dir, targets)) {
+    problems++;
+    out(`DAMAGED: ${p}`);
+  }
   problems += verifyJournals(dir, out);
   // Lanes reached through a symbolic link are read by nothing that lands the WAL.
   for (const link of targets.length === 0 || targets[0]!.dir !== dir ? linksInWal(dir) : []) {
@@ -96,18 +105,36 @@ type JournalHeld = Map<string, [number, number][]>;
  */
 function journalHeld(dir: string): JournalHeld {
   const held: JournalHeld = new Map();
-  for (const shard of listJournalDirs(dir)) {
+  let shards: string[];
+  try {
+    shards = listJournalDirs(dir);
+  } catch {
+    return held; // reported by verifyJournals
+  }
+  // Replay writes an entry back only into the lane its tag names exactly: a tag that is none
+  // (`bob/../acme/logs`, a lane that is gone) excuses nothing, though join() would make it a path.
+  const lanes = new Map<string, string>();
+  if (shards.length > 0) for (const l of listLaneDirs(dir)) lanes.set(relative(dir, l.dir).split(sep).join('/'), l.dir);
+  for (const shard of shards) {
     if (!isJournalDirName(shard)) continue;
     const shardDir = join(dir, JOURNAL_ROOT, shard);
-    for (const n of listJournalFiles(shardDir)) {
+    let numbers: number[];
+    try {
+      numbers = listJournalFiles(shardDir);
+    } catch {
+      continue; // reported by verifyJournals
+    }
+    for (const n of numbers) {
       let bytes: Buffer;
       try {
-        bytes = readFileSync(join(shardDir, formatJournalName(n)));
+        bytes = readRegularFile(join(shardDir, formatJournalName(n)));
       } catch {
         continue; // reported by verifyJournals
       }
       for (const e of decodeJournal(bytes, n).entries) {
-        const seg = join(dir, e.tag, formatSegmentName(e.segment));
+        const laneDir = lanes.get(e.tag);
+        if (laneDir === undefined) continue;
+        const seg = join(laneDir, formatSegmentName(e.segment));
         let ranges = held.get(seg);
         if (ranges === undefined) held.set(seg, (ranges = []));
         ranges.push([e.offset, e.offset + e.body.length]);
@@ -129,18 +156,39 @@ function isHeld(held: JournalHeld, seg: string, offset: number): boolean {
  * (start-up replays the entries before it); a corrupt entry is damage.
  * Returns the problems found.
  */
-function verifyJournals(dir: string, out: (line: string) => void): number {
+function verifyJournals(dir: string, out: (line: string) => void, damage: (line: string) => void = out): number {
   let problems = 0;
-  for (const shard of listJournalDirs(dir)) {
+  let shards: string[];
+  try {
+    shards = listJournalDirs(dir);
+  } catch (err) {
+    // `.journal` that is not a directory: start-up refuses it.
+    damage(`  DAMAGED: ${(err as Error).message}`);
+    return 1;
+  }
+  for (const name of nonDirShards(dir)) {
+    problems++;
+    damage(`  DAMAGED: ${JOURNAL_ROOT}/${name} is not a directory: an ingester whose shard it is refuses to start`);
+  }
+  for (const shard of shards) {
     const shardDir = join(dir, JOURNAL_ROOT, shard);
-    for (const n of listJournalFiles(shardDir)) {
+    let numbers: number[];
+    try {
+      numbers = listJournalFiles(shardDir);
+    } catch (err) {
+      problems++;
+      damage(`  DAMAGED: journal directory ${JOURNAL_ROOT}/${shard}: ${(err as Error).message}`);
+      continue;
+    }
+    for (const n of numbers) {
       const name = `${JOURNAL_ROOT}/${shard}/${formatJournalName(n)}`;
       let bytes: Buffer;
       try {
-        bytes = readFileSync(join(shardDir, formatJournalName(n)));
+        // Not through a link, never blocking on a FIFO (readFileSync waited for ever on one).
+        bytes = readRegularFile(join(shardDir, formatJournalName(n)));
       } catch (err) {
         problems++;
-        out(`  DAMAGED: journal ${name}: ${(err as Error).message}`);
+        damage(`  DAMAGED: journal ${name}: ${(err as Error).message}`);
         continue;
       }
       const j = decodeJournal(bytes, n);
@@ -154,13 +202,52 @@ function verifyJournals(dir: string, out: (line: string) => void): number {
             : `corrupt at offset ${stop.offset}: ${stop.why}`;
       if (stop.kind === 'corrupt') {
         problems++;
-        out(`  DAMAGED: journal ${name}: ${j.entries.length} entries, ${records} records, ${end}`);
+        damage(`  DAMAGED: journal ${name}: ${j.entries.length} entries, ${records} records, ${end}`);
       } else {
         out(`journal ${name}: ${j.entries.length} entries, ${records} records, ${end}`);
       }
     }
   }
   return problems;
+}
+
+/**
+ * Given a WAL root: where a lane (or `indexes`) directory lives, at the root
+ * or in a tenant's directory, something that is not a directory (a regular
+ * file, a FIFO; links are reported as NOT FOLLOWED). The ingester refuses
+ * every request of that lane (ENOTDIR), so it must not verify as clean.
+ */
+function laneNamesNotDirs(dir: string, targets: readonly Target[]): string[] {
+  if (targets.length > 0 && targets[0]!.dir === dir) return []; // DIR is a lane
+  const out: string[] = [];
+  const check = (base: string) => {
+    let entries: Dirent[];
+    try {
+      entries = readdirSync(base, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const e of entries) {
+      if ((e.name === 'logs' || e.name === 'traces' || e.name === 'indexes') && !e.isDirectory() && !e.isSymbolicLink()) {
+        out.push(`${join(base, e.name)} is ${kindOf(e) === 'not a regular file' ? 'a file' : kindOf(e)} where a lane directory lives: the ingester refuses every request of that lane (ENOTDIR)`);
+      }
+    }
+  };
+  check(dir);
+  for (const name of [...subdirs(dir)].sort()) if (name !== DEFAULT_TENANT && isValidIdentifier(name)) check(join(dir, name));
+  return out;
+}
+
+/** Entries of `.journal` named as a shard's directory (`shard-<k>-of-<W>`) that are not directories. */
+function nonDirShards(dir: string): string[] {
+  try {
+    return readdirSync(join(dir, JOURNAL_ROOT), { withFileTypes: true })
+      .filter((e) => !e.isDirectory() && isJournalDirName(e.name))
+      .map((e) => e.name)
+      .sort();
+  } catch {
+    return [];
+  }
 }
 
 /**
@@ -177,7 +264,7 @@ export async function walDump(dir: string, out: (line: string) => void, describe
   let landed = 0;
   for (const t of targets) {
     const files = listLaneFiles(t.dir);
-    if (namingProblems(files).length > 0) damaged = true;
+    if (namingProblems(files).length > 0 || files.notFiles.length > 0) damaged = true;
     landed += retiredSegments(files);
     const prefix = lanePrefix(t);
     const sealed = readSealedMarker(t.dir);
@@ -218,6 +305,12 @@ export async function walDump(dir: string, out: (line: string) => void, describe
       }
     });
   }
+  for (const p of laneNamesNotDirs(dir, targets)) {
+    damaged = true;
+    note(`DAMAGED: ${p}`);
+  }
+  // Its exit code follows verify's, which counts a damaged commit journal too.
+  if (verifyJournals(dir, () => {}, (line) => note(line.trim())) > 0) damaged = true;
   if (printed === 0 && landed > 0) note(`no records: ${landed} segment${landed === 1 ? '' : 's'} landed in Iceberg and retired by the compactor`);
   return damaged ? EXIT_DAMAGED : EXIT_OK;
 }
@@ -264,6 +357,7 @@ function namingProblems(files: LaneFiles): string[] {
   for (const s of files.segments) {
     if (!s.canonical) problems.push(`non-canonical segment name ${s.name}`);
     if (prev !== null && prev.number === s.number) problems.push(`segment number ${s.number} used twice: ${prev.name}, ${s.name}`);
+    if (s.number === Number.MAX_SAFE_INTEGER) problems.push(`segment number ${s.number} is the highest the format allows: the lane has no number left for a new segment`);
     prev = s;
   }
   return problems;
@@ -278,6 +372,20 @@ function lanePrefix(t: Target): Record<string, string | null> {
 
 function laneLabel(t: Target): string {
   return `${t.tenant ?? '?'} ${t.table === null ? '?' : tableLabel(t.table)}`;
+}
+
+/**
+ * `dir` as a path under `root` (`root` joined with what lies between), or null
+ * when the two differ on disk: a symbolic link (or a `..` through one) on the
+ * way from the root down to `dir`. The root itself may be a link.
+ */
+function belowRoot(root: string, dir: string): string | null {
+  const lexical = join(root, relative(root, resolve(dir)));
+  try {
+    return realpathSync(dir) === join(realpathSync(root), relative(root, lexical)) ? lexical : null;
+  } catch {
+    return lexical; // unreadable: the caller's reads say why
+  }
 }
 
 /**
@@ -296,6 +404,21 @@ function resolveTargets(dir: string, say: (line: string) => void): Target[] | nu
     return null;
   }
   const own = listLaneFiles(dir);
+  const root = isWalRoot(dir) ? null : enclosingWalRoot(dir);
+  if (root !== null) {
+    // DIR inside a WAL root: a tenant's directory, an `indexes` directory or a lane. Read as a root
+    // of its own, a tenant's lanes were printed as the default tenant's, and a lane reached through
+    // a symbolic link (another tenant's, say) under this one's name.
+    const below = belowRoot(root, dir);
+    if (below === null) {
+      say(`${dir}: reached through a symbolic link below the WAL root ${root}, which nothing that lands the WAL follows: not read`);
+      return null;
+    }
+    if (own.segments.length + own.tmp.length === 0) {
+      const under = listLaneDirs(root).filter((l) => l.dir === below || l.dir.startsWith(below + sep));
+      if (under.length > 0) return under.map((l) => ({ dir: l.dir, tenant: l.tenant, table: l.table }));
+    }
+  }
   const lanes = own.segments.length + own.tmp.length > 0 ? [] : listLaneDirs(dir);
   if (lanes.length > 0) return lanes.map((l) => ({ dir: l.dir, tenant: l.tenant, table: l.table }));
   const loc = locateLaneDir(dir);

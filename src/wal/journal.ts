@@ -20,7 +20,7 @@
 // entry's CRC is seeded with its file's number and covers its body (through
 // the records' own CRCs), and every round ends with a terminator.
 
-import { closeSync, constants, fstatSync, fsyncSync, openSync, readdirSync, readFileSync, readSync, rmdirSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, constants, fstatSync, fsyncSync, openSync, readdirSync, readSync, rmdirSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { dirname, join, relative, sep } from 'node:path';
 import { errnoCode, NODE_FILE_OPS, writeAsync, writevAll, type FileOps } from './file-ops.js';
 import { formatSegmentName, SEGMENT_HEADER_SIZE } from './format.js';
@@ -43,6 +43,7 @@ import {
 } from './journal-format.js';
 import { listLaneDirs } from './layout.js';
 import { refuseNewer } from './newer-format.js';
+import { kindOf, readRegularFile, WalFileTypeError } from './regular-file.js';
 import { WalWriteError } from './wal-write-error.js';
 
 /** The tag of a lane directory: its path relative to the WAL root, `/`-separated. */
@@ -698,6 +699,7 @@ export function listJournalFiles(dir: string): number[] {
     names = readdirSync(dir);
   } catch (err) {
     if (errnoCode(err) === 'ENOENT') return [];
+    if (errnoCode(err) === 'ENOTDIR') throw new WalFileTypeError(dir, 'not a directory: a shard\'s commit journal lives there; move it aside');
     throw err;
   }
   return names
@@ -735,6 +737,8 @@ export function listJournalDirs(walDir: string): string[] {
       .sort();
   } catch (err) {
     if (errnoCode(err) === 'ENOENT') return [];
+    // A scandir error with no word of what the path is for stopped the start; `wal verify` threw.
+    if (errnoCode(err) === 'ENOTDIR') throw new WalFileTypeError(join(walDir, JOURNAL_ROOT), 'not a directory: the commit journal lives there; move it aside');
     throw err;
   }
 }
@@ -805,7 +809,8 @@ export function replayJournalDir(
   for (const n of files) refuseNewer(join(dir, formatJournalName(n)), 'journal', JOURNAL_MAGIC, JOURNAL_VERSION);
   for (const n of files) {
     const path = join(dir, formatJournalName(n));
-    const decoded = decodeJournal(readFileSync(path), n);
+    // Not through a link, never blocking on a FIFO (readFileSync waited for ever on one).
+    const decoded = decodeJournal(readJournalFile(path), n);
     if (decoded.stop.kind !== 'end') stops.push({ file: path, kind: decoded.stop.kind, offset: decoded.stop.offset, why: decoded.stop.why });
     for (const e of decoded.entries) {
       entries++;
@@ -875,9 +880,13 @@ function replayEntry(seg: string, offset: number, body: Uint8Array, creates: boo
   const recreate = creates && offset === 0;
   let fd: number;
   try {
-    fd = openSync(seg, 'r+');
+    // Never through a symbolic link: one put in a lane may point at another tenant's segment,
+    // which replay then overwrote with this lane's records. Never blocking on a FIFO.
+    fd = openSync(seg, constants.O_RDWR | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch (err) {
-    if (errnoCode(err) !== 'ENOENT') throw err;
+    const code = errnoCode(err);
+    if (code === 'ELOOP' || code === 'EISDIR' || code === 'ENXIO') throw notASegment(seg, code === 'ELOOP' ? 'a symbolic link' : code === 'EISDIR' ? 'a directory' : 'a socket or a device');
+    if (code !== 'ENOENT') throw err;
     // Gone. Created since the last checkpoint (its header is in this entry):
     // a machine crash lost the unsynced file; make it again. Otherwise it
     // was durable, and the compactor retired it (its records landed).
@@ -891,7 +900,9 @@ function replayEntry(seg: string, offset: number, body: Uint8Array, creates: boo
     return 'recreated';
   }
   try {
-    const size = fstatSync(fd).size;
+    const st = fstatSync(fd);
+    if (!st.isFile()) throw notASegment(seg, kindOf(st));
+    const size = st.size;
     if (size < SEGMENT_HEADER_SIZE) {
       // No whole header. A segment created since the last checkpoint: the
       // crash lost its header with the rest; write it all again. Else a head
@@ -917,6 +928,21 @@ function replayEntry(seg: string, offset: number, body: Uint8Array, creates: boo
     return 'rewritten';
   } finally {
     closeSync(fd);
+  }
+}
+
+/** A segment name the journal names that holds no regular file: replay can neither check nor write it. */
+function notASegment(seg: string, kind: string): WalFileTypeError {
+  return new WalFileTypeError(seg, `${kind}, not a regular file, where the commit journal holds records of this segment (not followed, not written); move it aside and start again`);
+}
+
+/** A journal file's bytes; anything but a regular file under its name is refused by name. */
+function readJournalFile(path: string): Buffer {
+  try {
+    return readRegularFile(path);
+  } catch (err) {
+    if (err instanceof WalFileTypeError) throw new WalFileTypeError(path, `${err.why}: a commit journal file is one; move it aside`);
+    throw err;
   }
 }
 

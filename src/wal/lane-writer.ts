@@ -212,7 +212,9 @@ export class LaneWriter {
       throw new WalArgumentError(`segmentBytes ${opts.segmentBytes} must be an integer above ${SEGMENT_HEADER_SIZE}`);
     }
     const next = opts.nextSegment ?? 0;
-    if (!Number.isSafeInteger(next) || next < 0) throw new WalArgumentError(`nextSegment ${next} out of range`);
+    // Up to 2^53: the successor of the highest name a disk can hold (a name of 2^53 − 1 put there),
+    // refused at the segment's creation (#openNext), never here, where it killed the writer worker.
+    if (!Number.isInteger(next) || next < 0 || next > Number.MAX_SAFE_INTEGER + 1) throw new WalArgumentError(`nextSegment ${next} out of range`);
     if (opts.fdCache !== undefined && opts.fileOps !== undefined && opts.fdCache.ops !== opts.fileOps) {
       throw new WalArgumentError('fileOps differ from the fdCache ones');
     }
@@ -1000,6 +1002,12 @@ export class LaneWriter {
       this.#dirReady = true;
     }
     const n = this.#next;
+    if (n > Number.MAX_SAFE_INTEGER) {
+      // A segment named 9007199254740991.seg (damage, or put there by hand) leaves no number to take.
+      // Refused like a write (500 SIGLAKE_WAL_WRITE), for this lane only: the WalArgumentError of the
+      // header encoder killed the writer worker, refusing every tenant's requests in flight on it.
+      throw new WalWriteError('create', this.#dir, new Error(`no segment number left after ${Number.MAX_SAFE_INTEGER} (the highest the WAL format allows)`));
+    }
     this.#next = n + 1; // burnt even if creation fails: numbers are never reused
     const path = join(this.#dir, formatSegmentName(n));
     if (this.#journaled) {

@@ -5,11 +5,12 @@
 // validated already (src/tenancy/identifier.ts); listLaneDirs validates what
 // it finds on disk, because a disk holds whatever was put there.
 
-import { lstatSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, type Dirent } from 'node:fs';
+import { lstatSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, type Dirent } from 'node:fs';
 import { hostname } from 'node:os';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { DEFAULT_TENANT, isValidIdentifier } from '../tenancy/identifier.js';
 import { JOURNAL_ROOT } from './journal-format.js';
+import { readRegularFile } from './regular-file.js';
 
 /** The table a lane feeds: the tenant's logs, its traces, or one of its managed indexes. */
 export type WalTable =
@@ -212,7 +213,13 @@ function processStart(pid: number): string | null {
 /** Writes the lock of this process at the root (replacing one a crashed ingester left). */
 export function lockWalRoot(dir: string): void {
   const lock: IngesterLock = { pid: process.pid, host: hostname(), started: processStart(process.pid) };
-  writeFileSync(join(dir, INGESTER_LOCK), `${JSON.stringify(lock)}\n`);
+  // Written beside and renamed over the name: whatever stands there is replaced, never written
+  // through (a FIFO under the name held the start for ever in open(); a link would be followed).
+  const target = join(dir, INGESTER_LOCK);
+  const tmp = `${target}.tmp`;
+  rmSync(tmp, { force: true });
+  writeFileSync(tmp, `${JSON.stringify(lock)}\n`, { flag: 'wx' });
+  renameSync(tmp, target);
 }
 
 /** Removes this process's lock (a stop that finished). */
@@ -229,7 +236,7 @@ export function unlockWalRoot(dir: string): void {
 export function liveIngester(walDir: string): string | null {
   let lock: IngesterLock;
   try {
-    lock = JSON.parse(readFileSync(join(walDir, INGESTER_LOCK), 'utf8')) as IngesterLock;
+    lock = JSON.parse(readRegularFile(join(walDir, INGESTER_LOCK), 4096).toString('utf8')) as IngesterLock;
   } catch {
     return null;
   }

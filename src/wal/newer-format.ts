@@ -5,7 +5,7 @@
 // with every acknowledged record it held (docs/wal-format.md, "Versions").
 
 import { crc32c } from '@node-rs/crc32';
-import { closeSync, openSync, readSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 
 export class WalNewerFormatError extends Error {
   readonly code = 'SIGLAKE_WAL_NEWER_FORMAT';
@@ -34,12 +34,13 @@ export function newerVersionOf(path: string, magic: readonly number[], supported
   const b = Buffer.alloc(32);
   let fd: number;
   try {
-    fd = openSync(path, 'r');
+    // Not through a link, and never blocking on a FIFO: what is not a regular file is no newer release's.
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch {
     return null;
   }
   try {
-    if (readSync(fd, b, 0, 32, 0) < 32) return null;
+    if (!fstatSync(fd).isFile() || readSync(fd, b, 0, 32, 0) < 32) return null;
   } finally {
     closeSync(fd);
   }

@@ -46,6 +46,8 @@ export interface LaneRecovery {
   readonly damaged: readonly CorruptionError[];
   /** Entries that are neither segments nor tmp files; left alone. */
   readonly unknownFiles: readonly string[];
+  /** Entries named as segments (or tmp files) that are not regular files: left alone, their numbers skipped. */
+  readonly notFiles: readonly string[];
 }
 
 export interface RepairOptions {
@@ -129,6 +131,7 @@ export function repairLane(dir: string, opts: RepairOptions = {}): LaneRecovery 
     earlierCuts,
     damaged,
     unknownFiles: files.unknown,
+    notFiles: files.notFiles.map((f) => `${f.name} (${f.kind})`),
   };
 }
 

@@ -17,6 +17,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { errnoCode, NODE_FILE_OPS, type FileOps } from './file-ops.js';
 import { formatSegmentName } from './format.js';
+import { readRegularFile } from './regular-file.js';
 
 export const SEALED_MARKER = '.sealed';
 
@@ -35,11 +36,16 @@ export async function writeSealedMarkerAsync(dir: string, segment: number): Prom
   await fs.promises.rename(tmp, target);
 }
 
-/** The sealed segment number, or 0 when there is no (readable, well-formed) marker. */
+/**
+ * The sealed segment number, or 0 when there is no (readable, well-formed)
+ * marker. Anything but a short regular file under the name reads as none:
+ * a FIFO there blocked every reader (recovery, the compactor, `wal verify`)
+ * for ever.
+ */
 export function readSealedMarker(dir: string): number {
   let text: string;
   try {
-    text = fs.readFileSync(path.join(dir, SEALED_MARKER), 'utf8');
+    text = readRegularFile(path.join(dir, SEALED_MARKER), 64).toString('utf8');
   } catch {
     return 0;
   }

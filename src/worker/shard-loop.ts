@@ -427,6 +427,12 @@ export class ShardLoop {
           'WAL torn tail of an unacknowledged round cut from a segment before the last',
         );
       }
+      if (recovery.notFiles.length > 0) {
+        this.#log.error(
+          { dir: lane.dir, entries: recovery.notFiles },
+          'WAL lane holds entries named as segments that are not regular files: nothing reads or writes them, their numbers are skipped (run siglake wal verify)',
+        );
+      }
       for (const d of recovery.damaged) {
         this.#log.error({ dir: lane.dir, damage: String(d) }, 'WAL segment damaged: not repaired, its bytes kept (run siglake wal verify)');
       }

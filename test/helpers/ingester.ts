@@ -168,7 +168,7 @@ export async function followIngester(child: ChildProcess, dataDir: string, waitF
 }
 
 /** Runs `siglake <args>` to completion. */
-export function runCli(args: string[], opts: { env?: Record<string, string>; cwd?: string } = {}): {
+export function runCli(args: string[], opts: { env?: Record<string, string>; cwd?: string; timeoutMs?: number } = {}): {
   status: number | null;
   stdout: string;
   stderr: string;
@@ -179,7 +179,7 @@ export function runCli(args: string[], opts: { env?: Record<string, string>; cwd
     encoding: 'utf8',
     env: { ...process.env, ...opts.env },
     cwd: opts.cwd ?? REPO,
-    timeout: 60_000,
+    timeout: opts.timeoutMs ?? 60_000,
     // `wal dump` of a few thousand records passes spawnSync's default 1 MiB,
     // past which the child is killed and its status is null.
     maxBuffer: 512 * 1024 * 1024,
