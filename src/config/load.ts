@@ -4,10 +4,11 @@
 // source and what is wrong (the CLI turns it into exit code 2).
 
 import fs from 'node:fs';
+import { isIP } from 'node:net';
 import nodePath from 'node:path';
 import YAML from 'yaml';
 import { ConfigError } from '../errors.js';
-import { ValueError } from './parsers.js';
+import { ValueError, type ListenAddress } from './parsers.js';
 import { commandSettings } from './help.js';
 import { SETTINGS, envName, settingNames, type SettingDef, type SettingName, type Settings } from './settings.js';
 
@@ -252,18 +253,18 @@ function validateTogether(s: Settings, sources: Record<SettingName, Source>, fil
   if (s.tenantClaim !== undefined && s.oidcIssuer === undefined) {
     throw new ConfigError(`invalid ingester.tenantClaim (${at('tenantClaim')}): needs OIDC (set auth.oidc.issuer)`);
   }
-  if (s.httpListen.port !== 0 && s.httpListen.port === s.grpcListen.port && s.httpListen.host === s.grpcListen.host) {
-    throw new ConfigError(
-      `invalid server.grpcListen (${at('grpcListen')}): the same address as server.httpListen (${at('httpListen')}); OTLP/HTTP and OTLP/gRPC need a port each`,
-    );
-  }
-  const m = s.metricsListen;
-  if (m !== undefined && m.port !== 0) {
-    for (const other of ['httpListen', 'grpcListen'] as const) {
-      if (m.port === s[other].port && m.host === s[other].host) {
-        throw new ConfigError(`invalid server.metricsListen (${at('metricsListen')}): the same address as ${other === 'httpListen' ? 'server.httpListen' : 'server.grpcListen'} (${at(other)}); /metrics needs a port of its own`);
-      }
-    }
+  // Two listeners of one process on one port: the second bind fails with EADDRINUSE only after the
+  // WAL, the catalog and the warehouse were made. A wildcard host takes the port on every address.
+  const clash = (a: 'httpListen' | 'grpcListen' | 'metricsListen', b: 'httpListen' | 'grpcListen', why: string): void => {
+    const overlap = listenersOverlap(s[a]!, s[b]);
+    if (overlap === undefined) return;
+    const same = overlap === 'same' ? `the same address as ${SETTINGS[b].key} (${at(b)})` : `an address that overlaps ${SETTINGS[b].key} (${at(b)}): ${overlap}`;
+    throw new ConfigError(`invalid ${SETTINGS[a].key} (${at(a)}): ${same}; ${why}`);
+  };
+  clash('grpcListen', 'httpListen', 'OTLP/HTTP and OTLP/gRPC need a port each');
+  if (s.metricsListen !== undefined) {
+    clash('metricsListen', 'httpListen', '/metrics needs a port of its own');
+    clash('metricsListen', 'grpcListen', '/metrics needs a port of its own');
   }
   if (!s.warehousePath.startsWith('s3://')) {
     // Iceberg files inside the WAL root read as lanes to recovery and verify, and WAL lanes inside a
@@ -333,4 +334,53 @@ function validateTogether(s: Settings, sources: Record<SettingName, Source>, fil
       ).toFixed(1)} s`,
     );
   }
+}
+
+/** `host:port` as written in a flag (`[v6]:port` for IPv6). */
+function showAddress(a: ListenAddress): string {
+  return `${a.host.includes(':') ? `[${a.host}]` : a.host}:${a.port}`;
+}
+
+/**
+ * Whether two listen addresses would take the same port: `same` (one address),
+ * a sentence saying how they overlap, or undefined. Port 0 never clashes (the
+ * OS picks a free one). `::` takes the port on every IPv6 and IPv4 address
+ * (Node and uWebSockets.js bind it dual-stack), `0.0.0.0` on every IPv4 one;
+ * `localhost` may resolve to 127.0.0.1 or ::1. Other host names are compared
+ * as written: what they resolve to is not known here.
+ */
+export function listenersOverlap(a: ListenAddress, b: ListenAddress): 'same' | string | undefined {
+  if (a.port === 0 || a.port !== b.port) return undefined;
+  const ha = canonicalHost(a.host);
+  const hb = canonicalHost(b.host);
+  if (ha === hb) return 'same';
+  const kind = (h: string): 'any' | 'any4' | 'v4' | 'v6' | 'localhost' | 'name' =>
+    h === '::' ? 'any' : h === '0.0.0.0' ? 'any4' : h === 'localhost' ? 'localhost' : isIP(h) === 4 ? 'v4' : isIP(h) === 6 ? 'v6' : 'name';
+  const ka = kind(ha);
+  const kb = kind(hb);
+  const both = `${showAddress(a)} and ${showAddress(b)}`;
+  for (const [k, other, wild] of [[ka, kb, a], [kb, ka, b]] as const) {
+    if (k === 'any') return `${both} (${showAddress(wild)} takes port ${a.port} on every address)`;
+    if (k === 'any4' && (other === 'v4' || other === 'localhost')) return `${both} (${showAddress(wild)} takes port ${a.port} on every IPv4 address)`;
+  }
+  const loopback = (h: string) => h === '::1' || h === '127.0.0.1';
+  if ((ka === 'localhost' && loopback(hb)) || (kb === 'localhost' && loopback(ha))) return `${both} (localhost is a loopback address)`;
+  return undefined;
+}
+
+/** A host as one address is written once: lower case, IPv6 compressed, an IPv4-mapped IPv6 address as IPv4. */
+function canonicalHost(host: string): string {
+  const h = host.toLowerCase();
+  if (isIP(h) !== 6) return h;
+  let v6: string;
+  try {
+    v6 = new URL(`http://[${h}]/`).hostname.slice(1, -1);
+  } catch {
+    return h;
+  }
+  const mapped = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(v6);
+  if (mapped === null) return v6 === '::0' ? '::' : v6;
+  const hi = parseInt(mapped[1]!, 16);
+  const lo = parseInt(mapped[2]!, 16);
+  return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
 }

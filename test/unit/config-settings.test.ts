@@ -230,6 +230,46 @@ describe('loading', () => {
     const msg = errorOf(() => load(['--redis-url', 'http://user:s3cret@host']));
     expect(msg).not.toContain('s3cret');
   });
+
+  it('refuses listeners that would take one port: equal, wildcard or localhost', () => {
+    const both = (http: string, grpc: string) => () => load(['--http-listen', http, '--grpc-listen', grpc]);
+    for (const [http, grpc] of [
+      ['0.0.0.0:4999', '127.0.0.1:4999'],
+      ['127.0.0.1:4999', '0.0.0.0:4999'],
+      [':4999', '10.1.2.3:4999'],
+      ['[::]:4999', '0.0.0.0:4999'],
+      ['[::]:4999', '[::1]:4999'],
+      ['[0:0::0]:4999', '127.0.0.1:4999'],
+      ['localhost:4999', '127.0.0.1:4999'],
+      ['localhost:4999', '[::1]:4999'],
+      ['0.0.0.0:4999', 'localhost:4999'],
+    ]) {
+      expect(errorOf(both(http!, grpc!))).toMatch(/^invalid server\.grpcListen \(flag --grpc-listen\): an address that overlaps server\.httpListen \(flag --http-listen\): .*; OTLP\/HTTP and OTLP\/gRPC need a port each$/);
+    }
+    for (const [http, grpc] of [
+      ['[::ffff:127.0.0.1]:4999', '127.0.0.1:4999'],
+      ['LocalHost:4999', 'localhost:4999'],
+      ['[::1]:4999', '[0:0:0:0:0:0:0:1]:4999'],
+    ]) {
+      expect(errorOf(both(http!, grpc!))).toMatch(/the same address as server\.httpListen/);
+    }
+    // Addresses that can share a port, and port 0 (the OS picks two), pass.
+    for (const [http, grpc] of [
+      ['127.0.0.1:4999', '127.0.0.2:4999'],
+      ['0.0.0.0:4999', '[::1]:4999'],
+      ['[::]:0', '0.0.0.0:0'],
+      ['0.0.0.0:4999', '0.0.0.0:4998'],
+    ]) {
+      expect(() => both(http!, grpc!)()).not.toThrow();
+    }
+    // The default gRPC address (0.0.0.0:4317) takes 4317 on 127.0.0.1 too.
+    expect(errorOf(() => load(['--metrics-listen', '127.0.0.1:4317']))).toMatch(
+      /^invalid server\.metricsListen \(flag --metrics-listen\): an address that overlaps server\.grpcListen \(default of server\.grpcListen\)/,
+    );
+    expect(errorOf(() => load([], { SIGLAKE_METRICS_LISTEN: 'localhost:4318', SIGLAKE_HTTP_LISTEN: '127.0.0.1:4318' }))).toMatch(
+      /^invalid server\.metricsListen \(env SIGLAKE_METRICS_LISTEN\): an address that overlaps server\.httpListen \(env SIGLAKE_HTTP_LISTEN\)/,
+    );
+  });
 });
 
 describe('the configuration reference', () => {
