@@ -64,7 +64,11 @@ function parseOne(name: SettingName, raw: unknown, source: Source, file?: string
   try {
     return d.parse(raw);
   } catch (e) {
-    if (e instanceof ValueError) throw new ConfigError(`invalid ${d.key} (${where(name, source, file)}): ${e.message}`);
+    if (e instanceof ValueError) {
+      // A secret's value is never echoed, whatever its type (`auth.bearerTokens: 123456` in a file).
+      const why = d.secret ? e.message.replace(/,? got [^]*$/, '') : e.message;
+      throw new ConfigError(`invalid ${d.key} (${where(name, source, file)}): ${why}`);
+    }
     throw e;
   }
 }
@@ -73,15 +77,33 @@ function parseOne(name: SettingName, raw: unknown, source: Source, file?: string
 function parseArgv(argv: readonly string[]): { configFile?: string; values: Map<SettingName, string> } {
   const values = new Map<SettingName, string>();
   let configFile: string | undefined;
-  for (let i = 0; i < argv.length; i++) {
+  // The setting whose value the last word was: a word after a secret's value is not echoed.
+  let after: SettingName | undefined;
+  /** The next word as a flag's value; a word that is itself a flag is not taken (a forgotten value). */
+  const nextValue = (flag: string, what: string): string => {
+    const next = argv[i + 1];
+    if (next === undefined) throw new ConfigError(`flag ${flag} needs ${what}`);
+    if (next.startsWith('--')) {
+      throw new ConfigError(`flag ${flag} needs ${what}, got the flag ${next.split('=')[0]} (write ${flag}=VALUE for a value that starts with --)`);
+    }
+    i++;
+    return next;
+  };
+  let i = 0;
+  for (; i < argv.length; i++) {
     const arg = argv[i]!;
-    if (!arg.startsWith('--')) throw new ConfigError(`unexpected argument ${JSON.stringify(arg)}`);
+    if (!arg.startsWith('--')) {
+      if (after !== undefined && SETTINGS[after].secret) {
+        throw new ConfigError(`unexpected argument after the value of ${SETTINGS[after].flag} (not shown: the setting is secret)${Array.isArray(SETTINGS[after].default) ? '; a list is one comma-separated word' : ''}`);
+      }
+      throw new ConfigError(`unexpected argument ${JSON.stringify(arg)}`);
+    }
+    after = undefined;
     const eq = arg.indexOf('=');
     const flag = eq === -1 ? arg : arg.slice(0, eq);
     let value: string | undefined = eq === -1 ? undefined : arg.slice(eq + 1);
     if (flag === '--config') {
-      if (value === undefined) value = argv[++i];
-      if (value === undefined) throw new ConfigError('flag --config needs a file');
+      if (value === undefined) value = nextValue('--config', 'a file');
       configFile = value;
       continue;
     }
@@ -93,12 +115,10 @@ function parseArgv(argv: readonly string[]): { configFile?: string; values: Map<
     const isBool = typeof SETTINGS[name].default === 'boolean';
     if (value === undefined) {
       if (isBool) value = 'true';
-      else {
-        value = argv[++i];
-        if (value === undefined) throw new ConfigError(`flag ${flag} needs a value`);
-      }
+      else value = nextValue(flag, 'a value');
     }
     values.set(name, value);
+    after = name;
   }
   return configFile === undefined ? { values } : { configFile, values };
 }

@@ -187,6 +187,26 @@ describe('configuration errors stop start-up with exit code 2 and one line', () 
     }
   });
 
+  it('a flag whose value was left out does not take the next flag as its value', () => {
+    // `--wal-dir --trust-tenant-header` made a WAL directory named --trust-tenant-header and left
+    // the header untrusted.
+    const r = ingestMustFail(['--wal-dir', '--trust-tenant-header']);
+    expect(r.status).toBe(2);
+    expect(oneLine(r.stderr)).toBe(
+      'siglake: flag --wal-dir needs a value, got the flag --trust-tenant-header (write --wal-dir=VALUE for a value that starts with --)',
+    );
+    expect(listFiles(r.dir)).toEqual([]);
+  });
+
+  it('a word after a secret flag\'s value is refused without echoing it', () => {
+    const r = ingestMustFail(['--auth-bearer-tokens', 'tok-one-s3cret', 'tok-two-s3cret']);
+    expect(r.status).toBe(2);
+    const line = oneLine(r.stderr);
+    expect(line).toContain('unexpected argument after the value of --auth-bearer-tokens');
+    expect(line).not.toContain('s3cret');
+    expect(listFiles(r.dir)).toEqual([]);
+  });
+
   it('an unknown flag is named', () => {
     const r = ingestMustFail(['--no-such-flag', '1']);
     expect(r.status).toBe(2);

@@ -231,6 +231,44 @@ describe('loading', () => {
     expect(msg).not.toContain('s3cret');
   });
 
+  it('never echoes a secret setting\'s value, whatever its type or where it stands', () => {
+    // A number or a boolean in the file was echoed by "got …"; a word after a token list by
+    // "unexpected argument".
+    for (const [text, key] of [
+      ['auth:\n  bearerTokens: 73519024\n', 'auth.bearerTokens'],
+      ['auth:\n  bearerTokens: [true, 73519024]\n', 'auth.bearerTokens'],
+      ['redis:\n  url: 73519024\n', 'redis.url'],
+      ['query:\n  shardToken: [73519024]\n', 'query.shardToken'],
+      ['catalog:\n  url: 73519024\n', 'catalog.url'],
+    ] as const) {
+      const msg = errorOf(() => load(['--config', yamlFile(text)]));
+      expect(msg).toContain(`invalid ${key} (file `);
+      expect(msg).not.toMatch(/73519024|true/);
+    }
+    for (const argv of [
+      ['--auth-bearer-tokens', 'a-s3cret', 'b-s3cret'],
+      ['--auth-bearer-tokens=a-s3cret', 'b-s3cret'],
+      ['--query-shard-token', 'a-s3cret', 'b-s3cret'],
+      ['--redis-url', 'redis://:a-s3cret@h', 'b-s3cret'],
+    ]) {
+      const msg = errorOf(() => load(argv));
+      expect(msg).toMatch(/^unexpected argument after the value of --/);
+      expect(msg).not.toContain('s3cret');
+    }
+    // Any other stray word is named.
+    expect(errorOf(() => load(['--workers', '2', 'extra']))).toBe('unexpected argument "extra"');
+  });
+
+  it('a flag whose value was left out refuses the next flag as its value', () => {
+    expect(errorOf(() => load(['--tenant-claim', '--trust-tenant-header']))).toBe(
+      'flag --tenant-claim needs a value, got the flag --trust-tenant-header (write --tenant-claim=VALUE for a value that starts with --)',
+    );
+    expect(errorOf(() => load(['--config', '--workers=2']))).toMatch(/^flag --config needs a file, got the flag --workers /);
+    // A value that starts with -- is still possible, written with =; a negative number is a value.
+    expect(load(['--wal-dir=--odd', '--warehouse', '/w']).settings.walDir).toBe('--odd');
+    expect(errorOf(() => load(['--max-tenants', '-1']))).toMatch(/must not be negative/);
+  });
+
   it('refuses listeners that would take one port: equal, wildcard or localhost', () => {
     const both = (http: string, grpc: string) => () => load(['--http-listen', http, '--grpc-listen', grpc]);
     for (const [http, grpc] of [
