@@ -8,7 +8,7 @@ import { isIP } from 'node:net';
 import nodePath from 'node:path';
 import YAML from 'yaml';
 import { ConfigError } from '../errors.js';
-import { ValueError, type ListenAddress } from './parsers.js';
+import { ValueError, YamlNumber, type ListenAddress } from './parsers.js';
 import { commandSettings } from './help.js';
 import { SETTINGS, envName, settingNames, type SettingDef, type SettingName, type Settings } from './settings.js';
 
@@ -158,12 +158,17 @@ const SECTIONS: ReadonlySet<string> = new Set(
 
 function flatten(obj: unknown, prefix: string, out: Map<string, unknown>, file: string): void {
   if (obj === null || obj === undefined) return;
-  if (typeof obj !== 'object' || Array.isArray(obj)) {
+  if (typeof obj !== 'object' || Array.isArray(obj) || obj instanceof YamlNumber) {
     throw new ConfigError(`invalid file ${file}: ${prefix === '' ? 'the top level' : prefix} must be a map`);
   }
   for (const [k, v] of Object.entries(obj as Record<string, unknown>)) {
     const path = prefix === '' ? k : `${prefix}.${k}`;
-    if (byKey.has(path)) out.set(path, v);
+    if (byKey.has(path)) {
+      // `ingester.workers: 2` beside `ingester: {workers: 3}`: one key given twice, refused as YAML
+      // refuses a mapping's duplicate key, not settled by which comes last.
+      if (out.has(path)) throw new ConfigError(`invalid file ${file}: key ${path} is given twice`);
+      out.set(path, v);
+    }
     // A map only where settings lie below: `foo: {bar: {}}` is an unknown key, even empty. A section
     // left empty (`server:` alone) holds nothing; one that is not a map says so.
     else if (SECTIONS.has(path)) flatten(v, path, out, file);
@@ -171,16 +176,25 @@ function flatten(obj: unknown, prefix: string, out: Map<string, unknown>, file: 
   }
 }
 
-function readYaml(file: string): Map<string, unknown> {
+function readYaml(file: string, from: string): Map<string, unknown> {
   let text: string;
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch (e) {
-    throw new ConfigError(`cannot read config file ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+    throw new ConfigError(`cannot read config file ${file} (${from}): ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
   }
   let doc: unknown;
   try {
-    doc = YAML.parse(text);
+    const parsed = YAML.parseDocument(text);
+    const bad = parsed.errors[0];
+    if (bad !== undefined) throw bad;
+    // A number keeps the text it was written as, for the string settings (YamlNumber).
+    YAML.visit(parsed, {
+      Scalar(key, node) {
+        if (key !== 'key' && typeof node.value === 'number' && node.source !== undefined) node.value = new YamlNumber(node.value, node.source);
+      },
+    });
+    doc = parsed.toJS();
   } catch (e) {
     throw new ConfigError(`invalid file ${file}: not YAML (${(e as Error).message.split('\n')[0]})`);
   }
@@ -205,7 +219,9 @@ export function loadSettings(input: LoadInput): LoadedSettings {
     }
   }
   const configFile = flagConfig ?? input.env['SIGLAKE_CONFIG'];
-  const fileValues = configFile !== undefined ? readYaml(configFile) : new Map<string, unknown>();
+  const from = flagConfig !== undefined ? 'flag --config' : 'env SIGLAKE_CONFIG';
+  if (configFile === '') throw new ConfigError(`${from} is empty: name a YAML file, or leave it unset`);
+  const fileValues = configFile !== undefined ? readYaml(configFile, from) : new Map<string, unknown>();
 
   const out: Record<string, unknown> = {};
   const sources = {} as Record<SettingName, Source>;

@@ -269,6 +269,39 @@ describe('loading', () => {
     expect(errorOf(() => load(['--max-tenants', '-1']))).toMatch(/must not be negative/);
   });
 
+  it('an empty --config or SIGLAKE_CONFIG is refused naming it, and an unreadable file names its source', () => {
+    expect(errorOf(() => load(['--config=']))).toBe('flag --config is empty: name a YAML file, or leave it unset');
+    expect(errorOf(() => load([], { SIGLAKE_CONFIG: '' }))).toBe('env SIGLAKE_CONFIG is empty: name a YAML file, or leave it unset');
+    expect(errorOf(() => load([], { SIGLAKE_CONFIG: '/nonexistent/s.yaml' }))).toBe('cannot read config file /nonexistent/s.yaml (env SIGLAKE_CONFIG): ENOENT');
+    expect(errorOf(() => load(['--config', os.tmpdir()]))).toMatch(/^cannot read config file .* \(flag --config\): EISDIR$/);
+  });
+
+  it('a YAML number keeps its text for a string setting, and is a number for a number setting', () => {
+    // `catalog.name: 1.10` was read as "1.1", `walDir: 010` as "10", a token 0123 as "123".
+    const file = yamlFile(
+      'catalog:\n  name: 1.10\ningester:\n  walDir: 010\n  workers: 0x2\n  allowedTenants: [007, 1e3]\nquery:\n  shardToken: 0123\n  maxRows: 1e3\n',
+    );
+    const s = load(['--config', file]).settings;
+    expect([s.catalogName, s.walDir, s.queryShardToken, s.allowedTenants]).toEqual(['1.10', '010', '0123', ['007', '1e3']]);
+    expect([s.workers, s.queryMaxRows]).toEqual([2, 1000]);
+    // Refusals quote the number as written.
+    expect(errorOf(() => load(['--config', yamlFile('ingester:\n  workers: 99999999999999999999\n')]))).toMatch(
+      /must be an integer, got 99999999999999999999$/,
+    );
+    expect(errorOf(() => load(['--config', yamlFile('ingester:\n  workers: 1.50\n')]))).toMatch(/must be an integer, got 1\.50$/);
+    expect(errorOf(() => load(['--config', yamlFile('ingester:\n  memBreaker:\n    sampleSecs: .inf\n')]))).toMatch(/finite number, got \.inf$/);
+    expect(errorOf(() => load(['--config', yamlFile('server: 5\n')]))).toMatch(/server must be a map/);
+  });
+
+  it('a key given twice in a file, once as a dotted key, is refused', () => {
+    expect(errorOf(() => load(['--config', yamlFile('ingester.workers: 2\ningester:\n  workers: 3\n')]))).toMatch(
+      /: key ingester\.workers is given twice$/,
+    );
+    expect(errorOf(() => load(['--config', yamlFile('ingester.wal:\n  fsync: never\ningester:\n  wal:\n    fsync: batch\n')]))).toMatch(
+      /key ingester\.wal\.fsync is given twice/,
+    );
+  });
+
   it('refuses listeners that would take one port: equal, wildcard or localhost', () => {
     const both = (http: string, grpc: string) => () => load(['--http-listen', http, '--grpc-listen', grpc]);
     for (const [http, grpc] of [
