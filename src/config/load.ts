@@ -316,6 +316,10 @@ function validateTogether(s: Settings, sources: Record<SettingName, Source>, fil
   if (s.queryTenantClaim !== undefined && s.oidcIssuer === undefined) {
     throw new ConfigError(`invalid query.oidc.tenantClaim (${at('queryTenantClaim')}): needs OIDC (set auth.oidc.issuer)`);
   }
+  if (s.queryShardToken !== undefined && s.queryShardTokenFile !== undefined) {
+    // Which one a node presents would be a silent choice, and both sides must agree.
+    throw new ConfigError(`invalid query.shardTokenFile (${at('queryShardTokenFile')}): query.shardToken is set too (${at('queryShardToken')}); set one of them`);
+  }
   if (s.queryAllowedTenants.length > 0 && s.queryTenantClaim === undefined) {
     throw new ConfigError(`invalid query.allowedTenants (${at('queryAllowedTenants')}): needs query.oidc.tenantClaim (without a claim every query reads main)`);
   }

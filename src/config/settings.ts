@@ -98,6 +98,20 @@ const warehousePath: Parser<string> = (raw) => {
   return p;
 };
 
+/**
+ * A shared secret sent as an HTTP header value: printable ASCII with no blank
+ * at either end (a header's ends are trimmed on the way, so such a token could
+ * never match; a line break in one fails every request that carries it).
+ * Its text is never echoed.
+ */
+export const headerToken: Parser<string> = (raw) => {
+  const t = string({ nonEmpty: true })(raw);
+  if (!/^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(t)) {
+    throw new ValueError('must be printable ASCII, no line break or other control character and no blank at either end (it is sent as an HTTP header)');
+  }
+  return t;
+};
+
 const defaultWorkers = Math.max(1, os.availableParallelism() - 1);
 
 
@@ -699,7 +713,7 @@ export const SETTINGS = {
     default: undefined,
     defaultDoc: 'unset',
     doc: 'Shared secret a coordinator presents to /api/v1/sql/shard (X-Siglake-Shard-Token). Required on both sides when shards are used. Prefer --query-shard-token-file.',
-    parse: string({ nonEmpty: true }),
+    parse: headerToken,
     secret: true,
   }),
   queryShardTokenFile: optional<string>({

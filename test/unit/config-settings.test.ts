@@ -341,6 +341,17 @@ describe('loading', () => {
       /^invalid server\.metricsListen \(env SIGLAKE_METRICS_LISTEN\): an address that overlaps server\.httpListen \(env SIGLAKE_HTTP_LISTEN\)/,
     );
   });
+
+  it('a shard token is one header value, given once', () => {
+    for (const bad of ['tok ', ' tok', 'to\nk', 'tök\u0001']) {
+      const msg = errorOf(() => load(['--query-shard-token', bad]));
+      expect(msg).toMatch(/^invalid query\.shardToken \(flag --query-shard-token\): must be printable ASCII/);
+    }
+    expect(load(['--query-shard-token', 'a b~c']).settings.queryShardToken).toBe('a b~c');
+    expect(errorOf(() => load(['--query-shard-token', 't', '--query-shard-token-file', '/f']))).toBe(
+      'invalid query.shardTokenFile (flag --query-shard-token-file): query.shardToken is set too (flag --query-shard-token); set one of them',
+    );
+  });
 });
 
 describe('the configuration reference', () => {
