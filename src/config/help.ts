@@ -162,6 +162,7 @@ export function humanDefault(name: SettingName): string {
   if (typeof v === 'number') {
     const f = d.flag;
     if (f.endsWith('-bytes')) return humanBytes(v);
+    if (f.endsWith('-kib')) return v === 0 ? '0 (off)' : humanBytes(v * 1024);
     if (f.endsWith('-mib')) return v === 0 ? '0 (off)' : humanBytes(v * 1024 * 1024);
     if (f.endsWith('-secs')) return `${v.toLocaleString('en-US')} s`;
     if (f.endsWith('-ms')) return `${v.toLocaleString('en-US')} ms`;
@@ -225,8 +226,11 @@ function valueHint(name: SettingName): string {
   if (d.flag.endsWith('-secs')) return ' SECS';
   if (d.flag.endsWith('-ms')) return ' MS';
   if (d.flag.endsWith('-mib')) return ' MIB';
+  if (d.flag.endsWith('-kib')) return ' KIB';
   if (d.flag.endsWith('-listen')) return ' HOST:PORT';
-  if (d.flag.endsWith('-url')) return ' URL';
+  if (d.flag.endsWith('-url') || d.flag.endsWith('-endpoint')) return ' URL';
+  // A computed default (a function) says nothing of its type: the bursts are counts.
+  if (d.flag.endsWith('-burst')) return ' N';
   if (d.flag.endsWith('-file') || d.flag === '--wal-dir' || d.flag === '--warehouse') return ' PATH';
   if (Array.isArray(d.default)) return ' A,B';
   if (typeof d.default === 'number') return ' N';

@@ -4,10 +4,11 @@
 // source and what is wrong (the CLI turns it into exit code 2).
 
 import fs from 'node:fs';
+import { isIP } from 'node:net';
 import nodePath from 'node:path';
 import YAML from 'yaml';
 import { ConfigError } from '../errors.js';
-import { ValueError } from './parsers.js';
+import { ValueError, YamlNumber, type ListenAddress } from './parsers.js';
 import { commandSettings } from './help.js';
 import { SETTINGS, envName, settingNames, type SettingDef, type SettingName, type Settings } from './settings.js';
 
@@ -63,7 +64,11 @@ function parseOne(name: SettingName, raw: unknown, source: Source, file?: string
   try {
     return d.parse(raw);
   } catch (e) {
-    if (e instanceof ValueError) throw new ConfigError(`invalid ${d.key} (${where(name, source, file)}): ${e.message}`);
+    if (e instanceof ValueError) {
+      // A secret's value is never echoed, whatever its type (`auth.bearerTokens: 123456` in a file).
+      const why = d.secret ? e.message.replace(/,? got [^]*$/, '') : e.message;
+      throw new ConfigError(`invalid ${d.key} (${where(name, source, file)}): ${why}`);
+    }
     throw e;
   }
 }
@@ -72,15 +77,33 @@ function parseOne(name: SettingName, raw: unknown, source: Source, file?: string
 function parseArgv(argv: readonly string[]): { configFile?: string; values: Map<SettingName, string> } {
   const values = new Map<SettingName, string>();
   let configFile: string | undefined;
-  for (let i = 0; i < argv.length; i++) {
+  // The setting whose value the last word was: a word after a secret's value is not echoed.
+  let after: SettingName | undefined;
+  /** The next word as a flag's value; a word that is itself a flag is not taken (a forgotten value). */
+  const nextValue = (flag: string, what: string): string => {
+    const next = argv[i + 1];
+    if (next === undefined) throw new ConfigError(`flag ${flag} needs ${what}`);
+    if (next.startsWith('--')) {
+      throw new ConfigError(`flag ${flag} needs ${what}, got the flag ${next.split('=')[0]} (write ${flag}=VALUE for a value that starts with --)`);
+    }
+    i++;
+    return next;
+  };
+  let i = 0;
+  for (; i < argv.length; i++) {
     const arg = argv[i]!;
-    if (!arg.startsWith('--')) throw new ConfigError(`unexpected argument ${JSON.stringify(arg)}`);
+    if (!arg.startsWith('--')) {
+      if (after !== undefined && SETTINGS[after].secret) {
+        throw new ConfigError(`unexpected argument after the value of ${SETTINGS[after].flag} (not shown: the setting is secret)${Array.isArray(SETTINGS[after].default) ? '; a list is one comma-separated word' : ''}`);
+      }
+      throw new ConfigError(`unexpected argument ${JSON.stringify(arg)}`);
+    }
+    after = undefined;
     const eq = arg.indexOf('=');
     const flag = eq === -1 ? arg : arg.slice(0, eq);
     let value: string | undefined = eq === -1 ? undefined : arg.slice(eq + 1);
     if (flag === '--config') {
-      if (value === undefined) value = argv[++i];
-      if (value === undefined) throw new ConfigError('flag --config needs a file');
+      if (value === undefined) value = nextValue('--config', 'a file');
       configFile = value;
       continue;
     }
@@ -92,12 +115,10 @@ function parseArgv(argv: readonly string[]): { configFile?: string; values: Map<
     const isBool = typeof SETTINGS[name].default === 'boolean';
     if (value === undefined) {
       if (isBool) value = 'true';
-      else {
-        value = argv[++i];
-        if (value === undefined) throw new ConfigError(`flag ${flag} needs a value`);
-      }
+      else value = nextValue(flag, 'a value');
     }
     values.set(name, value);
+    after = name;
   }
   return configFile === undefined ? { values } : { configFile, values };
 }
@@ -137,12 +158,17 @@ const SECTIONS: ReadonlySet<string> = new Set(
 
 function flatten(obj: unknown, prefix: string, out: Map<string, unknown>, file: string): void {
   if (obj === null || obj === undefined) return;
-  if (typeof obj !== 'object' || Array.isArray(obj)) {
+  if (typeof obj !== 'object' || Array.isArray(obj) || obj instanceof YamlNumber) {
     throw new ConfigError(`invalid file ${file}: ${prefix === '' ? 'the top level' : prefix} must be a map`);
   }
   for (const [k, v] of Object.entries(obj as Record<string, unknown>)) {
     const path = prefix === '' ? k : `${prefix}.${k}`;
-    if (byKey.has(path)) out.set(path, v);
+    if (byKey.has(path)) {
+      // `ingester.workers: 2` beside `ingester: {workers: 3}`: one key given twice, refused as YAML
+      // refuses a mapping's duplicate key, not settled by which comes last.
+      if (out.has(path)) throw new ConfigError(`invalid file ${file}: key ${path} is given twice`);
+      out.set(path, v);
+    }
     // A map only where settings lie below: `foo: {bar: {}}` is an unknown key, even empty. A section
     // left empty (`server:` alone) holds nothing; one that is not a map says so.
     else if (SECTIONS.has(path)) flatten(v, path, out, file);
@@ -150,16 +176,25 @@ function flatten(obj: unknown, prefix: string, out: Map<string, unknown>, file: 
   }
 }
 
-function readYaml(file: string): Map<string, unknown> {
+function readYaml(file: string, from: string): Map<string, unknown> {
   let text: string;
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch (e) {
-    throw new ConfigError(`cannot read config file ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+    throw new ConfigError(`cannot read config file ${file} (${from}): ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
   }
   let doc: unknown;
   try {
-    doc = YAML.parse(text);
+    const parsed = YAML.parseDocument(text);
+    const bad = parsed.errors[0];
+    if (bad !== undefined) throw bad;
+    // A number keeps the text it was written as, for the string settings (YamlNumber).
+    YAML.visit(parsed, {
+      Scalar(key, node) {
+        if (key !== 'key' && typeof node.value === 'number' && node.source !== undefined) node.value = new YamlNumber(node.value, node.source);
+      },
+    });
+    doc = parsed.toJS();
   } catch (e) {
     throw new ConfigError(`invalid file ${file}: not YAML (${(e as Error).message.split('\n')[0]})`);
   }
@@ -184,7 +219,9 @@ export function loadSettings(input: LoadInput): LoadedSettings {
     }
   }
   const configFile = flagConfig ?? input.env['SIGLAKE_CONFIG'];
-  const fileValues = configFile !== undefined ? readYaml(configFile) : new Map<string, unknown>();
+  const from = flagConfig !== undefined ? 'flag --config' : 'env SIGLAKE_CONFIG';
+  if (configFile === '') throw new ConfigError(`${from} is empty: name a YAML file, or leave it unset`);
+  const fileValues = configFile !== undefined ? readYaml(configFile, from) : new Map<string, unknown>();
 
   const out: Record<string, unknown> = {};
   const sources = {} as Record<SettingName, Source>;
@@ -252,18 +289,18 @@ function validateTogether(s: Settings, sources: Record<SettingName, Source>, fil
   if (s.tenantClaim !== undefined && s.oidcIssuer === undefined) {
     throw new ConfigError(`invalid ingester.tenantClaim (${at('tenantClaim')}): needs OIDC (set auth.oidc.issuer)`);
   }
-  if (s.httpListen.port !== 0 && s.httpListen.port === s.grpcListen.port && s.httpListen.host === s.grpcListen.host) {
-    throw new ConfigError(
-      `invalid server.grpcListen (${at('grpcListen')}): the same address as server.httpListen (${at('httpListen')}); OTLP/HTTP and OTLP/gRPC need a port each`,
-    );
-  }
-  const m = s.metricsListen;
-  if (m !== undefined && m.port !== 0) {
-    for (const other of ['httpListen', 'grpcListen'] as const) {
-      if (m.port === s[other].port && m.host === s[other].host) {
-        throw new ConfigError(`invalid server.metricsListen (${at('metricsListen')}): the same address as ${other === 'httpListen' ? 'server.httpListen' : 'server.grpcListen'} (${at(other)}); /metrics needs a port of its own`);
-      }
-    }
+  // Two listeners of one process on one port: the second bind fails with EADDRINUSE only after the
+  // WAL, the catalog and the warehouse were made. A wildcard host takes the port on every address.
+  const clash = (a: 'httpListen' | 'grpcListen' | 'metricsListen', b: 'httpListen' | 'grpcListen', why: string): void => {
+    const overlap = listenersOverlap(s[a]!, s[b]);
+    if (overlap === undefined) return;
+    const same = overlap === 'same' ? `the same address as ${SETTINGS[b].key} (${at(b)})` : `an address that overlaps ${SETTINGS[b].key} (${at(b)}): ${overlap}`;
+    throw new ConfigError(`invalid ${SETTINGS[a].key} (${at(a)}): ${same}; ${why}`);
+  };
+  clash('grpcListen', 'httpListen', 'OTLP/HTTP and OTLP/gRPC need a port each');
+  if (s.metricsListen !== undefined) {
+    clash('metricsListen', 'httpListen', '/metrics needs a port of its own');
+    clash('metricsListen', 'grpcListen', '/metrics needs a port of its own');
   }
   if (!s.warehousePath.startsWith('s3://')) {
     // Iceberg files inside the WAL root read as lanes to recovery and verify, and WAL lanes inside a
@@ -278,6 +315,10 @@ function validateTogether(s: Settings, sources: Record<SettingName, Source>, fil
   // The query server's pairs, named with their source (its own checks, without one, stay behind these).
   if (s.queryTenantClaim !== undefined && s.oidcIssuer === undefined) {
     throw new ConfigError(`invalid query.oidc.tenantClaim (${at('queryTenantClaim')}): needs OIDC (set auth.oidc.issuer)`);
+  }
+  if (s.queryShardToken !== undefined && s.queryShardTokenFile !== undefined) {
+    // Which one a node presents would be a silent choice, and both sides must agree.
+    throw new ConfigError(`invalid query.shardTokenFile (${at('queryShardTokenFile')}): query.shardToken is set too (${at('queryShardToken')}); set one of them`);
   }
   if (s.queryAllowedTenants.length > 0 && s.queryTenantClaim === undefined) {
     throw new ConfigError(`invalid query.allowedTenants (${at('queryAllowedTenants')}): needs query.oidc.tenantClaim (without a claim every query reads main)`);
@@ -333,4 +374,53 @@ function validateTogether(s: Settings, sources: Record<SettingName, Source>, fil
       ).toFixed(1)} s`,
     );
   }
+}
+
+/** `host:port` as written in a flag (`[v6]:port` for IPv6). */
+function showAddress(a: ListenAddress): string {
+  return `${a.host.includes(':') ? `[${a.host}]` : a.host}:${a.port}`;
+}
+
+/**
+ * Whether two listen addresses would take the same port: `same` (one address),
+ * a sentence saying how they overlap, or undefined. Port 0 never clashes (the
+ * OS picks a free one). `::` takes the port on every IPv6 and IPv4 address
+ * (Node and uWebSockets.js bind it dual-stack), `0.0.0.0` on every IPv4 one;
+ * `localhost` may resolve to 127.0.0.1 or ::1. Other host names are compared
+ * as written: what they resolve to is not known here.
+ */
+export function listenersOverlap(a: ListenAddress, b: ListenAddress): 'same' | string | undefined {
+  if (a.port === 0 || a.port !== b.port) return undefined;
+  const ha = canonicalHost(a.host);
+  const hb = canonicalHost(b.host);
+  if (ha === hb) return 'same';
+  const kind = (h: string): 'any' | 'any4' | 'v4' | 'v6' | 'localhost' | 'name' =>
+    h === '::' ? 'any' : h === '0.0.0.0' ? 'any4' : h === 'localhost' ? 'localhost' : isIP(h) === 4 ? 'v4' : isIP(h) === 6 ? 'v6' : 'name';
+  const ka = kind(ha);
+  const kb = kind(hb);
+  const both = `${showAddress(a)} and ${showAddress(b)}`;
+  for (const [k, other, wild] of [[ka, kb, a], [kb, ka, b]] as const) {
+    if (k === 'any') return `${both} (${showAddress(wild)} takes port ${a.port} on every address)`;
+    if (k === 'any4' && (other === 'v4' || other === 'localhost')) return `${both} (${showAddress(wild)} takes port ${a.port} on every IPv4 address)`;
+  }
+  const loopback = (h: string) => h === '::1' || h === '127.0.0.1';
+  if ((ka === 'localhost' && loopback(hb)) || (kb === 'localhost' && loopback(ha))) return `${both} (localhost is a loopback address)`;
+  return undefined;
+}
+
+/** A host as one address is written once: lower case, IPv6 compressed, an IPv4-mapped IPv6 address as IPv4. */
+function canonicalHost(host: string): string {
+  const h = host.toLowerCase();
+  if (isIP(h) !== 6) return h;
+  let v6: string;
+  try {
+    v6 = new URL(`http://[${h}]/`).hostname.slice(1, -1);
+  } catch {
+    return h;
+  }
+  const mapped = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(v6);
+  if (mapped === null) return v6 === '::0' ? '::' : v6;
+  const hi = parseInt(mapped[1]!, 16);
+  const lo = parseInt(mapped[2]!, 16);
+  return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
 }

@@ -14,7 +14,27 @@ export interface ListenAddress {
   port: number;
 }
 
+/**
+ * A number read from a YAML file, with the text it was written as. A number
+ * setting takes the number (`0x1F` is 31, as YAML says); a string setting
+ * takes the text as written, not the number's shortest form (`010` stays
+ * `010`, `1.10` stays `1.10`: a token, a path or a catalog name read as a
+ * number would otherwise change silently).
+ */
+export class YamlNumber {
+  constructor(
+    readonly value: number,
+    readonly source: string,
+  ) {}
+}
+
+/** The number a YAML number stands for; any other value as it is. */
+function numeric(raw: unknown): unknown {
+  return raw instanceof YamlNumber ? raw.value : raw;
+}
+
 function describe(raw: unknown): string {
+  if (raw instanceof YamlNumber) return raw.source;
   if (typeof raw === 'string') return JSON.stringify(raw);
   if (raw === null) return 'null';
   if (Array.isArray(raw)) return 'a list';
@@ -27,7 +47,8 @@ export function integer(opts: { min?: number; max?: number } = {}): Parser<numbe
   const max = opts.max ?? Number.MAX_SAFE_INTEGER;
   return (raw) => {
     let n: number;
-    if (typeof raw === 'number') n = raw;
+    const v = numeric(raw);
+    if (typeof v === 'number') n = v;
     else if (typeof raw === 'string' && /^-?\d+$/.test(raw.trim())) n = Number(raw.trim());
     else throw new ValueError(`must be an integer, got ${describe(raw)}`);
     if (!Number.isSafeInteger(n)) throw new ValueError(`must be an integer, got ${describe(raw)}`);
@@ -42,7 +63,8 @@ export function number(opts: { min?: number; max?: number } = {}): Parser<number
   const max = opts.max ?? Number.MAX_VALUE;
   return (raw) => {
     let n: number;
-    if (typeof raw === 'number') n = raw;
+    const v = numeric(raw);
+    if (typeof v === 'number') n = v;
     else if (typeof raw === 'string' && /^-?(\d+\.?\d*|\.\d+)$/.test(raw.trim())) n = Number(raw.trim());
     else throw new ValueError(`must be a number, got ${describe(raw)}`);
     if (!Number.isFinite(n)) throw new ValueError(`must be a finite number, got ${describe(raw)}`);
@@ -64,7 +86,8 @@ export const boolean: Parser<boolean> = (raw) => {
 
 export function string(opts: { nonEmpty?: boolean } = {}): Parser<string> {
   return (raw) => {
-    if (typeof raw === 'number') raw = String(raw);
+    if (raw instanceof YamlNumber) raw = raw.source;
+    else if (typeof raw === 'number') raw = String(raw);
     if (typeof raw !== 'string') throw new ValueError(`must be a string, got ${describe(raw)}`);
     if (opts.nonEmpty && raw.trim() === '') throw new ValueError('must not be empty');
     return raw;

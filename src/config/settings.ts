@@ -98,6 +98,20 @@ const warehousePath: Parser<string> = (raw) => {
   return p;
 };
 
+/**
+ * A shared secret sent as an HTTP header value: printable ASCII with no blank
+ * at either end (a header's ends are trimmed on the way, so such a token could
+ * never match; a line break in one fails every request that carries it).
+ * Its text is never echoed.
+ */
+export const headerToken: Parser<string> = (raw) => {
+  const t = string({ nonEmpty: true })(raw);
+  if (!/^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(t)) {
+    throw new ValueError('must be printable ASCII, no line break or other control character and no blank at either end (it is sent as an HTTP header)');
+  }
+  return t;
+};
+
 const defaultWorkers = Math.max(1, os.availableParallelism() - 1);
 
 
@@ -499,7 +513,7 @@ export const SETTINGS = {
     flag: '--rate-limit-burst',
     category: 'limits',
     default: (s) => Math.max(1, Math.ceil(s.rateLimitPerSec ?? 0)),
-    defaultDoc: 'ratePerSec',
+    defaultDoc: 'ratePerSec rounded up, at least 1',
     doc: 'Bucket size: requests admitted at once from a full tenant bucket.',
     parse: integer({ min: 1, max: 100_000_000 }),
   }),
@@ -517,7 +531,7 @@ export const SETTINGS = {
     flag: '--rate-limit-global-burst',
     category: 'limits',
     default: (s) => Math.max(1, Math.ceil(s.rateLimitGlobalPerSec ?? 0)),
-    defaultDoc: 'globalRatePerSec rounded up',
+    defaultDoc: 'globalRatePerSec rounded up, at least 1',
     doc: 'Global bucket size: requests admitted at once from a full global bucket.',
     parse: integer({ min: 1, max: 100_000_000 }),
   }),
@@ -699,7 +713,7 @@ export const SETTINGS = {
     default: undefined,
     defaultDoc: 'unset',
     doc: 'Shared secret a coordinator presents to /api/v1/sql/shard (X-Siglake-Shard-Token). Required on both sides when shards are used. Prefer --query-shard-token-file.',
-    parse: string({ nonEmpty: true }),
+    parse: headerToken,
     secret: true,
   }),
   queryShardTokenFile: optional<string>({

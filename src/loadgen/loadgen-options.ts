@@ -140,10 +140,14 @@ function int(name: string, raw: string, min: number, max = Number.MAX_SAFE_INTEG
 }
 
 function num(name: string, raw: string, min: number): number {
-  const n = Number(raw.trim());
-  if (raw.trim() === '' || !Number.isFinite(n) || n < min) throw new ConfigError(`--${name}: must be a number ≥ ${min}, got ${JSON.stringify(raw)}`);
+  // Decimal only: Number() would read 0x10 as 16 and 1e3 as 1000.
+  const n = /^\d+(\.\d*)?$|^\.\d+$/.test(raw.trim()) ? Number(raw.trim()) : NaN;
+  if (!Number.isFinite(n) || n < min) throw new ConfigError(`--${name}: must be a decimal number ≥ ${min}, got ${JSON.stringify(raw)}`);
   return n;
 }
+
+/** Node's timers hold at most 2^31 − 1 ms; a longer one fires after 1 ms (TimeoutOverflowWarning). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** "1", "1%" or "0.5 %": a percentage between 0 and 100. */
 function percent(name: string, raw: string): number {
@@ -244,7 +248,11 @@ export function parseLoadgenArgs(argv: string[]): LoadgenOptions | 'help' {
   // The warm-up is cut at an interval's end: one that ends inside an interval would count part of
   // it as measured (or drop part of the measured time), and every rate would be off by that share.
   const warmupSecs = seconds('warmup', str('warmup')!);
-  const intervalMs = int('interval-ms', str('interval-ms')!, 10);
+  // The run's end is one timer: a longer run would end at once.
+  if ((warmupSecs + durationSecs) * 1000 > MAX_TIMER_MS) {
+    throw new ConfigError(`--duration: with --warmup at most ${Math.floor(MAX_TIMER_MS / 1000)} s (24.8 days), got ${warmupSecs + durationSecs} s`);
+  }
+  const intervalMs = int('interval-ms', str('interval-ms')!, 10, 86_400_000);
   if (Math.round(warmupSecs * 1000) % intervalMs !== 0) {
     throw new ConfigError(`--warmup: must be a whole number of --interval-ms (${intervalMs} ms), got ${warmupSecs} s`);
   }

@@ -19,7 +19,7 @@ import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Authenticator } from '../auth/authenticator.js';
 import { authenticatorFromSettings } from '../auth/from-settings.js';
-import type { Settings } from '../config/settings.js';
+import { headerToken, type Settings } from '../config/settings.js';
 import { ConfigError } from '../errors.js';
 import { FileStorage } from '../iceberg/file-storage.js';
 import { handleIndexRequest, isIndexApiPath, MAX_INDEX_BODY_BYTES, type IndexChange } from '../indexes/http-handlers.js';
@@ -648,7 +648,11 @@ function readShardToken(s: Settings): string | undefined {
     }
     const token = text.split('\n')[0]!.trim();
     if (token === '') throw new ConfigError('query.shardTokenFile: the file holds no token');
-    return token;
+    try {
+      return headerToken(token);
+    } catch (e) {
+      throw ConfigError.ofSetting('query.shardTokenFile', `${s.queryShardTokenFile}: the token ${(e as Error).message}`);
+    }
   }
   return s.queryShardToken;
 }

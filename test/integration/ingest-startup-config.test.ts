@@ -169,6 +169,44 @@ describe('configuration errors stop start-up with exit code 2 and one line', () 
     }
   });
 
+  it('listeners that would share a port are refused before anything is made, wildcards and localhost included', () => {
+    // Only equal host strings were compared: 0.0.0.0 beside 127.0.0.1 (or localhost beside
+    // 127.0.0.1, or :: beside 0.0.0.0) on one port passed, made the WAL, the catalog and the
+    // warehouse, then failed with EADDRINUSE and exit code 1.
+    const cases: [string[], string][] = [
+      [['--http-listen', '0.0.0.0:47318', '--grpc-listen', '127.0.0.1:47318'], 'invalid server.grpcListen (flag --grpc-listen): an address that overlaps server.httpListen (flag --http-listen)'],
+      [['--http-listen', '127.0.0.1:47318', '--grpc-listen', 'localhost:47318'], 'invalid server.grpcListen (flag --grpc-listen)'],
+      [['--http-listen', ':47318', '--grpc-listen', '[::]:47318'], 'invalid server.grpcListen (flag --grpc-listen)'],
+      [['--metrics-listen', '0.0.0.0:47317', '--grpc-listen', '127.0.0.1:47317'], 'invalid server.metricsListen (flag --metrics-listen): an address that overlaps server.grpcListen'],
+    ];
+    for (const [args, want] of cases) {
+      const r = ingestMustFail(args);
+      expect(r.status, r.stderr).toBe(2);
+      expect(oneLine(r.stderr)).toContain(want);
+      expect(listFiles(r.dir)).toEqual([]);
+    }
+  });
+
+  it('a flag whose value was left out does not take the next flag as its value', () => {
+    // `--wal-dir --trust-tenant-header` made a WAL directory named --trust-tenant-header and left
+    // the header untrusted.
+    const r = ingestMustFail(['--wal-dir', '--trust-tenant-header']);
+    expect(r.status).toBe(2);
+    expect(oneLine(r.stderr)).toBe(
+      'siglake: flag --wal-dir needs a value, got the flag --trust-tenant-header (write --wal-dir=VALUE for a value that starts with --)',
+    );
+    expect(listFiles(r.dir)).toEqual([]);
+  });
+
+  it('a word after a secret flag\'s value is refused without echoing it', () => {
+    const r = ingestMustFail(['--auth-bearer-tokens', 'tok-one-s3cret', 'tok-two-s3cret']);
+    expect(r.status).toBe(2);
+    const line = oneLine(r.stderr);
+    expect(line).toContain('unexpected argument after the value of --auth-bearer-tokens');
+    expect(line).not.toContain('s3cret');
+    expect(listFiles(r.dir)).toEqual([]);
+  });
+
   it('an unknown flag is named', () => {
     const r = ingestMustFail(['--no-such-flag', '1']);
     expect(r.status).toBe(2);

@@ -447,6 +447,9 @@ describe('siglake query: settings that cannot work together stop start-up', () =
     },
     { name: 'query.shards without a shard token', args: ['--query-shards', 'http://127.0.0.1:9'], want: 'query.shards' },
     { name: 'an invalid tenant in query.allowedTenants', args: ['--query-allowed-tenants', 'bad tenant'], want: 'query.allowedTenants' },
+    // A token with a blank at an end could never match (a header's ends are trimmed on the way).
+    { name: 'a shard token with a trailing blank', args: ['--query-shard-token', 'tok-s3cret '], want: 'invalid query.shardToken (flag --query-shard-token): must be printable ASCII' },
+    { name: 'both query.shardToken and query.shardTokenFile', args: ['--query-shard-token', 'tok-s3cret', '--query-shard-token-file', '/nonexistent/t'], want: 'query.shardToken is set too' },
   ];
   it.each(cases)('$name → exit 2 naming $want', ({ args, want }) => {
     const dir = tempDir('siglake-query-config-');
@@ -454,6 +457,23 @@ describe('siglake query: settings that cannot work together stop start-up', () =
       const r = runCli(['query', '--query-listen', '127.0.0.1:0', ...icebergFlags(dir), ...args]);
       expect(r.status).toBe(2);
       expect(r.stderr).toContain(want);
+      expect(r.stderr).not.toContain('s3cret');
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a shard token file whose token holds a control character → exit 2 naming the file, not the token', () => {
+    // Node refuses a control character in a header value: every query the coordinator passed on failed.
+    const dir = tempDir('siglake-query-config-');
+    try {
+      const file = path.join(dir, 'shard-token');
+      fs.writeFileSync(file, 'tok\u001bs3cret\n');
+      const r = runCli(['query', '--query-listen', '127.0.0.1:0', ...icebergFlags(dir), '--query-shard-token-file', file]);
+      expect(r.status).toBe(2);
+      expect(r.stderr).toBe(
+        `siglake: invalid query.shardTokenFile (flag --query-shard-token-file): ${file}: the token must be printable ASCII, no line break or other control character and no blank at either end (it is sent as an HTTP header)\n`,
+      );
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }

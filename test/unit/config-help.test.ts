@@ -23,6 +23,13 @@ describe('help formatters', () => {
     expect(humanDefault('compactorEnabled')).toBe('on');
     expect(humanDefault('oidcTokenCacheSize')).toBe('10,000');
     expect(humanDefault('memBreakerLimitMib')).toBe('0 (off)');
+    // A KiB setting showed a bare "1,024"; a computed burst "ratePerSec" (it is rounded up, at least 1).
+    expect(humanDefault('walDirectRoundKib')).toBe('1 MiB');
+    expect(humanDefault('rateLimitBurst')).toBe('ratePerSec rounded up, at least 1');
+    const help = commandHelp('ingest', 120)!;
+    expect(help).toMatch(/^  --wal-direct-round-kib KIB  default 1 MiB /m);
+    expect(help).toMatch(/^  --rate-limit-burst N  /m);
+    expect(help).toMatch(/^  --warehouse-s3-endpoint URL  /m);
   });
 
   it('wraps on words within the width, indented', () => {

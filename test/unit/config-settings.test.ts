@@ -230,6 +230,128 @@ describe('loading', () => {
     const msg = errorOf(() => load(['--redis-url', 'http://user:s3cret@host']));
     expect(msg).not.toContain('s3cret');
   });
+
+  it('never echoes a secret setting\'s value, whatever its type or where it stands', () => {
+    // A number or a boolean in the file was echoed by "got …"; a word after a token list by
+    // "unexpected argument".
+    for (const [text, key] of [
+      ['auth:\n  bearerTokens: 73519024\n', 'auth.bearerTokens'],
+      ['auth:\n  bearerTokens: [true, 73519024]\n', 'auth.bearerTokens'],
+      ['redis:\n  url: 73519024\n', 'redis.url'],
+      ['query:\n  shardToken: [73519024]\n', 'query.shardToken'],
+      ['catalog:\n  url: 73519024\n', 'catalog.url'],
+    ] as const) {
+      const msg = errorOf(() => load(['--config', yamlFile(text)]));
+      expect(msg).toContain(`invalid ${key} (file `);
+      expect(msg).not.toMatch(/73519024|true/);
+    }
+    for (const argv of [
+      ['--auth-bearer-tokens', 'a-s3cret', 'b-s3cret'],
+      ['--auth-bearer-tokens=a-s3cret', 'b-s3cret'],
+      ['--query-shard-token', 'a-s3cret', 'b-s3cret'],
+      ['--redis-url', 'redis://:a-s3cret@h', 'b-s3cret'],
+    ]) {
+      const msg = errorOf(() => load(argv));
+      expect(msg).toMatch(/^unexpected argument after the value of --/);
+      expect(msg).not.toContain('s3cret');
+    }
+    // Any other stray word is named.
+    expect(errorOf(() => load(['--workers', '2', 'extra']))).toBe('unexpected argument "extra"');
+  });
+
+  it('a flag whose value was left out refuses the next flag as its value', () => {
+    expect(errorOf(() => load(['--tenant-claim', '--trust-tenant-header']))).toBe(
+      'flag --tenant-claim needs a value, got the flag --trust-tenant-header (write --tenant-claim=VALUE for a value that starts with --)',
+    );
+    expect(errorOf(() => load(['--config', '--workers=2']))).toMatch(/^flag --config needs a file, got the flag --workers /);
+    // A value that starts with -- is still possible, written with =; a negative number is a value.
+    expect(load(['--wal-dir=--odd', '--warehouse', '/w']).settings.walDir).toBe('--odd');
+    expect(errorOf(() => load(['--max-tenants', '-1']))).toMatch(/must not be negative/);
+  });
+
+  it('an empty --config or SIGLAKE_CONFIG is refused naming it, and an unreadable file names its source', () => {
+    expect(errorOf(() => load(['--config=']))).toBe('flag --config is empty: name a YAML file, or leave it unset');
+    expect(errorOf(() => load([], { SIGLAKE_CONFIG: '' }))).toBe('env SIGLAKE_CONFIG is empty: name a YAML file, or leave it unset');
+    expect(errorOf(() => load([], { SIGLAKE_CONFIG: '/nonexistent/s.yaml' }))).toBe('cannot read config file /nonexistent/s.yaml (env SIGLAKE_CONFIG): ENOENT');
+    expect(errorOf(() => load(['--config', os.tmpdir()]))).toMatch(/^cannot read config file .* \(flag --config\): EISDIR$/);
+  });
+
+  it('a YAML number keeps its text for a string setting, and is a number for a number setting', () => {
+    // `catalog.name: 1.10` was read as "1.1", `walDir: 010` as "10", a token 0123 as "123".
+    const file = yamlFile(
+      'catalog:\n  name: 1.10\ningester:\n  walDir: 010\n  workers: 0x2\n  allowedTenants: [007, 1e3]\nquery:\n  shardToken: 0123\n  maxRows: 1e3\n',
+    );
+    const s = load(['--config', file]).settings;
+    expect([s.catalogName, s.walDir, s.queryShardToken, s.allowedTenants]).toEqual(['1.10', '010', '0123', ['007', '1e3']]);
+    expect([s.workers, s.queryMaxRows]).toEqual([2, 1000]);
+    // Refusals quote the number as written.
+    expect(errorOf(() => load(['--config', yamlFile('ingester:\n  workers: 99999999999999999999\n')]))).toMatch(
+      /must be an integer, got 99999999999999999999$/,
+    );
+    expect(errorOf(() => load(['--config', yamlFile('ingester:\n  workers: 1.50\n')]))).toMatch(/must be an integer, got 1\.50$/);
+    expect(errorOf(() => load(['--config', yamlFile('ingester:\n  memBreaker:\n    sampleSecs: .inf\n')]))).toMatch(/finite number, got \.inf$/);
+    expect(errorOf(() => load(['--config', yamlFile('server: 5\n')]))).toMatch(/server must be a map/);
+  });
+
+  it('a key given twice in a file, once as a dotted key, is refused', () => {
+    expect(errorOf(() => load(['--config', yamlFile('ingester.workers: 2\ningester:\n  workers: 3\n')]))).toMatch(
+      /: key ingester\.workers is given twice$/,
+    );
+    expect(errorOf(() => load(['--config', yamlFile('ingester.wal:\n  fsync: never\ningester:\n  wal:\n    fsync: batch\n')]))).toMatch(
+      /key ingester\.wal\.fsync is given twice/,
+    );
+  });
+
+  it('refuses listeners that would take one port: equal, wildcard or localhost', () => {
+    const both = (http: string, grpc: string) => () => load(['--http-listen', http, '--grpc-listen', grpc]);
+    for (const [http, grpc] of [
+      ['0.0.0.0:4999', '127.0.0.1:4999'],
+      ['127.0.0.1:4999', '0.0.0.0:4999'],
+      [':4999', '10.1.2.3:4999'],
+      ['[::]:4999', '0.0.0.0:4999'],
+      ['[::]:4999', '[::1]:4999'],
+      ['[0:0::0]:4999', '127.0.0.1:4999'],
+      ['localhost:4999', '127.0.0.1:4999'],
+      ['localhost:4999', '[::1]:4999'],
+      ['0.0.0.0:4999', 'localhost:4999'],
+    ]) {
+      expect(errorOf(both(http!, grpc!))).toMatch(/^invalid server\.grpcListen \(flag --grpc-listen\): an address that overlaps server\.httpListen \(flag --http-listen\): .*; OTLP\/HTTP and OTLP\/gRPC need a port each$/);
+    }
+    for (const [http, grpc] of [
+      ['[::ffff:127.0.0.1]:4999', '127.0.0.1:4999'],
+      ['LocalHost:4999', 'localhost:4999'],
+      ['[::1]:4999', '[0:0:0:0:0:0:0:1]:4999'],
+    ]) {
+      expect(errorOf(both(http!, grpc!))).toMatch(/the same address as server\.httpListen/);
+    }
+    // Addresses that can share a port, and port 0 (the OS picks two), pass.
+    for (const [http, grpc] of [
+      ['127.0.0.1:4999', '127.0.0.2:4999'],
+      ['0.0.0.0:4999', '[::1]:4999'],
+      ['[::]:0', '0.0.0.0:0'],
+      ['0.0.0.0:4999', '0.0.0.0:4998'],
+    ]) {
+      expect(() => both(http!, grpc!)()).not.toThrow();
+    }
+    // The default gRPC address (0.0.0.0:4317) takes 4317 on 127.0.0.1 too.
+    expect(errorOf(() => load(['--metrics-listen', '127.0.0.1:4317']))).toMatch(
+      /^invalid server\.metricsListen \(flag --metrics-listen\): an address that overlaps server\.grpcListen \(default of server\.grpcListen\)/,
+    );
+    expect(errorOf(() => load([], { SIGLAKE_METRICS_LISTEN: 'localhost:4318', SIGLAKE_HTTP_LISTEN: '127.0.0.1:4318' }))).toMatch(
+      /^invalid server\.metricsListen \(env SIGLAKE_METRICS_LISTEN\): an address that overlaps server\.httpListen \(env SIGLAKE_HTTP_LISTEN\)/,
+    );
+  });
+
+  it('a shard token is one header value, given once', () => {
+    for (const bad of ['tok ', ' tok', 'to\nk', 'tök\u0001']) {
+      const msg = errorOf(() => load(['--query-shard-token', bad]));
+      expect(msg).toMatch(/^invalid query\.shardToken \(flag --query-shard-token\): must be printable ASCII/);
+    }
+    expect(load(['--query-shard-token', 'a b~c']).settings.queryShardToken).toBe('a b~c');
+    expect(errorOf(() => load(['--query-shard-token', 't', '--query-shard-token-file', '/f']))).toBe(
+      'invalid query.shardTokenFile (flag --query-shard-token-file): query.shardToken is set too (flag --query-shard-token); set one of them',
+    );
+  });
 });
 
 describe('the configuration reference', () => {

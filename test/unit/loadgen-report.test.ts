@@ -57,6 +57,14 @@ describe('loadgen flags', () => {
     // A warm-up ending inside an interval counted part of it as measured (1.4 s: rates ~20 % high).
     [['--warmup', '1.4'], /--warmup: must be a whole number of --interval-ms \(1000 ms\)/],
     [['--warmup', '1', '--interval-ms', '300'], /--warmup: must be a whole number of --interval-ms \(300 ms\)/],
+    // Number() read hex and exponents: --rate 0x10 ran at 16/s, --pool-mib 1e3 took 1000 MiB.
+    [['--rate', '0x10'], /--rate: must be a decimal number/],
+    [['--rate', '1e3'], /--rate: must be a decimal number/],
+    [['--pool-mib', '0b11'], /--pool-mib: must be a decimal number/],
+    // Past Node's 2^31 − 1 ms timer limit the run's end timer fired after 1 ms: a 40000m run measured 0 s.
+    [['--duration', '40000m'], /--duration: with --warmup at most 2147483 s/],
+    [['--duration', '2147483', '--warmup', '1'], /--duration: with --warmup at most 2147483 s/],
+    [['--interval-ms', '3000000000'], /--interval-ms: must be between 10 and 86400000/],
   ])('refuses %j naming the flag', (argv, msg) => {
     expect(() => parseLoadgenArgs(argv)).toThrow(ConfigError);
     expect(() => parseLoadgenArgs(argv)).toThrow(msg);
