@@ -32,8 +32,6 @@ export async function runQueryCommand(argv: string[]): Promise<number> {
     process.stderr.write(`siglake: ${(e as Error).message}\n`);
     return 1;
   }
-  log.info({ port: server.port, role: server.role }, 'listening');
-  log.info({ port: server.port }, 'ready');
   return new Promise<number>((resolve) => {
     let signals = 0;
     const onSignal = (signal: NodeJS.Signals) => {
@@ -58,5 +56,9 @@ export async function runQueryCommand(argv: string[]): Promise<number> {
     process.on('SIGINT', onSignal);
     // As on ingest: SIGHUP reloads tenants.file and reopens audit.file when set, else does nothing.
     process.on('SIGHUP', () => log.debug('SIGHUP: reloads tenants.file and reopens audit.file when they are set'));
+    // Only now: a signal that comes once the lines are out must find its handler (with none, SIGHUP
+    // and SIGTERM take their default action and end the process at once).
+    log.info({ port: server.port, role: server.role }, 'listening');
+    log.info({ port: server.port }, 'ready');
   });
 }
