@@ -62,7 +62,9 @@ export function analyse(prefix, skipMs = 1000) {
   // Rounds that began before the one before them was answered (two in flight).
   let overlapped = 0;
   for (const f of shardFiles) {
-    const rs = rowsOf(path.join(dir, f), R.width).filter((r) => r[R.start] >= t0 + skipMs && Number.isFinite(r[R.posted]) && r[R.n] > 0);
+    // With nothing to skip every round counts: t0 is the first request the acceptor's trace still
+    // holds, and a round can begin before it when that request's row was not kept.
+    const rs = rowsOf(path.join(dir, f), R.width).filter((r) => (skipMs <= 0 || r[R.start] >= t0 + skipMs) && Number.isFinite(r[R.posted]) && r[R.n] > 0);
     // Busy: the union of the rounds' [start, posted], which overlap with two rounds in flight.
     let busyTo = -Infinity;
     for (let i = 0; i < rs.length; i++) {

@@ -69,7 +69,9 @@ describe('regression (compactor-lands-live-segment): the in-process compactor ne
     const ing = await startIngester({
       workers: 2,
       waitFor: 'listening',
-      args: ['--trust-tenant-header', '--compact-interval-secs', '1', '--wal-segment-bytes', String(512 * 1024)],
+      // The compactor runs at SCHED_IDLE (the default placement): beside the rest of a suite on two
+      // cores it may get no CPU for minutes. A lag bound of 5 s raises it as it would any busy host's.
+      args: ['--trust-tenant-header', '--compact-interval-secs', '1', '--wal-segment-bytes', String(512 * 1024), '--compactor-idle-max-lag-secs', '5'],
     });
     live.add(ing);
     const ledger = new Ledger();
