@@ -40,6 +40,22 @@ describe('query coordinator and shards', () => {
   let A: RunningQuery, S: RunningQuery, C1: RunningQuery, C2: RunningQuery, C3: RunningQuery, C4: RunningQuery, C5: RunningQuery;
   let absentShard: Awaited<ReturnType<typeof refusingPort>> | undefined;
 
+  /** acme's endless query sent to a coordinator with node:http (whose destroy() closes the connection); `failed` settles at the hang-up. */
+  const slowQueryAt = (url: string): { caller: http.ClientRequest; failed: Promise<Error> } => {
+    const slow = JSON.stringify({ sql: 'SELECT sum(range % 7) FROM range(100000000000000)' });
+    const u = new URL(`${url}/api/v1/sql`);
+    const caller = http.request({
+      hostname: u.hostname,
+      port: u.port,
+      path: u.pathname,
+      method: 'POST',
+      headers: { authorization: `Bearer ${tokens['acme']}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(slow) },
+    });
+    const failed = new Promise<Error>((resolve) => caller.on('error', resolve));
+    caller.end(slow);
+    return { caller, failed };
+  };
+
   beforeAll(async () => {
     await landTenants(dataDir, TENANTS, 'r1', N);
     key = await makeKeyPair('ES256', 'k1');
@@ -164,18 +180,8 @@ describe('query coordinator and shards', () => {
 
   it("a caller that hangs up at the coordinator stops the shard's query, and is no shard error", async () => {
     const shardErrors = (await C2.metrics()).get('siglake_query_shard_errors_total');
-    const slow = JSON.stringify({ sql: 'SELECT sum(range % 7) FROM range(100000000000000)' });
     // node:http, so that the hang-up is certain to close the connection.
-    const u = new URL(`${C2.url}/api/v1/sql`);
-    const caller = http.request({
-      hostname: u.hostname,
-      port: u.port,
-      path: u.pathname,
-      method: 'POST',
-      headers: { authorization: `Bearer ${tokens['acme']}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(slow) },
-    });
-    const failed = new Promise<Error>((resolve) => caller.on('error', resolve));
-    caller.end(slow);
+    const { caller, failed } = slowQueryAt(C2.url);
     await until(async () => (await S.metrics()).get('siglake_query_running') === 1, 30_000, "the query running on acme's shard");
     caller.destroy();
     expect(await failed).toBeInstanceOf(Error);
@@ -188,17 +194,7 @@ describe('query coordinator and shards', () => {
   it('regression (coordinator-takes-no-slot): a coordinator holds one of the tenant\'s slots for each request it passes on, from before its body', async () => {
     // A coordinator took no slot: a tenant could have any number of bodies arriving and forwards
     // waiting on it at once, whatever query.maxConcurrentPerTenant said.
-    const slow = JSON.stringify({ sql: 'SELECT sum(range % 7) FROM range(100000000000000)' });
-    const u = new URL(`${C5.url}/api/v1/sql`);
-    const caller = http.request({
-      hostname: u.hostname,
-      port: u.port,
-      path: u.pathname,
-      method: 'POST',
-      headers: { authorization: `Bearer ${tokens['acme']}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(slow) },
-    });
-    const failed = new Promise<Error>((resolve) => caller.on('error', resolve));
-    caller.end(slow);
+    const { caller, failed } = slowQueryAt(C5.url);
     try {
       await until(async () => (await S.metrics()).get('siglake_query_running') === 1, 30_000, "the query running on acme's shard");
       expect((await C5.metrics()).get('siglake_query_running')).toBe(1);
