@@ -405,6 +405,7 @@ async function siglakeCounts(port) {
   // its own timeouts it reports as socket errors, which count.
   let abandoned = 0;
   let checkpoints = 0;
+  let checkpointSecs = 0;
   // Bodies that found their shard's request ring full (a second copy each).
   let backlogged = 0;
   for (const line of text.split('\n')) {
@@ -414,6 +415,8 @@ async function siglakeCounts(port) {
     if (f) syncs += Number(f[1]);
     const c = /^siglake_wal_checkpoints_total(?:\{[^}]*\})? (\d+)/.exec(line);
     if (c) checkpoints += Number(c[1]);
+    const cs = /^siglake_wal_checkpoint_seconds_total(?:\{[^}]*\})? ([\d.e+-]+)/.exec(line);
+    if (cs) checkpointSecs += Number(cs[1]);
     const m = /^siglake_ingest_requests_total\{endpoint="[^"]+",status="(\d+)"\} (\d+)/.exec(line);
     if (m) {
       if (m[1] === '499') abandoned += Number(m[2]);
@@ -421,7 +424,7 @@ async function siglakeCounts(port) {
       if (m[1] === '200') ok += Number(m[2]);
     }
   }
-  return { ok, all, syncs, abandoned, checkpoints, backlogged };
+  return { ok, all, syncs, abandoned, checkpoints, checkpointSecs, backlogged };
 }
 
 // ---- measuring a row ---------------------------------------------------------
@@ -489,13 +492,18 @@ async function measureServer(row, srv, extra) {
       r.reqPerSync = after.syncs > before.syncs ? (after.all - before.all) / (after.syncs - before.syncs) : NaN;
       r.abandoned = after.abandoned - before.abandoned;
       r.backlogged = after.backlogged - before.backlogged;
+      // Checkpoints ended during the run and the seconds they took (a
+      // checkpoint of 10,000 lanes is most of a run's worker CPU when it
+      // lands in one, so it says which runs of P5's row paid for one).
+      r.checkpoints = after.checkpoints - before.checkpoints;
+      r.checkpointSecs = after.checkpointSecs - before.checkpointSecs;
     }
     // The rate of answered requests that were stored (or discarded, for the ceilings): wrk and
     // h2load count every response, so a server refusing under load (429, 503; gRPC refusals are
     // HTTP 200 to h2load) would otherwise pass on its refusals.
     if (r.errors > 0 && r.requests > 0) r.rps = (r.rps * Math.max(0, r.requests - r.errors)) / r.requests;
     runs.push(r);
-    log(`    run ${i + 1}/${RUNS}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, errors ${r.errors}${r.abandoned > 0 ? ` (and ${r.abandoned} abandoned by the client when its time was up, 499)` : ''}; CPU µs/request: main thread ${r.cpuMainUs.toFixed(1)}, process ${r.cpuAllUs.toFixed(1)}${Number.isFinite(r.reqPerSync) ? `; ${r.reqPerSync.toFixed(1)} requests per fdatasync` : ''}${r.backlogged > 0 ? `; ${r.backlogged} found the request ring full` : ''}`);
+    log(`    run ${i + 1}/${RUNS}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, errors ${r.errors}${r.abandoned > 0 ? ` (and ${r.abandoned} abandoned by the client when its time was up, 499)` : ''}; CPU µs/request: main thread ${r.cpuMainUs.toFixed(1)}, process ${r.cpuAllUs.toFixed(1)}${Number.isFinite(r.reqPerSync) ? `; ${r.reqPerSync.toFixed(1)} requests per fdatasync` : ''}${r.backlogged > 0 ? `; ${r.backlogged} found the request ring full` : ''}${r.checkpoints > 0 ? `; ${r.checkpoints} checkpoint${r.checkpoints === 1 ? '' : 's'} ended (${r.checkpointSecs.toFixed(2)} s)` : ''}`);
   }
   const ps = procStatus(srv.child.pid);
   const rps = median(runs.map((r) => r.rps));
