@@ -9,6 +9,7 @@ import os from 'node:os';
 import { ASYMMETRIC_ALGORITHMS } from '../auth/algorithms.js';
 import { parseS3Uri } from '../iceberg/s3-uri.js';
 import { isValidIdentifier } from '../tenancy/identifier.js';
+import { MAX_SEGMENT_BYTES_SETTING } from '../wal/format.js';
 import {
   boolean,
   integer,
@@ -278,7 +279,7 @@ export const SETTINGS = {
     category: 'wal',
     default: 64 * 1024 * 1024,
     doc: 'Segment rotation size in bytes. A record never crosses segments.',
-    parse: integer({ min: 4096, max: 2 ** 31 }),
+    parse: integer({ min: 4096, max: MAX_SEGMENT_BYTES_SETTING }),
   }),
   walSegmentMaxAgeSecs: def<number>({
     key: 'ingester.wal.segmentMaxAgeSecs',

@@ -19,6 +19,19 @@ export const RECORD_HEADER_SIZE = 24;
 export const MAX_PAYLOAD_LENGTH = 0xffff_ffff;
 /** Largest record count (u32). */
 export const MAX_RECORD_COUNT = 0xffff_ffff;
+/** The largest `ingester.wal.segmentBytes` the settings accept (src/config/settings.ts takes its maximum from here). */
+export const MAX_SEGMENT_BYTES_SETTING = 2 ** 31;
+/**
+ * Longer than any segment file the writer can make, under any segment size
+ * setting this release accepts (the setting may have changed between lives):
+ * the setting's largest value, plus the header and one record of the largest
+ * payload the format allows (a record larger than the setting goes alone into
+ * a fresh segment, so this is more than either case needs). A segment file
+ * longer than this is damage past this length, which readers never scan
+ * (docs/wal-format.md "Reading: how a segment ends"): `truncate -s 1T` on a
+ * segment held the start for hours while its zeros were read.
+ */
+export const MAX_SEGMENT_FILE_BYTES = MAX_SEGMENT_BYTES_SETTING + SEGMENT_HEADER_SIZE + RECORD_HEADER_SIZE + MAX_PAYLOAD_LENGTH;
 
 /** Record types. A new encoding gets a new number; a number never changes meaning. */
 export const RecordType = {

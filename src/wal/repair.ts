@@ -4,15 +4,16 @@
 // nothing; the caller logs the cut and adds it to
 // siglake_wal_truncated_bytes_total.
 
-import { closeSync, openSync, readSync } from 'node:fs';
+import { closeSync, fstatSync, openSync } from 'node:fs';
 import { CorruptionError } from '../errors.js';
 import { NODE_FILE_OPS, type FileOps } from './file-ops.js';
-import { FORMAT_VERSION, SEGMENT_MAGIC } from './format.js';
+import { FORMAT_VERSION, MAX_SEGMENT_FILE_BYTES, SEGMENT_MAGIC } from './format.js';
 import { refuseNewer } from './newer-format.js';
 import { readSealedMarker } from './sealed-marker.js';
 import { listLaneFiles } from './segment-files.js';
 import { SegmentReader, type SegmentStop } from './segment-reader.js';
 import { WalWriteError } from './wal-write-error.js';
+import { fileZeros } from './zeros.js';
 
 /** A cut made at the end of a lane's last segment. */
 export interface TailCut {
@@ -152,17 +153,17 @@ export function canBeTorn(seg: { readonly number: number; readonly path: string 
   return stop.kind === 'torn' && zeroFrom(seg.path, stop.offset);
 }
 
-/** Whether every byte of `path` from `offset` on is zero. */
+/**
+ * Whether every byte of `path` from `offset` on is zero, read in large blocks.
+ * False without reading for a file longer than any segment the writer makes:
+ * its tail is damage whatever it holds.
+ */
 function zeroFrom(path: string, offset: number): boolean {
   const fd = openSync(path, 'r');
   try {
-    const buf = Buffer.alloc(64 * 1024);
-    for (let pos = offset; ; ) {
-      const n = readSync(fd, buf, 0, buf.length, pos);
-      if (n === 0) return true;
-      for (let i = 0; i < n; i++) if (buf[i] !== 0) return false;
-      pos += n;
-    }
+    const size = fstatSync(fd).size;
+    if (size > MAX_SEGMENT_FILE_BYTES) return false;
+    return fileZeros(fd, offset, size);
   } finally {
     closeSync(fd);
   }

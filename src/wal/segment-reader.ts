@@ -14,11 +14,13 @@ import {
   SEGMENT_HEADER_SIZE,
   decodeRecordHeader,
   decodeSegmentHeader,
+  MAX_SEGMENT_FILE_BYTES,
   parseSegmentName,
   recordCrc,
   type RecordType,
   type SegmentHeader,
 } from './format.js';
+import { allZero, fileZeros } from './zeros.js';
 
 export interface WalRecord {
   /** Offset of the record header in the segment file. */
@@ -161,8 +163,16 @@ export class SegmentReader implements Iterable<WalRecord> {
     return true;
   }
 
-  /** A field the format refuses at `offset`: a torn tail if nothing but zeros follows, else corruption. */
+  /**
+   * A field the format refuses at `offset`: a torn tail if nothing but zeros
+   * follows, else corruption. In a file longer than any segment the writer
+   * makes (MAX_SEGMENT_FILE_BYTES) the tail is damage whatever it holds, and
+   * is not read: a sparse tail of 1 TiB (`truncate -s`) held the start for hours.
+   */
   #bad(offset: number, why: string): null {
+    if (this.#size > MAX_SEGMENT_FILE_BYTES) {
+      return this.#end('corrupt', offset, `${why}; the file is ${this.#size} bytes, longer than any segment the writer makes (at most ${MAX_SEGMENT_FILE_BYTES}): the rest is not read`);
+    }
     if (this.#zerosFrom(offset)) return this.#end('torn', offset, `zero-filled tail (${this.#size - offset} bytes)`);
     return this.#end('corrupt', offset, why);
   }
@@ -174,16 +184,15 @@ export class SegmentReader implements Iterable<WalRecord> {
     return null;
   }
 
+  /** Whether every byte from `offset` to the end of the file is zero: what the buffer holds, then the rest read in large blocks. */
   #zerosFrom(offset: number): boolean {
-    for (let pos = offset; pos < this.#size; ) {
-      const n = Math.min(CHUNK, this.#size - pos);
-      if (!this.#load(pos, n)) return this.#zerosFrom(offset);
-      const b = this.#buf;
-      const from = pos - this.#bufPos;
-      for (let i = from; i < from + n; i++) if (b[i] !== 0) return false;
-      pos += n;
+    let pos = offset;
+    const bufEnd = this.#bufPos + this.#bufLen;
+    if (offset >= this.#bufPos && offset < bufEnd) {
+      if (!allZero(this.#buf, offset - this.#bufPos, this.#bufLen)) return false;
+      pos = bufEnd;
     }
-    return true;
+    return fileZeros(this.#fd, pos, this.#size);
   }
 
   /**
