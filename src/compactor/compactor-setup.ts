@@ -11,7 +11,7 @@ import { listLaneFiles } from '../wal/segment-files.js';
 import { Compactor } from './compactor.js';
 import type { CompactorStats } from './compactor-stats.js';
 import { SealRule, type SealMode } from './seal-rule.js';
-import { replayForeignJournals } from '../wal/journal.js';
+import { logKeptJournal, replayForeignJournals } from '../wal/journal.js';
 
 /** The settings the compactor reads (a plain object: it crosses to a worker thread). */
 export interface CompactorSettings extends WarehouseSettings {
@@ -57,6 +57,7 @@ export class CompactorSetup {
       // only in the batch-mode journals (docs/wal-format.md "Commit journal").
       for (const [dir, r] of replayForeignJournals(s.walDir, 0)) {
         log.info({ dir, files: r.files, entries: r.entries, rewritten: r.rewritten, rewrittenRecords: r.rewrittenRecords }, 'WAL journal replayed before compacting a stopped ingester');
+        for (const k of r.kept) logKeptJournal(log, k);
       }
     }
     // The ingester refuses to start on one; a compactor of another process says so once, and goes on with the rest.

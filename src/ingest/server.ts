@@ -37,7 +37,7 @@ import { loadUws } from './uws-loader.js';
 import { useOtlpWalk } from '../otlp/wire-validator.js';
 import { ConfigError } from '../errors.js';
 import { dropSyncedPagesOps } from '../wal/page-cache.js';
-import { replayForeignJournals } from '../wal/journal.js';
+import { logKeptJournal, replayForeignJournals } from '../wal/journal.js';
 import { lockWalRoot, markWalRoot, unlockWalRoot, walRootProblem } from '../wal/layout.js';
 
 export interface IngesterOptions {
@@ -328,6 +328,7 @@ export class Ingester {
     // [commit journal] journals of another worker count: replayed before any worker owns their lanes.
     for (const [dir, r] of replayForeignJournals(this.#o.settings.walDir, this.#o.settings.workers)) {
       this.#o.log.info({ dir, files: r.files, entries: r.entries, rewritten: r.rewritten, rewrittenRecords: r.rewrittenRecords }, 'WAL journal of another worker count replayed');
+      for (const k of r.kept) logKeptJournal(this.#o.log, k);
     }
     // Before any writer starts: what is on disk now belongs to earlier lives.
     this.#compactor?.markEarlierLife();

@@ -20,8 +20,8 @@
 // entry's CRC is seeded with its file's number and covers its body (through
 // the records' own CRCs), and every round ends with a terminator.
 
-import { closeSync, constants, fstatSync, fsyncSync, openSync, readdirSync, readSync, rmdirSync, statSync, unlinkSync, writeSync } from 'node:fs';
-import { dirname, join, relative, sep } from 'node:path';
+import { closeSync, constants, fstatSync, fsyncSync, lstatSync, openSync, readdirSync, readSync, rmdirSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { basename, dirname, join, relative, sep } from 'node:path';
 import { errnoCode, NODE_FILE_OPS, writeAsync, writevAll, type FileOps } from './file-ops.js';
 import { formatSegmentName, SEGMENT_HEADER_SIZE } from './format.js';
 import {
@@ -760,11 +760,71 @@ export interface JournalReplay {
   readonly recreated: number;
   /** Journal files whose tail was torn or corrupt, with where and why (the rest of that file is ignored). */
   readonly stops: readonly { file: string; kind: 'torn' | 'corrupt'; offset: number; why: string }[];
+  /**
+   * Journal files that stopped `corrupt` (damage, not a torn tail): the
+   * entries before the damage were replayed, and the file was moved aside to
+   * `keptAs` (KEPT_JOURNAL_RE, in `.journal`) rather than deleted, for an
+   * operator to look at (`wal verify` fails until it is removed).
+   */
+  readonly kept: readonly { file: string; keptAs: string; offset: number; why: string }[];
+}
+
+/**
+ * A damaged journal file kept aside by replay, in `<walDir>/.journal`:
+ * `<shard dir>-<n>.jnl.damaged-<k>`. Not a directory, so never a shard's
+ * journal directory; not `<n>.jnl` or a spare's name, and not in a shard
+ * directory, so never replayed, reused or deleted as a journal file; under a
+ * dot-directory, so never a tenant. `<k>` (from 1) keeps a later life's
+ * damaged file of the same number (numbers start again at 1 once a life's
+ * replay has emptied the directory) from replacing an earlier one.
+ */
+export const KEPT_JOURNAL_RE = /^(shard-\d+-of-\d+)-(\d{8,})\.jnl\.damaged-(\d+)$/;
+
+/** The damaged journal files kept aside under `<walDir>/.journal` (KEPT_JOURNAL_RE), by name, sorted. */
+export function listKeptJournals(walDir: string): string[] {
+  try {
+    return readdirSync(join(walDir, JOURNAL_ROOT), { withFileTypes: true })
+      .filter((e) => !e.isDirectory() && KEPT_JOURNAL_RE.test(e.name))
+      .map((e) => e.name)
+      .sort();
+  } catch {
+    return []; // no `.journal` (or not a directory: reported as such)
+  }
+}
+
+/** The error line for a damaged journal file replay kept aside (the worker's, the main thread's, the compactor's). */
+export function logKeptJournal(log: { error(o: object, msg: string): void }, k: JournalReplay['kept'][number]): void {
+  log.error(
+    { file: k.file, keptAs: k.keptAs, offset: k.offset, why: k.why },
+    'WAL journal damaged: the entries before the damage replayed, the file kept aside, not deleted (run siglake wal verify; docs/runbooks.md "A commit journal file kept aside as damaged")',
+  );
+}
+
+/**
+ * Moves journal file `n` of the shard directory `dir` aside, into its parent
+ * `.journal`, under a name no earlier kept file holds. Returns its new path.
+ */
+function keepDamaged(ops: FileOps, dir: string, n: number): string {
+  const root = dirname(dir);
+  const stem = `${basename(dir)}-${formatJournalName(n)}.damaged-`;
+  for (let k = 1; ; k++) {
+    const to = join(root, stem + k);
+    try {
+      lstatSync(to);
+      continue; // taken: a damaged file of an earlier life
+    } catch (err) {
+      if (errnoCode(err) !== 'ENOENT') throw err;
+    }
+    ops.rename(join(dir, formatJournalName(n)), to);
+    return to;
+  }
 }
 
 /**
  * Replays the journal files of `dir` into the lane segments under `walDir`,
- * then deletes them (the directory too when `removeDir`). Idempotent: an
+ * then deletes them (the directory too when `removeDir`); a file that stopped
+ * `corrupt` (damage, not a crash's torn tail) is moved aside instead
+ * (KEPT_JOURNAL_RE), after the entries before its damage were replayed. Idempotent: an
  * entry whose bytes are already at their place is left alone, one that is
  * missing or differs is written there, in any segment that still holds
  * records: the live tail, and also a segment given up after a failed
@@ -804,6 +864,8 @@ export function replayJournalDir(
   let rewrittenRecords = 0;
   let skipped = 0;
   const stops: { file: string; kind: 'torn' | 'corrupt'; offset: number; why: string }[] = [];
+  /** Files that stopped corrupt, by number: kept aside, not deleted. */
+  const damaged = new Map<number, { offset: number; why: string }>();
   // A journal of a newer release is refused before anything is replayed or deleted: read as
   // damage, it was deleted with every acknowledged record only it held.
   for (const n of files) refuseNewer(join(dir, formatJournalName(n)), 'journal', JOURNAL_MAGIC, JOURNAL_VERSION);
@@ -812,6 +874,9 @@ export function replayJournalDir(
     // Not through a link, never blocking on a FIFO (readFileSync waited for ever on one).
     const decoded = decodeJournal(readJournalFile(path), n);
     if (decoded.stop.kind !== 'end') stops.push({ file: path, kind: decoded.stop.kind, offset: decoded.stop.offset, why: decoded.stop.why });
+    // Damage, not a torn tail (decodeJournal reads a spare's stop as torn: there the two look
+    // alike): the entries after it may be acknowledged records, so the file is not destroyed.
+    if (decoded.stop.kind === 'corrupt') damaged.set(n, { offset: decoded.stop.offset, why: decoded.stop.why });
     for (const e of decoded.entries) {
       entries++;
       if (opts.lanes !== undefined && !opts.lanes(e.tag)) continue;
@@ -854,7 +919,14 @@ export function replayJournalDir(
     }
   }
   for (const laneDir of created) NODE_FILE_OPS.fsyncDir(laneDir);
-  for (const n of files) unlinkSync(join(dir, formatJournalName(n)));
+  const kept: { file: string; keptAs: string; offset: number; why: string }[] = [];
+  for (const n of files) {
+    const d = damaged.get(n);
+    if (d === undefined) unlinkSync(join(dir, formatJournalName(n)));
+    else kept.push({ file: join(dir, formatJournalName(n)), keptAs: keepDamaged(ops, dir, n), ...d });
+  }
+  // The kept file's new name reaches the disk before this life writes a journal file of the same number.
+  if (kept.length > 0) NODE_FILE_OPS.fsyncDir(dirname(dir));
   // A spare holds no entry this life needs (what it held was retired by a checkpoint): the next life makes its own.
   const spares = listSpares(dir);
   for (const name of spares) unlinkQuietly(ops, join(dir, name));
@@ -868,7 +940,7 @@ export function replayJournalDir(
   } else if (files.length > 0 || spares.length > 0) {
     NODE_FILE_OPS.fsyncDir(dir);
   }
-  return { files: files.length, entries, present, rewritten, rewrittenRecords, skipped, recreated, stops };
+  return { files: files.length, entries, present, rewritten, rewrittenRecords, skipped, recreated, stops, kept };
 }
 
 /**

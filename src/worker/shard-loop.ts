@@ -56,7 +56,7 @@ import { FdCache } from '../wal/fd-cache.js';
 import { useOtlpWalk } from '../otlp/wire-validator.js';
 import { dropSyncedPagesOps } from '../wal/page-cache.js';
 import { nativeRunsWriter, type RunsWriter } from '../wal/native-runs.js';
-import { checkpointTriggerBytes, JOURNAL_READERS, laneTag, replayJournalDir, ShardJournal } from '../wal/journal.js';
+import { checkpointTriggerBytes, JOURNAL_READERS, laneTag, logKeptJournal, replayJournalDir, ShardJournal } from '../wal/journal.js';
 import { formatJournalName, JOURNAL_ROOT, journalDirName } from '../wal/journal-format.js';
 import { join } from 'node:path';
 import { appendFileSync, existsSync, rmdirSync, statSync } from 'node:fs';
@@ -438,8 +438,10 @@ export class ShardLoop {
       }
     }
     for (const stop of j.stops) {
+      if (stop.kind !== 'torn') continue; // a corrupt one is kept, below
       this.#log.warn({ file: stop.file, stop: stop.kind, offset: stop.offset, why: stop.why }, 'WAL journal tail cut: replayed up to the last whole entry');
     }
+    for (const k of j.kept) logKeptJournal(this.#log, k);
     const journal =
       j.files > 0
         ? { journalFiles: j.files, journalEntries: j.entries, journalPresent: j.present, journalRewritten: j.rewritten, journalRewrittenRecords: j.rewrittenRecords, journalSkipped: j.skipped, journalRecreated: j.recreated }
