@@ -60,7 +60,8 @@ export const CODE_TABLE = {
   SIGLAKE_UNAVAILABLE: { http: 503, grpc: GrpcCode.UNAVAILABLE, retryAfterSecs: 1, log: 'warn' },
   // Shutting down: the client retries on another instance.
   SIGLAKE_DRAINING: { http: 503, grpc: GrpcCode.UNAVAILABLE, retryAfterSecs: 1, log: 'debug' },
-  // The disk refused the write (ENOSPC, EDQUOT, EROFS, EIO, EACCES): the environment, retryable.
+  // The disk refused the write (ENOSPC, EDQUOT, EROFS, EIO, EACCES; and from the WAL writer ENOTDIR, a
+  // file where a tenant's or lane's directory lives, src/wal/wal-write-error.ts): the environment, retryable.
   SIGLAKE_WAL_DISK: { http: 503, grpc: GrpcCode.UNAVAILABLE, retryAfterSecs: 5, log: 'warn' },
   // A worker got a request for a lane it was never told about: a bug in the shard protocol.
   SIGLAKE_UNKNOWN_LANE: { http: 500, grpc: GrpcCode.INTERNAL, retryAfterSecs: 0, log: 'error' },

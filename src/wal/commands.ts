@@ -250,6 +250,18 @@ function laneNamesNotDirs(dir: string, targets: readonly Target[]): string[] {
     }
   };
   check(dir);
+  // A tenant's name at the root held by something else (a regular file, a FIFO): that tenant's
+  // writes all fail (ENOTDIR), refused 503 SIGLAKE_WAL_DISK. It passed verify.
+  let rootEntries: Dirent[] = [];
+  try {
+    rootEntries = readdirSync(dir, { withFileTypes: true });
+  } catch {
+    // unreadable: the lanes' reads say so
+  }
+  for (const e of rootEntries.sort((a, b) => (a.name < b.name ? -1 : 1))) {
+    if (e.name === DEFAULT_TENANT || !isValidIdentifier(e.name) || e.isDirectory() || e.isSymbolicLink()) continue;
+    out.push(`${join(dir, e.name)} is ${kindOf(e) === 'not a regular file' ? 'a file' : kindOf(e)} where tenant ${e.name}'s directory lives: the ingester refuses every request of that tenant (503 SIGLAKE_WAL_DISK, ENOTDIR)`);
+  }
   for (const name of [...subdirs(dir)].sort()) if (name !== DEFAULT_TENANT && isValidIdentifier(name)) check(join(dir, name));
   return out;
 }

@@ -10,7 +10,7 @@ import { hostname } from 'node:os';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { DEFAULT_TENANT, isValidIdentifier } from '../tenancy/identifier.js';
 import { JOURNAL_ROOT } from './journal-format.js';
-import { readRegularFile } from './regular-file.js';
+import { kindOf, readRegularFile } from './regular-file.js';
 
 /** The table a lane feeds: the tenant's logs, its traces, or one of its managed indexes. */
 export type WalTable =
@@ -130,6 +130,32 @@ export function linkOnLanePath(root: string, dir: string): string | null {
     at = join(at, part);
     try {
       if (lstatSync(at).isSymbolicLink()) return at;
+    } catch (err) {
+      if (isNotFound(err)) return null;
+      throw err;
+    }
+  }
+  return null;
+}
+
+/**
+ * The first entry on the way from `root` down to `dir` (`dir` itself
+ * included) that exists and is neither a directory nor a symbolic link
+ * (linkOnLanePath finds those), with what it is; null when there is none. A
+ * regular file named as a tenant (`<walDir>/acme`) or as a lane
+ * (`<walDir>/acme/logs`) makes every write of the lanes below it fail with
+ * ENOTDIR: the environment's doing, refused as the disk's (SIGLAKE_WAL_DISK).
+ */
+export function notDirOnLanePath(root: string, dir: string): { path: string; kind: string } | null {
+  const rel = relative(root, dir);
+  if (rel === '' || rel.startsWith('..')) return null;
+  let at = root;
+  for (const part of rel.split(sep)) {
+    at = join(at, part);
+    try {
+      const st = lstatSync(at);
+      if (st.isDirectory() || st.isSymbolicLink()) continue;
+      return { path: at, kind: st.isFile() ? 'a regular file' : kindOf(st) };
     } catch (err) {
       if (isNotFound(err)) return null;
       throw err;

@@ -8,7 +8,7 @@ import { IngestError, walFailureCode } from '../errors.js';
 import { errnoCode } from './file-ops.js';
 
 /** The step that failed. A closed set, safe as a log field or a metric label. */
-export type WalWriteOp = 'mkdir' | 'create' | 'open' | 'write' | 'truncate' | 'fdatasync' | 'closed' | 'symlink';
+export type WalWriteOp = 'mkdir' | 'create' | 'open' | 'write' | 'truncate' | 'fdatasync' | 'closed' | 'symlink' | 'notdir';
 
 export class WalWriteError extends IngestError {
   readonly op: WalWriteOp;
@@ -19,10 +19,15 @@ export class WalWriteError extends IngestError {
   constructor(op: WalWriteOp, path: string, cause?: unknown) {
     const errno = errnoCode(cause);
     super(
-      walFailureCode(errno),
+      // Something on disk that is not a directory where a tenant's or a lane's directory lives
+      // (`<walDir>/acme` a regular file): the environment refuses the write, as a full or
+      // read-only disk does, not a bug (it was answered 500 SIGLAKE_WAL_WRITE, ENOTDIR).
+      op === 'notdir' || errno === 'ENOTDIR' ? 'SIGLAKE_WAL_DISK' : walFailureCode(errno),
       op === 'symlink'
         ? `wal lane not opened: ${path} is a symbolic link, which nothing that lands the WAL follows (mount the disk at that path instead)`
-        : `wal ${op} failed${errno ? ` (${errno})` : ''}: ${path}`,
+        : op === 'notdir'
+          ? `wal lane not opened: ${path} is ${(cause as Error | undefined)?.message ?? 'not a directory'}, where a tenant's or a lane's directory lives (move it out of the WAL root)`
+          : `wal ${op} failed${errno ? ` (${errno})` : ''}: ${path}`,
     );
     this.name = 'WalWriteError';
     this.op = op;

@@ -631,7 +631,7 @@ export class ShardLoop {
         lane.failure = writeFailure(e);
         this.#stats.addWriteError();
         const left = this.#throttle.take(`write:${(e as { errno?: string }).errno ?? (e as Error).message}`);
-        if (left >= 0) this.#log.error({ lane: lane.key.label, err: (e as Error).message, suppressed: left }, 'WAL write failed');
+        if (left >= 0) this.#log.error({ lane: lane.key.label, ...(e instanceof WalWriteError ? { path: e.path } : {}), err: (e as Error).message, suppressed: left }, 'WAL write failed');
         // A rotation whose fdatasync failed gave up a segment holding journaled records.
         if (e instanceof WalWriteError && e.op === 'fdatasync') this.#pinJournal(lane, e, 'rotating a segment');
       }

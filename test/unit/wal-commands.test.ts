@@ -32,8 +32,8 @@ async function build(): Promise<void> {
     }
     await w.close();
   }
-  // Junk the walk must skip.
-  writeFileSync(join(walDir, 'README'), 'not a lane');
+  // Junk the walk must skip (a name that can never be a tenant: a file named as one, `README`, blocks that tenant's writes and fails verify).
+  writeFileSync(join(walDir, 'README.txt'), 'not a lane');
   mkdirSync(join(walDir, 'tmp', 'logs'), { recursive: true });
   mkdirSync(join(walDir, '.snapshot', 'logs'), { recursive: true });
 }
@@ -131,7 +131,7 @@ describe('wal verify', () => {
     const c = collect();
     expect(await walVerify(join(base, 'nope'), c.out)).toBe(2);
     expect(c.lines[0]).toMatch(/nope/);
-    expect(await walDump(join(walDir, 'README'), () => undefined, describeText)).toBe(2);
+    expect(await walDump(join(walDir, 'README.txt'), () => undefined, describeText)).toBe(2);
   });
 
   it('exits 2 for a directory that is no WAL (a mistyped path, a volume not mounted); an empty root is clean', async () => {
