@@ -2,7 +2,9 @@
 // amended): the loaded set, the tenant buckets, the per-principal buckets and
 // the budgets, behind the few calls src/ingest/admission.ts makes. Swapping
 // the set (a reload) replaces one reference: a request in flight keeps the
-// runtime it resolved; a removed tenant's buckets, budgets and series go.
+// runtime it resolved; a removed tenant's series go, and its buckets and
+// budgets are remembered while a tenant coming back would otherwise get them
+// fresh (removed-tenants.ts).
 //
 // Rate limits, widest first: global (admission) → the tenant's bucket → the
 // principal's. The tenant's bucket is only read before the principal's is
@@ -19,6 +21,7 @@ import { TokenBucketTable } from '../limits/token-bucket-table.js';
 import { noteRefusal, reloadIndexChanges, type AuditEvent, type AuditLog, type AuditNote } from './audit-log.js';
 import { Budget, PeriodClock } from './budgets.js';
 import { PrincipalBuckets, sharedPrincipalBuckets } from './principal-buckets.js';
+import { RemovedTenants } from './removed-tenants.js';
 import { BudgetSync, type BudgetSyncOptions } from './shared-budgets.js';
 import { AMBIGUOUS, TenantIndex, type DeclaredTenant, type ResolveResult } from './tenant-index.js';
 import type { TenantMetrics, TenantSeries } from './tenant-metrics.js';
@@ -37,6 +40,8 @@ const REFUSED = 4;
  * of one Redis round trip for a request that outruns its replica's lease.
  */
 export const CREDIT_MIN_BURST = 100;
+/** How often what removed tenants left is looked at, to forget what expired, while any is held. */
+const REMOVED_SWEEP_MS = 5000;
 
 export interface TenantRuntime {
   readonly tenant: DeclaredTenant;
@@ -102,6 +107,13 @@ export class DeclaredTenants {
   /** The clock of the budgets' periods: the local one, or Redis' once read (shared-budgets.ts). */
   readonly #clock = new PeriodClock();
   #timer: NodeJS.Timeout | undefined;
+  /**
+   * What reloads took from tenants (buckets, budgets) that a tenant coming
+   * back takes back, while it still matters (removed-tenants.ts), and the
+   * timer that forgets it past its window while any is held.
+   */
+  readonly #removed = new RemovedTenants();
+  #removedTimer: NodeJS.Timeout | undefined;
   readonly #ambiguous = new IngestError(
     'SIGLAKE_TENANT_AMBIGUOUS',
     'tenant ambiguous: the verified principal matches more than one declared tenant; the operator must make the tenants file unambiguous',
@@ -134,6 +146,14 @@ export class DeclaredTenants {
       if (rt.budget !== null) yield [`t:${rt.id}`, rt.budget];
       for (const [name, b] of rt.indexBudgets) yield [`i:${rt.id}:${name}`, b];
     }
+    // What removed tenants charged and this replica has not pushed yet (the last sync window before
+    // the removal, requests that were in flight): pushed as if they had stayed. (It never was.)
+    yield* this.#removed.unpushed();
+  }
+
+  /** Tenants whose buckets or budgets a reload took and may still give back (removed-tenants.ts). */
+  get removedRemembered(): number {
+    return this.#removed.size;
   }
 
   get size(): number {
@@ -180,12 +200,41 @@ export class DeclaredTenants {
       }
     }
     const added = [...next.byId.keys()].filter((id) => !old.byId.has(id));
+    this.#remember(old, next);
     const audit = this.#o.audit;
     if (audit !== undefined) {
       const subsets = (s: Snapshot) => new Map([...s.byId].map(([id, rt]) => [id, rt.indexes] as const));
       for (const ev of reloadIndexChanges(subsets(old), subsets(next))) audit.write(ev);
     }
     return { added, removed };
+  }
+
+  /**
+   * Remembers what `old` held and `next` does not carry (a removed tenant's
+   * bucket and budgets, or those of a tenant that lost its rateLimit, budget
+   * or an index's budget), forgets what expired, and keeps a timer that
+   * forgets the rest past its window while any is held.
+   */
+  #remember(old: Snapshot, next: Snapshot): void {
+    const removed = this.#removed;
+    const nowMs = performance.now();
+    for (const rt of old.byOrd) {
+      const n = next.byId.get(rt.id);
+      if (rt.bucket !== null && (n === undefined || n.bucket === null)) removed.rememberBucket(rt.id, rt.bucket, rt.slot, nowMs);
+      if (rt.budget !== null && (n === undefined || n.budget === null)) removed.rememberBudget(rt.id, rt.budget);
+      for (const [name, b] of rt.indexBudgets) {
+        if (n === undefined || !n.indexBudgets.has(name)) removed.rememberIndexBudget(rt.id, name, b);
+      }
+    }
+    removed.sweep(nowMs, this.#clock.now());
+    if (removed.size === 0 || this.#removedTimer !== undefined) return;
+    this.#removedTimer = setInterval(() => {
+      removed.sweep(performance.now(), this.#clock.now());
+      if (removed.size > 0) return;
+      clearInterval(this.#removedTimer);
+      this.#removedTimer = undefined;
+    }, REMOVED_SWEEP_MS);
+    this.#removedTimer.unref();
   }
 
   /**
@@ -263,8 +312,11 @@ export class DeclaredTenants {
         // now: a reload gives back no token. (Every reload started the buckets full: a SIGHUP, the
         // audit file's logrotate included, gave every tenant a fresh burst, and 100 SIGHUPs in a
         // second a hundred.)
+        // So does a tenant that comes back (a reverted edit, a half-written file read by the
+        // reload before) while its old bucket is not full again (removed-tenants.ts).
         const was = prev?.byId.get(d.id);
-        if (was?.bucket != null) table.setTokens(slot, was.bucket.tokens(was.slot));
+        const from = was?.bucket != null ? { table: was.bucket, slot: was.slot } : this.#removed.takeBucket(d.id, performance.now());
+        if (from !== undefined) table.setTokens(slot, from.table.tokens(from.slot));
       });
     }
     for (const t of index.tenants) {
@@ -273,11 +325,15 @@ export class DeclaredTenants {
       const before = prev?.byId.get(t.id);
       const now = this.#clock.now();
       const budget = d.budget === undefined ? null : new Budget(d.budget, now);
-      if (budget !== null && before?.budget != null) budget.adopt(before.budget, now);
+      // A tenant that comes back takes back the counters it left this period (removed-tenants.ts).
+      if (budget !== null) {
+        const from = before?.budget ?? this.#removed.takeBudget(t.id);
+        if (from !== undefined) budget.adopt(from, now);
+      }
       const indexBudgets = new Map<string, Budget>();
       for (const [name, decl] of d.indexBudgets) {
         const ib = new Budget(decl, now);
-        const was = before?.indexBudgets.get(name);
+        const was = before?.indexBudgets.get(name) ?? this.#removed.takeIndexBudget(t.id, name);
         if (was !== undefined) ib.adopt(was, now);
         indexBudgets.set(name, ib);
       }
@@ -559,6 +615,15 @@ export class DeclaredTenants {
     if (code !== undefined) return;
     const rt = this.#snap.byId.get(tenant);
     const now = this.#clock.now();
+    if (rt === undefined && this.#removed.size > 0) {
+      // A request that resolved a tenant a reload removed since: charged to what the tenant left,
+      // which it takes back if it comes back this period (and which is pushed, with Redis).
+      const left = this.#removed.get(tenant);
+      if (left !== undefined) {
+        if (index !== undefined) left.indexBudgets?.get(index)?.charge(records, bytes, now);
+        left.budget?.charge(records, bytes, now);
+      }
+    }
     if (rt !== undefined) {
       // First admission: the first stored request (written at admission, before the body, it named
       // a request then refused, a 400 or a 413, and the tenant's first stored request was never audited).
@@ -610,6 +675,8 @@ export class DeclaredTenants {
   async close(): Promise<void> {
     if (this.#timer !== undefined) clearInterval(this.#timer);
     this.#timer = undefined;
+    if (this.#removedTimer !== undefined) clearInterval(this.#removedTimer);
+    this.#removedTimer = undefined;
     this.#principals?.close();
     // The budgets a recent reload replaced too, before their shared connection goes.
     for (const timer of this.#retired.values()) clearTimeout(timer);

@@ -15,10 +15,16 @@
 //   - 10,000 scopes in one round against a healthy Redis: no backend error,
 //     every push confirmed (one pipeline of all of them under the 100 ms
 //     request-path timeout timed thousands out every round).
+//   - a tenant a reload removes: what it charged since the last sync is still
+//     pushed, and the others see it (it never was: the last sync window
+//     before the removal was lost to every replica), and the replica takes
+//     its counters back when it is re-added.
 
 import { Redis } from 'ioredis';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { Budget } from '../../src/tenants/budgets.js';
+import { Budget, periodEnd } from '../../src/tenants/budgets.js';
+import { DeclaredTenants } from '../../src/tenants/declared-tenants.js';
+import { parseTenantsText } from '../../src/tenants/tenants-file.js';
 import { BudgetSync } from '../../src/tenants/shared-budgets.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { clearOfUtcPeriodEnd, UTC_PERIOD_WAIT_MAX_MS } from '../helpers/utc-period.js';
@@ -207,4 +213,28 @@ describe('budgets shared through Redis', () => {
     }
     expect(sum).toBe(3 * N);
   }, 120_000);
+
+  it('a tenant a reload removes: what it charged since the last sync is pushed, and another replica sees it', async () => {
+    const srv = await RedisServer.start();
+    cleanup.push(() => srv.stop());
+    const admin = new Redis(srv.url);
+    cleanup.push(() => admin.disconnect());
+    const shared = { url: srv.url, commandTimeoutMs: 1000, onBackendError: () => undefined };
+    const file = parseTenantsText('tenants:\n  - id: acme\n    subjects: { subs: [x] }\n    budget: { period: day, records: 10 }\n', 't.yaml');
+    const one = new DeclaredTenants(file, { perPrincipalPerSec: 0, shared });
+    cleanup.push(() => one.close());
+    await one.ready(5000);
+    const key = `siglake:budget:t:acme:${periodEnd('day', Date.now())}:records`;
+    // Charged and removed in one turn of the event loop: no sync round in between.
+    one.completed('acme', undefined, undefined, 3, 30);
+    expect(one.replace([]).removed).toEqual(['acme']);
+    await until(async () => Number(await admin.get(key)) === 3, 10_000, 'the removed tenant\'s charge to reach Redis');
+    // Another replica sees it.
+    const two = new DeclaredTenants(file, { perPrincipalPerSec: 0, shared });
+    cleanup.push(() => two.close());
+    await until(() => two.remaining()[0]?.value === 7, 10_000, 'the other replica to read the shared total');
+    // Re-added here: its counters, at once.
+    one.replace(file);
+    expect(one.remaining()).toEqual([{ tenant: 'acme', unit: 'records', value: 7 }]);
+  });
 });

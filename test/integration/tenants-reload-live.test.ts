@@ -12,6 +12,11 @@
 //     token of a tenant's bucket
 //   - a burst the bucket cannot represent is the file's refusal, naming the
 //     setting, the file and the tenant
+//   - a tenant removed and re-added (a reverted edit, a half-written file read
+//     by one reload and whole by the next) gets no fresh burst and no fresh
+//     day's budget: it takes back what its bucket held, at most its new
+//     burst, and its budget's counters (each remove + re-add was a whole
+//     fresh burst, and a whole fresh budget)
 
 import fs from 'node:fs';
 import path from 'node:path';
@@ -97,6 +102,72 @@ describe('a reload while the ingester serves', () => {
     expect(await ing.metric('siglake_tenants_declared')).toBe(4000);
     expect(await ing.metric('siglake_tenants_reload_failures_total')).toBe(0);
   }, 90_000);
+});
+
+describe('a tenant removed by a reload and re-added by the next', () => {
+  let ing: RunningIngester;
+  let c: Client;
+  const file = (): string => path.join(dir, 'readd.yaml');
+  const other = '  - id: other\n    subjects: { claims: { org_id: other } }\n';
+  const acme = '  - id: acme\n    subjects: { claims: { org_id: acme } }\n    rateLimit: { requestsPerSec: 0.01, burst: 3 }\n';
+  const beta = (burst: number): string => `  - id: beta\n    subjects: { claims: { org_id: beta } }\n    rateLimit: { requestsPerSec: 0.01, burst: ${burst} }\n`;
+  const gamma = '  - id: gamma\n    subjects: { claims: { org_id: gamma } }\n    budget: { period: day, records: 2 }\n';
+  const as = async (org: string): Promise<Record<string, string>> => ({ authorization: `Bearer ${await mint(key, { org_id: org }, { sub: `${org}-1` })}` });
+
+  /** Writes the file with `tenants`, sends SIGHUP, and waits for the reload that put them in force. */
+  async function reloadWith(...tenants: string[]): Promise<void> {
+    const n = ing.logs.length;
+    writeAtomically(file(), `tenants:\n${tenants.join('')}`);
+    ing.child.kill('SIGHUP');
+    await until(() => ing.logs.slice(n).some((l) => l.msg === 'tenants file reloaded' && l['tenants'] === tenants.length), 10_000, `the reload to ${tenants.length} tenants`);
+  }
+
+  beforeAll(async () => {
+    fs.writeFileSync(file(), `tenants:\n${other}`);
+    ing = await startIngester({ args: [...oidcArgs(jwks), '--tenants-file', file()] });
+    c = new Client(ing);
+  });
+  afterAll(async () => {
+    c?.close();
+    if (ing) expect(await ing.stop()).toBe(0);
+  });
+
+  it('gets no fresh burst: a tenant that spent its bucket is still refused once back', async () => {
+    await reloadWith(other, acme);
+    const h = await as('acme');
+    for (let i = 0; i < 3; i++) expect((await c.send('http', 'logs', `a${i}`, h)).status).toBe(200);
+    const spent = await c.send('http', 'logs', 'a3', h);
+    expect([spent.status, spent.errorCode]).toEqual([429, 'SIGLAKE_RATE_LIMITED']);
+    await reloadWith(other);
+    await reloadWith(other, acme);
+    const back = await c.send('http', 'logs', 'a4', h);
+    expect([back.status, back.errorCode]).toEqual([429, 'SIGLAKE_RATE_LIMITED']);
+    expect((await c.send('grpc', 'logs', 'a5', h)).code).not.toBe(0);
+  });
+
+  it('re-added with a larger burst, it holds what it held: the 2 tokens it left, not 5', async () => {
+    await reloadWith(other, beta(3));
+    const h = await as('beta');
+    expect((await c.send('http', 'logs', 'b0', h)).status).toBe(200);
+    await reloadWith(other);
+    await reloadWith(other, beta(5));
+    for (let i = 1; i <= 2; i++) expect((await c.send('http', 'logs', `b${i}`, h)).status).toBe(200);
+    const past = await c.send('http', 'logs', 'b3', h);
+    expect([past.status, past.errorCode]).toEqual([429, 'SIGLAKE_RATE_LIMITED']);
+  });
+
+  it("gets no fresh budget: a tenant that spent its day's budget is still refused once back", async () => {
+    await reloadWith(other, gamma);
+    const h = await as('gamma');
+    for (let i = 0; i < 2; i++) expect((await c.send('http', 'logs', `g${i}`, h)).status).toBe(200);
+    const spent = await c.send('http', 'logs', 'g2', h);
+    expect([spent.status, spent.errorCode]).toEqual([429, 'SIGLAKE_BUDGET_EXHAUSTED']);
+    await reloadWith(other);
+    await reloadWith(other, gamma);
+    const back = await c.send('http', 'logs', 'g3', h);
+    expect([back.status, back.errorCode]).toEqual([429, 'SIGLAKE_BUDGET_EXHAUSTED']);
+    expect(await ing.metric('siglake_tenant_budget_remaining{tenant="gamma",unit="records"}')).toBe(0);
+  });
 });
 
 describe('a change while the ingester starts', () => {

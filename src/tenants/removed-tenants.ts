@@ -1,0 +1,160 @@
+// What a reload took from a tenant (removed from the file, or stripped of its
+// rateLimit, its budget or an index's budget) and would hand back fresh if
+// the tenant came back: remembered for exactly as long as it could matter
+// (docs/tenants.md "Reload").
+//
+//   - A bucket: the old table and slot themselves (the table keeps refilling
+//     it, and charges the requests still in flight on it), until the bucket
+//     would be full again, burst / rate seconds after the removal at most;
+//     a fresh bucket is then the same thing. A tenant re-added meanwhile
+//     starts from what the bucket holds now (at most its new burst), as a
+//     tenant that stayed does.
+//   - A budget that counted something: until its UTC period ends (a new
+//     period starts from 0 anyway). A tenant re-added in the same period
+//     takes its counters back. With Redis, what it charged and had not pushed
+//     yet is pushed by the next sync round (DeclaredTenants yields it to
+//     BudgetSync while it has something to push).
+//
+// (Before, the reload dropped all of it: an operator who reverted a bad edit,
+// or a half-written file read by one reload and whole by the next, gave every
+// tenant past the cut a whole fresh burst and a fresh day's budget, and with
+// Redis the charges of the last sync window before the removal were never
+// pushed.)
+//
+// Bounded: entries past their windows are dropped by sweep() (each reload and
+// a timer while any are held), and at most MAX_REMEMBERED tenants are held
+// (the ones removed longest ago go first).
+
+import type { TokenBucketTable } from '../limits/token-bucket-table.js';
+import type { Budget } from './budgets.js';
+
+/** Tenants remembered at most; past it, the one removed longest ago is forgotten. */
+export const MAX_REMEMBERED = 100_000;
+
+export interface RemovedTenant {
+  /** The bucket's table and slot (null: none remembered). */
+  table: TokenBucketTable | null;
+  slot: number;
+  /** Monotonic ms from which the bucket is full again whatever it held. */
+  bucketUntilMs: number;
+  budget: Budget | null;
+  indexBudgets: Map<string, Budget> | null;
+}
+
+/** A budget that counted nothing is a fresh one: nothing to remember. */
+function counted(b: Budget): boolean {
+  return b.usedRecords > 0 || b.usedBytes > 0 || b.inflight !== null || b.touched;
+}
+
+/** A budget with something this replica has not pushed to the shared counter yet (with Redis). */
+function unpushed(b: Budget): boolean {
+  return b.inflight !== null || b.pendingRecords > 0 || b.pendingBytes > 0 || b.touched;
+}
+
+export class RemovedTenants {
+  readonly #m = new Map<string, RemovedTenant>();
+
+  /** Tenants remembered now. */
+  get size(): number {
+    return this.#m.size;
+  }
+
+  /** What `id` left (for a request still in flight to it), or undefined. */
+  get(id: string): RemovedTenant | undefined {
+    return this.#m.get(id);
+  }
+
+  #entry(id: string): RemovedTenant {
+    let e = this.#m.get(id);
+    if (e === undefined) {
+      if (this.#m.size >= MAX_REMEMBERED) this.#m.delete(this.#m.keys().next().value as string);
+      e = { table: null, slot: 0, bucketUntilMs: 0, budget: null, indexBudgets: null };
+      this.#m.set(id, e);
+    }
+    return e;
+  }
+
+  /** Remembers bucket `slot` of `table`, left by `id` at `nowMs` (monotonic), unless it is full. */
+  rememberBucket(id: string, table: TokenBucketTable, slot: number, nowMs: number): void {
+    if (table.isFull(slot)) return;
+    const e = this.#entry(id);
+    e.table = table;
+    e.slot = slot;
+    e.bucketUntilMs = nowMs + (table.burst / table.ratePerSec) * 1000;
+  }
+
+  /** Remembers the tenant budget `id` left, unless it counted nothing. */
+  rememberBudget(id: string, b: Budget): void {
+    if (counted(b)) this.#entry(id).budget = b;
+  }
+
+  /** Remembers the budget of `id`'s index `name`, unless it counted nothing. */
+  rememberIndexBudget(id: string, name: string, b: Budget): void {
+    if (!counted(b)) return;
+    const e = this.#entry(id);
+    (e.indexBudgets ??= new Map()).set(name, b);
+  }
+
+  /** The bucket `id` left, while it is not full again at `nowMs` (monotonic); forgotten once taken. */
+  takeBucket(id: string, nowMs: number): { table: TokenBucketTable; slot: number } | undefined {
+    const e = this.#m.get(id);
+    if (e === undefined || e.table === null) return undefined;
+    const { table, slot } = e;
+    const live = nowMs < e.bucketUntilMs;
+    e.table = null;
+    this.#dropIfEmpty(id, e);
+    return live ? { table, slot } : undefined;
+  }
+
+  /** The tenant budget `id` left; forgotten once taken (Budget.adopt decides whether it still counts). */
+  takeBudget(id: string): Budget | undefined {
+    const e = this.#m.get(id);
+    if (e === undefined || e.budget === null) return undefined;
+    const b = e.budget;
+    e.budget = null;
+    this.#dropIfEmpty(id, e);
+    return b;
+  }
+
+  /** The budget of `id`'s index `name` it left; forgotten once taken. */
+  takeIndexBudget(id: string, name: string): Budget | undefined {
+    const e = this.#m.get(id);
+    const b = e?.indexBudgets?.get(name);
+    if (e === undefined || b === undefined) return undefined;
+    e.indexBudgets!.delete(name);
+    this.#dropIfEmpty(id, e);
+    return b;
+  }
+
+  /** [shared] The remembered budgets with something to push, with their scope names (as DeclaredTenants names them). */
+  *unpushed(): Iterable<[string, Budget]> {
+    for (const [id, e] of this.#m) {
+      if (e.budget !== null && unpushed(e.budget)) yield [`t:${id}`, e.budget];
+      if (e.indexBudgets !== null) for (const [name, b] of e.indexBudgets) if (unpushed(b)) yield [`i:${id}:${name}`, b];
+    }
+  }
+
+  /**
+   * Forgets what no longer matters: buckets full again at `nowMs`
+   * (monotonic), budgets whose period ended by `periodNowMs` (the budgets'
+   * clock). Returns how many tenants it forgot.
+   */
+  sweep(nowMs: number, periodNowMs: number): number {
+    let forgotten = 0;
+    for (const [id, e] of this.#m) {
+      if (e.table !== null && nowMs >= e.bucketUntilMs) e.table = null;
+      if (e.budget !== null && e.budget.periodEndMs <= periodNowMs) e.budget = null;
+      if (e.indexBudgets !== null) {
+        for (const [name, b] of e.indexBudgets) if (b.periodEndMs <= periodNowMs) e.indexBudgets.delete(name);
+      }
+      if (this.#dropIfEmpty(id, e)) forgotten++;
+    }
+    return forgotten;
+  }
+
+  #dropIfEmpty(id: string, e: RemovedTenant): boolean {
+    if (e.table !== null || e.budget !== null || (e.indexBudgets !== null && e.indexBudgets.size > 0)) return false;
+    this.#m.delete(id);
+    return true;
+  }
+}

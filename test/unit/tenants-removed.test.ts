@@ -1,0 +1,171 @@
+// What a reload takes from a tenant and gives back if the tenant comes back
+// (src/tenants/removed-tenants.ts; docs/tenants.md "Reload"):
+//
+//   - a tenant removed and re-added (a reverted edit, a half-written file read
+//     by one reload and whole by the next) keeps what its bucket held, and its
+//     budgets' counters, instead of a fresh burst and a fresh day's budget
+//   - so does one that loses its rateLimit, budget or an index's budget and
+//     gets it back
+//   - a request in flight to a removed tenant is charged to what it left
+//   - what is remembered goes once it no longer matters (a bucket full again
+//     after burst / rate, a budget at its period's end), and is bounded
+
+import { describe, expect, it } from 'vitest';
+import { TokenBucketTable } from '../../src/limits/token-bucket-table.js';
+import { Budget } from '../../src/tenants/budgets.js';
+import { DeclaredTenants } from '../../src/tenants/declared-tenants.js';
+import { MAX_REMEMBERED, RemovedTenants } from '../../src/tenants/removed-tenants.js';
+import { parseTenantsText } from '../../src/tenants/tenants-file.js';
+
+const at = (iso: string): number => Date.parse(iso);
+
+describe('the remembered set', () => {
+  it("keeps a bucket until it would be full again (burst / rate after the removal), then forgets it", () => {
+    // A table on the wall clock (isFull reads it): 4 tokens at 0.5/s, all spent: full again 8 s later.
+    const table = new TokenBucketTable({ ratePerSec: 0.5, burst: 4, slots: 2 });
+    for (let i = 0; i < 4; i++) expect(table.take(0)).toBe(0);
+    const r = new RemovedTenants();
+    r.rememberBucket('a', table, 0, 1000);
+    r.rememberBucket('b', table, 1, 1000); // full: a fresh bucket is the same, nothing to remember
+    expect(r.size).toBe(1);
+    r.sweep(8999, 0);
+    expect(r.size).toBe(1);
+    r.sweep(9000, 0);
+    expect(r.size).toBe(0);
+    expect(r.takeBucket('a', 9000)).toBeUndefined();
+    // Taken back within its window: handed over once, then forgotten.
+    r.rememberBucket('a', table, 0, 1000);
+    expect(r.takeBucket('a', 8999)).toEqual({ table, slot: 0 });
+    expect(r.size).toBe(0);
+    expect(r.takeBucket('a', 8999)).toBeUndefined();
+    // Asked for past its window (before a sweep came): not handed back, and forgotten.
+    r.rememberBucket('a', table, 0, 1000);
+    expect(r.takeBucket('a', 9000)).toBeUndefined();
+    expect(r.size).toBe(0);
+  });
+
+  it('keeps a budget that counted something until its UTC period ends', () => {
+    const t0 = at('2026-03-10T12:00:00Z');
+    const r = new RemovedTenants();
+    const spent = new Budget({ period: 'day', records: 10, bytes: undefined }, t0);
+    spent.charge(3, 30, t0);
+    r.rememberBudget('a', spent);
+    r.rememberBudget('b', new Budget({ period: 'day', records: 10, bytes: undefined }, t0)); // counted nothing
+    const ib = new Budget({ period: 'month', records: 10, bytes: undefined }, t0);
+    ib.charge(1, 1, t0);
+    r.rememberIndexBudget('a', 'pay', ib);
+    expect(r.size).toBe(1);
+    r.sweep(0, at('2026-03-10T23:59:59Z'));
+    expect(r.get('a')?.budget).toBe(spent);
+    // The day ended: the day's budget goes, the month's stays.
+    r.sweep(0, at('2026-03-11T00:00:00Z'));
+    expect(r.get('a')?.budget).toBeNull();
+    expect(r.get('a')?.indexBudgets?.get('pay')).toBe(ib);
+    r.sweep(0, at('2026-04-01T00:00:00Z'));
+    expect(r.size).toBe(0);
+  });
+
+  it('is bounded: 10,000 removed tenants are forgotten past their windows, and at most MAX_REMEMBERED are held', () => {
+    const table = new TokenBucketTable({ ratePerSec: 1, burst: 2, slots: 10_000 });
+    const r = new RemovedTenants();
+    for (let i = 0; i < 10_000; i++) {
+      table.take(i);
+      r.rememberBucket(`t${i}`, table, i, 0);
+    }
+    expect(r.size).toBe(10_000);
+    expect(r.sweep(1999, 0)).toBe(0);
+    expect(r.sweep(2000, 0)).toBe(10_000);
+    expect(r.size).toBe(0);
+    // Past the cap the tenant removed longest ago goes first.
+    const t0 = at('2026-03-10T12:00:00Z');
+    for (let i = 0; i <= MAX_REMEMBERED; i++) {
+      const b = new Budget({ period: 'day', records: 10, bytes: undefined }, t0);
+      b.charge(1, 1, t0);
+      r.rememberBudget(`t${i}`, b);
+    }
+    expect(r.size).toBe(MAX_REMEMBERED);
+    expect(r.get('t0')).toBeUndefined();
+    expect(r.get(`t${MAX_REMEMBERED}`)).toBeDefined();
+  });
+});
+
+describe('a tenant that comes back after a reload removed it', () => {
+  const tenant = (id: string, sub: string, extra: string): string => `  - id: ${id}\n    subjects: { subs: [${sub}] }\n${extra}`;
+  const file = (...tenants: string[]): ReturnType<typeof parseTenantsText> => parseTenantsText(`tenants:\n${tenants.join('')}`, 't.yaml');
+
+  it('keeps what its bucket held: no fresh burst; the level, at most its new burst', () => {
+    const acme = (burst: number) => tenant('acme', 'x', `    rateLimit: { requestsPerSec: 0.01, burst: ${burst} }\n`);
+    const other = tenant('other', 'y', '    rateLimit: { requestsPerSec: 0.01, burst: 3 }\n');
+    const dt = new DeclaredTenants(file(acme(3), other), { perPrincipalPerSec: 0 });
+    try {
+      const take = (): number => dt.takeRate(dt.runtimeOf('acme')!, { sub: 'x' }) as number;
+      expect(take()).toBe(0); // 2 left
+      dt.replace(file(other));
+      expect(dt.removedRemembered).toBe(1);
+      // Back with a larger burst: the 2 it held, not 5. (It came back full.)
+      dt.replace(file(acme(5), other));
+      expect(dt.removedRemembered).toBe(0);
+      expect([take(), take()]).toEqual([0, 0]);
+      expect(take()).toBeGreaterThan(0);
+      // Removed empty and back again, twice: still empty.
+      for (let i = 0; i < 2; i++) {
+        dt.replace(file(other));
+        dt.replace(file(acme(5), other));
+        expect(take()).toBeGreaterThan(0);
+      }
+    } finally {
+      void dt.close();
+    }
+  });
+
+  it('keeps what its bucket held when it loses its rateLimit and gets it back', () => {
+    const limited = tenant('acme', 'x', '    rateLimit: { requestsPerSec: 0.01, burst: 2 }\n');
+    const dt = new DeclaredTenants(file(limited), { perPrincipalPerSec: 0 });
+    try {
+      const take = (): number => dt.takeRate(dt.runtimeOf('acme')!, { sub: 'x' }) as number;
+      expect([take(), take()]).toEqual([0, 0]);
+      expect(take()).toBeGreaterThan(0);
+      dt.replace(file(tenant('acme', 'x', '')));
+      expect(dt.hasBucket(dt.runtimeOf('acme')!)).toBe(false);
+      dt.replace(file(limited));
+      expect(take()).toBeGreaterThan(0);
+    } finally {
+      void dt.close();
+    }
+  });
+
+  it("takes back its budgets' counters this period, its index's too, and what requests in flight charged after the removal", () => {
+    const acme = tenant('acme', 'x', '    budget: { period: day, records: 10 }\n    indexes: [{ name: pay, budget: { period: day, records: 5 } }]\n');
+    const dt = new DeclaredTenants(file(acme), { perPrincipalPerSec: 0 });
+    try {
+      dt.completed('acme', 'pay', undefined, 4, 40);
+      dt.replace([]);
+      expect(dt.remaining()).toEqual([]);
+      // A request that resolved acme before the reload finishes after it.
+      dt.completed('acme', 'pay', undefined, 1, 10);
+      dt.replace(file(acme));
+      expect(dt.remaining()).toEqual([{ tenant: 'acme', unit: 'records', value: 5 }]);
+      // The index's budget is spent (5 of 5): refused, as it was before the removal.
+      expect(dt.checkBudgets('acme', 'pay', undefined)?.scope).toBe('index');
+      // Loses its budget and gets it back: the same.
+      dt.replace(file(tenant('acme', 'x', '')));
+      dt.replace(file(acme));
+      expect(dt.remaining()).toEqual([{ tenant: 'acme', unit: 'records', value: 5 }]);
+      expect(dt.removedRemembered).toBe(0);
+    } finally {
+      void dt.close();
+    }
+  });
+
+  it('remembers nothing for tenants whose buckets are full and whose budgets counted nothing', () => {
+    let s = '';
+    for (let i = 0; i < 1000; i++) s += tenant(`t${i}`, `s${i}`, '    rateLimit: { requestsPerSec: 1, burst: 2 }\n    budget: { period: day, records: 10 }\n');
+    const dt = new DeclaredTenants(file(s), { perPrincipalPerSec: 0 });
+    try {
+      dt.replace([]);
+      expect(dt.removedRemembered).toBe(0);
+    } finally {
+      void dt.close();
+    }
+  });
+});
