@@ -41,9 +41,9 @@ export interface RemovedTenant {
   indexBudgets: Map<string, Budget> | null;
 }
 
-/** A budget that counted nothing is a fresh one: nothing to remember. */
+/** A budget that counted nothing (looked at by requests, perhaps, but charged nothing) is a fresh one: nothing to remember. */
 function counted(b: Budget): boolean {
-  return b.usedRecords > 0 || b.usedBytes > 0 || b.inflight !== null || b.touched;
+  return b.usedRecords > 0 || b.usedBytes > 0 || b.inflight !== null;
 }
 
 /** A budget with something this replica has not pushed to the shared counter yet (with Redis). */
