@@ -315,8 +315,8 @@ export class DeclaredTenants {
         // So does a tenant that comes back (a reverted edit, a half-written file read by the
         // reload before) while its old bucket is not full again (removed-tenants.ts).
         const was = prev?.byId.get(d.id);
-        const from = was?.bucket != null ? { table: was.bucket, slot: was.slot } : this.#removed.takeBucket(d.id, performance.now());
-        if (from !== undefined) table.setTokens(slot, from.table.tokens(from.slot));
+        const held = was?.bucket != null ? was.bucket.tokens(was.slot) : this.#removed.takeBucket(d.id, performance.now());
+        if (held !== undefined) table.setTokens(slot, held);
       });
     }
     for (const t of index.tenants) {

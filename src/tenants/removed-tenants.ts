@@ -3,12 +3,13 @@
 // the tenant came back: remembered for exactly as long as it could matter
 // (docs/tenants.md "Reload").
 //
-//   - A bucket: the old table and slot themselves (the table keeps refilling
-//     it, and charges the requests still in flight on it), until the bucket
-//     would be full again, burst / rate seconds after the removal at most;
-//     a fresh bucket is then the same thing. A tenant re-added meanwhile
-//     starts from what the bucket holds now (at most its new burst), as a
-//     tenant that stayed does.
+//   - A bucket: what it held at the removal, with its rate and burst, until
+//     it would be full again (burst / rate seconds after the removal at
+//     most); a fresh bucket is then the same thing. A tenant re-added
+//     meanwhile starts from that level refilled for the time elapsed, at most
+//     its new burst, as a tenant that stayed does. (The level, not the old
+//     table: a table holds every bucket of its (rate, burst) group, and a
+//     run of reloads would keep one per reload alive.)
 //   - A budget that counted something: until its UTC period ends (a new
 //     period starts from 0 anyway). A tenant re-added in the same period
 //     takes its counters back. With Redis, what it charged and had not pushed
@@ -32,9 +33,12 @@ import type { Budget } from './budgets.js';
 export const MAX_REMEMBERED = 100_000;
 
 export interface RemovedTenant {
-  /** The bucket's table and slot (null: none remembered). */
-  table: TokenBucketTable | null;
-  slot: number;
+  /** Tokens the bucket held at `bucketAtMs` (NaN: no bucket remembered). */
+  tokens: number;
+  bucketAtMs: number;
+  /** Its refill rate (tokens/s) and size. */
+  ratePerSec: number;
+  burst: number;
   /** Monotonic ms from which the bucket is full again whatever it held. */
   bucketUntilMs: number;
   budget: Budget | null;
@@ -68,18 +72,20 @@ export class RemovedTenants {
     let e = this.#m.get(id);
     if (e === undefined) {
       if (this.#m.size >= MAX_REMEMBERED) this.#m.delete(this.#m.keys().next().value as string);
-      e = { table: null, slot: 0, bucketUntilMs: 0, budget: null, indexBudgets: null };
+      e = { tokens: NaN, bucketAtMs: 0, ratePerSec: 0, burst: 0, bucketUntilMs: 0, budget: null, indexBudgets: null };
       this.#m.set(id, e);
     }
     return e;
   }
 
-  /** Remembers bucket `slot` of `table`, left by `id` at `nowMs` (monotonic), unless it is full. */
+  /** Remembers what bucket `slot` of `table` holds, left by `id` at `nowMs` (monotonic), unless it is full. */
   rememberBucket(id: string, table: TokenBucketTable, slot: number, nowMs: number): void {
     if (table.isFull(slot)) return;
     const e = this.#entry(id);
-    e.table = table;
-    e.slot = slot;
+    e.tokens = table.tokens(slot);
+    e.bucketAtMs = nowMs;
+    e.ratePerSec = table.ratePerSec;
+    e.burst = table.burst;
     e.bucketUntilMs = nowMs + (table.burst / table.ratePerSec) * 1000;
   }
 
@@ -95,15 +101,18 @@ export class RemovedTenants {
     (e.indexBudgets ??= new Map()).set(name, b);
   }
 
-  /** The bucket `id` left, while it is not full again at `nowMs` (monotonic); forgotten once taken. */
-  takeBucket(id: string, nowMs: number): { table: TokenBucketTable; slot: number } | undefined {
+  /**
+   * What the bucket `id` left holds at `nowMs` (monotonic: its level refilled
+   * since, at most its burst), while it is not full again; forgotten once taken.
+   */
+  takeBucket(id: string, nowMs: number): number | undefined {
     const e = this.#m.get(id);
-    if (e === undefined || e.table === null) return undefined;
-    const { table, slot } = e;
+    if (e === undefined || Number.isNaN(e.tokens)) return undefined;
     const live = nowMs < e.bucketUntilMs;
-    e.table = null;
+    const tokens = Math.min(e.burst, e.tokens + (Math.max(0, nowMs - e.bucketAtMs) / 1000) * e.ratePerSec);
+    e.tokens = NaN;
     this.#dropIfEmpty(id, e);
-    return live ? { table, slot } : undefined;
+    return live ? tokens : undefined;
   }
 
   /** The tenant budget `id` left; forgotten once taken (Budget.adopt decides whether it still counts). */
@@ -142,7 +151,7 @@ export class RemovedTenants {
   sweep(nowMs: number, periodNowMs: number): number {
     let forgotten = 0;
     for (const [id, e] of this.#m) {
-      if (e.table !== null && nowMs >= e.bucketUntilMs) e.table = null;
+      if (!Number.isNaN(e.tokens) && nowMs >= e.bucketUntilMs) e.tokens = NaN;
       if (e.budget !== null && e.budget.periodEndMs <= periodNowMs) e.budget = null;
       if (e.indexBudgets !== null) {
         for (const [name, b] of e.indexBudgets) if (b.periodEndMs <= periodNowMs) e.indexBudgets.delete(name);
@@ -153,7 +162,7 @@ export class RemovedTenants {
   }
 
   #dropIfEmpty(id: string, e: RemovedTenant): boolean {
-    if (e.table !== null || e.budget !== null || (e.indexBudgets !== null && e.indexBudgets.size > 0)) return false;
+    if (!Number.isNaN(e.tokens) || e.budget !== null || (e.indexBudgets !== null && e.indexBudgets.size > 0)) return false;
     this.#m.delete(id);
     return true;
   }

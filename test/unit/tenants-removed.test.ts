@@ -10,6 +10,8 @@
 //   - what is remembered goes once it no longer matters (a bucket full again
 //     after burst / rate, a budget at its period's end), and is bounded
 
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { TokenBucketTable } from '../../src/limits/token-bucket-table.js';
 import { Budget } from '../../src/tenants/budgets.js';
@@ -33,11 +35,12 @@ describe('the remembered set', () => {
     r.sweep(9000, 0);
     expect(r.size).toBe(0);
     expect(r.takeBucket('a', 9000)).toBeUndefined();
-    // Taken back within its window: handed over once, then forgotten.
+    // Taken back within its window: the level (about 0: all spent) refilled for the time elapsed at
+    // its rate (2 s at 0.5/s: about 1 token), handed over once, then forgotten.
     r.rememberBucket('a', table, 0, 1000);
-    expect(r.takeBucket('a', 8999)).toEqual({ table, slot: 0 });
+    expect(r.takeBucket('a', 3000)).toBeCloseTo(1, 1);
     expect(r.size).toBe(0);
-    expect(r.takeBucket('a', 8999)).toBeUndefined();
+    expect(r.takeBucket('a', 3000)).toBeUndefined();
     // Asked for past its window (before a sweep came): not handed back, and forgotten.
     r.rememberBucket('a', table, 0, 1000);
     expect(r.takeBucket('a', 9000)).toBeUndefined();
@@ -113,6 +116,28 @@ describe('a tenant that comes back after a reload removed it', () => {
         dt.replace(file(acme(5), other));
         expect(take()).toBeGreaterThan(0);
       }
+    } finally {
+      void dt.close();
+    }
+  });
+
+  it("remembers a bucket's level, not its table: the replaced table goes", async () => {
+    // A table holds every bucket of its (rate, burst) group; held per removed tenant, a run of
+    // reloads that each removed one tenant kept one whole table per reload alive for up to burst / rate.
+    v8.setFlagsFromString('--expose-gc');
+    const gc = vm.runInNewContext('gc') as () => void;
+    const acme = tenant('acme', 'x', '    rateLimit: { requestsPerSec: 0.01, burst: 3 }\n');
+    const dt = new DeclaredTenants(file(acme), { perPrincipalPerSec: 0 });
+    try {
+      expect(dt.takeRate(dt.runtimeOf('acme')!, { sub: 'x' })).toBe(0);
+      const table = new WeakRef(dt.runtimeOf('acme')!.bucket!);
+      dt.replace([]);
+      expect(dt.removedRemembered).toBe(1);
+      for (let i = 0; i < 3 && table.deref() !== undefined; i++) {
+        await new Promise((r) => setTimeout(r, 10));
+        gc();
+      }
+      expect(table.deref()).toBeUndefined();
     } finally {
       void dt.close();
     }
