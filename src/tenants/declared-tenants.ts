@@ -221,9 +221,13 @@ export class DeclaredTenants {
     for (const rt of old.byOrd) {
       const n = next.byId.get(rt.id);
       if (rt.bucket !== null && (n === undefined || n.bucket === null)) removed.rememberBucket(rt.id, rt.bucket, rt.slot, nowMs);
-      if (rt.budget !== null && (n === undefined || n.budget === null)) removed.rememberBudget(rt.id, rt.budget);
-      for (const [name, b] of rt.indexBudgets) {
-        if (n === undefined || !n.indexBudgets.has(name)) removed.rememberIndexBudget(rt.id, name, b);
+      // A budget whose period changed is not carried either: with Redis, what it charged since the
+      // last sync round is still pushed (it never was), and a reload back to its period takes it back.
+      const b = rt.budget;
+      if (b !== null && (n === undefined || n.budget === null || n.budget.decl.period !== b.decl.period)) removed.rememberBudget(rt.id, b);
+      for (const [name, ib] of rt.indexBudgets) {
+        const nb = n?.indexBudgets.get(name);
+        if (nb === undefined || nb.decl.period !== ib.decl.period) removed.rememberIndexBudget(rt.id, name, ib);
       }
     }
     removed.sweep(nowMs, this.#clock.now());
@@ -325,15 +329,18 @@ export class DeclaredTenants {
       const before = prev?.byId.get(t.id);
       const now = this.#clock.now();
       const budget = d.budget === undefined ? null : new Budget(d.budget, now);
-      // A tenant that comes back takes back the counters it left this period (removed-tenants.ts).
+      // A tenant that comes back takes back the counters it left this period (removed-tenants.ts), and
+      // so does a budget whose period a reload changed and the next one changed back.
       if (budget !== null) {
-        const from = before?.budget ?? this.#removed.takeBudget(t.id);
+        const kept = before?.budget;
+        const from = kept != null && kept.decl.period === budget.decl.period ? kept : this.#removed.takeBudget(t.id, budget.decl.period);
         if (from !== undefined) budget.adopt(from, now);
       }
       const indexBudgets = new Map<string, Budget>();
       for (const [name, decl] of d.indexBudgets) {
         const ib = new Budget(decl, now);
-        const was = before?.indexBudgets.get(name) ?? this.#removed.takeIndexBudget(t.id, name);
+        const kept = before?.indexBudgets.get(name);
+        const was = kept !== undefined && kept.decl.period === decl.period ? kept : this.#removed.takeIndexBudget(t.id, name, decl.period);
         if (was !== undefined) ib.adopt(was, now);
         indexBudgets.set(name, ib);
       }

@@ -115,21 +115,21 @@ export class RemovedTenants {
     return live ? tokens : undefined;
   }
 
-  /** The tenant budget `id` left; forgotten once taken (Budget.adopt decides whether it still counts). */
-  takeBudget(id: string): Budget | undefined {
+  /** The tenant budget of `period` that `id` left; forgotten once taken (Budget.adopt decides whether it still counts). */
+  takeBudget(id: string, period: Budget['decl']['period']): Budget | undefined {
     const e = this.#m.get(id);
-    if (e === undefined || e.budget === null) return undefined;
+    if (e === undefined || e.budget === null || e.budget.decl.period !== period) return undefined;
     const b = e.budget;
     e.budget = null;
     this.#dropIfEmpty(id, e);
     return b;
   }
 
-  /** The budget of `id`'s index `name` it left; forgotten once taken. */
-  takeIndexBudget(id: string, name: string): Budget | undefined {
+  /** The budget of `period` of `id`'s index `name` it left; forgotten once taken. */
+  takeIndexBudget(id: string, name: string, period: Budget['decl']['period']): Budget | undefined {
     const e = this.#m.get(id);
     const b = e?.indexBudgets?.get(name);
-    if (e === undefined || b === undefined) return undefined;
+    if (e === undefined || b === undefined || b.decl.period !== period) return undefined;
     e.indexBudgets!.delete(name);
     this.#dropIfEmpty(id, e);
     return b;

@@ -15,10 +15,11 @@
 //   - 10,000 scopes in one round against a healthy Redis: no backend error,
 //     every push confirmed (one pipeline of all of them under the 100 ms
 //     request-path timeout timed thousands out every round).
-//   - a tenant a reload removes: what it charged since the last sync is still
-//     pushed, and the others see it (it never was: the last sync window
-//     before the removal was lost to every replica), and the replica takes
-//     its counters back when it is re-added.
+//   - a tenant a reload removes, or whose budget's period a reload changes:
+//     what it charged since the last sync is still pushed, and the others
+//     see it (it never was: the last sync window before the reload was lost
+//     to every replica), and the replica takes its counters back when it is
+//     re-added.
 
 import { Redis } from 'ioredis';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -236,5 +237,9 @@ describe('budgets shared through Redis', () => {
     // Re-added here: its counters, at once.
     one.replace(file);
     expect(one.remaining()).toEqual([{ tenant: 'acme', unit: 'records', value: 7 }]);
+    // A reload that changes the budget's period: what the day's budget charged since the last sync is pushed too.
+    one.completed('acme', undefined, undefined, 2, 20);
+    one.replace(parseTenantsText('tenants:\n  - id: acme\n    subjects: { subs: [x] }\n    budget: { period: month, records: 100 }\n', 't.yaml'));
+    await until(async () => Number(await admin.get(key)) === 5, 10_000, "the day budget's last charge to reach Redis after its period changed");
   });
 });

@@ -182,6 +182,26 @@ describe('a tenant that comes back after a reload removed it', () => {
     }
   });
 
+  it("takes back its day's counters when a reload changes its budget's period and the next changes it back", () => {
+    const withBudget = (period: string, records: number) => tenant('acme', 'x', `    budget: { period: ${period}, records: ${records} }\n`);
+    const dt = new DeclaredTenants(file(withBudget('day', 10)), { perPrincipalPerSec: 0 });
+    try {
+      dt.completed('acme', undefined, undefined, 4, 40);
+      // A month budget counts from 0 (documented: counters are kept for the same period)...
+      dt.replace(file(withBudget('month', 100)));
+      expect(dt.remaining()).toEqual([{ tenant: 'acme', unit: 'records', value: 100 }]);
+      dt.completed('acme', undefined, undefined, 1, 10);
+      // ...but back to the day, the day has not started again.
+      dt.replace(file(withBudget('day', 10)));
+      expect(dt.remaining()).toEqual([{ tenant: 'acme', unit: 'records', value: 6 }]);
+      // And the month's counters are there if it comes back this month.
+      dt.replace(file(withBudget('month', 100)));
+      expect(dt.remaining()).toEqual([{ tenant: 'acme', unit: 'records', value: 99 }]);
+    } finally {
+      void dt.close();
+    }
+  });
+
   it('remembers nothing for tenants whose buckets are full and whose budgets counted nothing', () => {
     let s = '';
     for (let i = 0; i < 1000; i++) s += tenant(`t${i}`, `s${i}`, '    rateLimit: { requestsPerSec: 1, burst: 2 }\n    budget: { period: day, records: 10 }\n');
