@@ -11,6 +11,10 @@
 //   - a reload that raises a tenant's rate applies at once with Redis, as it
 //     does in-process. (The bucket's stored time, left by the old, slower rate,
 //     refused the tenant for up to the old refill time.)
+//   - a tenant removed by a reload and re-added by the next gets no fresh
+//     burst with Redis either: its bucket's state is Redis' own, and the new
+//     lease state for its (rate, burst) starts from it (in-process, each
+//     remove + re-add was a fresh burst: tenants-reload-live.test.ts).
 
 import fs from 'node:fs';
 import path from 'node:path';
@@ -113,6 +117,52 @@ describe("a reload that raises a tenant's rate, with Redis", () => {
     const after: number[] = [];
     for (let i = 0; i < 5; i++) after.push((await c.send('http', 'logs', `y${i}`, hdr)).status);
     expect(after).toEqual([200, 200, 200, 200, 200]);
+    expect(await ing.metric('siglake_rate_budget_backend_errors_total')).toBe(0);
+  });
+});
+
+describe('a tenant removed and re-added, with Redis', () => {
+  const other = '  - id: other\n    subjects: { claims: { org_id: other } }\n';
+  const acme = '  - id: acme\n    subjects: { claims: { org_id: acme } }\n    rateLimit: { requestsPerSec: 0.01, burst: 3 }\n';
+  let key: KeyPair;
+  let redis: RedisServer;
+  let ing: RunningIngester;
+  let c: Client;
+  let file: string;
+  beforeAll(async () => {
+    key = await makeKeyPair('ES256', 'k-readd');
+    const dir = tempDir('siglake-redis-readd-');
+    const jwks = writeJwksFile(dir, [key.jwk]);
+    file = path.join(dir, 'tenants.yaml');
+    fs.writeFileSync(file, `tenants:\n${other}${acme}`);
+    redis = await RedisServer.start();
+    const args = ['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--tenants-file', file, '--redis-url', redis.url, '--redis-timeout-ms', '2000'];
+    ing = await startIngester({ args });
+    c = new Client(ing);
+  });
+  afterAll(async () => {
+    c?.close();
+    if (ing) expect(await ing.stop()).toBe(0);
+    await redis?.stop();
+  });
+
+  async function reloadWith(text: string, tenants: number): Promise<void> {
+    const n = ing.logs.length;
+    fs.writeFileSync(file + '.tmp', text);
+    fs.renameSync(file + '.tmp', file);
+    ing.child.kill('SIGHUP');
+    await until(() => ing.logs.slice(n).some((l) => l.msg === 'tenants file reloaded' && l['tenants'] === tenants), 10_000, 'the reload', 50);
+  }
+
+  it('gets no fresh burst: still refused once back', async () => {
+    const hdr = { authorization: `Bearer ${await mint(key, { org_id: 'acme' }, { sub: 'svc' })}` };
+    const statuses: number[] = [];
+    for (let i = 0; i < 4; i++) statuses.push((await c.send('http', 'logs', `a${i}`, hdr)).status);
+    expect(statuses).toEqual([200, 200, 200, 429]);
+    await reloadWith(`tenants:\n${other}`, 1);
+    await reloadWith(`tenants:\n${other}${acme}`, 2);
+    const back = await c.send('http', 'logs', 'a4', hdr);
+    expect([back.status, back.errorCode]).toEqual([429, 'SIGLAKE_RATE_LIMITED']);
     expect(await ing.metric('siglake_rate_budget_backend_errors_total')).toBe(0);
   });
 });
