@@ -1,5 +1,6 @@
 // What a reload took from a tenant (removed from the file, or stripped of its
-// rateLimit, its budget or an index's budget) and would hand back fresh if
+// rateLimit, its budget or an index's budget, or a budget whose period it
+// changed) and would hand back fresh if
 // the tenant came back: remembered for exactly as long as it could matter
 // (docs/tenants.md "Reload").
 //
