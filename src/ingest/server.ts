@@ -23,7 +23,7 @@ import type { Logger } from '../log.js';
 import { IngestMetrics } from '../metrics/ingest-metrics.js';
 import { AllowList } from '../tenancy/allow-list.js';
 import { TenantResolver } from '../tenancy/tenant-resolver.js';
-import { openAuditLog, type AuditLog } from '../tenants/audit-log.js';
+import { deferredAuditLog, openDeferredAuditLog, type AuditLog } from '../tenants/audit-log.js';
 import { DeclaredTenants } from '../tenants/declared-tenants.js';
 import { TenantMetrics } from '../tenants/tenant-metrics.js';
 import { loadTenantsAtStart, readTenantsFileText, TenantsReloader } from '../tenants/tenants-reloader.js';
@@ -180,7 +180,8 @@ export class Ingester {
     const auth = authenticatorFromSettings(s);
     // [declared tenants] only when configured: declaring nothing changes nothing.
     const declaring = s.tenantsFile !== undefined || s.rateLimitPerPrincipalPerSec > 0 || s.serverBudgetRecords > 0 || s.serverBudgetBytes > 0;
-    this.#audit = s.auditFile !== undefined ? openAuditLog(s.auditFile, log) : undefined;
+    // Checked now, made only in start() once nothing can refuse the start (a refused start left an empty file).
+    this.#audit = s.auditFile !== undefined ? deferredAuditLog(s.auditFile, log) : undefined;
     let tenants: DeclaredTenants | undefined;
     let budgetWarnedAt = 0;
     if (declaring) {
@@ -308,8 +309,28 @@ export class Ingester {
     return this.#metricsListener?.port;
   }
 
-  /** Listens, then starts the workers; resolves once WAL recovery is done and /readyz says 200. */
+  /**
+   * Listens, then starts the workers; resolves once WAL recovery is done and /readyz says 200.
+   * A start that fails removes the audit file it made (one that was there keeps its bytes).
+   */
   async start(): Promise<void> {
+    try {
+      await this.#start();
+    } catch (e) {
+      this.#audit?.discardIfCreated();
+      throw e;
+    }
+  }
+
+  /**
+   * The audit file (audit.file), made now: after the settings, the tenants file, the compactor's
+   * targets (cli.ts) and the WAL root were checked, so a start they refuse leaves none behind.
+   */
+  #openAudit(): void {
+    if (this.#audit !== undefined) openDeferredAuditLog(this.#audit, this.#o.settings.auditFile!);
+  }
+
+  async #start(): Promise<void> {
     if (this.#rateBudget instanceof RedisBudget) {
       // Not fatal: without Redis the budget admits and counts backend errors.
       await this.#rateBudget.ready(2000).catch((e: unknown) => {
@@ -323,6 +344,7 @@ export class Ingester {
       const err = e as NodeJS.ErrnoException;
       throw ConfigError.ofSetting('ingester.walDir', `${this.#o.settings.walDir} cannot be made (${err.code ?? err.message}: mkdir ${err.path ?? '?'})`);
     }
+    this.#openAudit();
     markWalRoot(this.#o.settings.walDir);
     lockWalRoot(this.#o.settings.walDir); // drain and compact --ingester-stopped refuse while it is held
     // [commit journal] journals of another worker count: replayed before any worker owns their lanes.

@@ -42,7 +42,7 @@ import { ShardForwarder } from './shard-forwarder.js';
 import { TableFilesReader } from './table-files.js';
 import { TenantGate } from './tenant-gate.js';
 import { TenantIndex } from '../tenants/tenant-index.js';
-import { auditNote, indexChangeEvent, openAuditLog, reloadIndexChanges, type AuditLog, type AuditNote } from '../tenants/audit-log.js';
+import { auditNote, deferredAuditLog, indexChangeEvent, openDeferredAuditLog, reloadIndexChanges, type AuditLog, type AuditNote } from '../tenants/audit-log.js';
 import { loadTenantsAtStart, readTenantsFileText, TenantsReloader } from '../tenants/tenants-reloader.js';
 
 export interface QueryServerOptions {
@@ -112,7 +112,8 @@ export class QueryServer {
     // The audit stream: every index change made through the index API, and
     // tenants reloads. (It was opened only with a tenants file, and index
     // changes were never written.)
-    this.#audit = s.auditFile !== undefined ? openAuditLog(s.auditFile, opts.log) : undefined;
+    // Checked now, made only in start() right before the listen (a refused start leaves no file).
+    this.#audit = s.auditFile !== undefined ? deferredAuditLog(s.auditFile, opts.log) : undefined;
     // The tenants file is reloaded as on ingest: SIGHUP and file change; a bad
     // file keeps the old set, logs one line, counts, and writes an audit event.
     if (s.tenantsFile !== undefined) {
@@ -198,6 +199,8 @@ export class QueryServer {
         resolve();
       });
     });
+    // Listening was the last step that can fail the start: the audit file is made only now.
+    if (this.#audit !== undefined) openDeferredAuditLog(this.#audit, s.auditFile!);
     this.#tenantsReloader?.start();
     if (missingSqliteCatalog(s.catalogUrl) !== null) {
       // The driver creates it: a mistyped path would otherwise serve empty answers without a word.

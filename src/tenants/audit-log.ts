@@ -16,6 +16,7 @@
 // at the new end): without a handler a SIGHUP ended the ingester.
 
 import fs from 'node:fs';
+import path from 'node:path';
 import { ConfigError } from '../errors.js';
 import { LogThrottle, type Logger } from '../log.js';
 
@@ -121,6 +122,8 @@ export interface AuditLogOptions {
   onReopenError?: (err: Error) => void;
   /** Events lost at the stop (the sink took nothing within CLOSE_GRACE_MS, or refused the rest): once, unthrottled. */
   onStopLoss?: (lost: number, why: string) => void;
+  /** Open the file only at open() (the servers: once nothing can refuse the start any more). */
+  deferOpen?: boolean;
 }
 
 /** Events (lines) in `bytes` from `from` on: a line cut short is lost too. */
@@ -135,15 +138,52 @@ function linesFrom(bytes: Buffer, from: number): number {
  * open never waits for a reader (one may come later), and a full pipe answers
  * EAGAIN instead of blocking a thread.
  */
-function openSink(file: string): number {
+function openSink(file: string): { fd: number; created: boolean } {
   let fifo = false;
   try {
     fifo = fs.statSync(file).isFIFO();
   } catch {
     // Absent: created below.
   }
-  if (fifo) return fs.openSync(file, fs.constants.O_RDWR | fs.constants.O_NONBLOCK);
-  return fs.openSync(file, 'a', 0o640);
+  if (fifo) return { fd: fs.openSync(file, fs.constants.O_RDWR | fs.constants.O_NONBLOCK), created: false };
+  // Made here (O_EXCL) or there before: only a file this process made may be removed again (discardIfCreated).
+  try {
+    return { fd: fs.openSync(file, fs.constants.O_WRONLY | fs.constants.O_APPEND | fs.constants.O_CREAT | fs.constants.O_EXCL, 0o640), created: true };
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+  }
+  return { fd: fs.openSync(file, 'a', 0o640), created: false };
+}
+
+/**
+ * Why `file` could not be opened for appending, without making it (a start
+ * that is refused later must leave nothing behind): an existing file (or
+ * FIFO) is opened and closed again, never created nor written; for an absent
+ * one, its directory must be a directory this process may write in. null:
+ * it can be opened (`-` always). The error code (ENOENT, EACCES, …) otherwise.
+ */
+export function auditFileProblem(file: string): string | null {
+  if (file === '-') return null;
+  let st: fs.Stats | undefined;
+  try {
+    st = fs.statSync(file);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code !== 'ENOENT') return code ?? (e as Error).message;
+  }
+  try {
+    if (st !== undefined) {
+      const flags = st.isFIFO() ? fs.constants.O_RDWR | fs.constants.O_NONBLOCK : fs.constants.O_WRONLY | fs.constants.O_APPEND;
+      fs.closeSync(fs.openSync(file, flags));
+      return null;
+    }
+    const dir = path.dirname(path.resolve(file));
+    if (!fs.statSync(dir).isDirectory()) return 'ENOTDIR';
+    fs.accessSync(dir, fs.constants.W_OK | fs.constants.X_OK);
+    return null;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code ?? (e as Error).message;
+  }
 }
 
 class WriteFailed extends Error {
@@ -164,7 +204,10 @@ interface Batch {
 
 export class AuditLog {
   readonly #file: string;
-  #fd: number | 'stdout';
+  /** undefined until open() (deferOpen): events wait in the queue. */
+  #fd: number | 'stdout' | undefined;
+  /** This process made the file (it did not exist before): discardIfCreated() may remove it. */
+  #created = false;
   readonly #o: AuditLogOptions;
   #queue: string[] = [];
   #queued = 0;
@@ -189,8 +232,49 @@ export class AuditLog {
   constructor(file: string, opts: AuditLogOptions | ((err: Error, lost: number) => void) = {}) {
     this.#file = file;
     this.#o = typeof opts === 'function' ? { onError: opts } : opts;
-    this.#fd = file === '-' ? 'stdout' : openSink(file);
+    if (this.#o.deferOpen !== true) this.open();
+  }
+
+  /**
+   * Opens the file (once; the constructor does unless deferOpen). Throws when
+   * it cannot be opened. Events written before are written now.
+   */
+  open(): void {
+    if (this.#fd !== undefined || this.#closed) return;
+    if (this.#file === '-') this.#fd = 'stdout';
+    else {
+      const { fd, created } = openSink(this.#file);
+      this.#fd = fd;
+      this.#created = created;
+    }
     if (this.#o.reopenOnHup === true && this.#fd !== 'stdout') process.on('SIGHUP', this.#onHup);
+    if (this.#queue.length > 0 && !this.#scheduled) {
+      this.#scheduled = true;
+      setImmediate(() => this.#flush());
+    }
+  }
+
+  /**
+   * A start refused after open(): closes the file, and removes it when this
+   * process made it and nothing was written to it (a refused start leaves
+   * nothing behind). A file that existed before keeps its bytes.
+   */
+  discardIfCreated(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    process.off('SIGHUP', this.#onHup);
+    const fd = this.#fd;
+    if (fd === undefined || fd === 'stdout') return;
+    try {
+      if (this.#created && this.written === 0 && this.#writing === undefined && fs.fstatSync(fd).size === 0) fs.unlinkSync(this.#file);
+    } catch {
+      // Gone already, or replaced: leave it.
+    }
+    try {
+      fs.closeSync(fd);
+    } catch {
+      // Already closed.
+    }
   }
 
   write(e: AuditEvent): void {
@@ -212,16 +296,17 @@ export class AuditLog {
   /** Between batches: the file named `file` now (logrotate renamed the old one). A failure keeps the old file. */
   #reopen(): void {
     this.#reopenWanted = false;
-    if (this.#closed || this.#fd === 'stdout') return;
+    if (this.#closed || this.#fd === 'stdout' || this.#fd === undefined) return;
     let fd: number;
     try {
-      fd = openSink(this.#file);
+      fd = openSink(this.#file).fd;
     } catch (e) {
       this.#o.onReopenError?.(e as Error);
       return;
     }
     const old = this.#fd;
     this.#fd = fd;
+    this.#created = false;
     try {
       fs.closeSync(old);
     } catch {
@@ -237,7 +322,7 @@ export class AuditLog {
 
   #flush(): void {
     this.#scheduled = false;
-    if (this.#writing !== undefined || this.#queue.length === 0 || this.#closed) return;
+    if (this.#writing !== undefined || this.#queue.length === 0 || this.#closed || this.#fd === undefined) return;
     const batch: Batch = { events: this.#queue.length, settled: false };
     const bytes = Buffer.from(this.#queue.join(''), 'utf8');
     this.#queue = [];
@@ -276,7 +361,7 @@ export class AuditLog {
       await new Promise<void>((resolve, reject) => process.stdout.write(bytes, (err) => (err ? reject(err) : resolve())));
       return;
     }
-    const fd = this.#fd;
+    const fd = this.#fd!;
     let wait = EAGAIN_FIRST_MS;
     for (let off = 0; off < bytes.length; ) {
       try {
@@ -335,6 +420,12 @@ export class AuditLog {
       return;
     }
     const fd = this.#fd;
+    if (fd === undefined) {
+      // Never opened (a start refused before it): nothing was made, nothing is written.
+      lose(events, 'the file was never opened');
+      if (lostAtStop > 0) this.#o.onStopLoss?.(lostAtStop, why);
+      return;
+    }
     if (!stalled && text !== '') {
       const bytes = Buffer.from(text, 'utf8');
       let off = 0;
@@ -400,6 +491,33 @@ export function openAuditLog(file: string, log?: Logger): AuditLog {
     if (file === '-') return new AuditLog(file, { onError: loss.onError });
     return new AuditLog(file, { ...loss, reopenOnHup: true });
   } catch (e) {
-    throw ConfigError.ofSetting('audit.file', `cannot open ${file} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+    throw auditOpenRefusal(file, e);
+  }
+}
+
+function auditOpenRefusal(file: string, e: unknown): ConfigError {
+  return ConfigError.ofSetting('audit.file', `cannot open ${file} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+}
+
+/**
+ * `audit.file` for a server, checked now and opened later (openDeferredAuditLog):
+ * a file that could not be opened is refused here as openAuditLog refuses it,
+ * but nothing is made until the start has passed every check that can refuse
+ * it (a refused start left an empty audit file behind).
+ */
+export function deferredAuditLog(file: string, log: Logger): AuditLog {
+  const problem = auditFileProblem(file);
+  if (problem !== null) throw auditOpenRefusal(file, { code: problem });
+  const loss = auditLossLog(log, file);
+  if (file === '-') return new AuditLog(file, { onError: loss.onError, deferOpen: true });
+  return new AuditLog(file, { ...loss, reopenOnHup: true, deferOpen: true });
+}
+
+/** Opens a deferredAuditLog: the setting's refusal (ConfigError) when the file cannot be opened now. */
+export function openDeferredAuditLog(audit: AuditLog, file: string): void {
+  try {
+    audit.open();
+  } catch (e) {
+    throw auditOpenRefusal(file, e);
   }
 }

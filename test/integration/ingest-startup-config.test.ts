@@ -319,3 +319,70 @@ describe('the native addon (--otlp-walk, --wal-drop-synced-pages)', () => {
     expect(listFiles(r.dir)).toEqual([]);
   });
 });
+
+describe('a refused start leaves no audit file behind', () => {
+  // The Ingester opened (created) audit.file before it read the tenants file, and cli.ts checked
+  // the catalog and the warehouse after that: a refused start (exit 2, the right line) left an
+  // empty audit.log behind.
+  const refusals = (dir: string): { args: string[]; want: string }[] => {
+    const blocker = path.join(dir, 'not-a-directory');
+    fs.writeFileSync(blocker, 'x');
+    return [
+      { args: ['--tenants-file', path.join(dir, 'nonexistent.yaml')], want: 'invalid tenants.file (flag --tenants-file)' },
+      {
+        args: ['--catalog-url', `sqlite:${path.join(dir, 'catalog.db')}`, '--warehouse', path.join(blocker, 'warehouse')],
+        want: 'invalid warehouse.path (flag --warehouse): cannot write to the warehouse',
+      },
+    ];
+  };
+
+  it('in a fresh directory: exit 2, the line, and no audit file (nor anything else)', () => {
+    const dir = tempDir('siglake-audit-refused-');
+    for (const c of refusals(dir)) {
+      const audit = path.join(dir, 'audit.log');
+      const r = ingestMustFail(['--audit-file', audit, ...c.args]);
+      expect(r.status, r.stderr).toBe(2);
+      expect(oneLine(r.stderr)).toContain(c.want);
+      expect(fs.existsSync(audit), c.want).toBe(false);
+      expect(listFiles(r.dir)).toEqual([]);
+      expect(fs.readdirSync(dir).sort()).toEqual(['not-a-directory']);
+    }
+  });
+
+  it('an audit file that was there keeps its bytes', () => {
+    const dir = tempDir('siglake-audit-kept-');
+    const audit = path.join(dir, 'audit.log');
+    const before = '{"event":"refusal","tenant":null}\n';
+    fs.writeFileSync(audit, before);
+    for (const c of refusals(dir)) {
+      const r = ingestMustFail(['--audit-file', audit, ...c.args]);
+      expect(r.status, r.stderr).toBe(2);
+      expect(oneLine(r.stderr)).toContain(c.want);
+      expect(fs.readFileSync(audit, 'utf8')).toBe(before);
+    }
+  });
+
+  it('an audit file that cannot be opened is still refused before anything is made', () => {
+    const dir = tempDir('siglake-audit-bad-');
+    const r = ingestMustFail(['--audit-file', path.join(dir, 'no', 'such', 'dir', 'audit.log')]);
+    expect(r.status, r.stderr).toBe(2);
+    expect(oneLine(r.stderr)).toContain('invalid audit.file (flag --audit-file): cannot open');
+    expect(oneLine(r.stderr)).toContain('ENOENT');
+    expect(listFiles(r.dir)).toEqual([]);
+    expect(fs.readdirSync(dir)).toEqual([]);
+  });
+
+  it('a start that passes every check makes the audit file, and it is written', async () => {
+    const dir = tempDir('siglake-audit-made-');
+    const audit = path.join(dir, 'audit.log');
+    const ing = await startIngester({ dataDir: dir, args: ['--audit-file', audit] });
+    try {
+      expect(fs.existsSync(audit)).toBe(true);
+      // No tenant header trusted: a refusal, audited.
+      expect((await post(ing.url, '/v1/logs', logsProto(['x']), { headers: { 'x-scope-orgid': 'acme' } })).status).toBe(403);
+    } finally {
+      expect(await ing.stop()).toBe(0);
+    }
+    expect(fs.readFileSync(audit, 'utf8')).toContain('"event":"refusal"');
+  });
+});
