@@ -13,7 +13,10 @@
 // list and show print JSON on standard output.
 //
 // Exit codes: 0 done; 1 refused (the code and message on standard error) or
-// the catalog/warehouse failed; 2 bad usage or a bad setting.
+// the catalog/warehouse failed; 2 bad usage (a --tenant that breaks the
+// identifier rule among it: nothing is opened or made) or a bad setting.
+// A NAME that breaks the rule is no usage error: no index has it, so show
+// and delete refuse it SIGLAKE_UNKNOWN_INDEX (exit 1), as the index API does (404).
 //
 // With audit.file set, create, update and delete each append an
 // `index_change` event (declared-tenants.md §4: every index change), with
@@ -26,7 +29,7 @@ import { loadCommandSettings, withSource } from '../config/load.js';
 import { ConfigError } from '../errors.js';
 import { closeWarehouse, openWarehouse } from '../iceberg/warehouse.js';
 import { missingSqliteCatalog, SqlCatalog } from '../iceberg/sql-catalog.js';
-import { DEFAULT_TENANT } from '../tenancy/identifier.js';
+import { DEFAULT_TENANT, isValidIdentifier } from '../tenancy/identifier.js';
 import { indexChangeEvent, openAuditLog, type AuditLog } from '../tenants/audit-log.js';
 import { indexJson } from './http-handlers.js';
 import { IndexError } from './index-error.js';
@@ -74,6 +77,13 @@ export async function runIndexCommand(argv: string[]): Promise<number> {
   const needsFile = sub === 'create' || sub === 'update';
   if ((needsName && positional.length !== 1) || (!needsName && positional.length !== 0) || needsFile !== (file !== undefined)) {
     process.stderr.write(`${USAGE}\n`);
+    return 2;
+  }
+  // A tenant that breaks the identifier rule is bad usage, refused before anything is opened or
+  // made (it went to the registry and came back a refusal, SIGLAKE_BAD_INDEX, exit 1, after an
+  // SQLite catalog, the warehouse and the audit file were made).
+  if (!isValidIdentifier(tenant)) {
+    process.stderr.write(`siglake: --tenant: ${JSON.stringify(tenant)} is not a tenant identifier (1-128 of A-Z a-z 0-9 _ -, not a reserved name)\n`);
     return 2;
   }
   const loaded = loadCommandSettings(rest, { command: 'index' });
