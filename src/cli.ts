@@ -57,7 +57,15 @@ async function ingest(argv: string[]): Promise<void> {
     if (e instanceof ConfigError) fail(e.message, 2);
     throw e;
   }
-  const settings = loaded.settings;
+  // Listen hosts that are names resolve before anything is made (src/config/listen-hosts.ts).
+  const { resolveListenHosts } = await import('./config/listen-hosts.js');
+  let settings;
+  try {
+    settings = await resolveListenHosts(loaded.settings, ['httpListen', 'grpcListen', 'metricsListen']);
+  } catch (e) {
+    if (e instanceof ConfigError) fail(withSource(e, loaded), 2);
+    throw e;
+  }
   const log = createLogger(settings.logLevel);
   let ingester;
   try {

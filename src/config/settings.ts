@@ -123,7 +123,7 @@ export const SETTINGS = {
     category: 'server',
     default: { host: '0.0.0.0', port: 4318 },
     defaultDoc: '0.0.0.0:4318',
-    doc: 'Address for OTLP/HTTP and the admin endpoints (/healthz, /readyz, and /metrics unless server.metricsListen is set). Port 0 picks a free port.',
+    doc: 'Address for OTLP/HTTP and the admin endpoints (/healthz, /readyz, and /metrics unless server.metricsListen is set). Port 0 picks a free port. A host name is resolved once at start (one that does not resolve is refused) and listened on at its first address (docs/operations.md).',
     parse: listenAddress,
   }),
   metricsListen: optional<ListenAddress>({
@@ -132,7 +132,7 @@ export const SETTINGS = {
     category: 'server',
     default: undefined,
     defaultDoc: 'unset',
-    doc: 'Address for /metrics alone, apart from the OTLP ports; the OTLP/HTTP port then answers /metrics 404. Its series name tenants and indexes (the compactor\'s counters per namespace and table, the declared tenants\' siglake_tenant_*), which any caller of the OTLP/HTTP port could read without credentials: set it wherever tenants can reach that port, and let only Prometheus reach this one. Unset: /metrics is served on server.httpListen. Port 0 picks a free port.',
+    doc: 'Address for /metrics alone, apart from the OTLP ports; the OTLP/HTTP port then answers /metrics 404. Its series name tenants and indexes (the compactor\'s counters per namespace and table, the declared tenants\' siglake_tenant_*), which any caller of the OTLP/HTTP port could read without credentials: set it wherever tenants can reach that port, and let only Prometheus reach this one. Unset: /metrics is served on server.httpListen. Port 0 picks a free port. A host name is resolved once at start (one that does not resolve is refused) and listened on at its first address (docs/operations.md).',
     parse: listenAddress,
   }),
   grpcListen: def<ListenAddress>({
@@ -141,7 +141,7 @@ export const SETTINGS = {
     category: 'server',
     default: { host: '0.0.0.0', port: 4317 },
     defaultDoc: '0.0.0.0:4317',
-    doc: 'Address for OTLP/gRPC. Port 0 picks a free port.',
+    doc: 'Address for OTLP/gRPC. Port 0 picks a free port. A host name is resolved once at start (one that does not resolve is refused) and listened on at its first address (docs/operations.md).',
     parse: listenAddress,
   }),
   maxRequestBytes: def<number>({
@@ -673,7 +673,7 @@ export const SETTINGS = {
     category: 'query',
     default: { host: '0.0.0.0', port: 4380 },
     defaultDoc: '0.0.0.0:4380',
-    doc: '`siglake query`: address of the SQL API and its admin endpoints (/metrics, /healthz, /readyz). Port 0 picks a free port.',
+    doc: '`siglake query`: address of the SQL API and its admin endpoints (/metrics, /healthz, /readyz). Port 0 picks a free port. A host name is resolved once at start (one that does not resolve is refused) and listened on at its first address (docs/operations.md).',
     parse: listenAddress,
   }),
   queryTenantClaim: optional<string>({

@@ -1,7 +1,9 @@
 // `siglake query`: the query server as its own process (contract query §1).
 // Exit codes: 0 stopped cleanly; 1 could not start; 2 a bad flag or setting
-// (query.allowedTenants without query.oidc.tenantClaim among them).
+// (query.allowedTenants without query.oidc.tenantClaim among them; a
+// query.listen host that does not resolve).
 
+import { resolveListenHosts } from '../config/listen-hosts.js';
 import { loadCommandSettings, withSource } from '../config/load.js';
 import { ConfigError } from '../errors.js';
 import { createLogger } from '../log.js';
@@ -10,7 +12,15 @@ import { QueryServer } from './query-server.js';
 export async function runQueryCommand(argv: string[]): Promise<number> {
   const loaded = loadCommandSettings(argv, { command: 'query', serves: true });
   if (loaded === undefined) return 2;
-  const s = loaded.settings;
+  let s;
+  try {
+    // A listen host that is a name resolves before anything is made (src/config/listen-hosts.ts).
+    s = await resolveListenHosts(loaded.settings, ['queryListen']);
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+    process.stderr.write(`siglake: ${withSource(e, loaded)}\n`);
+    return 2;
+  }
   const log = createLogger(s.logLevel, 'siglake-query');
   let server: QueryServer;
   try {
@@ -29,6 +39,10 @@ export async function runQueryCommand(argv: string[]): Promise<number> {
   try {
     await server.start();
   } catch (e) {
+    if (e instanceof ConfigError) {
+      process.stderr.write(`siglake: ${withSource(e, loaded)}\n`);
+      return 2;
+    }
     process.stderr.write(`siglake: ${(e as Error).message}\n`);
     return 1;
   }

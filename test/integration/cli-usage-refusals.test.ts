@@ -1,11 +1,13 @@
-// Bad arguments of the offline commands are usage refusals: exit 2, one line
-// on standard error naming the flag, and nothing made (no catalog, warehouse
-// or audit file), against the real `siglake` executable.
+// Bad arguments of the offline commands and the query server's start are
+// usage or settings refusals: exit 2, one line on standard error naming the
+// flag, and nothing made (no catalog, warehouse or audit file), against the
+// real `siglake` executable.
 
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { listFiles, runCli, tempDir } from '../helpers/ingester.js';
+import { CLI, listFiles, runCli, tempDir } from '../helpers/ingester.js';
 import { icebergFlags } from '../helpers/query.js';
 
 function oneLine(stderr: string): string {
@@ -55,5 +57,20 @@ describe('siglake index --tenant that breaks the identifier rule', () => {
     expect(fs.readFileSync(path.join(dir, 'catalog.db')).equals(catalogBytes)).toBe(true);
     // The index is still there, for its own tenant.
     expect(JSON.parse(runCli(['index', 'show', 'payments', '--tenant', 'acme', ...icebergFlags(dir)], { cwd: dir }).stdout).name).toBe('payments');
+  });
+});
+
+describe('siglake query --query-listen with a host that does not resolve', () => {
+  it('exit 2, one line naming query.listen, the host and the reason; no catalog, warehouse or audit file', () => {
+    // (.invalid never resolves, RFC 6761; a resolver that cannot reach its server says EAI_AGAIN instead.)
+    const dir = tempDir('siglake-query-listen-');
+    const r = spawnSync(process.execPath, [CLI, 'query', '--query-listen', 'nosuch.invalid:0', ...icebergFlags(dir), '--audit-file', path.join(dir, 'audit.jsonl')], {
+      encoding: 'utf8',
+      cwd: dir,
+      timeout: 20_000,
+    });
+    expect(r.status, r.stderr).toBe(2);
+    expect(oneLine(r.stderr)).toMatch(/^siglake: invalid query\.listen \(flag --query-listen\): host nosuch\.invalid does not resolve \((ENOTFOUND|EAI_AGAIN)\)$/);
+    expect(fs.readdirSync(dir)).toEqual([]);
   });
 });

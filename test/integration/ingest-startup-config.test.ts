@@ -386,3 +386,21 @@ describe('a refused start leaves no audit file behind', () => {
     expect(fs.readFileSync(audit, 'utf8')).toContain('"event":"refusal"');
   });
 });
+
+describe('a listen host that does not resolve is a settings refusal', () => {
+  // --http-listen nosuch.invalid:4318 made the WAL, the catalog and the warehouse, then failed
+  // `cannot listen on nosuch.invalid:4318 for OTLP/HTTP` with exit 1 and no reason. (.invalid never
+  // resolves, RFC 6761; a resolver that cannot reach its server says EAI_AGAIN instead.)
+  for (const [flag, key] of [
+    ['--http-listen', 'server.httpListen'],
+    ['--grpc-listen', 'server.grpcListen'],
+    ['--metrics-listen', 'server.metricsListen'],
+  ] as const) {
+    it(`${flag} nosuch.invalid:0: exit 2, one line naming ${key}, the host and the reason; nothing made`, () => {
+      const r = ingestMustFail([flag, 'nosuch.invalid:0', '--catalog-url', 'sqlite:catalog.db', '--warehouse', 'warehouse']);
+      expect(r.status, r.stderr).toBe(2);
+      expect(oneLine(r.stderr)).toMatch(new RegExp(`^siglake: invalid ${key.replace('.', '\\.')} \\(flag ${flag}\\): host nosuch\\.invalid does not resolve \\((ENOTFOUND|EAI_AGAIN)\\)$`));
+      expect(fs.readdirSync(r.dir)).toEqual([]);
+    });
+  }
+});
