@@ -21,8 +21,10 @@
 // With audit.file set, create, update and delete each append an
 // `index_change` event (declared-tenants.md §4: every index change), with
 // reason `index_command` and no subject or peer (an offline command has no
-// verified principal). The file is opened before the change: one that
-// cannot be opened refuses the command (exit 2) and changes nothing.
+// verified principal). The file is opened before the change (after the
+// arguments and the definition were checked): one that cannot be opened
+// refuses the command (exit 2) and changes nothing; a command refused after
+// it was opened removes it again if it made it (one that was there keeps its bytes).
 
 import fs from 'node:fs';
 import { loadCommandSettings, withSource } from '../config/load.js';
@@ -33,7 +35,7 @@ import { DEFAULT_TENANT, isValidIdentifier } from '../tenancy/identifier.js';
 import { indexChangeEvent, openAuditLog, type AuditLog } from '../tenants/audit-log.js';
 import { indexJson } from './http-handlers.js';
 import { IndexError } from './index-error.js';
-import { parseIndexText, validateIndexSpec } from './index-spec.js';
+import { parseIndexText, validateIndexSpec, type IndexSpec } from './index-spec.js';
 import { IndexRegistry } from './registry.js';
 
 const USAGE = `usage: siglake index create|update --file F | list | show NAME | delete NAME  [--tenant T] [settings flags]`;
@@ -96,6 +98,25 @@ export async function runIndexCommand(argv: string[]): Promise<number> {
     process.stderr.write(`siglake: ${missing}\n`);
     return 2;
   }
+  // The definition is read and checked before anything is opened: a file that cannot be read
+  // (exit 2) or a definition refused (exit 1) left an empty audit file behind.
+  let spec: IndexSpec | undefined;
+  if (needsFile) {
+    let text: string;
+    try {
+      text = fs.readFileSync(file === '-' ? 0 : file!, 'utf8');
+    } catch (e) {
+      process.stderr.write(`siglake: cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}\n`);
+      return 2;
+    }
+    try {
+      spec = validateIndexSpec(parseIndexText(text));
+    } catch (e) {
+      const code = (e as { code?: unknown }).code;
+      process.stderr.write(`siglake: ${typeof code === 'string' ? `${code}: ` : ''}${(e as Error).message}\n`);
+      return 1;
+    }
+  }
   let audit: AuditLog | undefined;
   if (settings.auditFile !== undefined && (sub === 'create' || sub === 'update' || sub === 'delete')) {
     try {
@@ -110,10 +131,12 @@ export async function runIndexCommand(argv: string[]): Promise<number> {
   // A local directory or an s3:// bucket (warehouse.path), as the compactor opens it.
   const storage = await openWarehouse(settings).catch(async (e: unknown) => {
     await catalog.close();
-    await audit?.close();
+    if (audit !== undefined && !audit.discardIfCreated()) await audit.close();
     throw e;
   });
   const registry = new IndexRegistry({ catalog, storage, ...crashHook() });
+  // A refused command removes the audit file it made and wrote nothing to (one that was there keeps its bytes).
+  let done = false;
   try {
     switch (sub) {
       case 'list':
@@ -124,18 +147,12 @@ export async function runIndexCommand(argv: string[]): Promise<number> {
         break;
       case 'delete':
         await registry.delete(tenant, positional[0]!);
+        done = true;
         audit?.write(indexChangeEvent(tenant, positional[0]!, 'deleted', 'index_command', null, null));
         break;
       default: {
-        let text: string;
-        try {
-          text = fs.readFileSync(file === '-' ? 0 : file!, 'utf8');
-        } catch (e) {
-          process.stderr.write(`siglake: cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}\n`);
-          return 2;
-        }
-        const spec = validateIndexSpec(parseIndexText(text));
-        const info = sub === 'create' ? { ...(await registry.create(tenant, spec)), changed: true } : await registry.update(tenant, spec);
+        const info = sub === 'create' ? { ...(await registry.create(tenant, spec!)), changed: true } : await registry.update(tenant, spec!);
+        done = true;
         if (info.changed) audit?.write(indexChangeEvent(tenant, info.name, sub === 'create' ? 'created' : 'updated', 'index_command', null, null));
         out(indexJson(info));
       }
@@ -152,7 +169,7 @@ export async function runIndexCommand(argv: string[]): Promise<number> {
   } finally {
     closeWarehouse(storage);
     await catalog.close();
-    await audit?.close();
+    if (audit !== undefined && (done || !audit.discardIfCreated())) await audit.close();
   }
 }
 

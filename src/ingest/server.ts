@@ -317,7 +317,8 @@ export class Ingester {
     try {
       await this.#start();
     } catch (e) {
-      this.#audit?.discardIfCreated();
+      // No event can be queued before the listeners (none listened yet, or the listen failed).
+      if (this.#audit !== undefined && !this.#audit.discardIfCreated()) await this.#audit.close();
       throw e;
     }
   }

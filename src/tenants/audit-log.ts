@@ -255,26 +255,33 @@ export class AuditLog {
   }
 
   /**
-   * A start refused after open(): closes the file, and removes it when this
-   * process made it and nothing was written to it (a refused start leaves
-   * nothing behind). A file that existed before keeps its bytes.
+   * A start (or command) refused after open(), before any event: closes the
+   * file, and removes it when this process made it and nothing was written to
+   * it (a refused start leaves nothing behind). A file that existed before
+   * keeps its bytes. With an event queued or written it does nothing and
+   * answers false: close() it instead.
    */
-  discardIfCreated(): void {
-    if (this.#closed) return;
+  discardIfCreated(): boolean {
+    if (this.#closed) return true;
+    if (this.#queue.length > 0 || this.#writing !== undefined || this.written > 0 || this.dropped > 0) return false;
     this.#closed = true;
     process.off('SIGHUP', this.#onHup);
     const fd = this.#fd;
-    if (fd === undefined || fd === 'stdout') return;
+    if (fd === undefined || fd === 'stdout') return true;
     try {
-      if (this.#created && this.written === 0 && this.#writing === undefined && fs.fstatSync(fd).size === 0) fs.unlinkSync(this.#file);
+      // Still the file this process made, and still empty.
+      const open = fs.fstatSync(fd);
+      const named = fs.statSync(this.#file);
+      if (this.#created && open.size === 0 && open.ino === named.ino && open.dev === named.dev) fs.unlinkSync(this.#file);
     } catch {
-      // Gone already, or replaced: leave it.
+      // Gone already: nothing to remove.
     }
     try {
       fs.closeSync(fd);
     } catch {
       // Already closed.
     }
+    return true;
   }
 
   write(e: AuditEvent): void {

@@ -60,6 +60,44 @@ describe('siglake index --tenant that breaks the identifier rule', () => {
   });
 });
 
+describe('a refused siglake index command leaves no audit file behind', () => {
+  // The audit file was made before the definition was read: a --file that cannot be read (exit 2),
+  // a definition refused (exit 1) or a refused change (an unknown index, one that exists) left an
+  // empty audit file behind.
+  it('exit 1 or 2 as before; no audit file made; one that was there keeps its bytes', () => {
+    const dir = tempDir('siglake-index-audit-');
+    const def = path.join(dir, 'payments.yaml');
+    fs.writeFileSync(def, 'name: payments\n');
+    const bad = path.join(dir, 'bad.yaml');
+    fs.writeFileSync(bad, 'name: logs\n');
+    expect(runCli(['index', 'create', '--file', def, '--tenant', 'acme', ...icebergFlags(dir)], { cwd: dir }).status).toBe(0);
+    const cases: [string[], number, string][] = [
+      [['create', '--file', path.join(dir, 'nonexistent.yaml')], 2, 'cannot read'],
+      [['create', '--file', bad], 1, 'SIGLAKE_BAD_INDEX'],
+      [['create', '--file', def], 1, 'SIGLAKE_INDEX_EXISTS'],
+      [['delete', 'nosuch'], 1, 'SIGLAKE_UNKNOWN_INDEX'],
+    ];
+    const audit = path.join(dir, 'audit.jsonl');
+    for (const [args, status, want] of cases) {
+      const r = runCli(['index', ...args, '--tenant', 'acme', ...icebergFlags(dir), '--audit-file', audit], { cwd: dir });
+      expect(r.status, `${args.join(' ')}: ${r.stderr}`).toBe(status);
+      expect(oneLine(r.stderr)).toContain(want);
+      expect(fs.existsSync(audit), args.join(' ')).toBe(false);
+    }
+    const before = '{"event":"index_change","tenant":"acme"}\n';
+    fs.writeFileSync(audit, before);
+    for (const [args, status] of cases) {
+      expect(runCli(['index', ...args, '--tenant', 'acme', ...icebergFlags(dir), '--audit-file', audit], { cwd: dir }).status).toBe(status);
+      expect(fs.readFileSync(audit, 'utf8')).toBe(before);
+    }
+    // A change that is made is audited, after what was there.
+    expect(runCli(['index', 'delete', 'payments', '--tenant', 'acme', ...icebergFlags(dir), '--audit-file', audit], { cwd: dir }).status).toBe(0);
+    const lines = fs.readFileSync(audit, 'utf8').split('\n').filter((l) => l !== '');
+    expect(lines[0]).toBe(before.trim());
+    expect(JSON.parse(lines[1]!)).toMatchObject({ event: 'index_change', tenant: 'acme', index: 'payments', action: 'deleted' });
+  });
+});
+
 describe('siglake query --query-listen with a host that does not resolve', () => {
   it('exit 2, one line naming query.listen, the host and the reason; no catalog, warehouse or audit file', () => {
     // (.invalid never resolves, RFC 6761; a resolver that cannot reach its server says EAI_AGAIN instead.)
