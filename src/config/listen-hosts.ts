@@ -10,11 +10,16 @@
 // own listen(port, name) binds), never the others; the name is replaced by
 // that address here, so that uWebSockets.js (OTLP/HTTP) and Node's servers
 // (OTLP/gRPC, /metrics, the query server) bind the same one. IP literals and
-// `localhost` are not resolved (passed on as written).
+// `localhost` are not resolved (passed on as written). The settings' check that
+// two listeners do not take one port compared names as written; it is run
+// again on the addresses, so that a name resolving to another listener's
+// address and port is refused here too, not by the second bind (EADDRINUSE,
+// exit 1, after the WAL was made).
 
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { ConfigError } from '../errors.js';
+import { listenersOverlap } from './load.js';
 import type { ListenAddress } from './parsers.js';
 import { SETTINGS, type Settings } from './settings.js';
 
@@ -49,5 +54,18 @@ export async function resolveListenHosts(settings: Settings, names: readonly Lis
     if (addrs.length === 0) throw ConfigError.ofSetting(SETTINGS[name].key, `host ${a.host} does not resolve (no address)`);
     resolved[name] = { host: addrs[0]!.address, port: a.port };
   }
-  return { ...settings, ...resolved };
+  const out: Settings = { ...settings, ...resolved };
+  for (const [i, a] of names.entries()) {
+    for (const b of names.slice(0, i)) {
+      if (resolved[a] === undefined && resolved[b] === undefined) continue; // compared as written at load
+      const x = out[a];
+      const y = out[b];
+      if (x === undefined || y === undefined) continue;
+      const overlap = listenersOverlap(x, y);
+      if (overlap === undefined) continue;
+      const shown = (n: ListenSetting) => `${SETTINGS[n].key} ${settings[n]!.host}${resolved[n] === undefined ? '' : ` (${resolved[n].host})`}`;
+      throw ConfigError.ofSetting(SETTINGS[a].key, `${shown(a)} and ${shown(b)} take the same port ${x.port}${overlap === 'same' ? '' : `: ${overlap}`}; each listener needs a port of its own`);
+    }
+  }
+  return out;
 }

@@ -46,4 +46,20 @@ describe('resolveListenHosts', () => {
     const none = await resolveListenHosts(settings(['--query-listen', 'empty.example:0']), ['queryListen'], async () => []).catch((x: unknown) => x);
     expect((none as ConfigError).message).toBe('query.listen: host empty.example does not resolve (no address)');
   });
+
+  it('a name that resolves to the address and port of another listener is refused, naming both (regression: unresolved-name-listener-clash)', async () => {
+    const at = async (host: string) => (host === 'otlp.example' || host === 'alias.example' ? [{ address: '127.0.0.1', family: 4 }] : [{ address: '192.0.2.9', family: 4 }]);
+    const clash = await resolveListenHosts(settings(['--http-listen', '127.0.0.1:4318', '--grpc-listen', 'otlp.example:4318']), ['httpListen', 'grpcListen', 'metricsListen'], at).catch((x: unknown) => x);
+    expect(clash).toBeInstanceOf(ConfigError);
+    expect((clash as ConfigError).settingKey).toBe('server.grpcListen');
+    expect((clash as ConfigError).message).toBe('server.grpcListen: server.grpcListen otlp.example (127.0.0.1) and server.httpListen 127.0.0.1 take the same port 4318; each listener needs a port of its own');
+    // Two names, one address; and a wildcard beside a name.
+    const two = await resolveListenHosts(settings(['--http-listen', 'otlp.example:4318', '--metrics-listen', 'alias.example:4318', '--grpc-listen', '127.0.0.1:4317']), ['httpListen', 'grpcListen', 'metricsListen'], at).catch((x: unknown) => x);
+    expect((two as ConfigError).settingKey).toBe('server.metricsListen');
+    const wild = await resolveListenHosts(settings(['--http-listen', '0.0.0.0:4318', '--grpc-listen', 'other.example:4318']), ['httpListen', 'grpcListen'], at).catch((x: unknown) => x);
+    expect((wild as ConfigError).message).toMatch(/^server\.grpcListen: server\.grpcListen other\.example \(192\.0\.2\.9\) and server\.httpListen 0\.0\.0\.0 take the same port 4318: .*every IPv4 address/);
+    // Other ports, or names on other addresses: accepted.
+    const ok = await resolveListenHosts(settings(['--http-listen', 'otlp.example:4318', '--grpc-listen', 'other.example:4318']), ['httpListen', 'grpcListen'], at);
+    expect(ok.grpcListen).toEqual({ host: '192.0.2.9', port: 4318 });
+  });
 });
