@@ -93,8 +93,23 @@ const HOUSEKEEPING_MS = 1000;
 const WRITEBACK_BYTES = 1024 * 1024;
 /** Early writebacks in flight per worker at most (each may hold a descriptor the LRU evicted meanwhile). */
 const MAX_WRITEBACKS = 2;
-/** …or this long after the last one began, if anything was journaled since. */
+/** …or this long after the last one began, if anything was journaled since… */
 const CHECKPOINT_MS = 10_000;
+/**
+ * …and, for that timer, no sooner than this many times the last checkpoint's
+ * duration after it ended: checkpoints started by the timer take at most a
+ * quarter of the worker's time. A checkpoint costs a write and an fdatasync
+ * per lane written since the last one, whatever it holds, so at 10,000 lanes
+ * one took 5–7 s on a slow disk and the 10 s timer kept one running most of
+ * the time, its syncs in front of every round's (docs/wal-format.md "When a
+ * checkpoint starts"). Resting in proportion spaces heavy checkpoints out
+ * (each then covers more of every lane's records for the same cost) and
+ * leaves light ones, milliseconds at a few lanes, on the timer. The byte
+ * trigger does not wait: it bounds the journal.
+ */
+const CHECKPOINT_REST_FACTOR = 3;
+/** The rest is at most this long, so that the timer still bounds how long a lane's finished segment waits for its `.sealed` marker. */
+const CHECKPOINT_MAX_REST_MS = 30_000;
 /**
  * Test-only (SIGLAKE_TEST_HOOKS=1): SIGLAKE_TEST_CHECKPOINT_MS=<ms> checkpoints
  * that often, so a crash suite's short lives see checkpoints start, finish and
@@ -103,6 +118,15 @@ const CHECKPOINT_MS = 10_000;
 function checkpointMs(): number {
   const v = Number(process.env['SIGLAKE_TEST_CHECKPOINT_MS']);
   return process.env['SIGLAKE_TEST_HOOKS'] === '1' && Number.isInteger(v) && v > 0 ? v : CHECKPOINT_MS;
+}
+/**
+ * Test-only (SIGLAKE_TEST_HOOKS=1): SIGLAKE_TEST_CHECKPOINT_DELAY_MS=<ms> makes
+ * every checkpoint that much longer (a slow disk under many lanes), so that a
+ * test sees the timer rest after it.
+ */
+function checkpointDelayMs(): number {
+  const v = Number(process.env['SIGLAKE_TEST_CHECKPOINT_DELAY_MS']);
+  return process.env['SIGLAKE_TEST_HOOKS'] === '1' && Number.isInteger(v) && v > 0 ? v : 0;
 }
 /**
  * Test-only (SIGLAKE_TEST_HOOKS=1): SIGLAKE_TEST_JOURNAL_SYNC_DELAY_MS=<ms>
@@ -239,6 +263,9 @@ export class ShardLoop {
   #sinceCheckpoint: LaneState[] = [];
   #lastCheckpoint = Date.now();
   readonly #checkpointMs = checkpointMs();
+  /** The timer starts no checkpoint before this (Date.now() ms): CHECKPOINT_REST_FACTOR × the last one's duration after its end. */
+  #checkpointRestUntil = 0;
+  readonly #checkpointDelayMs = checkpointDelayMs();
   #checkpoint: Promise<void> | null = null;
   /** A checkpoint's lane sync failed: keep every journal file of this life. */
   #journalPinned = false;
@@ -837,11 +864,16 @@ export class ShardLoop {
     return checkpointTriggerBytes(this.#sinceCheckpoint.length);
   }
 
+  /** The timer's checkpoint is due: CHECKPOINT_MS since the last one began, and its rest over. */
+  #checkpointTimerDue(now: number): boolean {
+    return now - this.#lastCheckpoint >= this.#checkpointMs && now >= this.#checkpointRestUntil;
+  }
+
   /** Housekeeping has work now: a checkpoint, an interval sync or the age seals are due. */
   #housekeepingDue(): boolean {
     const now = Date.now();
     const journal = this.#journal;
-    if (journal !== null && this.#checkpoint === null && (journal.bytesSinceRotate >= this.#checkpointBytes() || now - this.#lastCheckpoint >= this.#checkpointMs)) return true;
+    if (journal !== null && this.#checkpoint === null && (journal.bytesSinceRotate >= this.#checkpointBytes() || this.#checkpointTimerDue(now))) return true;
     return now - this.#lastHousekeeping >= HOUSEKEEPING_MS;
   }
 
@@ -895,9 +927,12 @@ export class ShardLoop {
   async #runCheckpoint(journal: ShardJournal, upTo: number, lanes: { lane: LaneState; cp: LaneCheckpoint }[]): Promise<void> {
     const t0 = performance.now();
     try {
+      if (this.#checkpointDelayMs > 0) await new Promise((r) => setTimeout(r, this.#checkpointDelayMs));
       await this.#checkpointLanes(journal, upTo, lanes);
     } finally {
-      this.#stats.addCheckpointSeconds((performance.now() - t0) / 1000);
+      const ms = performance.now() - t0;
+      this.#checkpointRestUntil = Date.now() + Math.min(CHECKPOINT_MAX_REST_MS, CHECKPOINT_REST_FACTOR * ms);
+      this.#stats.addCheckpointSeconds(ms / 1000);
     }
   }
 
@@ -1024,7 +1059,7 @@ export class ShardLoop {
     if (
       journal !== null &&
       this.#checkpoint === null &&
-      (journal.bytesSinceRotate >= this.#checkpointBytes() || (now - this.#lastCheckpoint >= this.#checkpointMs && (this.#sinceCheckpoint.length > 0 || journal.fileCount > 0)))
+      (journal.bytesSinceRotate >= this.#checkpointBytes() || (this.#checkpointTimerDue(now) && (this.#sinceCheckpoint.length > 0 || journal.fileCount > 0)))
     ) {
       this.#startCheckpoint();
     }
