@@ -44,7 +44,7 @@ import {
   type RecordType,
 } from './format.js';
 import { repairLane, type LaneRecovery } from './repair.js';
-import { linkOnLanePath, notDirOnLanePath } from './layout.js';
+import { obstacleOnLanePath } from './layout.js';
 import { WalArgumentError } from './wal-argument-error.js';
 import { WalWriteError } from './wal-write-error.js';
 
@@ -985,12 +985,11 @@ export class LaneWriter {
       }
     }
     if (!this.#dirReady && this.#root !== undefined) {
-      // Before repair or mkdir touch anything through it (layout.ts linksInWal).
-      const link = linkOnLanePath(this.#root, this.#dir);
-      if (link !== null) throw new WalWriteError('symlink', link);
-      // A regular file named as the tenant (or the lane): every step below fails with ENOTDIR.
-      const notDir = notDirOnLanePath(this.#root, this.#dir);
-      if (notDir !== null) throw new WalWriteError('notdir', notDir.path, Object.assign(new Error(notDir.kind), { code: 'ENOTDIR' }));
+      // Before repair or mkdir touch anything through it: a symbolic link (layout.ts linksInWal), or a
+      // regular file named as the tenant (or the lane), through which every step below fails with ENOTDIR.
+      const obstacle = obstacleOnLanePath(this.#root, this.#dir);
+      if (obstacle?.link === true) throw new WalWriteError('symlink', obstacle.path);
+      if (obstacle !== null) throw new WalWriteError('notdir', obstacle.path, Object.assign(new Error(obstacle.kind), { code: 'ENOTDIR' }));
     }
     if (this.#next === 0) {
       this.#recovery = repairLane(this.#dir, { ops: this.#ops });

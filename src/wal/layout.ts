@@ -117,36 +117,19 @@ export function linksInWal(walDir: string): string[] {
 }
 
 /**
- * The first symbolic link on the way from `root` down to `dir` (`dir` itself
- * included), or null. Components that do not exist yet are not links. Lstat
- * of at most three components: a lane is `[tenant/]logs`, `[tenant/]traces`
- * or `[tenant/]indexes/<name>`.
- */
-export function linkOnLanePath(root: string, dir: string): string | null {
-  const rel = relative(root, dir);
-  if (rel === '' || rel.startsWith('..')) return null;
-  let at = root;
-  for (const part of rel.split(sep)) {
-    at = join(at, part);
-    try {
-      if (lstatSync(at).isSymbolicLink()) return at;
-    } catch (err) {
-      if (isNotFound(err)) return null;
-      throw err;
-    }
-  }
-  return null;
-}
-
-/**
  * The first entry on the way from `root` down to `dir` (`dir` itself
- * included) that exists and is neither a directory nor a symbolic link
- * (linkOnLanePath finds those), with what it is; null when there is none. A
- * regular file named as a tenant (`<walDir>/acme`) or as a lane
- * (`<walDir>/acme/logs`) makes every write of the lanes below it fail with
- * ENOTDIR: the environment's doing, refused as the disk's (SIGLAKE_WAL_DISK).
+ * included) that a lane's directory cannot go through, or null. Components
+ * that do not exist yet are fine. Lstat of at most three components: a lane
+ * is `[tenant/]logs`, `[tenant/]traces` or `[tenant/]indexes/<name>`.
+ *
+ * - `link`: a symbolic link, never followed (linksInWal).
+ * - otherwise `kind` names what is there instead of a directory: a regular
+ *   file named as a tenant (`<walDir>/acme`) or as a lane
+ *   (`<walDir>/acme/logs`) makes every write of the lanes below it fail with
+ *   ENOTDIR, the environment's doing, refused as the disk's
+ *   (SIGLAKE_WAL_DISK).
  */
-export function notDirOnLanePath(root: string, dir: string): { path: string; kind: string } | null {
+export function obstacleOnLanePath(root: string, dir: string): { path: string; link: boolean; kind: string } | null {
   const rel = relative(root, dir);
   if (rel === '' || rel.startsWith('..')) return null;
   let at = root;
@@ -154,8 +137,9 @@ export function notDirOnLanePath(root: string, dir: string): { path: string; kin
     at = join(at, part);
     try {
       const st = lstatSync(at);
-      if (st.isDirectory() || st.isSymbolicLink()) continue;
-      return { path: at, kind: st.isFile() ? 'a regular file' : kindOf(st) };
+      if (st.isDirectory()) continue;
+      if (st.isSymbolicLink()) return { path: at, link: true, kind: 'a symbolic link' };
+      return { path: at, link: false, kind: st.isFile() ? 'a regular file' : kindOf(st) };
     } catch (err) {
       if (isNotFound(err)) return null;
       throw err;
