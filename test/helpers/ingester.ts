@@ -204,7 +204,12 @@ export function walDump(dir: string): DumpLine[] {
   if (!fs.existsSync(dir)) return [];
   const r = runCli(['wal', 'dump', dir]);
   if (r.status !== 0) throw new Error(`wal dump failed (${r.status ?? r.signal}): ${r.stderr}`);
-  return r.stdout
+  return dumpLines(r.stdout);
+}
+
+/** The record lines of `wal dump`'s output (also of a dump that exits 1 on damage). */
+export function dumpLines(stdout: string): DumpLine[] {
+  return stdout
     .split('\n')
     .filter((l) => l.startsWith('{'))
     .map((l) => JSON.parse(l) as DumpLine);

@@ -12,7 +12,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { decodeJournal, JOURNAL_ROOT } from '../../src/wal/journal-format.js';
-import { runCli, startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
+import { post, type HttpReply } from '../helpers/http.js';
+import { dumpLines, runCli, startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
+import { logsProto } from '../helpers/otlp-bodies.js';
 
 const ARGS = ['--trust-tenant-header', '--compactor=false', '--wal-fsync', 'batch', '--wal-direct-round-kib', '0'];
 /** No checkpoint retires the journal while the test runs: the kill leaves every round's entry in it. */
@@ -24,20 +26,14 @@ afterAll(async () => {
   for (const d of dirs) if (!process.env['KEEP']) fs.rmSync(d, { recursive: true, force: true });
 });
 
-async function send(url: string, tenant: string, text: string): Promise<Response> {
-  const body = { resourceLogs: [{ scopeLogs: [{ logRecords: [{ body: { stringValue: text } }] }] }] };
-  return fetch(`${url}/v1/logs`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-scope-orgid': tenant }, body: JSON.stringify(body) });
-}
+const send = (url: string, tenant: string, text: string): Promise<HttpReply> => post(url, '/v1/logs', logsProto([text]), { headers: { 'x-scope-orgid': tenant } });
 
 /** acme's texts in `wal dump`. */
 function acmeTexts(wal: string): string[] {
   const r = runCli(['wal', 'dump', wal], { timeoutMs: 30_000 });
-  return r.stdout
-    .split('\n')
-    .filter((l) => l.startsWith('{'))
-    .map((l) => JSON.parse(l) as { tenant: string; texts?: string[] })
+  return dumpLines(r.stdout)
     .filter((l) => l.tenant === 'acme')
-    .flatMap((l) => l.texts ?? []);
+    .flatMap((l) => l.texts ?? []); // a damage line has none
 }
 
 /**

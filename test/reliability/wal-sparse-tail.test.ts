@@ -13,7 +13,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { runCli, startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
+import { post, type HttpReply } from '../helpers/http.js';
+import { dumpLines, runCli, startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
+import { logsProto } from '../helpers/otlp-bodies.js';
 import { MAX_SEGMENT_FILE_BYTES } from '../../src/wal/format.js';
 
 const TIB = 2 ** 40;
@@ -25,21 +27,15 @@ afterAll(async () => {
   for (const d of dirs) if (!process.env['KEEP']) fs.rmSync(d, { recursive: true, force: true });
 });
 
-async function send(url: string, tenant: string, text: string): Promise<Response> {
-  const body = { resourceLogs: [{ scopeLogs: [{ logRecords: [{ body: { stringValue: text } }] }] }] };
-  return fetch(`${url}/v1/logs`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-scope-orgid': tenant }, body: JSON.stringify(body) });
-}
+const send = (url: string, tenant: string, text: string): Promise<HttpReply> => post(url, '/v1/logs', logsProto([text]), { headers: { 'x-scope-orgid': tenant } });
 
 /** acme's texts in `wal dump` of the root, and its exit code. */
 function dumped(wal: string): { status: number | null; texts: string[] } {
   const r = runCli(['wal', 'dump', wal], { timeoutMs: 30_000 });
   expect(r.signal, `wal dump did not finish: ${r.stderr}`).toBeNull();
-  const texts = r.stdout
-    .split('\n')
-    .filter((l) => l.startsWith('{'))
-    .map((l) => JSON.parse(l) as { tenant: string; texts?: string[] })
+  const texts = dumpLines(r.stdout)
     .filter((l) => l.tenant === 'acme')
-    .flatMap((l) => l.texts ?? []);
+    .flatMap((l) => l.texts ?? []); // a damage line has none
   return { status: r.status, texts };
 }
 
