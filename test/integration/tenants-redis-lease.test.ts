@@ -80,6 +80,22 @@ describe('a burst of one principal through a Redis 40 ms away', () => {
   });
 });
 
+/** An ingester with `yaml` as its tenants file and Redis as its rate backend, and a client of it. */
+async function startWithTenantsFile(kid: string, prefix: string, yaml: string): Promise<{ key: KeyPair; redis: RedisServer; ing: RunningIngester; c: Client; file: string }> {
+  const key = await makeKeyPair('ES256', kid);
+  const dir = tempDir(prefix);
+  const jwks = writeJwksFile(dir, [key.jwk]);
+  const file = path.join(dir, 'tenants.yaml');
+  fs.writeFileSync(file, yaml);
+  const redis = await RedisServer.start();
+  const args = ['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--tenants-file', file, '--redis-url', redis.url, '--redis-timeout-ms', '2000'];
+  const ing = await startIngester({ args }).catch(async (e: unknown) => {
+    await redis.stop();
+    throw e;
+  });
+  return { key, redis, ing, c: new Client(ing), file };
+}
+
 describe("a reload that raises a tenant's rate, with Redis", () => {
   const slow = 'tenants:\n  - id: acme\n    subjects: { claims: { org_id: acme } }\n    rateLimit: { requestsPerSec: 0.2, burst: 10 }\n';
   const fast = 'tenants:\n  - id: acme\n    subjects: { claims: { org_id: acme } }\n    rateLimit: { requestsPerSec: 1000, burst: 1000 }\n';
@@ -89,15 +105,7 @@ describe("a reload that raises a tenant's rate, with Redis", () => {
   let c: Client;
   let file: string;
   beforeAll(async () => {
-    key = await makeKeyPair('ES256', 'k-raise');
-    const dir = tempDir('siglake-redis-raise-');
-    const jwks = writeJwksFile(dir, [key.jwk]);
-    file = path.join(dir, 'tenants.yaml');
-    fs.writeFileSync(file, slow);
-    redis = await RedisServer.start();
-    const args = ['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--tenants-file', file, '--redis-url', redis.url, '--redis-timeout-ms', '2000'];
-    ing = await startIngester({ args });
-    c = new Client(ing);
+    ({ key, redis, ing, c, file } = await startWithTenantsFile('k-raise', 'siglake-redis-raise-', slow));
   });
   afterAll(async () => {
     c?.close();
@@ -130,15 +138,7 @@ describe('a tenant removed and re-added, with Redis', () => {
   let c: Client;
   let file: string;
   beforeAll(async () => {
-    key = await makeKeyPair('ES256', 'k-readd');
-    const dir = tempDir('siglake-redis-readd-');
-    const jwks = writeJwksFile(dir, [key.jwk]);
-    file = path.join(dir, 'tenants.yaml');
-    fs.writeFileSync(file, `tenants:\n${other}${acme}`);
-    redis = await RedisServer.start();
-    const args = ['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--tenants-file', file, '--redis-url', redis.url, '--redis-timeout-ms', '2000'];
-    ing = await startIngester({ args });
-    c = new Client(ing);
+    ({ key, redis, ing, c, file } = await startWithTenantsFile('k-readd', 'siglake-redis-readd-', `tenants:\n${other}${acme}`));
   });
   afterAll(async () => {
     c?.close();
