@@ -1,8 +1,10 @@
 // Budgets shared by every replica through Redis (declared-tenants.md §3, when
 // `redis.url` is set). Each replica charges locally and, every syncMs, pushes
 // what it charged since the last sync on one counter per scope and period
-// (`siglake:budget:<scope>:<period end>:{records,bytes}`, expiring a day after
-// the period) and reads back the total every replica charged. So a replica
+// (`siglake:budget:<scope>:<period end>:{records,bytes}`, or
+// `siglake:budget:<scope>:day:<period end>:…` for a day that ends a month:
+// budgetKey(); expiring a day after the period) and reads back the total
+// every replica charged. So a replica
 // sees the others' spending at most syncMs late: together the replicas may
 // overrun a budget by what they admit in that window.
 //
@@ -55,6 +57,7 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { PeriodClock, type Budget } from './budgets.js';
+import type { BudgetPeriod } from './tenants-file.js';
 
 /**
  * KEYS: the records and bytes counters, the hash of the last push applied per
@@ -74,6 +77,22 @@ if tonumber(ARGV[5]) > last then
 end
 return {tonumber(redis.call('GET', KEYS[1]) or '0'), tonumber(redis.call('GET', KEYS[2]) or '0')}
 `;
+
+/**
+ * The name of the shared counters (`:records`, `:bytes`, `:pushed` appended) of
+ * the budget of `scope` counting the `period` that ends at `endMs`. A month's,
+ * and a day's that ends mid-month, name the period's end alone, as they always
+ * did: every replica (one started before this name changed included) keeps
+ * counting the same counter across a restart, an upgrade or a reload. A day
+ * that ends a month (its last day) ends with that month, so its name says
+ * `day`. (Before, both were `<scope>:<end>`: a budget whose period a reload or
+ * a rollout changed between day and month on a month's last day counted the
+ * other's charges as its own: a tenant moved to a day budget that day was
+ * refused at once for what it had spent all month.)
+ */
+export function budgetKey(scope: string, period: BudgetPeriod, endMs: number, prefix = 'siglake:budget:'): string {
+  return period === 'day' && new Date(endMs).getUTCDate() === 1 ? `${prefix}${scope}:day:${endMs}` : `${prefix}${scope}:${endMs}`;
+}
 
 /** How many sync rounds an idle scope's shared total may age before it is read again. */
 export const IDLE_REFRESH_ROUNDS = 10;
@@ -185,7 +204,7 @@ export class BudgetSync {
         } else if (!this.#connectedOnce) {
           continue;
         }
-        work.push({ b, end: b.periodEndMs, push: { seq: 0, records: 0, bytes: 0 }, key: `${this.#prefix}${scope}:${b.periodEndMs}` });
+        work.push({ b, end: b.periodEndMs, push: { seq: 0, records: 0, bytes: 0 }, key: budgetKey(scope, b.decl.period, b.periodEndMs, this.#prefix) });
         continue;
       }
       if (push === null) {
@@ -199,7 +218,7 @@ export class BudgetSync {
       }
       b.touched = false;
       b.idleRounds = 0;
-      work.push({ b, end: b.periodEndMs, push, key: `${this.#prefix}${scope}:${b.periodEndMs}` });
+      work.push({ b, end: b.periodEndMs, push, key: budgetKey(scope, b.decl.period, b.periodEndMs, this.#prefix) });
     }
     for (let start = 0; start < work.length; start += SYNC_BATCH) {
       if (!(await this.#send(work.slice(start, start + SYNC_BATCH)))) return;

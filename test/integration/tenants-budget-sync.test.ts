@@ -20,13 +20,18 @@
 //     see it (it never was: the last sync window before the reload was lost
 //     to every replica), and the replica takes its counters back when it is
 //     re-added.
+//   - a day and a month budget of one scope whose periods end together (a
+//     budget whose period a reload or a rollout changes on a month's last
+//     day) count on counters of their own (both had one key, named by the
+//     end alone: a tenant moved to a day budget that day was refused at once
+//     for what it spent all month), and the month's keeps the name it had.
 
 import { Redis } from 'ioredis';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { Budget, periodEnd } from '../../src/tenants/budgets.js';
+import { Budget, PeriodClock, periodEnd } from '../../src/tenants/budgets.js';
 import { DeclaredTenants } from '../../src/tenants/declared-tenants.js';
 import { parseTenantsText } from '../../src/tenants/tenants-file.js';
-import { BudgetSync } from '../../src/tenants/shared-budgets.js';
+import { BudgetSync, budgetKey } from '../../src/tenants/shared-budgets.js';
 import { RedisServer } from '../helpers/redis-server.js';
 import { clearOfUtcPeriodEnd, UTC_PERIOD_WAIT_MAX_MS } from '../helpers/utc-period.js';
 import { sleep, until } from '../helpers/wait.js';
@@ -68,7 +73,7 @@ describe('budgets shared through Redis', () => {
     );
     scopes = [['t:acme', b]];
     errors = 0;
-    const counter = async () => Number(await admin.get(`siglake:budget:t:acme:${b.periodEndMs}:records`));
+    const counter = async () => Number(await admin.get(`${budgetKey('t:acme', 'day', b.periodEndMs)}:records`));
     return { srv, admin, b, sync, counter, errors: () => errors };
   }
 
@@ -209,7 +214,7 @@ describe('budgets shared through Redis', () => {
     const end = scopes[0]![1].periodEndMs;
     let sum = 0;
     for (let i = 0; i < N; i += 1000) {
-      const keys = Array.from({ length: Math.min(1000, N - i) }, (_, j) => `siglake:budget:t:tenant-${i + j}:${end}:records`);
+      const keys = Array.from({ length: Math.min(1000, N - i) }, (_, j) => `${budgetKey(`t:tenant-${i + j}`, 'day', end)}:records`);
       for (const v of await admin.mget(keys)) sum += Number(v ?? 0);
     }
     expect(sum).toBe(3 * N);
@@ -225,7 +230,7 @@ describe('budgets shared through Redis', () => {
     const one = new DeclaredTenants(file, { perPrincipalPerSec: 0, shared });
     cleanup.push(() => one.close());
     await one.ready(5000);
-    const key = `siglake:budget:t:acme:${periodEnd('day', Date.now())}:records`;
+    const key = `${budgetKey('t:acme', 'day', periodEnd('day', Date.now()))}:records`;
     // Charged and removed in one turn of the event loop: no sync round in between.
     one.completed('acme', undefined, undefined, 3, 30);
     expect(one.replace([]).removed).toEqual(['acme']);
@@ -241,5 +246,61 @@ describe('budgets shared through Redis', () => {
     one.completed('acme', undefined, undefined, 2, 20);
     one.replace(parseTenantsText('tenants:\n  - id: acme\n    subjects: { subs: [x] }\n    budget: { period: month, records: 100 }\n', 't.yaml'));
     await until(async () => Number(await admin.get(key)) === 5, 10_000, "the day budget's last charge to reach Redis after its period changed");
+  });
+
+  it("a day and a month budget ending together (a period changed on a month's last day) count their own counters", async () => {
+    const srv = await RedisServer.start();
+    cleanup.push(() => srv.stop());
+    const admin = new Redis(srv.url);
+    cleanup.push(() => admin.disconnect());
+    // Noon of this month's last day, whatever today is: the budgets' clock (Redis' TIME only sets an offset it ignores).
+    const monthEnd = periodEnd('month', Date.now());
+    const lastDay = monthEnd - 12 * 3600_000;
+    class LastDayClock extends PeriodClock {
+      override now(): number {
+        return lastDay;
+      }
+    }
+    const month = new Budget({ period: 'month', records: 100, bytes: undefined }, lastDay);
+    const day = new Budget({ period: 'day', records: 10, bytes: undefined }, lastDay);
+    expect(day.periodEndMs).toBe(month.periodEndMs);
+    let errors = 0;
+    let scopes: [string, Budget][] = [['t:acme', month]];
+    const sync = new BudgetSync({ url: srv.url, commandTimeoutMs: 1000, budgets: () => scopes, onBackendError: () => errors++, clock: new LastDayClock() });
+    cleanup.push(() => sync.close());
+    // The month budget spends 8 records this month, confirmed by Redis.
+    month.charge(8, 80, lastDay);
+    await until(
+      async () => {
+        await sync.sync();
+        return month.inflight === null && month.pendingRecords === 0;
+      },
+      10_000,
+      "the month's push to be confirmed",
+      20,
+    );
+    errors = 0; // (a round sent before the connection was up fails, counted)
+    // The month's counter keeps the name it always had (replicas of before this change count on it too).
+    expect(await admin.get(`siglake:budget:t:acme:${monthEnd}:records`)).toBe('8');
+    // A reload to a day budget: the new day budget and the replaced month budget (remembered) both sync.
+    scopes = [
+      ['t:acme', day],
+      ['t:acme', month],
+    ];
+    await sync.sync();
+    expect(day.idleRounds).toBe(0); // read its shared total
+    // Nothing was charged under a day budget today: the day has all of its 10 (it read the month's 8: 2).
+    expect(day.remaining('records', lastDay)).toBe(10);
+    day.charge(1, 10, lastDay);
+    await sync.sync();
+    expect(day.inflight).toBeNull();
+    expect(day.remaining('records', lastDay)).toBe(9);
+    expect(month.remaining('records', lastDay)).toBe(92);
+    expect(await admin.get(`siglake:budget:t:acme:${monthEnd}:records`)).toBe('8');
+    expect(await admin.get(`${budgetKey('t:acme', 'day', monthEnd)}:records`)).toBe('1');
+    expect(budgetKey('t:acme', 'day', monthEnd)).toBe(`siglake:budget:t:acme:day:${monthEnd}`);
+    // A day ending mid-month keeps the name it had too.
+    expect(budgetKey('t:acme', 'day', Date.UTC(2026, 11, 8))).toBe(`siglake:budget:t:acme:${Date.UTC(2026, 11, 8)}`);
+    expect(errors).toBe(0);
   });
 });

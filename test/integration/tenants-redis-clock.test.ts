@@ -17,6 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
 import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile, type KeyPair } from '../helpers/jwt.js';
 import { RedisServer } from '../helpers/redis-server.js';
+import { budgetKey } from '../../src/tenants/shared-budgets.js';
 import { Client } from '../helpers/tenancy-client.js';
 import { clearOfUtcPeriodEnd, nextUtcPeriodStart, UTC_PERIOD_WAIT_MAX_MS } from '../helpers/utc-period.js';
 import { until } from '../helpers/wait.js';
@@ -73,7 +74,7 @@ describe('two replicas whose clocks differ by a day share a day budget through R
     expect(Number(rb.retryAfter)).toBeLessThanOrEqual(Math.ceil((nextUtcPeriodStart('day') - Date.now()) / 1000) + 2);
     // One counter, today's by Redis' clock, holding the three records.
     const keys = await admin.keys('siglake:budget:t:acme:*:records');
-    expect(keys).toEqual([`siglake:budget:t:acme:${nextUtcPeriodStart('day')}:records`]);
+    expect(keys).toEqual([`${budgetKey('t:acme', 'day', nextUtcPeriodStart('day'))}:records`]);
     expect(await admin.get(keys[0]!)).toBe('3');
     expect(await a.metric('siglake_rate_budget_backend_errors_total')).toBe(0);
     expect(await b.metric('siglake_rate_budget_backend_errors_total')).toBe(0);
