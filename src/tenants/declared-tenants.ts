@@ -40,6 +40,8 @@ const REFUSED = 4;
  * of one Redis round trip for a request that outruns its replica's lease.
  */
 export const CREDIT_MIN_BURST = 100;
+/** Removed tenants whose audited first admission is remembered (ids, a few tens of bytes each). */
+export const MAX_ADMITTED_REMOVED = 100_000;
 /** How often what removed tenants left is looked at, to forget what expired, while any is held. */
 const REMOVED_SWEEP_MS = 5000;
 
@@ -114,6 +116,14 @@ export class DeclaredTenants {
    */
   readonly #removed = new RemovedTenants();
   #removedTimer: NodeJS.Timeout | undefined;
+  /**
+   * [auditing on] Tenants whose first admission was audited and that a reload
+   * removed since: one re-added is not audited again (once per process,
+   * docs/tenants.md "Observability"). At most MAX_ADMITTED_REMOVED ids, the
+   * ones removed longest ago forgotten first; a tenant still declared carries
+   * its flag in its runtime.
+   */
+  readonly #admittedRemoved = new Set<string>();
   readonly #ambiguous = new IngestError(
     'SIGLAKE_TENANT_AMBIGUOUS',
     'tenant ambiguous: the verified principal matches more than one declared tenant; the operator must make the tenants file unambiguous',
@@ -193,13 +203,16 @@ export class DeclaredTenants {
       this.#retire(rb);
     }
     const removed: string[] = [];
-    for (const id of old.byId.keys()) {
+    for (const [id, rt] of old.byId) {
       if (!next.byId.has(id)) {
         removed.push(id);
         this.#o.metrics?.forget(id);
+        if (rt.admitted && this.#o.audit !== undefined) this.#rememberAdmitted(id);
       }
     }
     const added = [...next.byId.keys()].filter((id) => !old.byId.has(id));
+    // Back in force: its runtime carries its admitted flag now.
+    if (this.#admittedRemoved.size > 0) for (const id of added) this.#admittedRemoved.delete(id);
     this.#remember(old, next);
     const audit = this.#o.audit;
     if (audit !== undefined) {
@@ -239,6 +252,14 @@ export class DeclaredTenants {
       this.#removedTimer = undefined;
     }, REMOVED_SWEEP_MS);
     this.#removedTimer.unref();
+  }
+
+  /** `id`, whose first admission was audited, was removed: a re-add is not a first admission. */
+  #rememberAdmitted(id: string): void {
+    const set = this.#admittedRemoved;
+    set.delete(id);
+    if (set.size >= MAX_ADMITTED_REMOVED) set.delete(set.values().next().value as string);
+    set.add(id);
   }
 
   /**
@@ -354,7 +375,8 @@ export class DeclaredTenants {
         indexBudgets,
         indexes: d.indexes,
         series: this.#o.metrics?.series(t.id) ?? null,
-        admitted: before?.admitted ?? false,
+        // Audited once per process: a tenant re-added after a removal had its first admission.
+        admitted: before?.admitted ?? this.#admittedRemoved.has(t.id),
       };
       snap.byOrd.push(rt);
       snap.byId.set(t.id, rt);

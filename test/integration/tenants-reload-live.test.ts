@@ -16,7 +16,9 @@
 //     by one reload and whole by the next) gets no fresh burst and no fresh
 //     day's budget: it takes back what its bucket held, at most its new
 //     burst, and its budget's counters (each remove + re-add was a whole
-//     fresh burst, and a whole fresh budget)
+//     fresh burst, and a whole fresh budget), and no second
+//     `tenant_first_admission` audit event (once per tenant per process: it
+//     got one at each re-add)
 
 import fs from 'node:fs';
 import path from 'node:path';
@@ -25,6 +27,7 @@ import { sleep, until } from '../helpers/wait.js';
 import { followIngester, runCli, startIngester, tempDir, CLI, type RunningIngester } from '../helpers/ingester.js';
 import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile, type KeyPair } from '../helpers/jwt.js';
 import { Client } from '../helpers/tenancy-client.js';
+import { auditEvents } from '../helpers/audit-events.js';
 import { spawn } from 'node:child_process';
 
 const oidcArgs = (jwks: string): string[] => ['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks];
@@ -108,6 +111,7 @@ describe('a tenant removed by a reload and re-added by the next', () => {
   let ing: RunningIngester;
   let c: Client;
   const file = (): string => path.join(dir, 'readd.yaml');
+  const audit = (): string => path.join(dir, 'readd-audit.log');
   const other = '  - id: other\n    subjects: { claims: { org_id: other } }\n';
   const acme = '  - id: acme\n    subjects: { claims: { org_id: acme } }\n    rateLimit: { requestsPerSec: 0.01, burst: 3 }\n';
   const beta = (burst: number): string => `  - id: beta\n    subjects: { claims: { org_id: beta } }\n    rateLimit: { requestsPerSec: 0.01, burst: ${burst} }\n`;
@@ -124,7 +128,7 @@ describe('a tenant removed by a reload and re-added by the next', () => {
 
   beforeAll(async () => {
     fs.writeFileSync(file(), `tenants:\n${other}`);
-    ing = await startIngester({ args: [...oidcArgs(jwks), '--tenants-file', file()] });
+    ing = await startIngester({ args: [...oidcArgs(jwks), '--tenants-file', file(), '--audit-file', audit()] });
     c = new Client(ing);
   });
   afterAll(async () => {
@@ -167,6 +171,23 @@ describe('a tenant removed by a reload and re-added by the next', () => {
     const back = await c.send('http', 'logs', 'g3', h);
     expect([back.status, back.errorCode]).toEqual([429, 'SIGLAKE_BUDGET_EXHAUSTED']);
     expect(await ing.metric('siglake_tenant_budget_remaining{tenant="gamma",unit="records"}')).toBe(0);
+  });
+
+  it('is audited once: no second tenant_first_admission when it is back', async () => {
+    const delta = '  - id: delta\n    subjects: { claims: { org_id: delta } }\n';
+    const epsilon = '  - id: epsilon\n    subjects: { claims: { org_id: epsilon } }\n';
+    const firsts = (tenant: string) => auditEvents(audit()).filter((e) => e['event'] === 'tenant_first_admission' && e['tenant'] === tenant);
+    await reloadWith(other, delta);
+    const h = await as('delta');
+    expect((await c.send('http', 'logs', 'd0', h)).status).toBe(200);
+    await until(() => firsts('delta').length === 1, 10_000, "delta's first admission in the audit file");
+    await reloadWith(other);
+    await reloadWith(other, delta, epsilon);
+    expect((await c.send('http', 'logs', 'd1', h)).status).toBe(200);
+    // epsilon's first admission, audited after delta's stored request: once it is in the file, so would be delta's second.
+    expect((await c.send('http', 'logs', 'e0', await as('epsilon'))).status).toBe(200);
+    await until(() => firsts('epsilon').length === 1, 10_000, "epsilon's first admission in the audit file");
+    expect(firsts('delta')).toHaveLength(1);
   });
 });
 
