@@ -162,6 +162,8 @@ export class RedisBudget implements RateBudget {
   readonly #waiters: ((() => void)[] | undefined)[];
   /** Per budget: 1 until Redis answered a request for its current key (LEASE_SCRIPT's fresh). */
   readonly #fresh: Uint8Array;
+  /** Per budget: 1 while its tenant's unspent lease is to go back to Redis (release()), once its lease request in flight answers. */
+  readonly #releasing: Uint8Array;
   /** How long a request may wait for leases, in all, before it is admitted (the command timeout, µs and ms). */
   readonly #waitUs: number;
   readonly #waitMs: number;
@@ -191,6 +193,7 @@ export class RedisBudget implements RateBudget {
     this.#sentForce = new Int32Array(slots);
     this.#waiters = new Array<(() => void)[] | undefined>(slots);
     this.#fresh = new Uint8Array(slots).fill(1);
+    this.#releasing = new Uint8Array(slots);
     this.#keyPrefix = options.keyPrefix ?? 'siglake:rate:';
     this.#keys[GLOBAL_SLOT] = `${this.#keyPrefix}global`;
     this.#keys[OVERFLOW_SLOT] = `${this.#keyPrefix}overflow`;
@@ -287,8 +290,40 @@ export class RedisBudget implements RateBudget {
       slot = this.#tenants.assign(tenant, this.#isIdle);
       if (slot < 0) return this.#take(OVERFLOW_SLOT);
       this.#adopt(FIRST_TENANT_SLOT + slot, tenant);
+    } else if (this.#releasing[FIRST_TENANT_SLOT + slot] !== 0) {
+      this.#releasing[FIRST_TENANT_SLOT + slot] = 0; // back (a reload re-added it) before its lease went back
     }
     return this.#take(FIRST_TENANT_SLOT + slot);
+  }
+
+  /**
+   * `tenant` no longer spends this budget (a tenants reload removed it, or
+   * moved it to another rate): its unspent lease goes back to Redis and its
+   * debt is charged, at once, or once its lease request in flight has
+   * answered (and served the requests that waited for it). Its slot stays
+   * its own, empty, until evicted; a take for it (the tenant back) leases
+   * again. (Before, a removed tenant's lease stayed held in a budget the
+   * reload kept, until the ingester stopped: its shared bucket stayed
+   * charged for it, and a tenant re-added hours later spent tokens leased
+   * then.)
+   */
+  release(tenant: string): void {
+    if (this.#client === null || this.#closed) return;
+    const slot = this.#tenants.peek(tenant);
+    if (slot < 0) return;
+    const i = FIRST_TENANT_SLOT + slot;
+    this.#releasing[i] = 1;
+    this.#tryRelease(i);
+  }
+
+  /** Returns budget `i`'s unspent lease (and charges its debt) if release() asked for it and no lease request of it is out. */
+  #tryRelease(i: number): void {
+    if (this.#releasing[i] === 0 || this.#inflight[i] !== 0 || (this.#waiters[i]?.length ?? 0) > 0) return;
+    this.#releasing[i] = 0;
+    const force = this.#debt[i] - this.#avail[i];
+    this.#avail[i] = 0;
+    this.#debt[i] = 0;
+    if (force !== 0 && !this.#closed) void this.#settle(i, this.#keys[i], force);
   }
 
   /**
@@ -423,6 +458,7 @@ export class RedisBudget implements RateBudget {
   }
 
   #prefetch(i: number): void {
+    if (this.#releasing[i] !== 0) return; // its tenant is gone: no more lease for it
     const now = this.#nowUs();
     if (now >= this.#deniedUntil[i] && now >= this.#downUntil && !this.#closed) this.#refill(i);
   }
@@ -441,6 +477,7 @@ export class RedisBudget implements RateBudget {
     this.#debt[i] = 0;
     this.#deniedUntil[i] = 0;
     this.#fresh[i] = 1;
+    this.#releasing[i] = 0;
   }
 
   #refill(i: number): void {
@@ -461,6 +498,7 @@ export class RedisBudget implements RateBudget {
           this.#debt[i] = 0;
           this.#failed(err);
           this.#wakeWaiters(i);
+          this.#tryRelease(i);
         },
       ),
     );
@@ -479,11 +517,13 @@ export class RedisBudget implements RateBudget {
     if (
       !this.#closed &&
       now >= this.#deniedUntil[i] &&
-      (this.#debt[i] > 0 || this.#avail[i] <= this.#lowWaterOf(i) || queued > this.#avail[i])
+      // A released budget asks only for the requests that wait (its debt is charged by the release).
+      (this.#releasing[i] === 0 ? this.#debt[i] > 0 || this.#avail[i] <= this.#lowWaterOf(i) || queued > this.#avail[i] : queued > this.#avail[i])
     ) {
       this.#refill(i);
     }
     this.#wakeWaiters(i);
+    this.#tryRelease(i);
   }
 
   /** Charge (force > 0) or return (force < 0) tokens of budget `i` (under `key`) outside any lease request. */

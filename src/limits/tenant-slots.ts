@@ -53,6 +53,11 @@ export class TenantSlots {
     return this.#names[slot];
   }
 
+  /** The slot of a known tenant, leaving the order as it is, or -1. */
+  peek(tenant: string): number {
+    return this.#index.get(tenant) ?? NONE;
+  }
+
   /** The slot of a known tenant (now the most recently used), or -1. */
   lookup(tenant: string): number {
     const slot = this.#index.get(tenant);

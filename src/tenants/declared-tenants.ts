@@ -202,6 +202,15 @@ export class DeclaredTenants {
       if (next.redis.includes(rb) || this.#retired.has(rb)) continue;
       this.#retire(rb);
     }
+    // A tenant that leaves a budget the new set keeps (removed, or moved to another rate) gives its
+    // unspent lease back to Redis now: no request resolves it there any more (a take follows its
+    // resolution in the same turn), and the lease request it has out is waited for. (It stayed
+    // held until the stop: its shared bucket stayed charged for it, for every replica.)
+    const kept = new Set(next.redis);
+    for (const rt of old.byOrd) {
+      const rb = rt.shared;
+      if (rb !== null && next.byId.get(rt.id)?.shared !== rb && kept.has(rb)) rb.release(rt.id);
+    }
     const removed: string[] = [];
     for (const [id, rt] of old.byId) {
       if (!next.byId.has(id)) {

@@ -6,8 +6,9 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LimitsError } from '../../src/limits/limits-error.js';
 import { LEASE_SCRIPT, RedisBudget } from '../../src/limits/redis-budget.js';
+import { delayProxy } from '../helpers/delay-proxy.js';
 import { RedisServer } from '../helpers/redis-server.js';
-import { holdsWithin, sleep } from '../helpers/wait.js';
+import { holdsWithin, sleep, until } from '../helpers/wait.js';
 
 const tick = () => new Promise<void>((r) => setImmediate(r));
 
@@ -296,6 +297,35 @@ describe('RedisBudget with a shared redis-server', () => {
     expect(tat).toBeGreaterThanOrEqual(before + 2 * period);
     expect(tat).toBeLessThanOrEqual(after + 2 * period);
     expect(b.backendErrors).toBe(0);
+  });
+
+  it("release() while the tenant's lease request is out: the take waiting for it is served, the rest goes back once it lands", async () => {
+    const keyPrefix = freshPrefix();
+    const period = 10e6; // µs: 0.1/s, nothing refills within the test
+    // 300 ms to Redis: the lease request is surely still out when release() runs.
+    const proxy = await delayProxy(server.port, 300);
+    const b = new RedisBudget({ url: `redis://127.0.0.1:${proxy.port}`, ratePerSec: 0.1, burst: 20, maxTenantBuckets: 4, leaseSize: 10, credit: false, keyPrefix, commandTimeoutMs: COMMAND_TIMEOUT_MS });
+    try {
+      await b.ready();
+      const charged = async () => {
+        const [tat, t] = await Promise.all([admin.get(`${keyPrefix}t:a`), admin.time()]);
+        return tat === null ? 0 : (Number(tat) - (Number(t[0]) * 1e6 + Number(t[1]))) / period;
+      };
+      const take = b.takeTenant('a'); // no lease, no credit: waits for the lease of 10
+      expect(typeof take).not.toBe('number');
+      b.release('a'); // the tenant is gone (a reload) while its lease request is out
+      expect(await take).toBe(0);
+      // The lease landed: 1 token spent, the 9 unspent go back to Redis.
+      await until(async () => (await charged()) <= 1, 10_000, 'the unspent 9 back in Redis', 50);
+      expect(await charged()).toBeGreaterThan(0.5);
+      // The tenant back: it leases again from what the bucket holds.
+      expect(await b.takeTenant('a')).toBe(0);
+      await until(async () => (await charged()) > 10, 10_000, 'the new lease of 10 charged', 50);
+      expect(b.backendErrors).toBe(0);
+    } finally {
+      await b.close();
+      proxy.close();
+    }
   });
 
   it('falls back from EVALSHA to EVAL when Redis has lost the script (NOSCRIPT)', async () => {

@@ -5,6 +5,10 @@
 //     budget to the shared bucket. (The replaced budget was settled by a timer
 //     5 s after the reload, which a stop never ran: the lease stayed charged,
 //     and every other replica saw that much less budget until it refilled.)
+//   - a reload that removes a tenant from a (rate, burst) group it keeps (the
+//     group's other tenants stay) returns the removed tenant's unspent lease
+//     to its shared bucket then, with the ingester running. (It stayed held
+//     in the kept lease budget until the stop.)
 
 import fs from 'node:fs';
 import path from 'node:path';
@@ -18,9 +22,9 @@ import { until } from '../helpers/wait.js';
 
 const tenants = (rate: number) => `tenants:\n  - id: acme\n    subjects: { claims: { org_id: acme } }\n    rateLimit: { requestsPerSec: ${rate}, burst: 10 }\n`;
 
-/** Tokens of acme's shared bucket charged now, by Redis' clock: (stored time − TIME) / period. */
-async function charged(admin: Redis, periodUs: number): Promise<number> {
-  const [tat, time] = await Promise.all([admin.get('siglake:tenant-rate:t:acme'), admin.time()]);
+/** Tokens of `tenant`'s shared bucket charged now, by Redis' clock: (stored time − TIME) / period. */
+async function charged(admin: Redis, periodUs: number, tenant = 'acme'): Promise<number> {
+  const [tat, time] = await Promise.all([admin.get(`siglake:tenant-rate:t:${tenant}`), admin.time()]);
   if (tat === null) return 0;
   return (Number(tat) - (Number(time[0]) * 1e6 + Number(time[1]))) / periodUs;
 }
@@ -68,5 +72,55 @@ describe('an ingester stopped right after a tenants reload, with Redis', () => {
     expect(left).toBeGreaterThan(0.5);
     expect(left).toBeLessThanOrEqual(1);
     expect(await admin.exists('siglake:tenant-rate:t:acme')).toBe(1);
+  });
+});
+
+describe('a tenants reload that removes a tenant from a rate group it keeps, with Redis', () => {
+  // 0.01/s: a token charged stays charged 100 s, longer than the test.
+  const group = (...ids: string[]) =>
+    `tenants:\n${ids.map((id) => `  - id: ${id}\n    subjects: { claims: { org_id: ${id} } }\n    rateLimit: { requestsPerSec: 0.01, burst: 10 }\n`).join('')}`;
+  let key: KeyPair;
+  let redis: RedisServer;
+  let admin: Redis;
+  let a: RunningIngester;
+  let c: Client;
+  let file: string;
+  beforeAll(async () => {
+    key = await makeKeyPair('ES256', 'k-release');
+    const dir = tempDir('siglake-redis-release-');
+    const jwks = writeJwksFile(dir, [key.jwk]);
+    file = path.join(dir, 'tenants.yaml');
+    fs.writeFileSync(file, group('acme', 'beta'));
+    redis = await RedisServer.start();
+    admin = new Redis(redis.url);
+    const args = ['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--tenants-file', file, '--redis-url', redis.url, '--redis-timeout-ms', '2000'];
+    a = await startIngester({ args });
+    c = new Client(a);
+  });
+  afterAll(async () => {
+    c?.close();
+    if (a) expect(await a.stop()).toBe(0);
+    admin?.disconnect();
+    await redis?.stop();
+  });
+
+  it('returns the removed tenant\'s unspent lease to its shared bucket at the reload, not at the stop', async () => {
+    const as = async (org: string) => ({ authorization: `Bearer ${await mint(key, { org_id: org }, { sub: `${org}-1` })}` });
+    expect((await c.send('http', 'logs', 'a0', await as('acme'))).status).toBe(200);
+    // One token spent, one more leased and held unspent (the lease asked when the first ran out).
+    await until(async () => (await charged(admin, 1e8)) > 1.5, 10_000, "acme's spent token and its unspent lease charged in Redis", 50);
+    // acme removed; beta stays, so the (0.01/s, 10) group's lease budget is kept.
+    fs.writeFileSync(file + '.tmp', group('beta'));
+    fs.renameSync(file + '.tmp', file);
+    const n = a.logs.length;
+    a.child.kill('SIGHUP');
+    await until(() => a.logs.slice(n).some((l) => l.msg === 'tenants file reloaded'), 10_000, 'the reload', 20);
+    // The lease comes back while the ingester runs: only the spent token stays charged.
+    await until(async () => (await charged(admin, 1e8)) <= 1, 10_000, "acme's unspent lease back in Redis", 50);
+    expect(await charged(admin, 1e8)).toBeGreaterThan(0.5);
+    expect(a.child.exitCode).toBeNull();
+    // The kept budget goes on serving the tenant that stayed.
+    expect((await c.send('http', 'logs', 'b0', await as('beta'))).status).toBe(200);
+    expect(await a.metric('siglake_rate_budget_backend_errors_total')).toBe(0);
   });
 });
