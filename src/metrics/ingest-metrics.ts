@@ -226,6 +226,12 @@ export class IngestMetrics {
       sum((s) => s.journalSpareUses),
     );
     computed(
+      'siglake_wal_lane_dir_fsyncs_total',
+      "Directory fsyncs that made new lanes' directories durable (the WAL root, tenant directories) before their first records: one per directory a round's new lanes share, not one per lane.",
+      'counter',
+      sum((s) => s.laneDirFsyncs),
+    );
+    computed(
       'siglake_wal_direct_rounds_total',
       'Rounds of one lane, at least --wal-direct-round-kib, made durable by an fdatasync of their segments instead of the commit journal (batch mode).',
       'counter',

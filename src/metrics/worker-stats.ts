@@ -20,7 +20,8 @@ const JOURNAL_SPARE_USES = 8;
 const DIRECT_ROUNDS = 9;
 const CHECKPOINT_SECONDS = 10;
 const DEFERRED_BYTES = 11;
-const FSYNC_BUCKET0 = 12;
+const LANE_DIR_FSYNCS = 12;
+const FSYNC_BUCKET0 = 13;
 const SLOTS = FSYNC_BUCKET0 + FSYNC_BUCKETS.length + 1;
 
 export class WorkerStats {
@@ -72,6 +73,10 @@ export class WorkerStats {
     this.#f[JOURNAL_SPARE_USES]! += 1;
   }
 
+  addLaneDirFsyncs(n: number): void {
+    this.#f[LANE_DIR_FSYNCS]! += n;
+  }
+
   addDirectRound(): void {
     this.#f[DIRECT_ROUNDS]! += 1;
   }
@@ -111,6 +116,9 @@ export class WorkerStats {
   }
   get journalSpareUses(): number {
     return this.#f[JOURNAL_SPARE_USES]!;
+  }
+  get laneDirFsyncs(): number {
+    return this.#f[LANE_DIR_FSYNCS]!;
   }
   get directRounds(): number {
     return this.#f[DIRECT_ROUNDS]!;

@@ -984,17 +984,7 @@ export class LaneWriter {
         throw new WalWriteError('fdatasync', sealing.path, err);
       }
     }
-    if (!this.#dirReady && this.#root !== undefined) {
-      // Before repair or mkdir touch anything through it: a symbolic link (layout.ts linksInWal), or a
-      // regular file named as the tenant (or the lane), through which every step below fails with ENOTDIR.
-      const obstacle = obstacleOnLanePath(this.#root, this.#dir);
-      if (obstacle?.link === true) throw new WalWriteError('symlink', obstacle.path);
-      if (obstacle !== null) throw new WalWriteError('notdir', obstacle.path, Object.assign(new Error(obstacle.kind), { code: 'ENOTDIR' }));
-    }
-    if (this.#next === 0) {
-      this.#recovery = repairLane(this.#dir, { ops: this.#ops });
-      this.#next = this.#recovery.nextSegment;
-    }
+    this.#beforeDir();
     if (!this.#dirReady) {
       try {
         this.#mkdirs(this.#dir);
@@ -1070,30 +1060,84 @@ export class LaneWriter {
     this.#created++;
   }
 
+  /** What comes before the lane directory is made or used: its path checked, the lane repaired (its first open in this life). */
+  #beforeDir(): void {
+    if (!this.#dirReady && this.#root !== undefined) {
+      // Before repair or mkdir touch anything through it: a symbolic link (layout.ts linksInWal), or a
+      // regular file named as the tenant (or the lane), through which every step below fails with ENOTDIR.
+      const obstacle = obstacleOnLanePath(this.#root, this.#dir);
+      if (obstacle?.link === true) throw new WalWriteError('symlink', obstacle.path);
+      if (obstacle !== null) throw new WalWriteError('notdir', obstacle.path, Object.assign(new Error(obstacle.kind), { code: 'ENOTDIR' }));
+    }
+    if (this.#next === 0) {
+      this.#recovery = repairLane(this.#dir, { ops: this.#ops });
+      this.#next = this.#recovery.nextSegment;
+    }
+  }
+
+  /**
+   * A lane whose directory this life has not made ready yet (its first
+   * segment not opened): makes the directory, and the tenant's, without a
+   * sync, and returns the directories to fsync before dirDurable() (the
+   * parent of every directory made or found). The shard syncs those of a
+   * round's new lanes together, each once, in parallel on the pool, instead
+   * of two fsyncs a new lane one after the other on its thread
+   * (docs/wal-format.md "New lanes"). null: nothing to do, or a step failed
+   * (the flush's own path meets the failure again and reports it).
+   */
+  prepareDir(): string[] | null {
+    if (this.#dirReady || this.#closed) return null;
+    try {
+      this.#beforeDir();
+      const parents: string[] = [];
+      this.#mkdirsUnsynced(this.#dir, parents);
+      return parents;
+    } catch {
+      return null;
+    }
+  }
+
+  /** Every directory prepareDir() returned is synced: the first segment's open makes no directory. */
+  dirDurable(): void {
+    this.#dirReady = true;
+  }
+
+  /** fsyncDir on the pool, through this writer's file operations. */
+  syncDir(path: string): Promise<void> {
+    return fsyncDirAsync(this.#ops, path);
+  }
+
   /**
    * mkdir -p, fsyncing the parent of every directory made or found (once a
    * lane a life: one found may have been made by a life killed before its
    * parent's fsync).
    */
   #mkdirs(dir: string): void {
+    const parents: string[] = [];
+    this.#mkdirsUnsynced(dir, parents);
+    for (const p of parents) this.#ops.fsyncDir(p);
+  }
+
+  /** mkdir -p with no sync; `parents` gets the parent of every directory made or found, outermost first. */
+  #mkdirsUnsynced(dir: string, parents: string[]): void {
     try {
       this.#ops.mkdir(dir);
     } catch (err) {
       const code = errnoCode(err);
       if (code === 'EEXIST') {
-        this.#ops.fsyncDir(dirname(dir));
+        parents.push(dirname(dir));
         return;
       }
       const parent = dirname(dir);
       if (code !== 'ENOENT' || parent === dir) throw err;
-      this.#mkdirs(parent);
+      this.#mkdirsUnsynced(parent, parents);
       try {
         this.#ops.mkdir(dir);
       } catch (again) {
         if (errnoCode(again) !== 'EEXIST') throw again;
       }
     }
-    this.#ops.fsyncDir(dirname(dir));
+    parents.push(dirname(dir));
   }
 
   #quietly(f: () => void): void {

@@ -633,6 +633,9 @@ export class ShardLoop {
     // A large round of one lane skips the journal: its own segments' fdatasync writes its bytes once.
     const direct = journal !== null && touched.length === 1 && this.#directBytes > 0 && touched[0]!.writer.stagedBytes >= this.#directBytes;
     const journaled = journal !== null && touched.length > 0 && !direct;
+    // New lanes: their directories made and synced before anything is written to them.
+    const dirs = this.#makeLaneDirs(touched);
+    if (dirs !== undefined) await dirs;
     // A lane opened again (forgotten, then admitted) gets a new writer on the
     // same directory: the old one's flush in flight is settled before it writes.
     // A round that writes nothing is answered at once: the round in flight is
@@ -751,6 +754,38 @@ export class ShardLoop {
       this.#settleLaneFailures(round);
     }
     await this.#answer(round);
+  }
+
+  /**
+   * The round's lanes whose directory this life has not made ready: each
+   * directory made without a sync, then every parent that needs one synced
+   * once, all in parallel on the pool. Two new lanes of a tenant, or a
+   * thousand new tenants under one WAL root, share their parent's fsync, and
+   * this thread writes no other round meanwhile, as before: the difference
+   * is that the syncs overlap and are not repeated (docs/wal-format.md "New
+   * lanes"). A lane whose sync failed is left as it was: its flush makes and
+   * syncs the directory itself, and a failure there refuses its requests.
+   */
+  #makeLaneDirs(touched: readonly LaneState[]): Promise<void> | undefined {
+    let made: { lane: LaneState; dirs: string[] }[] | undefined;
+    for (const lane of touched) {
+      const dirs = lane.writer.prepareDir();
+      if (dirs !== null) (made ??= []).push({ lane, dirs });
+    }
+    return made === undefined ? undefined : this.#syncLaneDirs(made);
+  }
+
+  async #syncLaneDirs(made: readonly { lane: LaneState; dirs: string[] }[]): Promise<void> {
+    const syncs = new Map<string, Promise<boolean>>();
+    for (const { lane, dirs } of made) {
+      for (const d of dirs) {
+        if (!syncs.has(d)) syncs.set(d, lane.writer.syncDir(d).then(() => true, () => false));
+      }
+    }
+    this.#stats.addLaneDirFsyncs(syncs.size);
+    const ok = new Map<string, boolean>();
+    await Promise.all([...syncs].map(async ([d, p]) => ok.set(d, await p)));
+    for (const { lane, dirs } of made) if (dirs.every((d) => ok.get(d) === true)) lane.writer.dirDurable();
   }
 
   /** A journaled or direct round's sync returned. */

@@ -365,6 +365,45 @@ describe('LaneWriter', () => {
     expect(ops.count('fsyncDir')).toBe(3 + 1); // the parents of wal, acme and logs; then logs for the rename
   });
 
+  it('prepareDir makes the directories without a sync and names each parent for the shard to sync once', async () => {
+    const ops = new FaultyOps();
+    const w = writer({ fileOps: ops });
+    put(w, 'x');
+    expect(w.prepareDir()).toEqual([base, walDir, join(walDir, 'acme')]); // outermost first
+    expect(existsSync(dir)).toBe(true);
+    expect(ops.count('fsyncDir'), 'made, not synced').toBe(0);
+    for (const d of [base, walDir, join(walDir, 'acme')]) await w.syncDir(d);
+    w.dirDurable();
+    expect(w.prepareDir(), 'ready: nothing more to make').toBeNull();
+    w.flush();
+    expect(ops.count('mkdir')).toBe(5);
+    expect(ops.count('fsyncDir')).toBe(3 + 1); // the three the shard synced; then logs for the rename
+    expect(allTexts(dir)).toEqual(['x']);
+  });
+
+  it('a lane whose directory sync failed makes and syncs it again at its flush', () => {
+    const ops = new FaultyOps();
+    const w = writer({ fileOps: ops });
+    put(w, 'x');
+    expect(w.prepareDir()).toHaveLength(3);
+    // The shard's sync failed: dirDurable() is not called.
+    w.flush();
+    expect(ops.count('mkdir')).toBe(5 + 1); // the flush's own mkdir finds logs (EEXIST)
+    expect(ops.count('fsyncDir')).toBe(1 + 1); // the parent of logs, then logs for the rename
+    expect(allTexts(dir)).toEqual(['x']);
+  });
+
+  it('prepareDir leaves a failure to the flush, which reports it', () => {
+    const ops = new FaultyOps();
+    const w = writer({ fileOps: ops });
+    put(w, 'x');
+    ops.fail('mkdir', 'EACCES');
+    expect(w.prepareDir()).toBeNull();
+    ops.fail('mkdir', 'EACCES');
+    expect(() => w.flush()).toThrow(expect.objectContaining({ op: 'mkdir', errno: 'EACCES' }));
+    expect(existsSync(walDir)).toBe(false);
+  });
+
   it('abandons a segment whose fdatasync failed (EIO) and carries on in a new one', async () => {
     const ops = new FaultyOps();
     const w = writer({ fileOps: ops });
