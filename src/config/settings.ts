@@ -9,7 +9,7 @@ import os from 'node:os';
 import { ASYMMETRIC_ALGORITHMS } from '../auth/algorithms.js';
 import { parseS3Uri } from '../iceberg/s3-uri.js';
 import { isValidIdentifier } from '../tenancy/identifier.js';
-import { MAX_SEGMENT_BYTES_SETTING } from '../wal/format.js';
+import { MAX_REQUEST_BYTES_SETTING, MAX_SEGMENT_BYTES_SETTING } from '../wal/format.js';
 import {
   boolean,
   integer,
@@ -150,7 +150,7 @@ export const SETTINGS = {
     category: 'server',
     default: 16 * 1024 * 1024,
     doc: 'Request body cap in bytes, enforced while the body streams in and again after gzip decompression (413).',
-    parse: integer({ min: 1024, max: 512 * 1024 * 1024 }),
+    parse: integer({ min: 1024, max: MAX_REQUEST_BYTES_SETTING }),
   }),
   requestTimeoutSecs: def<number>({
     key: 'server.requestTimeoutSecs',

@@ -15,8 +15,22 @@ export const SEGMENT_MAGIC: readonly number[] = Object.freeze([0x53, 0x4c, 0x57,
 export const FORMAT_VERSION = 1;
 export const SEGMENT_HEADER_SIZE = 32;
 export const RECORD_HEADER_SIZE = 24;
-/** Largest payload a record can declare (u32). */
+/** Largest payload a record header can express (u32). */
 export const MAX_PAYLOAD_LENGTH = 0xffff_ffff;
+/** The largest `server.maxRequestBytes` the settings accept (src/config/settings.ts takes its maximum from here). */
+export const MAX_REQUEST_BYTES_SETTING = 512 * 1024 * 1024;
+/**
+ * Largest payload the writer ever stores, and so the largest a reader
+ * accepts: twice the largest request body the settings accept. A protobuf
+ * body is stored as it came (after gunzip, capped at the same setting); one
+ * converted from OTLP/JSON is rewritten as protobuf, which is never much
+ * longer than its JSON (a 10-byte varint needs at least `"kind":-1`, 9
+ * bytes). A record header declaring more (up to 4 GiB − 1 fits the field) is
+ * damage, refused before a byte of the payload is read or allocated: in an
+ * oversized sparse segment such a header made the reader allocate its
+ * declared length before the CRC failed (docs/wal-format.md "Record").
+ */
+export const MAX_RECORD_PAYLOAD = 2 * MAX_REQUEST_BYTES_SETTING;
 /** Largest record count (u32). */
 export const MAX_RECORD_COUNT = 0xffff_ffff;
 /** The largest `ingester.wal.segmentBytes` the settings accept (src/config/settings.ts takes its maximum from here). */
@@ -25,13 +39,13 @@ export const MAX_SEGMENT_BYTES_SETTING = 2 ** 31;
  * Longer than any segment file the writer can make, under any segment size
  * setting this release accepts (the setting may have changed between lives):
  * the setting's largest value, plus the header and one record of the largest
- * payload the format allows (a record larger than the setting goes alone into
+ * payload the writer stores, MAX_RECORD_PAYLOAD (a record larger than the setting goes alone into
  * a fresh segment, so this is more than either case needs). A segment file
  * longer than this is damage past this length, which readers never scan
  * (docs/wal-format.md "Reading: how a segment ends"): `truncate -s 1T` on a
  * segment held the start for hours while its zeros were read.
  */
-export const MAX_SEGMENT_FILE_BYTES = MAX_SEGMENT_BYTES_SETTING + SEGMENT_HEADER_SIZE + RECORD_HEADER_SIZE + MAX_PAYLOAD_LENGTH;
+export const MAX_SEGMENT_FILE_BYTES = MAX_SEGMENT_BYTES_SETTING + SEGMENT_HEADER_SIZE + RECORD_HEADER_SIZE + MAX_RECORD_PAYLOAD;
 
 /** Record types. A new encoding gets a new number; a number never changes meaning. */
 export const RecordType = {
@@ -124,9 +138,18 @@ export function crcRun(crc: number, b: Uint8Array, from: number, to: number): nu
  * then the payload.
  */
 export function recordCrc(b: Uint8Array, off: number, payload: Uint8Array): number {
-  let c = crcRun(0, b, off, off + 8);
-  c = crcRun(c, b, off + 12, off + RECORD_HEADER_SIZE);
+  const c = recordHeaderCrc(b, off);
   return payload.length === 0 ? c : crc32c(payload, c);
+}
+
+/** The CRC of a record's covered header bytes alone, for continuing over its payload in pieces (continueCrc). */
+export function recordHeaderCrc(b: Uint8Array, off: number): number {
+  return crcRun(crcRun(0, b, off, off + 8), b, off + 12, off + RECORD_HEADER_SIZE);
+}
+
+/** CRC-32C of `bytes`, continuing from `crc` (natively). */
+export function continueCrc(crc: number, bytes: Uint8Array): number {
+  return bytes.length === 0 ? crc : crc32c(bytes, crc);
 }
 
 // ---------------------------------------------------------------- segment header
@@ -208,16 +231,19 @@ export interface RecordHeader {
 
 /**
  * Decodes the 24 bytes at `b[off]` and checks every field the header alone
- * decides (type, flags, reserved, time). Returns the header or a reason.
+ * decides (type, flags, reserved, a payload length of at most
+ * MAX_RECORD_PAYLOAD, time). Returns the header or a reason.
  */
 export function decodeRecordHeader(b: Uint8Array, off: number): RecordHeader | string {
   const type = b[off];
   if (!isRecordType(type)) return `unknown record type ${type}`;
   if (b[off + 1] !== 0) return `non-zero record flags ${b[off + 1]}`;
   if (readU16(b, off + 2) !== 0) return 'non-zero reserved field in record header';
+  const length = readU32(b, off + 4);
+  if (length > MAX_RECORD_PAYLOAD) return `record declares a payload of ${length} bytes, more than the writer ever stores (at most ${MAX_RECORD_PAYLOAD})`;
   const timeMs = readU64(b, off + 16);
   if (timeMs < 0) return 'record time out of range';
-  return { type, length: readU32(b, off + 4), crc: readU32(b, off + 8), count: readU32(b, off + 12), timeMs };
+  return { type, length, crc: readU32(b, off + 8), count: readU32(b, off + 12), timeMs };
 }
 
 // ---------------------------------------------------------------- names

@@ -33,7 +33,7 @@ import type { RunsWriter } from './native-runs.js';
 import { FdCache, type FdHandle } from './fd-cache.js';
 import { errnoCode, fsyncDirAsync, NODE_FILE_OPS, writevAll, type FileOps } from './file-ops.js';
 import {
-  MAX_PAYLOAD_LENGTH,
+  MAX_RECORD_PAYLOAD,
   MAX_RECORD_COUNT,
   RECORD_HEADER_SIZE,
   SEGMENT_HEADER_SIZE,
@@ -277,7 +277,7 @@ export class LaneWriter {
     if (!isRecordType(type)) throw new WalArgumentError(`unknown record type ${type}`);
     if (!Number.isInteger(count) || count < 0 || count > MAX_RECORD_COUNT) throw new WalArgumentError(`record count ${count} out of range`);
     if (!Number.isSafeInteger(timeMs) || timeMs < 0) throw new WalArgumentError(`record time ${timeMs} out of range`);
-    if (payload.length > MAX_PAYLOAD_LENGTH) throw new WalArgumentError(`payload of ${payload.length} bytes is too large`);
+    if (payload.length > MAX_RECORD_PAYLOAD) throw new WalArgumentError(`payload of ${payload.length} bytes is too large`);
     const i = this.#staged;
     if (i === this.#heads.length) this.#growSlab(i * 2);
     encodeRecordHeader(this.#slab, i * RECORD_HEADER_SIZE, type, count, timeMs, payload);

@@ -15,8 +15,10 @@ import {
   decodeRecordHeader,
   decodeSegmentHeader,
   MAX_SEGMENT_FILE_BYTES,
+  continueCrc,
   parseSegmentName,
   recordCrc,
+  recordHeaderCrc,
   type RecordType,
   type SegmentHeader,
 } from './format.js';
@@ -130,8 +132,19 @@ export class SegmentReader implements Iterable<WalRecord> {
     const h = decodeRecordHeader(this.#buf, pos - this.#bufPos);
     if (typeof h === 'string') return this.#bad(pos, h);
     const total = RECORD_HEADER_SIZE + h.length;
+    if (pos + total > MAX_SEGMENT_FILE_BYTES) {
+      return this.#bad(pos, `record declares a payload of ${h.length} bytes, running past the longest segment the writer makes (${MAX_SEGMENT_FILE_BYTES} bytes)`);
+    }
     if (total > left) {
       return this.#end('torn', pos, `payload runs past the end of the file (declares ${h.length} bytes, ${left - RECORD_HEADER_SIZE} remain)`);
+    }
+    if (total > this.#buf.length) {
+      // Longer than any record read so far: its CRC is checked through the buffer it has
+      // before the buffer grows to hold it, so a damaged length (up to MAX_RECORD_PAYLOAD, over a
+      // sparse tail of zeros) costs a read, not an allocation of what it declares.
+      const crc = this.#crcThrough(pos, total);
+      if (crc === null) return this.next();
+      if (crc !== h.crc) return this.#end('corrupt', pos, 'record CRC mismatch');
     }
     if (!this.#load(pos, total)) return this.next();
     const at = pos - this.#bufPos;
@@ -193,6 +206,24 @@ export class SegmentReader implements Iterable<WalRecord> {
       pos = bufEnd;
     }
     return fileZeros(this.#fd, pos, this.#size);
+  }
+
+  /**
+   * The CRC of the record of `total` bytes at `pos` (its header in the
+   * buffer), read through the buffer as it is, never growing it. Null when
+   * the file turned out shorter than its size at open (see #load).
+   */
+  #crcThrough(pos: number, total: number): number | null {
+    let crc = recordHeaderCrc(this.#buf, pos - this.#bufPos);
+    const end = pos + total;
+    for (let off = pos + RECORD_HEADER_SIZE; off < end; ) {
+      const n = Math.min(this.#buf.length, end - off);
+      if (!this.#load(off, n)) return null;
+      const at = off - this.#bufPos;
+      crc = continueCrc(crc, this.#buf.subarray(at, at + n));
+      off += n;
+    }
+    return crc;
   }
 
   /**
