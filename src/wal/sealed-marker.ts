@@ -24,15 +24,38 @@ export const SEALED_MARKER = '.sealed';
 export function writeSealedMarker(dir: string, segment: number): void {
   const target = path.join(dir, SEALED_MARKER);
   const tmp = `${target}.tmp`;
-  fs.writeFileSync(tmp, `${segment}\n`);
+  try {
+    fs.writeFileSync(tmp, `${segment}\n`, { flag: 'wx' });
+  } catch (err) {
+    if (errnoCode(err) !== 'EEXIST') throw err;
+    // Left by a crash, or put there: removed, then made again exclusively (writeSealedMarkerAsync says why).
+    fs.unlinkSync(tmp);
+    fs.writeFileSync(tmp, `${segment}\n`, { flag: 'wx' });
+  }
   fs.renameSync(tmp, target);
 }
 
-/** writeSealedMarker on the libuv thread pool (a checkpoint's). */
+/**
+ * writeSealedMarker on the libuv thread pool (a checkpoint's).
+ *
+ * Both write `.sealed.tmp` with an exclusive create (O_CREAT|O_EXCL, which
+ * neither follows a symbolic link nor opens a FIFO), and on EEXIST remove
+ * what stands there and create it again: a plain write went through whatever
+ * stood under the name, so a FIFO put there blocked the seal's open for ever
+ * (the stop never finished, and in `interval` mode the worker's thread, its
+ * requests with it), and a link was written through, over the file it named.
+ * The common case costs nothing more: nothing stands there.
+ */
 export async function writeSealedMarkerAsync(dir: string, segment: number): Promise<void> {
   const target = path.join(dir, SEALED_MARKER);
   const tmp = `${target}.tmp`;
-  await fs.promises.writeFile(tmp, `${segment}\n`);
+  try {
+    await fs.promises.writeFile(tmp, `${segment}\n`, { flag: 'wx' });
+  } catch (err) {
+    if (errnoCode(err) !== 'EEXIST') throw err;
+    await fs.promises.unlink(tmp);
+    await fs.promises.writeFile(tmp, `${segment}\n`, { flag: 'wx' });
+  }
   await fs.promises.rename(tmp, target);
 }
 
