@@ -24,7 +24,7 @@
 // wrong wire type for a known field) throws; the compactor reports the
 // segment as it does for any payload it cannot decode.
 
-import { INT32_MAX, INT64_MAX, setJsonKey, type MapValue, type Row } from './otlp-row-decoder.js';
+import { INT32_MAX, INT64_MAX, putEntry, setJsonKey, type MapValue, type Row } from './otlp-row-decoder.js';
 
 const EMPTY_MAP: MapValue = Object.freeze([]) as unknown as MapValue;
 
@@ -563,13 +563,7 @@ export class OtlpWireRows {
     const text = value === null ? null : this.#text(value);
     this.#pos = after;
     const out = map === EMPTY_MAP ? [] : map;
-    for (let i = 0; i < out.length; i++) {
-      if (out[i]![0] === key) {
-        out[i]![1] = text;
-        return out;
-      }
-    }
-    out.push([key, text]);
+    putEntry(out, key, text);
     return out;
   }
 
