@@ -9,7 +9,11 @@
 // - trace/span ids are lower-case hex; empty bytes are null.
 // - attributes become map<string,string>: strings as they are, bool/int/double
 //   as their text, bytes as base64, arrays and key-value lists as JSON. A
-//   repeated key keeps its last value (a Parquet map has unique keys).
+//   repeated key keeps its last value (a Parquet map has unique keys). A
+//   double's text keeps the sign of -0.
+// - a log body: a string as it is, an int as its exact decimal, a finite
+//   double as its text, anything else as JSON (int64 beyond ±2^53, -0 and
+//   non-finite doubles as JSON strings inside arrays and key-value lists).
 // - empty strings are null where the schema says so (proto3 cannot tell them apart).
 
 import type protobuf from 'protobufjs';
@@ -58,7 +62,7 @@ export class OtlpRowDecoder {
             ingestMicros,
             (lr['severityNumber'] as number) | 0,
             nonEmpty(lr['severityText']),
-            kind === undefined ? null : kind === 'stringValue' ? (body!['stringValue'] as string) : JSON.stringify(jsonOf(body!)),
+            kind === undefined ? null : bodyText(body!),
             kind === undefined ? null : KIND_NAMES[kind] ?? null,
             hex(lr['traceId']),
             hex(lr['spanId']),
@@ -265,7 +269,7 @@ function textOf(v: Msg): string | null {
     case 'intValue':
       return String(i64(v['intValue']));
     case 'doubleValue':
-      return String(v['doubleValue'] as number);
+      return doubleText(v['doubleValue'] as number);
     case 'bytesValue':
       return Buffer.from(v['bytesValue'] as Uint8Array).toString('base64');
     case 'arrayValue':
@@ -276,7 +280,44 @@ function textOf(v: Msg): string | null {
   }
 }
 
-/** An AnyValue as a JSON value: int64 beyond ±2^53 as a string, non-finite doubles as strings, bytes as base64. */
+/**
+ * A log body (an AnyValue with a member set) as the body column holds it: a
+ * string as it is, an int as its exact decimal and a finite double as its
+ * text (both JSON numbers), anything else as JSON.
+ */
+function bodyText(v: Msg): string {
+  switch (v['value'] as string) {
+    case 'stringValue':
+      return v['stringValue'] as string;
+    case 'intValue':
+      return String(i64(v['intValue']));
+    case 'doubleValue':
+      return doubleBody(v['doubleValue'] as number);
+    default:
+      return JSON.stringify(jsonOf(v));
+  }
+}
+
+/**
+ * A double as text: as JavaScript writes it, except that -0 keeps its sign
+ * (the OpenTelemetry Collector writes "-0" too); NaN and ±Infinity are
+ * `NaN`, `Infinity`, `-Infinity`.
+ */
+export function doubleText(d: number): string {
+  return d === 0 && 1 / d < 0 ? '-0' : String(d);
+}
+
+/** A double body: a finite one as its text (a JSON number, -0 included), a non-finite one as a JSON string. */
+export function doubleBody(d: number): string {
+  return Number.isFinite(d) ? doubleText(d) : `"${String(d)}"`;
+}
+
+/** A double inside a JSON array or key-value list: a number, but -0 and non-finite ones as their text (JSON.stringify writes -0 as 0). */
+export function doubleJson(d: number): number | string {
+  return Number.isFinite(d) && !(d === 0 && 1 / d < 0) ? d : doubleText(d);
+}
+
+/** An AnyValue as a JSON value: int64 beyond ±2^53 as a string, non-finite doubles and -0 as strings, bytes as base64. */
 function jsonOf(v: Msg): unknown {
   switch (v['value'] as string | undefined) {
     case 'stringValue':
@@ -287,10 +328,8 @@ function jsonOf(v: Msg): unknown {
       const n = i64(v['intValue']);
       return n >= BigInt(Number.MIN_SAFE_INTEGER) && n <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(n) : String(n);
     }
-    case 'doubleValue': {
-      const d = v['doubleValue'] as number;
-      return Number.isFinite(d) ? d : String(d);
-    }
+    case 'doubleValue':
+      return doubleJson(v['doubleValue'] as number);
     case 'bytesValue':
       return Buffer.from(v['bytesValue'] as Uint8Array).toString('base64');
     case 'arrayValue':

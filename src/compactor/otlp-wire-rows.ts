@@ -24,7 +24,7 @@
 // wrong wire type for a known field) throws; the compactor reports the
 // segment as it does for any payload it cannot decode.
 
-import { INT32_MAX, INT64_MAX, putEntry, setJsonKey, type MapValue, type Row } from './otlp-row-decoder.js';
+import { INT32_MAX, INT64_MAX, doubleBody, doubleJson, doubleText, putEntry, setJsonKey, type MapValue, type Row } from './otlp-row-decoder.js';
 
 const EMPTY_MAP: MapValue = Object.freeze([]) as unknown as MapValue;
 
@@ -206,7 +206,14 @@ export class OtlpWireRows {
       const member = this.#anyValueMember(body);
       if (member !== 0) {
         bodyType = KIND_NAMES[member]!;
-        bodyText = member === 1 ? this.#memberString() : JSON.stringify(this.#json(member));
+        bodyText =
+          member === 1
+            ? this.#memberString()
+            : member === 3
+              ? String(this.#memberInt64())
+              : member === 4
+                ? doubleBody(this.#dv.getFloat64(this.#member[0]!, true))
+                : JSON.stringify(this.#json(member));
       }
     }
     return [
@@ -624,7 +631,7 @@ export class OtlpWireRows {
       case 3:
         return String(this.#memberInt64());
       case 4:
-        return String(this.#dv.getFloat64(this.#member[0]!, true));
+        return doubleText(this.#dv.getFloat64(this.#member[0]!, true));
       case 7:
         return this.#b.base64Slice(this.#member[0]!, this.#member[1]!);
       case 5:
@@ -637,7 +644,7 @@ export class OtlpWireRows {
 
   /**
    * The JSON value of the member #anyValueMember just found: int64 beyond
-   * ±2^53 as a string, non-finite doubles as strings, bytes as base64
+   * ±2^53 as a string, non-finite doubles and -0 as strings, bytes as base64
    * (otlp-row-decoder.ts jsonOf).
    */
   #json(member: number): unknown {
@@ -651,10 +658,8 @@ export class OtlpWireRows {
         const n = this.#memberInt64();
         return n >= MIN_SAFE && n <= MAX_SAFE ? Number(n) : String(n);
       }
-      case 4: {
-        const d = this.#dv.getFloat64(where[0]!, true);
-        return Number.isFinite(d) ? d : String(d);
-      }
+      case 4:
+        return doubleJson(this.#dv.getFloat64(where[0]!, true));
       case 7:
         return this.#b.base64Slice(where[0]!, where[1]!);
       case 5: {

@@ -5,7 +5,10 @@
 // - an attribute list of hundreds of thousands of keys (valid OTLP, a few MB)
 //   lands in one round: the compactor deduplicated keys by scanning the list
 //   for every key, O(n²), which kept a 7 MB request busy for tens of minutes
-//   (a 16 MiB one for hours) while no tenant's data landed.
+//   (a 16 MiB one for hours) while no tenant's data landed;
+// - an int body keeps its exact decimal (it was a quoted JSON string past
+//   ±2^53, so CAST(body AS BIGINT) failed for those rows only), and a double
+//   of -0 keeps its sign in attribute text, bodies and JSON (it read "0").
 
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -14,6 +17,7 @@ import { post } from '../helpers/http.js';
 import { runCli, startIngester } from '../helpers/ingester.js';
 import { useLocalLake } from '../helpers/local-lake.js';
 import { jsonBytes } from '../helpers/otlp-bodies.js';
+import { postSql, startQuery } from '../helpers/query.js';
 
 const KEYS = 300_000;
 
@@ -43,4 +47,65 @@ describe('OTLP content, ingest → WAL → Iceberg → readers', () => {
     expect(Object.keys(attrs).slice(0, 9)).toEqual(['k0', 'k1', 'k2', 'k3', 'k4', 'k5', 'k6', 'k7', 'k8']);
     expect([attrs['k7'], attrs['k8'], attrs[`k${KEYS - 1}`]]).toEqual(['last', '8', String(KEYS - 1)]);
   }, 240_000);
+
+  it('int bodies keep their exact decimal and doubles the sign of -0, as icebird and the query server read them', async () => {
+    // The JSON -0s are strings ("-0", valid OTLP/JSON): JSON.stringify writes the number -0 as 0.
+    const records = [
+      { eventName: 'int-max', body: { intValue: '9223372036854775807' } },
+      { eventName: 'int-min', body: { intValue: '-9223372036854775808' } },
+      { eventName: 'int-2^53+1', body: { intValue: '9007199254740993' } },
+      { eventName: 'int-small', body: { intValue: '-42' } },
+      { eventName: 'neg-zero', body: { doubleValue: '-0' }, attributes: [{ key: 'd', value: { doubleValue: '-0' } }] },
+      { eventName: 'zero', body: { doubleValue: 0 }, attributes: [{ key: 'd', value: { doubleValue: 0 } }] },
+      { eventName: 'nan', body: { doubleValue: 'NaN' }, attributes: [{ key: 'd', value: { doubleValue: 'NaN' } }] },
+      {
+        eventName: 'nested',
+        body: { arrayValue: { values: [{ doubleValue: '-0' }, { doubleValue: 1.5 }, { intValue: '9007199254740993' }, { doubleValue: '-Infinity' }] } },
+        attributes: [{ key: 'kv', value: { kvlistValue: { values: [{ key: 'z', value: { doubleValue: '-0' } }] } } }],
+      },
+    ];
+    const ing = await startIngester({ dataDir: dir, args: ['--compactor=false', ...flags] });
+    try {
+      const r = await post(ing.url, '/v1/logs', jsonBytes({ resourceLogs: [{ scopeLogs: [{ logRecords: records }] }] }), { contentType: 'application/json' });
+      expect(r.status).toBe(200);
+    } finally {
+      expect(await ing.stop()).toBe(0);
+    }
+    const c = compactOnce();
+    expect(c.status, c.stderr).toBe(0);
+
+    const rows = await icebirdRows((await lake.catalog.metadataLocation('main', 'logs'))!);
+    const byName = new Map(rows.filter((x) => x['event_name'] !== null).map((x) => [x['event_name'] as string, x]));
+    const seen = (name: string) => [byName.get(name)!['body'], byName.get(name)!['body_type'], (byName.get(name)!['attributes'] as Record<string, string>)['d'] ?? null];
+    expect(seen('int-max')).toEqual(['9223372036854775807', 'int', null]);
+    expect(seen('int-min')).toEqual(['-9223372036854775808', 'int', null]);
+    expect(seen('int-2^53+1')).toEqual(['9007199254740993', 'int', null]);
+    expect(seen('int-small')).toEqual(['-42', 'int', null]);
+    expect(seen('neg-zero')).toEqual(['-0', 'double', '-0']);
+    expect(seen('zero')).toEqual(['0', 'double', '0']);
+    expect(seen('nan')).toEqual(['"NaN"', 'double', 'NaN']);
+    expect(byName.get('nested')!['body']).toBe('["-0",1.5,"9007199254740993","-Infinity"]');
+    expect((byName.get('nested')!['attributes'] as Record<string, string>)['kv']).toBe('{"z":"-0"}');
+
+    await lake.catalog.close();
+    const q = await startQuery(dir, flags);
+    try {
+      const res = await postSql(q.url, "SELECT event_name, CAST(body AS BIGINT) AS n FROM logs WHERE body_type = 'int' ORDER BY event_name");
+      expect(res.status, res.text).toBe(200);
+      expect(res.body['rows']).toEqual([
+        ['int-2^53+1', '9007199254740993'],
+        ['int-max', '9223372036854775807'],
+        ['int-min', '-9223372036854775808'],
+        ['int-small', '-42'],
+      ]);
+      const signs = await postSql(q.url, "SELECT event_name, signbit(CAST(body AS DOUBLE)) AS s, attributes['d'] AS d FROM logs WHERE event_name IN ('neg-zero', 'zero') ORDER BY event_name");
+      expect(signs.status, signs.text).toBe(200);
+      expect(signs.body['rows']).toEqual([
+        ['neg-zero', true, '-0'],
+        ['zero', false, '0'],
+      ]);
+    } finally {
+      await q.stop();
+    }
+  }, 120_000);
 });
