@@ -101,8 +101,10 @@ export class OtlpRowDecoder {
           const start = nanos(sp['startTimeUnixNano']);
           const end = nanos(sp['endTimeUnixNano']);
           const status = sp['status'] as Msg | null | undefined;
-          const events = (sp['events'] as Msg[]) ?? [];
-          const links = (sp['links'] as Msg[]) ?? [];
+          const events = new JsonList();
+          for (const e of (sp['events'] as Msg[]) ?? []) if (!events.full) events.add(eventJson(e)); else events.drop();
+          const links = new JsonList();
+          for (const l of (sp['links'] as Msg[]) ?? []) if (!links.full) links.add(linkJson(l)); else links.drop();
           emit([
             start !== 0n ? start / 1000n : ingestMicros,
             start === 0n ? null : start,
@@ -128,10 +130,10 @@ export class OtlpRowDecoder {
             scope.schemaUrl,
             mapOf(sp['attributes'] as Msg[]),
             count(sp['droppedAttributesCount']),
-            events.length === 0 ? null : JSON.stringify(events.map(eventJson)),
-            count(sp['droppedEventsCount']),
-            links.length === 0 ? null : JSON.stringify(links.map(linkJson)),
-            count(sp['droppedLinksCount']),
+            events.json(),
+            events.droppedPlus(count(sp['droppedEventsCount'])),
+            links.json(),
+            links.droppedPlus(count(sp['droppedLinksCount'])),
             res.serviceNamespace,
             res.environment,
           ]);
@@ -355,6 +357,54 @@ function jsonOf(v: Msg): unknown {
 export function setJsonKey(out: Record<string, unknown>, key: string, value: unknown): void {
   if (key === '__proto__') Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
   else out[key] = value;
+}
+
+/**
+ * The most characters of a span's `events` or `links` JSON. Each event or
+ * link costs a few wire bytes (an empty one two) but about 80 characters of
+ * JSON, so one valid 8 MB request of 4 million empty events made a 300 MB
+ * string that the Parquet writer could not write, and one of 16 MiB a string
+ * past V8's longest: the table (or the lane) failed every round from then on.
+ * Events and links past this bound are dropped in wire order, whole, and
+ * counted in dropped_events_count / dropped_links_count, as OTLP counts the
+ * ones an SDK drops. Nothing else amplifies that much (a JSON string escape
+ * writes at most 6 characters per byte), so no other value is bounded.
+ */
+export const MAX_LIST_JSON_CHARS = 16 * 1024 * 1024;
+
+/** A span's events or links as one JSON array of at most MAX_LIST_JSON_CHARS characters, and the count of those that did not fit. */
+export class JsonList {
+  #parts: string[] = [];
+  #chars = 2;
+  #dropped = 0;
+  /** Set once an item did not fit: every later one is dropped too. */
+  full = false;
+
+  add(item: unknown): void {
+    const text = JSON.stringify(item);
+    const chars = this.#chars + (this.#parts.length === 0 ? 0 : 1) + text.length;
+    if (chars > MAX_LIST_JSON_CHARS) {
+      this.full = true;
+      this.#dropped++;
+      return;
+    }
+    this.#parts.push(text);
+    this.#chars = chars;
+  }
+
+  drop(): void {
+    this.#dropped++;
+  }
+
+  /** The JSON array, or null when no item was kept. */
+  json(): string | null {
+    return this.#parts.length === 0 ? null : `[${this.#parts.join(',')}]`;
+  }
+
+  /** The span's own dropped count plus the items dropped here, capped at 2^31 − 1. */
+  droppedPlus(dropped: number): number {
+    return Math.min(dropped + this.#dropped, INT32_MAX);
+  }
 }
 
 /** The largest values of the signed Iceberg columns (long, int) OTLP's unsigned fields land in. */

@@ -24,7 +24,7 @@
 // wrong wire type for a known field) throws; the compactor reports the
 // segment as it does for any payload it cannot decode.
 
-import { INT32_MAX, INT64_MAX, doubleBody, doubleJson, doubleText, putEntry, setJsonKey, type MapValue, type Row } from './otlp-row-decoder.js';
+import { INT32_MAX, INT64_MAX, JsonList, doubleBody, doubleJson, doubleText, putEntry, setJsonKey, type MapValue, type Row } from './otlp-row-decoder.js';
 
 const EMPTY_MAP: MapValue = Object.freeze([]) as unknown as MapValue;
 
@@ -258,9 +258,9 @@ export class OtlpWireRows {
     let endNs = 0n;
     let attrs: MapValue = EMPTY_MAP;
     let dropped = 0;
-    let events: unknown[] | null = null;
+    const events = new JsonList();
     let droppedEvents = 0;
-    let links: unknown[] | null = null;
+    const links = new JsonList();
     let droppedLinks = 0;
     let status: number[] | null = null;
     this.#pos = start;
@@ -303,7 +303,8 @@ export class OtlpWireRows {
         case (11 << 3) | LEN: {
           const s = this.#range(end);
           const e = this.#rangeEnd;
-          (events ??= []).push(this.#event(s, e));
+          if (events.full) events.drop();
+          else events.add(this.#event(s, e));
           this.#pos = e;
           break;
         }
@@ -313,7 +314,8 @@ export class OtlpWireRows {
         case (13 << 3) | LEN: {
           const s = this.#range(end);
           const e = this.#rangeEnd;
-          (links ??= []).push(this.#link(s, e));
+          if (links.full) links.drop();
+          else links.add(this.#link(s, e));
           this.#pos = e;
           break;
         }
@@ -368,10 +370,10 @@ export class OtlpWireRows {
       scope.schemaUrl,
       attrs,
       dropped,
-      events === null ? null : JSON.stringify(events),
-      droppedEvents,
-      links === null ? null : JSON.stringify(links),
-      droppedLinks,
+      events.json(),
+      events.droppedPlus(droppedEvents),
+      links.json(),
+      links.droppedPlus(droppedLinks),
       res.serviceNamespace,
       res.environment,
     ];

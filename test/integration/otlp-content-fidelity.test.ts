@@ -8,7 +8,11 @@
 //   (a 16 MiB one for hours) while no tenant's data landed;
 // - an int body keeps its exact decimal (it was a quoted JSON string past
 //   ±2^53, so CAST(body AS BIGINT) failed for those rows only), and a double
-//   of -0 keeps its sign in attribute text, bodies and JSON (it read "0").
+//   of -0 keeps its sign in attribute text, bodies and JSON (it read "0");
+// - a span of 4 million empty events (8 MB of protobuf, 300 MB of events
+//   JSON) lands with the events that fit 16 Mi characters and the rest
+//   counted as dropped: the Parquet writer failed on it, so the tenant's
+//   traces table failed every round and nothing more of it landed.
 
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -20,6 +24,30 @@ import { jsonBytes } from '../helpers/otlp-bodies.js';
 import { postSql, startQuery } from '../helpers/query.js';
 
 const KEYS = 300_000;
+const EVENTS = 4_000_000;
+
+function varint(n: number): number[] {
+  const out: number[] = [];
+  for (; n > 127; n = Math.floor(n / 128)) out.push((n & 127) | 128);
+  out.push(n);
+  return out;
+}
+
+/** A length-delimited protobuf field: tag byte, length, contents. */
+function field(tag: number, contents: Uint8Array): Buffer {
+  return Buffer.concat([Buffer.from([tag, ...varint(contents.length)]), contents]);
+}
+
+/** ExportTraceServiceRequest of one span (trace and span id, name) per entry, each with `events` empty events (Span.events, field 11). */
+function spansWithEvents(spans: { name: string; events: number }[]): Buffer {
+  const encoded = spans.map(({ name, events }) => {
+    const empty = Buffer.alloc(events * 2);
+    for (let i = 0; i < empty.length; i += 2) empty[i] = (11 << 3) | 2;
+    const fields = [field(0x0a, Buffer.alloc(16, 1)), field(0x12, Buffer.alloc(8, 2)), field(0x2a, Buffer.from(name)), empty];
+    return field(0x12, Buffer.concat(fields)); // ScopeSpans.spans
+  });
+  return field(0x0a, field(0x12, Buffer.concat(encoded))); // request.resource_spans → ResourceSpans.scope_spans
+}
 
 describe('OTLP content, ingest → WAL → Iceberg → readers', () => {
   const lake = useLocalLake('siglake-content-');
@@ -108,4 +136,27 @@ describe('OTLP content, ingest → WAL → Iceberg → readers', () => {
       await q.stop();
     }
   }, 120_000);
+
+  it('a span of 4 million empty events lands with the events that fit and the rest counted as dropped, beside the other spans', async () => {
+    const ing = await startIngester({ dataDir: dir, args: ['--compactor=false', ...flags] });
+    try {
+      const r = await post(ing.url, '/v1/traces', spansWithEvents([{ name: 'flood', events: EVENTS }, { name: 'beside', events: 2 }]));
+      expect(r.status).toBe(200);
+    } finally {
+      expect(await ing.stop()).toBe(0);
+    }
+    const c = compactOnce();
+    expect(c.status, c.stderr).toBe(0);
+    const spans = await icebirdRows((await lake.catalog.metadataLocation('main', 'traces'))!);
+    expect(spans.map((x) => x['name']).sort()).toEqual(['beside', 'flood']);
+    const flood = spans.find((x) => x['name'] === 'flood')!;
+    const json = flood['events'] as string;
+    expect(json.length).toBeLessThanOrEqual(16 * 1024 * 1024);
+    const kept = JSON.parse(json) as unknown[];
+    expect(kept[0]).toEqual({ time_unix_nano: '0', name: '', attributes: {}, dropped_attributes_count: 0 });
+    expect(kept.length).toBeGreaterThan(100_000);
+    expect(kept.length + (flood['dropped_events_count'] as number)).toBe(EVENTS);
+    const beside = spans.find((x) => x['name'] === 'beside')!;
+    expect([(JSON.parse(beside['events'] as string) as unknown[]).length, beside['dropped_events_count']]).toEqual([2, 0]);
+  }, 240_000);
 });
