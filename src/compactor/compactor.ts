@@ -129,6 +129,9 @@ interface SegmentRead {
 const DEFAULT_MAX_ROUND_WAL_BYTES = 64 * 1024 * 1024;
 const PROGRESS_PREFIX = 'siglake.wal.';
 
+/** The most rows of one WAL record buffered before they are written; a record with more is streamed (see the round's loop). */
+export const RECORD_BUFFER_ROWS = 16_384;
+
 export class Compactor {
   readonly #o: CompactorOptions;
   readonly #identity: WalIdentity;
@@ -329,8 +332,15 @@ export class Compactor {
           dropped++;
           continue;
         }
+        // A record's rows are buffered whole, so that one that does not decode lands none of them.
+        // Past RECORD_BUFFER_ROWS they are only counted, and a second decode streams them into the
+        // table as they come: one valid 16 MB request of 8 million empty log records is gigabytes
+        // of rows, past the compactor's heap, and it died of it every round (no tenant landed).
         const batch: Row[] = [];
-        const failed = this.#decode(rec, (row: Row) => batch.push(row));
+        let total = 0;
+        const failed = this.#decode(rec, (row: Row) => {
+          if (++total <= RECORD_BUFFER_ROWS) batch.push(row);
+        });
         if (failed !== undefined) {
           // A record whose checksum holds but whose payload does not decode (ingest validated it: a
           // bug between the two): it cannot land; the rest of the segment does, and the segment is
@@ -338,11 +348,13 @@ export class Compactor {
           undecodable ??= failed;
           continue;
         }
-        if (batch.length === 0) continue;
-        const share = rec.payload.length / batch.length;
+        if (total === 0) continue;
+        const share = rec.payload.length / total;
         const mapper = work.mapper;
         const baseWidth = work.baseWidth;
-        for (const row of batch) {
+        // A decoder of its own: the generator waits across the awaits below.
+        const rows = total === batch.length ? batch : new OtlpWireRows().rows(rec.payload, rec.timeMs, rec.type !== RecordType.LOGS);
+        for (const row of rows) {
           if (baseWidth !== null) row.length = baseWidth;
           if (mapper !== null) mapper.apply(row);
           const p = work.builder.add(row, share);
@@ -449,7 +461,7 @@ export class Compactor {
     return work;
   }
 
-  /** Decodes a record's rows into `emit`; where its payload does not decode, why, and nothing is emitted. */
+  /** Decodes a record's rows into `emit`; where its payload does not decode, why (rows before the fault were emitted). */
   #decode(rec: WalRecord, emit: (row: Row) => void): { offset: number; why: string } | undefined {
     try {
       if (rec.type === RecordType.LOGS) this.#decoder.logs(rec.payload, rec.timeMs, emit);

@@ -74,20 +74,33 @@ export class OtlpWireRows {
 
   /** Calls `emit` with one logs-table row per log record of the payload; returns the count. */
   logs(payload: Uint8Array, ingestMs: number, emit: (row: Row) => void): number {
-    return this.#request(payload, ingestMs, emit, false);
+    return this.#each(this.rows(payload, ingestMs, false), emit);
   }
 
   /** Calls `emit` with one traces-table row per span of the payload; returns the count. */
   traces(payload: Uint8Array, ingestMs: number, emit: (row: Row) => void): number {
-    return this.#request(payload, ingestMs, emit, true);
+    return this.#each(this.rows(payload, ingestMs, true), emit);
+  }
+
+  #each(rows: Generator<Row, number>, emit: (row: Row) => void): number {
+    for (let r = rows.next(); ; r = rows.next()) {
+      if (r.done === true) return r.value;
+      emit(r.value);
+    }
   }
 
   /**
+   * The rows of a payload one at a time (spans: traces rows, else logs rows),
+   * so that a caller can write them as it goes: one request of millions of
+   * tiny records makes gigabytes of rows, more than the compactor's heap.
+   * The decoder is busy until the generator ends: use one decoder per
+   * generator that is suspended across an await.
+   *
    * Export{Logs,Trace}ServiceRequest → Resource{Logs,Spans} (field 1) →
    * Scope{Logs,Spans} (field 2) → LogRecord or Span (field 2): the two signals
    * nest the same way, and differ only in the record.
    */
-  #request(payload: Uint8Array, ingestMs: number, emit: (row: Row) => void, spans: boolean): number {
+  *rows(payload: Uint8Array, ingestMs: number, spans: boolean): Generator<Row, number> {
     this.#load(payload);
     const ingestMicros = BigInt(ingestMs) * 1000n;
     let n = 0;
@@ -97,14 +110,14 @@ export class OtlpWireRows {
       if (tag === ((1 << 3) | LEN)) {
         const s = this.#range(end);
         const e = this.#rangeEnd;
-        n += this.#resourceRecords(s, e, ingestMicros, emit, spans);
+        n += yield* this.#resourceRecords(s, e, ingestMicros, spans);
         this.#pos = e;
       } else this.#skipField(tag, end, REQUEST_FIELDS);
     }
     return n;
   }
 
-  #resourceRecords(start: number, end: number, ingestMicros: bigint, emit: (row: Row) => void, spans: boolean): number {
+  *#resourceRecords(start: number, end: number, ingestMicros: bigint, spans: boolean): Generator<Row, number> {
     const res = this.#resourceOf(start, end);
     let n = 0;
     this.#pos = start;
@@ -113,14 +126,14 @@ export class OtlpWireRows {
       if (tag === ((2 << 3) | LEN)) {
         const s = this.#range(end);
         const e = this.#rangeEnd;
-        n += this.#scopeRecords(s, e, res, ingestMicros, emit, spans);
+        n += yield* this.#scopeRecords(s, e, res, ingestMicros, spans);
         this.#pos = e;
       } else this.#skipField(tag, end, HOLDER_FIELDS);
     }
     return n;
   }
 
-  #scopeRecords(start: number, end: number, res: ResourceParts, ingestMicros: bigint, emit: (row: Row) => void, spans: boolean): number {
+  *#scopeRecords(start: number, end: number, res: ResourceParts, ingestMicros: bigint, spans: boolean): Generator<Row, number> {
     const scope = this.#scopeOf(start, end);
     let n = 0;
     this.#pos = start;
@@ -129,7 +142,8 @@ export class OtlpWireRows {
       if (tag === ((2 << 3) | LEN)) {
         const s = this.#range(end);
         const e = this.#rangeEnd;
-        emit(spans ? this.#span(s, e, res, scope, ingestMicros) : this.#logRecord(s, e, res, scope, ingestMicros));
+        const row = spans ? this.#span(s, e, res, scope, ingestMicros) : this.#logRecord(s, e, res, scope, ingestMicros);
+        yield row;
         n++;
         this.#pos = e;
       } else this.#skipField(tag, end, HOLDER_FIELDS);

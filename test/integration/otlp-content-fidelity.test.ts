@@ -12,19 +12,24 @@
 // - a span of 4 million empty events (8 MB of protobuf, 300 MB of events
 //   JSON) lands with the events that fit 16 Mi characters and the rest
 //   counted as dropped: the Parquet writer failed on it, so the tenant's
-//   traces table failed every round and nothing more of it landed.
+//   traces table failed every round and nothing more of it landed;
+// - a request of 3 million empty log records (6 MB) lands through the
+//   compactor inside the ingester: its rows were buffered whole, past the
+//   compactor's 512 MiB heap, so it died every round and no tenant landed.
 
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { icebirdRows } from '../helpers/iceberg.js';
+import { icebirdDataFiles, icebirdRows } from '../helpers/iceberg.js';
 import { post } from '../helpers/http.js';
 import { runCli, startIngester } from '../helpers/ingester.js';
 import { useLocalLake } from '../helpers/local-lake.js';
-import { jsonBytes } from '../helpers/otlp-bodies.js';
+import { jsonBytes, logsJson } from '../helpers/otlp-bodies.js';
 import { postSql, startQuery } from '../helpers/query.js';
+import { untilValue } from '../helpers/wait.js';
 
 const KEYS = 300_000;
 const EVENTS = 4_000_000;
+const RECORDS = 3_000_000;
 
 function varint(n: number): number[] {
   const out: number[] = [];
@@ -159,4 +164,35 @@ describe('OTLP content, ingest → WAL → Iceberg → readers', () => {
     const beside = spans.find((x) => x['name'] === 'beside')!;
     expect([(JSON.parse(beside['events'] as string) as unknown[]).length, beside['dropped_events_count']]).toEqual([2, 0]);
   }, 240_000);
+
+  it('a request of 3 million empty log records lands through the compactor inside the ingester, and so does every other tenant', async () => {
+    const records = Buffer.alloc(RECORDS * 2);
+    for (let i = 0; i < records.length; i += 2) records[i] = (2 << 3) | 2; // ScopeLogs.log_records, empty
+    const ing = await startIngester({
+      dataDir: dir,
+      args: ['--trust-tenant-header', '--compact-interval-secs', '1', '--wal-segment-max-age-secs', '1', ...flags],
+    });
+    try {
+      const flood = await post(ing.url, '/v1/logs', field(0x0a, field(0x12, records)), { headers: { 'x-scope-orgid': 'flood' } });
+      expect(flood.status).toBe(200);
+      const other = await post(ing.url, '/v1/logs', jsonBytes(logsJson(['beside-the-flood'])), { contentType: 'application/json', headers: { 'x-scope-orgid': 'other' } });
+      expect(other.status).toBe(200);
+      const landed = await untilValue(
+        'both tenants landed',
+        async () => {
+          const f = await lake.catalog.metadataLocation('tenant_flood', 'logs');
+          const o = await lake.catalog.metadataLocation('tenant_other', 'logs');
+          return f !== null && o !== null ? { f, o } : undefined;
+        },
+        300_000,
+        500,
+      );
+      const files = await icebirdDataFiles(landed.f);
+      expect(files.reduce((n, f) => n + f.records, 0)).toBe(RECORDS);
+      expect((await icebirdRows(landed.o)).map((x) => x['body'])).toEqual(['beside-the-flood']);
+      expect(ing.logs.filter((l) => l.msg.startsWith('the compactor died'))).toEqual([]);
+    } finally {
+      expect(await ing.stop()).toBe(0);
+    }
+  }, 360_000);
 });
