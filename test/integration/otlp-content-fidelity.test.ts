@@ -17,6 +17,7 @@
 //   compactor inside the ingester: its rows were buffered whole, past the
 //   compactor's 512 MiB heap, so it died every round and no tenant landed.
 
+import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { icebirdDataFiles, icebirdRows } from '../helpers/iceberg.js';
@@ -25,6 +26,7 @@ import { runCli, startIngester } from '../helpers/ingester.js';
 import { useLocalLake } from '../helpers/local-lake.js';
 import { jsonBytes, logsJson } from '../helpers/otlp-bodies.js';
 import { postSql, startQuery } from '../helpers/query.js';
+import { errorInfoOf, httpStatusOf } from '../helpers/rpc-status.js';
 import { untilValue } from '../helpers/wait.js';
 
 const KEYS = 300_000;
@@ -195,4 +197,66 @@ describe('OTLP content, ingest → WAL → Iceberg → readers', () => {
       expect(await ing.stop()).toBe(0);
     }
   }, 360_000);
+
+  it('edge content is stored as sent, and a lone surrogate escape or a base64 id is refused with SIGLAKE_BAD_BODY, nothing stored', async () => {
+    const now = BigInt(Date.now()) * 1_000_000n;
+    const ing = await startIngester({ dataDir: dir, args: ['--trust-tenant-header', '--compactor=false', ...flags] });
+    try {
+      const logs = {
+        resourceLogs: [
+          {},
+          { scopeLogs: [{}, { logRecords: [] }] },
+          {
+            scopeLogs: [
+              {
+                logRecords: [
+                  {
+                    observedTimeUnixNano: String(now),
+                    severityNumber: 9999,
+                    traceId: '00000000000000000000000000000000',
+                    spanId: '0000000000000000',
+                    body: { stringValue: 'nul\u0000inside' },
+                    attributes: [
+                      { key: '', value: { stringValue: 'empty key' } },
+                      { key: 'nul\u0000key', value: { stringValue: 'v' } },
+                      { key: 'no value' },
+                      { key: 'empty value', value: {} },
+                    ],
+                  },
+                ],
+              },
+            ],
+          },
+        ],
+      };
+      expect((await post(ing.url, '/v1/logs', jsonBytes(logs), { contentType: 'application/json', headers: { 'x-scope-orgid': 'edges' } })).status).toBe(200);
+      const spans = { resourceSpans: [{ scopeSpans: [{ spans: [{ name: 'backwards', kind: 99, startTimeUnixNano: String(now), endTimeUnixNano: String(now - 1000n) }] }] }] };
+      expect((await post(ing.url, '/v1/traces', jsonBytes(spans), { contentType: 'application/json', headers: { 'x-scope-orgid': 'edges' } })).status).toBe(200);
+      for (const bad of [
+        '{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"\\ud800"}}]}]}]}',
+        '{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"traceId":"AQIDBAUGBwgJCgsMDQ4PEA=="}]}]}]}',
+      ]) {
+        const r = await post(ing.url, '/v1/logs', new TextEncoder().encode(bad), { contentType: 'application/json', headers: { 'x-scope-orgid': 'refused' } });
+        expect(r.status).toBe(400);
+        expect(errorInfoOf(httpStatusOf('application/json', r.body)).reason).toBe('SIGLAKE_BAD_BODY');
+      }
+    } finally {
+      expect(await ing.stop()).toBe(0);
+    }
+    expect(fs.existsSync(path.join(dir, 'wal', 'refused'))).toBe(false);
+    const c = compactOnce();
+    expect(c.status, c.stderr).toBe(0);
+    expect(await lake.catalog.metadataLocation('tenant_refused', 'logs')).toBeNull();
+    const [row] = await icebirdRows((await lake.catalog.metadataLocation('tenant_edges', 'logs'))!);
+    expect([row!['body'], row!['severity_number'], row!['trace_id'], row!['span_id'], row!['observed_time_unix_nano']]).toEqual([
+      'nul\u0000inside',
+      9999,
+      '00000000000000000000000000000000',
+      '0000000000000000',
+      now,
+    ]);
+    expect(row!['attributes']).toEqual({ '': 'empty key', 'nul\u0000key': 'v', 'no value': null, 'empty value': null });
+    const [span] = await icebirdRows((await lake.catalog.metadataLocation('tenant_edges', 'traces'))!);
+    expect([span!['name'], span!['kind'], span!['duration_nanos']]).toEqual(['backwards', 99, -1000n]);
+  }, 120_000);
 });
