@@ -101,10 +101,8 @@ export class OtlpRowDecoder {
           const start = nanos(sp['startTimeUnixNano']);
           const end = nanos(sp['endTimeUnixNano']);
           const status = sp['status'] as Msg | null | undefined;
-          const events = new JsonList();
-          for (const e of (sp['events'] as Msg[]) ?? []) if (!events.full) events.add(eventJson(e)); else events.drop();
-          const links = new JsonList();
-          for (const l of (sp['links'] as Msg[]) ?? []) if (!links.full) links.add(linkJson(l)); else links.drop();
+          const events = listJson((sp['events'] as Msg[]) ?? [], eventJson);
+          const links = listJson((sp['links'] as Msg[]) ?? [], linkJson);
           emit([
             start !== 0n ? start / 1000n : ingestMicros,
             start === 0n ? null : start,
@@ -130,10 +128,10 @@ export class OtlpRowDecoder {
             scope.schemaUrl,
             mapOf(sp['attributes'] as Msg[]),
             count(sp['droppedAttributesCount']),
-            events.json(),
-            events.droppedPlus(count(sp['droppedEventsCount'])),
-            links.json(),
-            links.droppedPlus(count(sp['droppedLinksCount'])),
+            events.json,
+            Math.min(count(sp['droppedEventsCount']) + events.dropped, INT32_MAX),
+            links.json,
+            Math.min(count(sp['droppedLinksCount']) + links.dropped, INT32_MAX),
             res.serviceNamespace,
             res.environment,
           ]);
@@ -372,15 +370,85 @@ export function setJsonKey(out: Record<string, unknown>, key: string, value: unk
  */
 export const MAX_LIST_JSON_CHARS = 16 * 1024 * 1024;
 
-/** A span's events or links as one JSON array of at most MAX_LIST_JSON_CHARS characters, and the count of those that did not fit. */
+const NO_LIST = Object.freeze({ json: null, dropped: 0 });
+/**
+ * Up to this many items a list is held as values and written by one
+ * JSON.stringify, which cannot pass V8's longest string (the items' JSON is
+ * bounded by the body's bytes): nearly every span's events and links. Past
+ * it, each item is written as it comes and the list stops at the bound.
+ */
+const WHOLE_LIST_ITEMS = 65_536;
+
+/** A span's events or links as the row holds them: listJson of the decoded messages. */
+function listJson(items: readonly Msg[], json: (m: Msg) => unknown): { json: string | null; dropped: number } {
+  if (items.length === 0) return NO_LIST;
+  const list = new JsonList();
+  for (const m of items) {
+    if (list.full) list.drop();
+    else list.add(json(m));
+  }
+  return { json: list.json(), dropped: list.droppedPlus(0) };
+}
+
+/**
+ * A span's events or links as one JSON array of at most MAX_LIST_JSON_CHARS
+ * characters, and the count of those that did not fit. A list of up to
+ * WHOLE_LIST_ITEMS items is held as values and written in one go, as any
+ * list was before the bound (the bound costs nothing there unless it is
+ * passed); a longer one is written item by item, and once an item does not
+ * fit it and every later one are dropped. Call json() before droppedPlus().
+ */
 export class JsonList {
+  #items: unknown[] | null = [];
   #parts: string[] = [];
   #chars = 2;
   #dropped = 0;
-  /** Set once an item did not fit: every later one is dropped too. */
+  /** Set once an item did not fit: every later one is dropped too (drop() it without decoding it). */
   full = false;
 
   add(item: unknown): void {
+    const items = this.#items;
+    if (items !== null) {
+      if (items.length < WHOLE_LIST_ITEMS) {
+        items.push(item);
+        return;
+      }
+      this.#itemByItem(items);
+    }
+    this.#addText(item);
+  }
+
+  drop(): void {
+    this.#dropped++;
+  }
+
+  /** The JSON array, or null when no item was kept. */
+  json(): string | null {
+    const items = this.#items;
+    if (items !== null) {
+      if (items.length === 0) return null;
+      const whole = JSON.stringify(items);
+      if (whole.length <= MAX_LIST_JSON_CHARS) return whole;
+      this.#itemByItem(items);
+    }
+    return this.#parts.length === 0 ? null : `[${this.#parts.join(',')}]`;
+  }
+
+  /** The span's own dropped count plus the items dropped here, capped at 2^31 − 1. */
+  droppedPlus(dropped: number): number {
+    return Math.min(dropped + this.#dropped, INT32_MAX);
+  }
+
+  #itemByItem(items: unknown[]): void {
+    this.#items = null;
+    for (const item of items) this.#addText(item);
+  }
+
+  #addText(item: unknown): void {
+    if (this.full) {
+      this.#dropped++;
+      return;
+    }
     const text = JSON.stringify(item);
     const chars = this.#chars + (this.#parts.length === 0 ? 0 : 1) + text.length;
     if (chars > MAX_LIST_JSON_CHARS) {
@@ -390,20 +458,6 @@ export class JsonList {
     }
     this.#parts.push(text);
     this.#chars = chars;
-  }
-
-  drop(): void {
-    this.#dropped++;
-  }
-
-  /** The JSON array, or null when no item was kept. */
-  json(): string | null {
-    return this.#parts.length === 0 ? null : `[${this.#parts.join(',')}]`;
-  }
-
-  /** The span's own dropped count plus the items dropped here, capped at 2^31 − 1. */
-  droppedPlus(dropped: number): number {
-    return Math.min(dropped + this.#dropped, INT32_MAX);
   }
 }
 

@@ -272,9 +272,9 @@ export class OtlpWireRows {
     let endNs = 0n;
     let attrs: MapValue = EMPTY_MAP;
     let dropped = 0;
-    const events = new JsonList();
+    let events: JsonList | null = null; // made for the first event: most spans have none
     let droppedEvents = 0;
-    const links = new JsonList();
+    let links: JsonList | null = null;
     let droppedLinks = 0;
     let status: number[] | null = null;
     this.#pos = start;
@@ -317,8 +317,8 @@ export class OtlpWireRows {
         case (11 << 3) | LEN: {
           const s = this.#range(end);
           const e = this.#rangeEnd;
-          if (events.full) events.drop();
-          else events.add(this.#event(s, e));
+          if (events?.full === true) events.drop();
+          else (events ??= new JsonList()).add(this.#event(s, e));
           this.#pos = e;
           break;
         }
@@ -328,8 +328,8 @@ export class OtlpWireRows {
         case (13 << 3) | LEN: {
           const s = this.#range(end);
           const e = this.#rangeEnd;
-          if (links.full) links.drop();
-          else links.add(this.#link(s, e));
+          if (links?.full === true) links.drop();
+          else (links ??= new JsonList()).add(this.#link(s, e));
           this.#pos = e;
           break;
         }
@@ -384,10 +384,10 @@ export class OtlpWireRows {
       scope.schemaUrl,
       attrs,
       dropped,
-      events.json(),
-      events.droppedPlus(droppedEvents),
-      links.json(),
-      links.droppedPlus(droppedLinks),
+      events === null ? null : events.json(),
+      events === null ? droppedEvents : events.droppedPlus(droppedEvents),
+      links === null ? null : links.json(),
+      links === null ? droppedLinks : links.droppedPlus(droppedLinks),
       res.serviceNamespace,
       res.environment,
     ];
