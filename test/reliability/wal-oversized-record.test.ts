@@ -16,9 +16,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { post, type HttpReply } from '../helpers/http.js';
-import { dumpLines, runCli, startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
+import { dumpLines, runCli, startIngester, type RunningIngester } from '../helpers/ingester.js';
 import { maxRssEnv, peakRssBytes } from '../helpers/max-rss.js';
 import { logsProto } from '../helpers/otlp-bodies.js';
+import { acmeWal } from '../helpers/written-wal.js';
 import { MAX_RECORD_PAYLOAD, MAX_SEGMENT_FILE_BYTES, RECORD_HEADER_SIZE } from '../../src/wal/format.js';
 
 const GIB = 2 ** 30;
@@ -53,20 +54,8 @@ function badHeader(length: number): Buffer {
  * is made `size` bytes long, sparse. Returns the WAL and where the header lies.
  */
 async function written(how: 'stop' | 'kill9', header: Buffer, size: number): Promise<{ dataDir: string; wal: string; seg: string; offset: number }> {
-  const dataDir = tempDir(`siglake-oversized-${how}-`);
+  const { dataDir, wal, seg, size: offset } = await acmeWal(how, 3, `siglake-oversized-${how}-`);
   dirs.push(dataDir);
-  const ing = await startIngester({ dataDir, args: ARGS });
-  live.add(ing);
-  for (let i = 0; i < 3; i++) expect((await send(ing.url, 'acme', `acme-${i}`)).status).toBe(200);
-  if (how === 'stop') expect(await ing.stop()).toBe(0);
-  else await ing.kill9();
-  live.delete(ing);
-  const wal = path.join(dataDir, 'wal');
-  const lane = path.join(wal, 'acme', 'logs');
-  const segs = fs.readdirSync(lane).filter((f) => f.endsWith('.seg')).sort();
-  const seg = path.join(lane, segs[segs.length - 1]!);
-  const offset = fs.statSync(seg).size;
-  expect(offset).toBeGreaterThan(32);
   fs.appendFileSync(seg, header);
   fs.truncateSync(seg, size); // sparse: no block past the header is written
   return { dataDir, wal, seg, offset };

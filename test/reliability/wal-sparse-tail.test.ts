@@ -14,8 +14,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { post, type HttpReply } from '../helpers/http.js';
-import { dumpLines, runCli, startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
+import { dumpLines, runCli, startIngester, type RunningIngester } from '../helpers/ingester.js';
 import { logsProto } from '../helpers/otlp-bodies.js';
+import { acmeWal } from '../helpers/written-wal.js';
 import { MAX_SEGMENT_FILE_BYTES } from '../../src/wal/format.js';
 
 const TIB = 2 ** 40;
@@ -39,22 +40,10 @@ function dumped(wal: string): { status: number | null; texts: string[] } {
   return { status: r.status, texts };
 }
 
-/** An ingester that wrote acme-0..4, then was stopped or killed; returns the WAL and acme's last segment. */
+/** acmeWal's WAL (acme-0..4, stopped or killed), acme's last segment then made 1 TiB long, sparse. */
 async function written(how: 'stop' | 'kill9'): Promise<{ dataDir: string; wal: string; seg: string; size: number }> {
-  const dataDir = tempDir(`siglake-sparse-${how}-`);
+  const { dataDir, wal, seg, size } = await acmeWal(how, 5, `siglake-sparse-${how}-`);
   dirs.push(dataDir);
-  const ing = await startIngester({ dataDir, args: ARGS });
-  live.add(ing);
-  for (let i = 0; i < 5; i++) expect((await send(ing.url, 'acme', `acme-${i}`)).status).toBe(200);
-  if (how === 'stop') expect(await ing.stop()).toBe(0);
-  else await ing.kill9();
-  live.delete(ing);
-  const wal = path.join(dataDir, 'wal');
-  const lane = path.join(wal, 'acme', 'logs');
-  const segs = fs.readdirSync(lane).filter((f) => f.endsWith('.seg')).sort();
-  const seg = path.join(lane, segs[segs.length - 1]!);
-  const size = fs.statSync(seg).size;
-  expect(size).toBeGreaterThan(32);
   // Sparse: no block is written. (ext4 takes files up to 16 TiB; the test's temp directory is on it.)
   fs.truncateSync(seg, TIB);
   expect(fs.statSync(seg).size).toBe(TIB);

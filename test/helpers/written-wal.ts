@@ -1,0 +1,35 @@
+// A WAL the real ingester wrote, for the tests that then damage it on disk.
+
+import fs from 'node:fs';
+import path from 'node:path';
+import { expect } from 'vitest';
+import { post } from './http.js';
+import { startIngester, tempDir } from './ingester.js';
+import { logsProto } from './otlp-bodies.js';
+
+/**
+ * An ingester (the tenant header trusted, no compactor) that stored `count`
+ * requests acme-0, acme-1, … for tenant acme, then was stopped (its last
+ * segment sealed) or killed -9 (unsealed). Returns the data directory (the
+ * caller removes it), the WAL root, and acme's last logs segment with its size.
+ */
+export async function acmeWal(how: 'stop' | 'kill9', count: number, prefix: string): Promise<{ dataDir: string; wal: string; seg: string; size: number }> {
+  const dataDir = tempDir(prefix);
+  const ing = await startIngester({ dataDir, args: ['--trust-tenant-header', '--compactor=false'] });
+  try {
+    for (let i = 0; i < count; i++) {
+      const r = await post(ing.url, '/v1/logs', logsProto([`acme-${i}`]), { headers: { 'x-scope-orgid': 'acme' } });
+      expect(r.status).toBe(200);
+    }
+    if (how === 'stop') expect(await ing.stop()).toBe(0);
+  } finally {
+    await ing.kill9();
+  }
+  const wal = path.join(dataDir, 'wal');
+  const lane = path.join(wal, 'acme', 'logs');
+  const segs = fs.readdirSync(lane).filter((f) => f.endsWith('.seg')).sort();
+  const seg = path.join(lane, segs[segs.length - 1]!);
+  const size = fs.statSync(seg).size;
+  expect(size).toBeGreaterThan(32);
+  return { dataDir, wal, seg, size };
+}
