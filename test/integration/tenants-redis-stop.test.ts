@@ -29,33 +29,35 @@ async function charged(admin: Redis, periodUs: number, tenant = 'acme'): Promise
   return (Number(tat) - (Number(time[0]) * 1e6 + Number(time[1]))) / periodUs;
 }
 
-describe('an ingester stopped right after a tenants reload, with Redis', () => {
-  let key: KeyPair;
-  let redis: RedisServer;
-  let admin: Redis;
-  let a: RunningIngester;
-  let c: Client;
-  let file: string;
+/** For one describe block: Redis, a key, a tenants file holding `yaml` (rewritten by the tests) and an ingester on them. */
+function ingesterWithRedis(kid: string, prefix: string, yaml: string): { key: KeyPair; admin: Redis; a: RunningIngester; c: Client; file: string } {
+  const ctx = {} as { key: KeyPair; redis: RedisServer; admin: Redis; a: RunningIngester; c: Client; file: string };
   beforeAll(async () => {
-    key = await makeKeyPair('ES256', 'k-stop');
-    const dir = tempDir('siglake-redis-stop-');
-    const jwks = writeJwksFile(dir, [key.jwk]);
-    file = path.join(dir, 'tenants.yaml');
-    fs.writeFileSync(file, tenants(0.1));
-    redis = await RedisServer.start();
-    admin = new Redis(redis.url);
-    const args = ['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--tenants-file', file, '--redis-url', redis.url, '--redis-timeout-ms', '2000'];
-    a = await startIngester({ args });
-    c = new Client(a);
+    ctx.key = await makeKeyPair('ES256', kid);
+    const dir = tempDir(prefix);
+    const jwks = writeJwksFile(dir, [ctx.key.jwk]);
+    ctx.file = path.join(dir, 'tenants.yaml');
+    fs.writeFileSync(ctx.file, yaml);
+    ctx.redis = await RedisServer.start();
+    ctx.admin = new Redis(ctx.redis.url);
+    const args = ['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--tenants-file', ctx.file, '--redis-url', ctx.redis.url, '--redis-timeout-ms', '2000'];
+    ctx.a = await startIngester({ args });
+    ctx.c = new Client(ctx.a);
   });
   afterAll(async () => {
-    c?.close();
-    if (a) await a.stop();
-    admin?.disconnect();
-    await redis?.stop();
+    ctx.c?.close();
+    if (ctx.a) expect(await ctx.a.stop()).toBe(0);
+    ctx.admin?.disconnect();
+    await ctx.redis?.stop();
   });
+  return ctx;
+}
+
+describe('an ingester stopped right after a tenants reload, with Redis', () => {
+  const ctx = ingesterWithRedis('k-stop', 'siglake-redis-stop-', tenants(0.1));
 
   it('returns the unspent lease of the replaced rate to the shared bucket: the key holds only what was spent', async () => {
+    const { key, admin, a, c, file } = ctx;
     const hdr = { authorization: `Bearer ${await mint(key, { org_id: 'acme' }, { sub: 'svc' })}` };
     expect((await c.send('http', 'logs', 'one', hdr)).status).toBe(200);
     // 0.1/s (10 s a token): the request was admitted on credit, then charged, and a lease of one
@@ -79,32 +81,10 @@ describe('a tenants reload that removes a tenant from a rate group it keeps, wit
   // 0.01/s: a token charged stays charged 100 s, longer than the test.
   const group = (...ids: string[]) =>
     `tenants:\n${ids.map((id) => `  - id: ${id}\n    subjects: { claims: { org_id: ${id} } }\n    rateLimit: { requestsPerSec: 0.01, burst: 10 }\n`).join('')}`;
-  let key: KeyPair;
-  let redis: RedisServer;
-  let admin: Redis;
-  let a: RunningIngester;
-  let c: Client;
-  let file: string;
-  beforeAll(async () => {
-    key = await makeKeyPair('ES256', 'k-release');
-    const dir = tempDir('siglake-redis-release-');
-    const jwks = writeJwksFile(dir, [key.jwk]);
-    file = path.join(dir, 'tenants.yaml');
-    fs.writeFileSync(file, group('acme', 'beta'));
-    redis = await RedisServer.start();
-    admin = new Redis(redis.url);
-    const args = ['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks, '--tenants-file', file, '--redis-url', redis.url, '--redis-timeout-ms', '2000'];
-    a = await startIngester({ args });
-    c = new Client(a);
-  });
-  afterAll(async () => {
-    c?.close();
-    if (a) expect(await a.stop()).toBe(0);
-    admin?.disconnect();
-    await redis?.stop();
-  });
+  const ctx = ingesterWithRedis('k-release', 'siglake-redis-release-', group('acme', 'beta'));
 
   it('returns the removed tenant\'s unspent lease to its shared bucket at the reload, not at the stop', async () => {
+    const { key, admin, a, c, file } = ctx;
     const as = async (org: string) => ({ authorization: `Bearer ${await mint(key, { org_id: org }, { sub: `${org}-1` })}` });
     expect((await c.send('http', 'logs', 'a0', await as('acme'))).status).toBe(200);
     // One token spent, one more leased and held unspent (the lease asked when the first ran out).
