@@ -61,20 +61,24 @@ describe('OTLP content, ingest → WAL → Iceberg → readers', () => {
   const { dir, flags } = lake;
   const compactOnce = () => runCli(['compact', '--once', '--ingester-stopped', '--wal-dir', path.join(dir, 'wal'), ...flags], { timeoutMs: 120_000 });
 
-  it('a log record of 300,000 attribute keys lands in one compaction round, a repeated key in its first place with its last value', async () => {
-    const attributes: Record<string, unknown>[] = Array.from({ length: KEYS }, (_, i) => ({ key: `k${i}`, value: { intValue: i } }));
-    attributes.push({ key: 'k7', value: { stringValue: 'last' } });
+  /** One request stored by a fresh ingester (200), which then stops; then its WAL landed by one `compact --once`. */
+  async function storeAndLand(route: '/v1/logs' | '/v1/traces', body: Uint8Array, contentType?: string): Promise<void> {
     const ing = await startIngester({ dataDir: dir, args: ['--compactor=false', ...flags] });
     try {
-      const body = jsonBytes({ resourceLogs: [{ scopeLogs: [{ logRecords: [{ body: { stringValue: 'many-keys' }, attributes }] }] }] });
-      const r = await post(ing.url, '/v1/logs', body, { contentType: 'application/json' });
+      const r = await post(ing.url, route, body, contentType === undefined ? {} : { contentType });
       expect(r.status).toBe(200);
     } finally {
       expect(await ing.stop()).toBe(0);
     }
-    // Before the fix this round ran for tens of minutes (and was killed here after 120 s).
     const c = compactOnce();
     expect(c.status, c.stderr).toBe(0);
+  }
+
+  it('a log record of 300,000 attribute keys lands in one compaction round, a repeated key in its first place with its last value', async () => {
+    const attributes: Record<string, unknown>[] = Array.from({ length: KEYS }, (_, i) => ({ key: `k${i}`, value: { intValue: i } }));
+    attributes.push({ key: 'k7', value: { stringValue: 'last' } });
+    // Before the fix the compaction round ran for tens of minutes (and was killed here after 120 s).
+    await storeAndLand('/v1/logs', jsonBytes({ resourceLogs: [{ scopeLogs: [{ logRecords: [{ body: { stringValue: 'many-keys' }, attributes }] }] }] }), 'application/json');
     const rows = await icebirdRows((await lake.catalog.metadataLocation('main', 'logs'))!);
     const row = rows.find((x) => x['body'] === 'many-keys')!;
     const attrs = row['attributes'] as Record<string, string>;
@@ -99,15 +103,7 @@ describe('OTLP content, ingest → WAL → Iceberg → readers', () => {
         attributes: [{ key: 'kv', value: { kvlistValue: { values: [{ key: 'z', value: { doubleValue: '-0' } }] } } }],
       },
     ];
-    const ing = await startIngester({ dataDir: dir, args: ['--compactor=false', ...flags] });
-    try {
-      const r = await post(ing.url, '/v1/logs', jsonBytes({ resourceLogs: [{ scopeLogs: [{ logRecords: records }] }] }), { contentType: 'application/json' });
-      expect(r.status).toBe(200);
-    } finally {
-      expect(await ing.stop()).toBe(0);
-    }
-    const c = compactOnce();
-    expect(c.status, c.stderr).toBe(0);
+    await storeAndLand('/v1/logs', jsonBytes({ resourceLogs: [{ scopeLogs: [{ logRecords: records }] }] }), 'application/json');
 
     const rows = await icebirdRows((await lake.catalog.metadataLocation('main', 'logs'))!);
     const byName = new Map(rows.filter((x) => x['event_name'] !== null).map((x) => [x['event_name'] as string, x]));
@@ -145,15 +141,7 @@ describe('OTLP content, ingest → WAL → Iceberg → readers', () => {
   }, 120_000);
 
   it('a span of 4 million empty events lands with the events that fit and the rest counted as dropped, beside the other spans', async () => {
-    const ing = await startIngester({ dataDir: dir, args: ['--compactor=false', ...flags] });
-    try {
-      const r = await post(ing.url, '/v1/traces', spansWithEvents([{ name: 'flood', events: EVENTS }, { name: 'beside', events: 2 }]));
-      expect(r.status).toBe(200);
-    } finally {
-      expect(await ing.stop()).toBe(0);
-    }
-    const c = compactOnce();
-    expect(c.status, c.stderr).toBe(0);
+    await storeAndLand('/v1/traces', spansWithEvents([{ name: 'flood', events: EVENTS }, { name: 'beside', events: 2 }]));
     const spans = await icebirdRows((await lake.catalog.metadataLocation('main', 'traces'))!);
     expect(spans.map((x) => x['name']).sort()).toEqual(['beside', 'flood']);
     const flood = spans.find((x) => x['name'] === 'flood')!;
