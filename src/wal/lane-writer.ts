@@ -27,7 +27,7 @@
 //   and, after the journal is retired, writes the `.sealed` marker.
 
 import { writeSealedMarker } from './sealed-marker.js';
-import { dirname, join } from 'node:path';
+import { dirname, isAbsolute, join, relative, sep } from 'node:path';
 import { DeferredRuns } from './deferred-runs.js';
 import type { RunsWriter } from './native-runs.js';
 import { FdCache, type FdHandle } from './fd-cache.js';
@@ -1088,6 +1088,8 @@ export class LaneWriter {
   prepareDir(): string[] | null {
     if (this.#dirReady || this.#closed) return null;
     try {
+      const fresh = this.#makeFreshDirs();
+      if (fresh !== null) return fresh;
       this.#beforeDir();
       const parents: string[] = [];
       this.#mkdirsUnsynced(this.#dir, parents);
@@ -1095,6 +1097,37 @@ export class LaneWriter {
     } catch {
       return null;
     }
+  }
+
+  /**
+   * A lane of a tenant this WAL has no directory for (a new tenant): the
+   * tenant's directory made here (mkdir succeeds, so nothing stood under its
+   * name: no link, no file), then the lane's below it. Both are new and
+   * empty, so the path check and the lane's repair, which would each look
+   * up names that do not exist, have nothing to find: the lane starts at
+   * segment 1. Two mkdirs instead of six calls a new tenant, on the writer's
+   * thread. null: the tenant's directory could not be made here (it exists:
+   * the usual path checks and repairs what is there).
+   */
+  #makeFreshDirs(): string[] | null {
+    if (this.#next !== 0 || this.#root === undefined) return null;
+    const rel = relative(this.#root, this.#dir);
+    if (rel === '' || rel.startsWith('..') || isAbsolute(rel)) return null;
+    const parts = rel.split(sep);
+    let at = join(this.#root, parts[0]!);
+    try {
+      this.#ops.mkdir(at);
+    } catch {
+      return null;
+    }
+    const parents = [this.#root];
+    for (let i = 1; i < parts.length; i++) {
+      parents.push(at);
+      at = join(at, parts[i]!);
+      this.#ops.mkdir(at); // in a directory made just now: a failure is the disk's, reported by the flush
+    }
+    this.#next = 1;
+    return parents;
   }
 
   /** Every directory prepareDir() returned is synced: the first segment's open makes no directory. */

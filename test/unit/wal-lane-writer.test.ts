@@ -1,7 +1,7 @@
 // LaneWriter against the real file system, with failures injected through a
 // faulty FileOps (the "faulty file handle" of Prometheus' wlog tests).
 
-import { appendFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -402,6 +402,44 @@ describe('LaneWriter', () => {
     ops.fail('mkdir', 'EACCES');
     expect(() => w.flush()).toThrow(expect.objectContaining({ op: 'mkdir', errno: 'EACCES' }));
     expect(existsSync(walDir)).toBe(false);
+  });
+
+  it('a new tenant under a WAL root: its two directories made by two mkdirs, nothing looked up, the lane at segment 1', () => {
+    mkdirSync(walDir);
+    const ops = new FaultyOps();
+    const w = writer({ fileOps: ops, root: walDir });
+    put(w, 'x');
+    expect(w.prepareDir()).toEqual([walDir, join(walDir, 'acme')]);
+    expect(ops.count('mkdir'), 'acme and logs, each made at the first try').toBe(2);
+    w.dirDurable();
+    w.flush();
+    expect(readdirSync(dir)).toEqual(['00000001.seg']);
+    expect(allTexts(dir)).toEqual(['x']);
+  });
+
+  it('a tenant whose directory exists: its lane is checked and repaired as before (the next number after what is there; a link refused)', () => {
+    const one = writer({ root: walDir });
+    put(one, 'a');
+    one.flush();
+    writeFileSync(join(dir, '00000007.seg.tmp'), 'left over');
+    const ops = new FaultyOps();
+    const w = writer({ fileOps: ops, root: walDir });
+    put(w, 'b');
+    expect(w.prepareDir()).toEqual([join(walDir, 'acme')]); // logs found: its parent synced, as before
+    expect(w.recovery?.removedTmp).toEqual(['00000007.seg.tmp']);
+    w.dirDurable();
+    w.flush();
+    expect(readdirSync(dir).sort()).toEqual(['00000001.seg', '00000008.seg']);
+
+    // A link named as a new tenant: mkdir finds it (EEXIST), and the path check refuses it.
+    const elsewhere = join(base, 'elsewhere');
+    mkdirSync(elsewhere);
+    symlinkSync(elsewhere, join(walDir, 'bolt'));
+    const linked = writer({ dir: laneDir(walDir, 'bolt', LOGS_TABLE), root: walDir });
+    put(linked, 'c');
+    expect(linked.prepareDir()).toBeNull();
+    expect(() => linked.flush()).toThrow(expect.objectContaining({ op: 'symlink' }));
+    expect(readdirSync(elsewhere)).toEqual([]);
   });
 
   it('abandons a segment whose fdatasync failed (EIO) and carries on in a new one', async () => {
