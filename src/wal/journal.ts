@@ -1020,6 +1020,13 @@ export function replayJournalDir(
     try {
       rmdirSync(dir);
     } catch (err) {
+      // Left, it would keep the WAL a batch-mode one for the compactor (seal-rule.ts) in any mode.
+      if (errnoCode(err) === 'ENOTEMPTY') {
+        throw new WalFileTypeError(
+          dir,
+          `holds ${listUnreadJournalNames(dir).join(', ')}, under names start-up does not read: the journal directory of another worker count is replayed and removed before any worker starts, and this one cannot be; move them aside`,
+        );
+      }
       if (errnoCode(err) !== 'ENOENT') throw err;
     }
     NODE_FILE_OPS.fsyncDir(dirname(dir));

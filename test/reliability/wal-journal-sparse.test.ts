@@ -181,6 +181,20 @@ describe('a commit journal file under a name start-up does not read', () => {
     expect(acmeTexts(after.stdout)).toEqual(['acme-0', 'acme-1', 'acme-2', 'acme-after']);
   });
 
+  it("in the journal directory of another worker count, which start-up replays and removes: the start stops naming the directory and the entry (exit 1), not with a bare ENOTEMPTY", { timeout: 120_000 }, async () => {
+    const { dataDir, wal, jnl } = await killed('siglake-jnl-foreign-');
+    const foreign = path.join(wal, JOURNAL_ROOT, 'shard-0-of-2');
+    fs.mkdirSync(foreign);
+    fs.renameSync(jnl, path.join(foreign, '00000000.jnl'));
+
+    const r = runCli(['ingest', '--wal-dir', wal, '--workers', '1', '--http-listen', '127.0.0.1:0', '--grpc-listen', '127.0.0.1:0', ...ARGS], { cwd: dataDir, timeoutMs: 60_000 });
+    expect(r.signal, 'the start did not stop').toBeNull();
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain(`${foreign}: holds 00000000.jnl, under names start-up does not read`);
+    expect(r.stderr).toContain('move them aside');
+    expect(fs.existsSync(path.join(foreign, '00000000.jnl'))).toBe(true);
+  });
+
   it('000000001.jnl, a non-canonical spelling of a number: verify and dump fail naming it (exit 1), as for a non-canonical segment name', { timeout: 120_000 }, async () => {
     const { wal, jnl } = await killed('siglake-jnl-noncanon-');
     const odd = path.join(wal, SHARD, '000000001.jnl');
