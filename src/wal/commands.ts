@@ -6,14 +6,15 @@
 
 import { existsSync, readdirSync, realpathSync, statSync, type Dirent } from 'node:fs';
 import { join, relative, resolve, sep } from 'node:path';
-import { KEPT_JOURNAL_RE, listJournalDirs, listJournalFiles, listKeptJournals } from './journal.js';
-import { decodeJournal, formatJournalName, isJournalDirName, JOURNAL_ROOT } from './journal-format.js';
+import { KEPT_JOURNAL_RE, listJournalDirs, listJournalFiles, listKeptJournals, listUnreadJournalNames, unreadJournal } from './journal.js';
+import { formatJournalName, isJournalDirName, JOURNAL_ROOT, type JournalStop } from './journal-format.js';
+import { readJournalFile } from './journal-file.js';
 import { enclosingWalRoot, INGESTER_LOCK, isWalRoot, linksInWal, listLaneDirs, locateLaneDir, subdirs, tableLabel, WAL_ROOT_MARKER, type WalTable } from './layout.js';
 import { formatSegmentName, recordTypeName, type RecordType } from './format.js';
 import { listLaneFiles, type LaneFiles, type SegmentFile } from './segment-files.js';
 import { SegmentReader, type SegmentStop } from './segment-reader.js';
 import { canBeTorn } from './repair.js';
-import { kindOf, readRegularFile } from './regular-file.js';
+import { kindOf } from './regular-file.js';
 import { DEFAULT_TENANT, isValidIdentifier } from '../tenancy/identifier.js';
 import { readSealedMarker } from './sealed-marker.js';
 import { WAL_ID_FILE } from '../compactor/wal-identity.js';
@@ -125,19 +126,17 @@ function journalHeld(dir: string): JournalHeld {
       continue; // reported by verifyJournals
     }
     for (const n of numbers) {
-      let bytes: Buffer;
       try {
-        bytes = readRegularFile(join(shardDir, formatJournalName(n)));
+        readJournalFile(join(shardDir, formatJournalName(n)), n, (e) => {
+          const laneDir = lanes.get(e.tag);
+          if (laneDir === undefined) return;
+          const seg = join(laneDir, formatSegmentName(e.segment));
+          let ranges = held.get(seg);
+          if (ranges === undefined) held.set(seg, (ranges = []));
+          ranges.push([e.offset, e.offset + e.body.length]);
+        });
       } catch {
         continue; // reported by verifyJournals
-      }
-      for (const e of decodeJournal(bytes, n).entries) {
-        const laneDir = lanes.get(e.tag);
-        if (laneDir === undefined) continue;
-        const seg = join(laneDir, formatSegmentName(e.segment));
-        let ranges = held.get(seg);
-        if (ranges === undefined) held.set(seg, (ranges = []));
-        ranges.push([e.offset, e.offset + e.body.length]);
       }
     }
   }
@@ -176,9 +175,8 @@ function verifyJournals(dir: string, out: (line: string) => void, damage: (line:
     problems++;
     let what: string;
     try {
-      const j = decodeJournal(readRegularFile(join(dir, JOURNAL_ROOT, name)), Number(KEPT_JOURNAL_RE.exec(name)![2]));
-      const records = j.entries.reduce((sum, e) => sum + e.records, 0);
-      what = `${j.entries.length} entries, ${records} records before the damage at offset ${j.stop.offset} (${j.stop.kind === 'end' ? 'none' : j.stop.why})`;
+      const j = countJournal(join(dir, JOURNAL_ROOT, name), Number(KEPT_JOURNAL_RE.exec(name)![2]));
+      what = `${j.entries} entries, ${j.records} records before the damage at offset ${j.stop.offset} (${j.stop.kind === 'end' ? 'none' : j.stop.why})`;
     } catch (err) {
       what = (err as Error).message;
     }
@@ -198,17 +196,17 @@ function verifyJournals(dir: string, out: (line: string) => void, damage: (line:
     }
     for (const n of numbers) {
       const name = `${JOURNAL_ROOT}/${shard}/${formatJournalName(n)}`;
-      let bytes: Buffer;
+      let j: { entries: number; records: number; stop: JournalStop };
       try {
-        // Not through a link, never blocking on a FIFO (readFileSync waited for ever on one).
-        bytes = readRegularFile(join(shardDir, formatJournalName(n)));
+        // Not through a link, never blocking on a FIFO (readFileSync waited for ever on one); a piece
+        // at a time (a file made long and sparse was read whole, one past 2 GiB refused).
+        j = countJournal(join(shardDir, formatJournalName(n)), n);
       } catch (err) {
         problems++;
         damage(`  DAMAGED: journal ${name}: ${(err as Error).message}`);
         continue;
       }
-      const j = decodeJournal(bytes, n);
-      const records = j.entries.reduce((sum, e) => sum + e.records, 0);
+      const records = j.records;
       const stop = j.stop;
       const end =
         stop.kind === 'end'
@@ -218,13 +216,39 @@ function verifyJournals(dir: string, out: (line: string) => void, damage: (line:
             : `corrupt at offset ${stop.offset}: ${stop.why}`;
       if (stop.kind === 'corrupt') {
         problems++;
-        damage(`  DAMAGED: journal ${name}: ${j.entries.length} entries, ${records} records, ${end}`);
+        damage(`  DAMAGED: journal ${name}: ${j.entries} entries, ${records} records, ${end}`);
       } else {
-        out(`journal ${name}: ${j.entries.length} entries, ${records} records, ${end}`);
+        out(`journal ${name}: ${j.entries} entries, ${records} records, ${end}`);
+      }
+    }
+    // What start-up neither replays nor deletes, said as a lane's unknown entries are; a journal
+    // file's name that spells a number other than the writer does is damage, as a segment's is.
+    for (const entry of listUnreadJournalNames(shardDir)) {
+      const name = `${JOURNAL_ROOT}/${shard}/${entry}`;
+      const held = unreadJournal(join(shardDir, entry));
+      const holds = held === null ? '' : `: a commit journal file holding ${held.entries} entries, ${held.records} records, which start-up neither replays nor deletes`;
+      const m = /^(\d+)\.jnl$/.exec(entry);
+      const n = m === null ? 0 : Number(m[1]);
+      if (Number.isSafeInteger(n) && n >= 1) {
+        problems++;
+        damage(`  DAMAGED: non-canonical journal file name ${name} (the writer spells it ${formatJournalName(n)})${holds}`);
+      } else {
+        out(`  unexpected entry ${name} (ignored)${holds}`);
       }
     }
   }
   return problems;
+}
+
+/** A journal file's entries and records, read a piece at a time, and where they stop. */
+function countJournal(path: string, expected: number): { entries: number; records: number; stop: JournalStop } {
+  let entries = 0;
+  let records = 0;
+  const r = readJournalFile(path, expected, (e) => {
+    entries++;
+    records += e.records;
+  });
+  return { entries, records, stop: r.stop! };
 }
 
 /**

@@ -268,7 +268,11 @@ export interface JournalEntry {
    */
   readonly offset: number;
   readonly records: number;
-  /** The records, a view into the decoded buffer. */
+  /**
+   * The records: a view into the buffer given to decodeJournal, or, read from
+   * a file (JournalReader over a JournalSource), into the piece of the file the
+   * reader read it with (never reused: a view stays good as long as it is kept).
+   */
   readonly body: Uint8Array;
 }
 
@@ -285,117 +289,241 @@ export interface DecodedJournal {
   readonly stop: JournalStop;
 }
 
+/**
+ * Where a JournalReader reads a journal file's bytes: a buffer holding it
+ * whole (decodeJournal), or the file itself, a piece at a time
+ * (journal-file.ts), so that a file made long and sparse, or longer than
+ * Node reads at once (2 GiB), is never held whole.
+ */
+export interface JournalSource {
+  /** The file's length. */
+  readonly size: number;
+  /** The longest view `bytes` returns without reading that many bytes into a buffer of their own. */
+  readonly window: number;
+  /**
+   * `len` bytes at `pos` (`pos + len <= size`), as a view that stays good
+   * for as long as it is kept (no buffer a view was returned from is reused).
+   */
+  bytes(pos: number, len: number): Uint8Array;
+  /** Whether bytes [from, to) are all zero; compared a block at a time, never held whole. */
+  zeros(from: number, to: number): boolean;
+}
+
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 const ZERO_RUN = new Uint8Array(64 * 1024);
 
-function isTerminator(b: Uint8Array, at: number): boolean {
-  return Buffer.compare(b.subarray(at, at + ENTRY_HEADER_SIZE), ZERO_RUN.subarray(0, ENTRY_HEADER_SIZE)) === 0;
-}
-
-function allZero(b: Uint8Array, from: number): boolean {
-  return zeroTailStart(b) <= from;
-}
-
-/**
- * Where the run of zero bytes that ends the file starts (b.length when the
- * last byte is not zero). A prefilled file (journal.ts) ends in zeros after
- * its entries; compared a block at a time, natively.
- */
-function zeroTailStart(b: Uint8Array): number {
-  let end = b.length;
-  while (end > 0) {
-    const from = Math.max(0, end - ZERO_RUN.length);
-    if (Buffer.compare(b.subarray(from, end), ZERO_RUN.subarray(0, end - from)) !== 0) {
-      while (b[end - 1] === 0) end--;
-      return end;
-    }
-    end = from;
+/** Whether `b` is all zero bytes (natively, a block at a time). */
+export function isAllZero(b: Uint8Array): boolean {
+  for (let from = 0; from < b.length; from += ZERO_RUN.length) {
+    const to = Math.min(b.length, from + ZERO_RUN.length);
+    if (Buffer.compare(b.subarray(from, to), ZERO_RUN.subarray(0, to - from)) !== 0) return false;
   }
-  return 0;
+  return true;
+}
+
+/** A journal file held whole in memory. */
+class BufferSource implements JournalSource {
+  readonly size: number;
+  readonly window = Number.POSITIVE_INFINITY;
+  constructor(private readonly b: Uint8Array) {
+    this.size = b.length;
+  }
+  bytes(pos: number, len: number): Uint8Array {
+    return this.b.subarray(pos, pos + len);
+  }
+  zeros(from: number, to: number): boolean {
+    return isAllZero(this.b.subarray(from, to));
+  }
 }
 
 /**
- * Decodes a whole journal file. The entries end cleanly (`end`) at the end
- * of the file, at a terminator (versions 3, 4), or where only zero bytes follow
- * the last whole entry. Otherwise it stops at the first entry that is not
- * whole and valid: `torn` when the file ends inside it, when only zero bytes
- * follow where it starts, or in a spare (versions 3, 4,
- * flagged reused: past its entries lie its earlier bytes, and a page a crash
- * lost reads as those); `corrupt` otherwise. Nothing after a stop is trusted.
+ * Decodes a whole journal file held in memory (a test's, or a small one):
+ * JournalReader over the buffer, every entry a view into `b`.
  */
 export function decodeJournal(b: Uint8Array, expectedNumber = 0): DecodedJournal {
-  if (b.length === 0) return { number: 0, version: 0, entries: [], stop: { kind: 'torn', offset: 0, why: 'empty journal file' } };
-  const head = decodeJournalHeader(b, expectedNumber);
-  if (typeof head === 'string') {
-    // A spare renamed to its new number whose new header never reached the disk
-    // (a crash right after the rename) still has its earlier, lower number: nothing in it is this file's.
-    const earlier = decodeJournalHeader(b, 0);
-    const kind = b.length < JOURNAL_HEADER_SIZE || allZero(b, 0) || (typeof earlier === 'number' && earlier < expectedNumber) ? 'torn' : 'corrupt';
-    return { number: 0, version: 0, entries: [], stop: { kind, offset: 0, why: head } };
-  }
-  const version = readU16(b, 4);
-  const seed = version >= JOURNAL_VERSION_3 ? seedOf(head) : 0;
-  /** Version 4: the entry CRC covers the body's digest (bodyDigest). */
-  const digested = version === JOURNAL_VERSION;
-  /** Past the entries of a spare lie bytes of its earlier use: a stop there, or in a round a crash cut, is torn. */
-  const reused = version >= JOURNAL_VERSION_3 && (readU32(b, 24) & JOURNAL_FLAG_REUSED) !== 0;
+  const r = new JournalReader(new BufferSource(b), expectedNumber);
   const entries: JournalEntry[] = [];
-  let at = JOURNAL_HEADER_SIZE;
-  const zeroTail = zeroTailStart(b);
-  const stop = (kind: 'torn' | 'corrupt', why: string): DecodedJournal => ({
-    number: head,
-    version,
-    entries,
-    stop: { kind: kind === 'corrupt' && (reused || zeroTail <= at) ? 'torn' : kind, offset: at, why },
-  });
-  while (at < b.length) {
-    if (zeroTail <= at) break;
-    // Versions 3, 4: the terminator after the last round's entries.
-    if (version >= JOURNAL_VERSION_3 && b.length - at >= ENTRY_HEADER_SIZE && isTerminator(b, at)) break;
-    if (b.length - at < ENTRY_HEADER_SIZE) return stop('torn', 'entry header cut short');
-    const bodyLength = readU32(b, at);
-    const tagLength = readU16(b, at + 8);
-    if (tagLength < 1 || tagLength > MAX_TAG_LENGTH) return stop('corrupt', `bad tag length ${tagLength}`);
-    if (readU16(b, at + 10) !== 0) return stop('corrupt', 'non-zero reserved field in entry header');
+  for (let e = r.next(); e !== null; e = r.next()) entries.push(e);
+  return { number: r.number, version: r.version, entries, stop: r.stop! };
+}
+
+/**
+ * Reads a journal file's entries one at a time, in order. The entries end
+ * cleanly (`end`) at the end of the file, at a terminator (versions 3, 4),
+ * or where only zero bytes follow the last whole entry. Otherwise it stops at
+ * the first entry that is not whole and valid: `torn` when the file ends
+ * inside it, when only zero bytes follow where it starts, or in a spare
+ * (versions 3, 4, flagged reused: past its entries lie its earlier bytes, and
+ * a page a crash lost reads as those); `corrupt` otherwise. Nothing after a
+ * stop is trusted, nor read: what follows the entries (a sparse tail of
+ * zeros, an earlier use's bytes) is read only to tell whether it is all zero,
+ * a block at a time. An entry is read whole only once its header's CRC
+ * vouches for its length (version 4: through the body's digest, which is
+ * summed a window at a time), so a damaged length costs a read of what it
+ * declares, never that much memory.
+ */
+export class JournalReader {
+  /** 0 when the header is bad or torn (then there are no entries). */
+  number = 0;
+  /** The header's version (1 to 4); 0 when the header is bad or torn. */
+  version = 0;
+  /** Null until next() returned null. */
+  stop: JournalStop | null = null;
+  readonly #src: JournalSource;
+  #at = JOURNAL_HEADER_SIZE;
+  #seed = 0;
+  /** Version 4: the entry CRC covers the body's digest (bodyDigest). */
+  #digested = false;
+  /** Past the entries of a spare lie bytes of its earlier use: a stop there, or in a round a crash cut, is torn. */
+  #reused = false;
+
+  constructor(src: JournalSource, expectedNumber = 0) {
+    this.#src = src;
+    const size = src.size;
+    if (size === 0) {
+      this.stop = { kind: 'torn', offset: 0, why: 'empty journal file' };
+      return;
+    }
+    const h = src.bytes(0, Math.min(size, JOURNAL_HEADER_SIZE));
+    const head = decodeJournalHeader(h, expectedNumber);
+    if (typeof head === 'string') {
+      // A spare renamed to its new number whose new header never reached the disk
+      // (a crash right after the rename) still has its earlier, lower number: nothing in it is this file's.
+      const earlier = decodeJournalHeader(h, 0);
+      const kind = size < JOURNAL_HEADER_SIZE || (typeof earlier === 'number' && earlier < expectedNumber) || src.zeros(0, size) ? 'torn' : 'corrupt';
+      this.stop = { kind, offset: 0, why: head };
+      return;
+    }
+    this.number = head;
+    this.version = readU16(h, 4);
+    this.#seed = this.version >= JOURNAL_VERSION_3 ? seedOf(head) : 0;
+    this.#digested = this.version === JOURNAL_VERSION;
+    this.#reused = this.version >= JOURNAL_VERSION_3 && (readU32(h, 24) & JOURNAL_FLAG_REUSED) !== 0;
+  }
+
+  #end(kind: 'torn' | 'corrupt', why: string): null {
+    this.stop = { kind: kind === 'corrupt' && this.#reused ? 'torn' : kind, offset: this.#at, why };
+    return null;
+  }
+
+  /** The next whole entry, or null at a stop (then `stop` says which). */
+  next(): JournalEntry | null {
+    if (this.stop !== null) return null;
+    const src = this.#src;
+    const size = src.size;
+    const at = this.#at;
+    if (at >= size) {
+      this.stop = { kind: 'end', offset: at };
+      return null;
+    }
+    const h = src.bytes(at, Math.min(size - at, ENTRY_HEADER_SIZE));
+    if (isAllZero(h)) {
+      // Versions 3, 4: the terminator after the last round's entries. Else the
+      // entries end where only zeros follow (a prefilled or sparse tail).
+      if ((this.version >= JOURNAL_VERSION_3 && h.length === ENTRY_HEADER_SIZE) || src.zeros(at, size)) {
+        this.stop = { kind: 'end', offset: at };
+        return null;
+      }
+    }
+    if (h.length < ENTRY_HEADER_SIZE) return this.#end('torn', 'entry header cut short');
+    const bodyLength = readU32(h, 0);
+    const tagLength = readU16(h, 8);
+    if (tagLength < 1 || tagLength > MAX_TAG_LENGTH) return this.#end('corrupt', `bad tag length ${tagLength}`);
+    if (readU16(h, 10) !== 0) return this.#end('corrupt', 'non-zero reserved field in entry header');
     const tagEnd = at + ENTRY_HEADER_SIZE + tagLength;
-    if (tagEnd > b.length) return stop('torn', 'entry tag cut short');
-    const tagBytes = b.subarray(at + ENTRY_HEADER_SIZE, tagEnd);
-    if (digested) {
-      // Version 4: the CRC covers the body's digest, so the body must be in the file to check it.
-      const bodyEnd = tagEnd + bodyLength;
-      if (bodyEnd > b.length) return stop('torn', 'entry body cut short');
-      // A body an earlier use left (records whose own CRCs check) fails here, as a damaged header does.
-      const digest = bodyDigest([b.subarray(tagEnd, bodyEnd)], 0, 1, readU64(b, at + 24) === 0);
-      if (entryCrc(b, at, tagBytes, seed, digest) !== readU32(b, at + 4)) return stop('corrupt', 'entry CRC mismatch');
-    } else if (entryCrc(b, at, tagBytes, seed) !== readU32(b, at + 4)) return stop('corrupt', 'entry CRC mismatch');
-    const segment = readU64(b, at + 16);
-    const offset = readU64(b, at + 24);
-    if (segment < 1 || offset < 0) return stop('corrupt', 'entry value out of range');
+    if (tagEnd > size) return this.#end('torn', 'entry tag cut short');
+    const tagBytes = src.bytes(at + ENTRY_HEADER_SIZE, tagLength);
     const end = tagEnd + bodyLength;
-    if (end > b.length) return stop('torn', 'entry body cut short');
-    const body = b.subarray(tagEnd, end);
+    if (this.#digested) {
+      // Version 4: the CRC covers the body's digest, so the body must be in the file to check it.
+      if (end > size) return this.#end('torn', 'entry body cut short');
+      // A body an earlier use left (records whose own CRCs check) fails here, as a damaged header does.
+      const digest = this.#digest(tagEnd, bodyLength, readU64(h, 24) === 0);
+      if (entryCrc(h, 0, tagBytes, this.#seed, digest) !== readU32(h, 4)) return this.#end('corrupt', 'entry CRC mismatch');
+    } else if (entryCrc(h, 0, tagBytes, this.#seed) !== readU32(h, 4)) return this.#end('corrupt', 'entry CRC mismatch');
+    const segment = readU64(h, 16);
+    const offset = readU64(h, 24);
+    if (segment < 1 || offset < 0) return this.#end('corrupt', 'entry value out of range');
+    if (end > size) return this.#end('torn', 'entry body cut short');
+    const body = src.bytes(tagEnd, bodyLength);
     let records = body;
-    if (version !== JOURNAL_VERSION_1 && offset < SEGMENT_HEADER_SIZE) {
+    if (this.version !== JOURNAL_VERSION_1 && offset < SEGMENT_HEADER_SIZE) {
       // Version 2 on: offset 0 is a segment created by the round, its header first.
-      if (offset !== 0) return stop('corrupt', `entry offset ${offset} inside the segment header`);
-      if (body.length < SEGMENT_HEADER_SIZE) return stop('corrupt', 'entry at offset 0 without a segment header');
-      const h = decodeSegmentHeader(body, 0, segment);
-      if (typeof h === 'string') return stop('corrupt', `segment header in entry: ${h}`);
+      if (offset !== 0) return this.#end('corrupt', `entry offset ${offset} inside the segment header`);
+      if (body.length < SEGMENT_HEADER_SIZE) return this.#end('corrupt', 'entry at offset 0 without a segment header');
+      const sh = decodeSegmentHeader(body, 0, segment);
+      if (typeof sh === 'string') return this.#end('corrupt', `segment header in entry: ${sh}`);
       records = body.subarray(SEGMENT_HEADER_SIZE);
     }
-    const bad = checkRecords(records, readU32(b, at + 12));
-    if (bad !== null) return stop('corrupt', bad);
+    const count = readU32(h, 12);
+    const bad = checkRecords(records, count);
+    if (bad !== null) return this.#end('corrupt', bad);
     let tag: string;
     try {
-      tag = utf8.decode(b.subarray(at + ENTRY_HEADER_SIZE, tagEnd));
+      tag = utf8.decode(tagBytes);
     } catch {
-      return stop('corrupt', 'lane tag is not UTF-8');
+      return this.#end('corrupt', 'lane tag is not UTF-8');
     }
-    entries.push({ at, tag, segment, offset, records: readU32(b, at + 12), body });
-    at = end;
+    this.#at = end;
+    return { at, tag, segment, offset, records: count, body };
   }
-  return { number: head, version, entries, stop: { kind: 'end', offset: at } };
+
+  /** bodyDigest of the `len` bytes at `pos`, read a window at a time when they are longer than one. */
+  #digest(pos: number, len: number, segmentHeader: boolean): number {
+    const src = this.#src;
+    if (len <= src.window) return bodyDigest([src.bytes(pos, len)], 0, 1, segmentHeader);
+    const d = new BodyDigester(segmentHeader);
+    for (let done = 0; done < len; ) {
+      const n = Math.min(src.window, len - done);
+      d.update(src.bytes(pos + done, n));
+      done += n;
+    }
+    return d.value;
+  }
+}
+
+/**
+ * bodyDigest summed over the body's pieces one call at a time (a reader's:
+ * the body of a long entry is read a window at a time, never held whole
+ * before its CRC checks). The writer's bodyDigest is left as it is.
+ */
+export class BodyDigester {
+  #crc = 0;
+  /** Body offset of the next piece's first byte. */
+  #pos = 0;
+  /** Where the next record header starts. */
+  #rec: number;
+  /** Bytes of that header's [0, 12) gathered into #head. */
+  #got = 0;
+  readonly #head = new Uint8Array(12);
+  readonly #segmentHeader: boolean;
+
+  constructor(segmentHeader: boolean) {
+    this.#segmentHeader = segmentHeader;
+    this.#rec = segmentHeader ? SEGMENT_HEADER_SIZE : 0;
+  }
+
+  update(buf: Uint8Array): void {
+    const pos = this.#pos;
+    const end = pos + buf.length;
+    if (this.#segmentHeader && pos < SEGMENT_HEADER_SIZE) this.#crc = crcRun(this.#crc, buf, 0, Math.min(buf.length, SEGMENT_HEADER_SIZE - pos));
+    while (this.#rec < end) {
+      const s = this.#rec + this.#got - pos;
+      const take = Math.min(12 - this.#got, buf.length - s);
+      for (let i = 0; i < take; i++) this.#head[this.#got + i] = buf[s + i]!;
+      this.#got += take;
+      if (this.#got < 12) break;
+      this.#crc = crcRun(this.#crc, this.#head, 8, 12);
+      this.#rec += RECORD_HEADER_SIZE + readU32(this.#head, 4);
+      this.#got = 0;
+    }
+    this.#pos = end;
+  }
+
+  get value(): number {
+    return this.#crc;
+  }
 }
 
 /** Null when `body` is exactly `count` whole records with good CRCs, else why not. */

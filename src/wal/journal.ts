@@ -25,8 +25,8 @@ import { basename, dirname, join, relative, sep } from 'node:path';
 import { errnoCode, NODE_FILE_OPS, writeAsync, writevAll, type FileOps } from './file-ops.js';
 import { formatSegmentName, SEGMENT_HEADER_SIZE } from './format.js';
 import {
-  decodeJournal,
   ENTRY_HEADER_SIZE,
+  JournalReader,
   encodeEntryFields,
   encodeJournalHeader,
   JOURNAL_FLAG_REUSED,
@@ -36,6 +36,7 @@ import {
   JOURNAL_HEADER_SIZE,
   JOURNAL_MAGIC,
   JOURNAL_ROOT,
+  JOURNAL_SUFFIX,
   JOURNAL_VERSION,
   JOURNAL_VERSION_1,
   isJournalDirName,
@@ -43,7 +44,8 @@ import {
 } from './journal-format.js';
 import { listLaneDirs } from './layout.js';
 import { refuseNewer } from './newer-format.js';
-import { kindOf, readRegularFile, WalFileTypeError } from './regular-file.js';
+import { kindOf, WalFileTypeError } from './regular-file.js';
+import { JournalFile } from './journal-file.js';
 import { WalWriteError } from './wal-write-error.js';
 
 /** The tag of a lane directory: its path relative to the WAL root, `/`-separated. */
@@ -708,6 +710,49 @@ export function listJournalFiles(dir: string): number[] {
     .sort((a, b) => a - b);
 }
 
+/**
+ * Entries of a shard journal directory that replay neither reads nor deletes:
+ * not a journal file's name as the writer spells it (`%08d.jnl`, from 1), nor
+ * a spare's. Sorted; empty when the directory does not exist.
+ */
+export function listUnreadJournalNames(dir: string): string[] {
+  try {
+    return readdirSync(dir)
+      .filter((name) => parseJournalName(name) === 0 && !isSpareName(name))
+      .sort();
+  } catch {
+    return []; // gone, or not a directory: said where it is listed (listJournalFiles)
+  }
+}
+
+/**
+ * What the entry at `path` holds, read as a journal file from any number
+ * (a piece at a time); null when it is not a regular file or cannot be read.
+ */
+export function unreadJournal(path: string): { entries: number; records: number } | null {
+  if (!path.endsWith(JOURNAL_SUFFIX)) return null;
+  let file: JournalFile;
+  try {
+    file = new JournalFile(path);
+  } catch {
+    return null;
+  }
+  try {
+    const r = new JournalReader(file, 0);
+    let entries = 0;
+    let records = 0;
+    for (let e = r.next(); e !== null; e = r.next()) {
+      entries++;
+      records += e.records;
+    }
+    return { entries, records };
+  } catch {
+    return null;
+  } finally {
+    file.close();
+  }
+}
+
 /** Spare file names in `dir` (and a spare being prefilled); empty when it does not exist. */
 export function listSpares(dir: string): string[] {
   try {
@@ -761,12 +806,27 @@ export interface JournalReplay {
   /** Journal files whose tail was torn or corrupt, with where and why (the rest of that file is ignored). */
   readonly stops: readonly { file: string; kind: 'torn' | 'corrupt'; offset: number; why: string }[];
   /**
-   * Journal files that stopped `corrupt` (damage, not a torn tail): the
-   * entries before the damage were replayed, and the file was moved aside to
-   * `keptAs` (KEPT_JOURNAL_RE, in `.journal`) rather than deleted, for an
-   * operator to look at (`wal verify` fails until it is removed).
+   * Journal files replay did not delete, each logged by logKeptJournal:
+   * those that stopped `corrupt` (damage, not a torn tail): the entries
+   * before the damage were replayed, and the file was moved aside to `keptAs`
+   * (KEPT_JOURNAL_RE, in `.journal`), for an operator to look at (`wal
+   * verify` fails until it is removed); and, with `unread`, entries of the
+   * shard directory under a name replay does not read (not `<n>.jnl` as the
+   * writer spells it, nor a spare's: `00000000.jnl`, a number past 2^53),
+   * left where they are (`keptAs` is `file`), with the entries and records a
+   * journal file there holds.
    */
-  readonly kept: readonly { file: string; keptAs: string; offset: number; why: string }[];
+  readonly kept: readonly KeptJournal[];
+}
+
+/** A journal file replay did not delete (JournalReplay.kept). */
+export interface KeptJournal {
+  readonly file: string;
+  readonly keptAs: string;
+  readonly offset: number;
+  readonly why: string;
+  /** Set for an entry under a name replay does not read: what it holds, read as a journal file (null: not a regular file, or unreadable). */
+  readonly unread?: { readonly entries: number; readonly records: number } | null;
 }
 
 /**
@@ -792,8 +852,20 @@ export function listKeptJournals(walDir: string): string[] {
   }
 }
 
-/** The error line for a damaged journal file replay kept aside (the worker's, the main thread's, the compactor's). */
-export function logKeptJournal(log: { error(o: object, msg: string): void }, k: JournalReplay['kept'][number]): void {
+/**
+ * The line for a journal file replay did not delete (the worker's, the main
+ * thread's, the compactor's): at error for a damaged one kept aside, at warn
+ * for one under a name replay does not read (its path, entries and records:
+ * no lane tag, no record content).
+ */
+export function logKeptJournal(log: { error(o: object, msg: string): void; warn(o: object, msg: string): void }, k: KeptJournal): void {
+  if (k.unread !== undefined) {
+    log.warn(
+      { file: k.file, entries: k.unread?.entries ?? null, records: k.unread?.records ?? null },
+      'WAL journal directory holds an entry under a name start-up does not read: not replayed, not deleted (run siglake wal verify; docs/runbooks.md "A commit journal file under a name start-up does not read")',
+    );
+    return;
+  }
   log.error(
     { file: k.file, keptAs: k.keptAs, offset: k.offset, why: k.why },
     'WAL journal damaged: the entries before the damage replayed, the file kept aside, not deleted (run siglake wal verify; docs/runbooks.md "A commit journal file kept aside as damaged")',
@@ -871,37 +943,45 @@ export function replayJournalDir(
   for (const n of files) refuseNewer(join(dir, formatJournalName(n)), 'journal', JOURNAL_MAGIC, JOURNAL_VERSION);
   for (const n of files) {
     const path = join(dir, formatJournalName(n));
-    // Not through a link, never blocking on a FIFO (readFileSync waited for ever on one).
-    const decoded = decodeJournal(readJournalFile(path), n);
-    if (decoded.stop.kind !== 'end') stops.push({ file: path, kind: decoded.stop.kind, offset: decoded.stop.offset, why: decoded.stop.why });
-    // Damage, not a torn tail (decodeJournal reads a spare's stop as torn: there the two look
-    // alike): the entries after it may be acknowledged records, so the file is not destroyed.
-    if (decoded.stop.kind === 'corrupt') damaged.set(n, { offset: decoded.stop.offset, why: decoded.stop.why });
-    for (const e of decoded.entries) {
-      entries++;
-      if (opts.lanes !== undefined && !opts.lanes(e.tag)) continue;
-      const laneDir = known.get(e.tag);
-      if (laneDir === undefined) {
-        skipped++;
-        continue;
+    // Not through a link, never blocking on a FIFO (readFileSync waited for ever on one); a piece
+    // at a time, each entry applied as it is read: a file made long and sparse was read whole.
+    const file = openJournalFile(path);
+    let reader: JournalReader;
+    try {
+      reader = new JournalReader(file, n);
+      for (let e = reader.next(); e !== null; e = reader.next()) {
+        entries++;
+        if (opts.lanes !== undefined && !opts.lanes(e.tag)) continue;
+        const laneDir = known.get(e.tag);
+        if (laneDir === undefined) {
+          skipped++;
+          continue;
+        }
+        const seg = join(laneDir, formatSegmentName(e.segment));
+        const r = replayEntry(seg, e.offset, e.body, reader.version !== JOURNAL_VERSION_1);
+        if (r === 'skipped') {
+          skipped++;
+          continue;
+        }
+        if (e.offset === 0) created.add(laneDir);
+        if (r === 'recreated') recreated++;
+        // Present or not, its bytes may sit only in the page cache (a worker
+        // that died, a process killed): the journal goes only once they are synced.
+        written.add(seg);
+        if (r === 'present') present++;
+        else {
+          rewritten++;
+          rewrittenRecords += e.records;
+        }
       }
-      const seg = join(laneDir, formatSegmentName(e.segment));
-      const r = replayEntry(seg, e.offset, e.body, decoded.version !== JOURNAL_VERSION_1);
-      if (r === 'skipped') {
-        skipped++;
-        continue;
-      }
-      if (e.offset === 0) created.add(laneDir);
-      if (r === 'recreated') recreated++;
-      // Present or not, its bytes may sit only in the page cache (a worker
-      // that died, a process killed): the journal goes only once they are synced.
-      written.add(seg);
-      if (r === 'present') present++;
-      else {
-        rewritten++;
-        rewrittenRecords += e.records;
-      }
+    } finally {
+      file.close();
     }
+    const stop = reader.stop!;
+    if (stop.kind !== 'end') stops.push({ file: path, kind: stop.kind, offset: stop.offset, why: stop.why });
+    // Damage, not a torn tail (the reader takes a spare's stop as torn: there the two look
+    // alike): the entries after it may be acknowledged records, so the file is not destroyed.
+    if (stop.kind === 'corrupt') damaged.set(n, { offset: stop.offset, why: stop.why });
   }
   for (const seg of written) {
     let fd: number;
@@ -919,7 +999,7 @@ export function replayJournalDir(
     }
   }
   for (const laneDir of created) NODE_FILE_OPS.fsyncDir(laneDir);
-  const kept: { file: string; keptAs: string; offset: number; why: string }[] = [];
+  const kept: KeptJournal[] = [];
   for (const n of files) {
     const d = damaged.get(n);
     if (d === undefined) unlinkSync(join(dir, formatJournalName(n)));
@@ -927,6 +1007,12 @@ export function replayJournalDir(
   }
   // The kept file's new name reaches the disk before this life writes a journal file of the same number.
   if (kept.length > 0) NODE_FILE_OPS.fsyncDir(dirname(dir));
+  // Names replay does not read (`00000000.jnl`, a number past 2^53): left alone, and said (they were
+  // passed over in silence, entries and all).
+  for (const name of listUnreadJournalNames(dir)) {
+    const file = join(dir, name);
+    kept.push({ file, keptAs: file, offset: 0, why: 'a name start-up does not read', unread: unreadJournal(file) });
+  }
   // A spare holds no entry this life needs (what it held was retired by a checkpoint): the next life makes its own.
   const spares = listSpares(dir);
   for (const name of spares) unlinkQuietly(ops, join(dir, name));
@@ -934,6 +1020,13 @@ export function replayJournalDir(
     try {
       rmdirSync(dir);
     } catch (err) {
+      // Left, it would keep the WAL a batch-mode one for the compactor (seal-rule.ts) in any mode.
+      if (errnoCode(err) === 'ENOTEMPTY') {
+        throw new WalFileTypeError(
+          dir,
+          `holds ${listUnreadJournalNames(dir).join(', ')}, under names start-up does not read: the journal directory of another worker count is replayed and removed before any worker starts, and this one cannot be; move them aside`,
+        );
+      }
       if (errnoCode(err) !== 'ENOENT') throw err;
     }
     NODE_FILE_OPS.fsyncDir(dirname(dir));
@@ -1008,10 +1101,10 @@ function notASegment(seg: string, kind: string): WalFileTypeError {
   return new WalFileTypeError(seg, `${kind}, not a regular file, where the commit journal holds records of this segment (not followed, not written); move it aside and start again`);
 }
 
-/** A journal file's bytes; anything but a regular file under its name is refused by name. */
-function readJournalFile(path: string): Buffer {
+/** A journal file, read a piece at a time; anything but a regular file under its name is refused by name. */
+export function openJournalFile(path: string): JournalFile {
   try {
-    return readRegularFile(path);
+    return new JournalFile(path);
   } catch (err) {
     if (err instanceof WalFileTypeError) throw new WalFileTypeError(path, `${err.why}: a commit journal file is one; move it aside`);
     throw err;

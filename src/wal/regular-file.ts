@@ -34,11 +34,12 @@ export class WalFileTypeError extends Error {
 const MAX_READ = 0x7fff_ffff;
 
 /**
- * The bytes of the regular file at `path`. Throws WalFileTypeError when the
- * name holds anything else (a symbolic link is not followed) or more than
- * `maxBytes`; other errors (ENOENT, EIO) as the system gave them.
+ * Opens the regular file at `path` read-only, for a reader that reads it a
+ * piece at a time. Throws WalFileTypeError when the name holds anything else
+ * (a symbolic link is not followed, a FIFO does not block); other errors
+ * (ENOENT, EIO) as the system gave them. The caller closes `fd`.
  */
-export function readRegularFile(path: string, maxBytes = MAX_READ): Buffer {
+export function openRegularFile(path: string): { fd: number; size: number } {
   let fd: number;
   try {
     fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
@@ -52,14 +53,38 @@ export function readRegularFile(path: string, maxBytes = MAX_READ): Buffer {
   try {
     const st = fstatSync(fd);
     if (!st.isFile()) throw new WalFileTypeError(path, `${kindOf(st)}, not a regular file`);
-    if (st.size > maxBytes) throw new WalFileTypeError(path, `${st.size} bytes, more than the ${maxBytes} this reads`);
-    const buf = Buffer.allocUnsafe(st.size);
-    let got = 0;
-    while (got < buf.length) {
-      const n = readSync(fd, buf, got, buf.length - got, got);
-      if (n === 0) break;
-      got += n;
-    }
+    return { fd, size: st.size };
+  } catch (err) {
+    closeSync(fd);
+    throw err;
+  }
+}
+
+/**
+ * Reads `len` bytes at `pos` of `fd` into `buf[0, len)`; returns how many
+ * it got (fewer only at the end of the file).
+ */
+export function readAt(fd: number, buf: Uint8Array, len: number, pos: number): number {
+  let got = 0;
+  while (got < len) {
+    const n = readSync(fd, buf, got, Math.min(len - got, MAX_READ), pos + got);
+    if (n === 0) break;
+    got += n;
+  }
+  return got;
+}
+
+/**
+ * The bytes of the regular file at `path`. Throws WalFileTypeError when the
+ * name holds anything else (a symbolic link is not followed) or more than
+ * `maxBytes`; other errors (ENOENT, EIO) as the system gave them.
+ */
+export function readRegularFile(path: string, maxBytes = MAX_READ): Buffer {
+  const { fd, size } = openRegularFile(path);
+  try {
+    if (size > maxBytes) throw new WalFileTypeError(path, `${size} bytes, more than the ${maxBytes} this reads`);
+    const buf = Buffer.allocUnsafe(size);
+    const got = readAt(fd, buf, size, 0);
     return got === buf.length ? buf : buf.subarray(0, got);
   } finally {
     closeSync(fd);

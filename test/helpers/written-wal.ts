@@ -12,10 +12,16 @@ import { logsProto } from './otlp-bodies.js';
  * requests acme-0, acme-1, … for tenant acme, then was stopped (its last
  * segment sealed) or killed -9 (unsealed). Returns the data directory (the
  * caller removes it), the WAL root, and acme's last logs segment with its size.
+ * `env`: the ingester's extra environment (SIGLAKE_TEST_CHECKPOINT_MS, say).
  */
-export async function acmeWal(how: 'stop' | 'kill9', count: number, prefix: string): Promise<{ dataDir: string; wal: string; seg: string; size: number }> {
+export async function acmeWal(
+  how: 'stop' | 'kill9',
+  count: number,
+  prefix: string,
+  env?: Record<string, string>,
+): Promise<{ dataDir: string; wal: string; seg: string; size: number }> {
   const dataDir = tempDir(prefix);
-  const ing = await startIngester({ dataDir, args: ['--trust-tenant-header', '--compactor=false'] });
+  const ing = await startIngester({ dataDir, args: ['--trust-tenant-header', '--compactor=false'], ...(env === undefined ? {} : { env }) });
   try {
     for (let i = 0; i < count; i++) {
       const r = await post(ing.url, '/v1/logs', logsProto([`acme-${i}`]), { headers: { 'x-scope-orgid': 'acme' } });
