@@ -60,6 +60,8 @@ export interface CompactorOptions {
   readonly limits?: Partial<TableBuilderLimits>;
   /** WAL bytes one round reads at most (whole segments; at least one). Default 64 MiB (DEFAULT_MAX_ROUND_WAL_BYTES). */
   readonly maxRoundWalBytes?: number;
+  /** Rows one round lands at most; a round that reaches it stops inside its segment, even inside one record (DEFAULT_MAX_ROUND_ROWS). */
+  readonly maxRoundRows?: number;
   readonly now?: () => number;
   /** Called after each table commit, before any segment is retired (crash tests hook here). */
   readonly afterCommit?: (namespace: string, table: string) => void | Promise<void>;
@@ -75,7 +77,7 @@ export interface RoundResult {
   readonly commits: number;
   readonly failedTables: number;
   readonly retired: number;
-  /** Sealed segments were left for the next round (the byte budget ran out). */
+  /** Sealed segments were left for the next round (the byte or row budget ran out). */
   readonly backlog: boolean;
   /** The first table failure's message, when a table's data files or commit failed (not when abandoned). */
   readonly firstError?: string;
@@ -85,9 +87,22 @@ export interface RoundResult {
 /** How long a lane that failed its round sits out before it is tried again. */
 const QUARANTINE_MS = 60_000;
 
+/**
+ * How far a table holds a segment that a round stopped inside (its row budget
+ * ran out): the records before `offset` and the first `rows` rows of the
+ * record at `offset`.
+ */
+interface PartialAt {
+  readonly segment: number;
+  readonly offset: number;
+  readonly rows: number;
+}
+
 class TableWork {
-  /** Lane key → highest segment read this round, for lanes that gave this table rows. */
+  /** Lane key → highest segment read whole this round, for lanes that gave this table rows. */
   readonly progress = new Map<string, number>();
+  /** Lane key → where this round stopped inside a segment that gave this table rows. */
+  readonly cut = new Map<string, PartialAt>();
   /** Lane key → lowest segment that gave this table rows. */
   readonly firstRouted = new Map<string, number>();
   committed = false;
@@ -113,6 +128,8 @@ class TableWork {
     readonly foreign: boolean = false,
     /** The full base schema of this signal (with baseWidth: to tell whether migrate added columns meanwhile). */
     readonly base: TableSchema | null = null,
+    /** Lane key → the segment above `known` that the table holds in part (at load). */
+    readonly partial: Map<string, PartialAt> = new Map(),
   ) {}
 }
 
@@ -124,10 +141,24 @@ interface SegmentRead {
   readonly touched: Set<TableWork>;
   readonly corrupt: boolean;
   readonly size: number;
+  /** The round's row budget ran out inside this segment: it is not retired, the next round goes on from there. */
+  readonly cut: boolean;
 }
 
 const DEFAULT_MAX_ROUND_WAL_BYTES = 64 * 1024 * 1024;
+/**
+ * Rows one round lands by default. A round's cost is mostly per row (an empty
+ * log record costs about 6 µs, a 350-byte one 40 µs), so a byte budget alone
+ * let one request of millions of tiny records (a few MiB) hold a round, and
+ * every other tenant's landing, for over a minute. 64 MiB of ordinary records
+ * is about 190,000 rows: such rounds stay bounded by bytes.
+ */
+export const DEFAULT_MAX_ROUND_ROWS = 262_144;
 const PROGRESS_PREFIX = 'siglake.wal.';
+/** `siglake.walpart.<walId>.<lane>` = `<segment>:<offset>:<rows>`: a segment the table holds in part (PartialAt). */
+const PARTIAL_PREFIX = 'siglake.walpart.';
+/** Segments stopped inside whose records' row counts are kept (a partly landed segment is rarely more than one per lane). */
+const MAX_CHECKED_SEGMENTS = 256;
 
 /** The most rows of one WAL record buffered before they are written; a record with more is streamed (see the round's loop). */
 export const RECORD_BUFFER_ROWS = 16_384;
@@ -147,6 +178,12 @@ export class Compactor {
    * took a second of CPU a round). A sealed segment never changes; a different size is another file.
    */
   readonly #undecodableSegments = new Map<string, { size: number; at: { offset: number; why: string } }>();
+  /**
+   * Segments a round stopped inside: path → its size and, by record offset, the row count of each
+   * record that decoded. The next round neither decodes those records again to check them (a
+   * record of 8 million rows takes seconds) nor the landed ones to look for an undecodable one.
+   */
+  readonly #checkedRecords = new Map<string, { size: number; totals: Map<number, number> }>();
   /** Lane directory → when it may be read again after a failure (a table that could not be loaded). */
   readonly #quarantine = new Map<string, number>();
   /** The lane the last round stopped at for its byte budget: the next starts there. */
@@ -196,6 +233,7 @@ export class Compactor {
 
   async #round(): Promise<RoundResult> {
     const maxBytes = this.#o.maxRoundWalBytes ?? DEFAULT_MAX_ROUND_WAL_BYTES;
+    const budget = { rows: this.#o.maxRoundRows ?? DEFAULT_MAX_ROUND_ROWS };
     const tables = new Map<string, TableWork>();
     const reads: SegmentRead[] = [];
     let walBytes = 0;
@@ -231,7 +269,7 @@ export class Compactor {
         for (const file of files.segments) {
           if (!file.canonical || !this.#o.sealRule.isSealed(lane.dir, file.number, highest, sealedUpTo, journaled)) continue;
           if (isEmptyFile(file.path)) continue; // a retired lane head, kept only for its number
-          if (walBytes >= maxBytes) {
+          if (walBytes >= maxBytes || budget.rows <= 0) {
             backlog = true;
             this.#resumeAt = order[(lastRead + 1) % order.length]!.dir;
             break lanes;
@@ -241,7 +279,7 @@ export class Compactor {
           const hasHigher = files.segments.some((s) => s.number > file.number);
           let read: SegmentRead;
           try {
-            read = await this.#readSegment(walId, lane, file, hasHigher, sealedUpTo, tables);
+            read = await this.#readSegment(walId, lane, file, hasHigher, sealedUpTo, tables, budget);
           } catch (e) {
             this.#quarantine.set(lane.dir, Date.now() + QUARANTINE_MS);
             this.#o.log.error(
@@ -253,6 +291,13 @@ export class Compactor {
           reads.push(read);
           walBytes += read.size;
           this.#stats.walRead(read.size);
+          if (read.cut) {
+            // The row budget ran out inside this segment: the round ends here, and the next one starts
+            // at the lane after this one, so the other lanes land before this one goes on.
+            backlog = true;
+            this.#resumeAt = order[(li + 1) % order.length]!.dir;
+            break lanes;
+          }
         }
       }
     } catch (e) {
@@ -277,7 +322,7 @@ export class Compactor {
 
     let retired = 0;
     for (const read of reads) {
-      if (read.corrupt) continue;
+      if (read.corrupt || read.cut) continue;
       let ok = true;
       for (const t of read.touched) if (!t.committed) ok = false;
       if (ok && this.#retire(read)) retired++;
@@ -304,6 +349,7 @@ export class Compactor {
     hasHigher: boolean,
     sealedUpTo: number,
     tables: Map<string, TableWork>,
+    budget: { rows: number },
   ): Promise<SegmentRead> {
     const touched = new Set<TableWork>();
     const key = LaneKey.at(lane).progressKey;
@@ -313,16 +359,26 @@ export class Compactor {
     let dropped = 0;
     const known = this.#undecodableSegments.get(file.path);
     let undecodable: { offset: number; why: string } | undefined = known?.size === size ? known.at : undefined;
+    const checkedBefore = this.#checkedRecords.get(file.path);
+    /** Record offset → its row count, for the records of this segment known to decode. */
+    const checked = checkedBefore?.size === size ? checkedBefore.totals : new Map<number, number>();
+    /** Where the row budget ran out: the table whose record was cut, and where. */
+    let cut: { work: TableWork; offset: number; rows: number } | undefined;
     try {
-      for (let rec = reader.next(); rec !== null; rec = reader.next()) {
+      records: for (let rec = reader.next(); rec !== null; rec = reader.next()) {
         const work = await this.#table(walId, lane, rec.type, tables);
-        if ((work.known.get(key) ?? 0) >= file.number) {
+        const part = work.partial.get(key);
+        const inPart = part !== undefined && part.segment === file.number;
+        if ((work.known.get(key) ?? 0) >= file.number || (inPart && rec.offset < part.offset)) {
           // Landed by an earlier round, whose segment was kept (a crash before retiring it, another
-          // table's failed commit, or an undecodable record): the record is not landed again, but
-          // one that does not decode must keep the segment again rather than let it retire as landed.
-          if (undecodable === undefined) undecodable = this.#undecodable(rec);
+          // table's failed commit, an undecodable record, or a round that stopped inside it): the
+          // record is not landed again, but one that does not decode must keep the segment again
+          // rather than let it retire as landed.
+          if (undecodable === undefined && !checked.has(rec.offset)) undecodable = this.#undecodable(rec);
           continue;
         }
+        // The first rows of the record a round stopped inside are landed.
+        const skip = inPart && rec.offset === part.offset ? part.rows : 0;
         if (work.foreign) {
           touched.add(work); // never committed: the segment stays in the WAL
           continue;
@@ -336,33 +392,62 @@ export class Compactor {
         // Past RECORD_BUFFER_ROWS they are only counted, and a second decode streams them into the
         // table as they come: one valid 16 MB request of 8 million empty log records is gigabytes
         // of rows, past the compactor's heap, and it died of it every round (no tenant landed).
+        // A record checked by the round that stopped inside this segment is not decoded again.
         const batch: Row[] = [];
-        let total = 0;
-        const failed = this.#decode(rec, (row: Row) => {
-          if (++total <= RECORD_BUFFER_ROWS) batch.push(row);
-        });
-        if (failed !== undefined) {
-          // A record whose checksum holds but whose payload does not decode (ingest validated it: a
-          // bug between the two): it cannot land; the rest of the segment does, and the segment is
-          // kept and counted as corrupt. (It threw out of the round, and no tenant landed again.)
-          undecodable ??= failed;
-          continue;
+        let total = checked.get(rec.offset);
+        if (total === undefined) {
+          let n = 0;
+          const failed = this.#decode(rec, (row: Row) => {
+            if (++n <= RECORD_BUFFER_ROWS) batch.push(row);
+          });
+          if (failed !== undefined) {
+            // A record whose checksum holds but whose payload does not decode (ingest validated it: a
+            // bug between the two): it cannot land; the rest of the segment does, and the segment is
+            // kept and counted as corrupt. (It threw out of the round, and no tenant landed again.)
+            undecodable ??= failed;
+            continue;
+          }
+          total = n;
+          checked.set(rec.offset, n);
         }
-        if (total === 0) continue;
+        if (total <= skip) continue;
         const share = rec.payload.length / total;
         const mapper = work.mapper;
         const baseWidth = work.baseWidth;
         // A decoder of its own: the generator waits across the awaits below.
-        const rows = total === batch.length ? batch : new OtlpWireRows().rows(rec.payload, rec.timeMs, rec.type !== RecordType.LOGS);
+        const rows =
+          total === batch.length ? (skip > 0 ? batch.slice(skip) : batch) : new OtlpWireRows().rows(rec.payload, rec.timeMs, rec.type !== RecordType.LOGS, skip);
+        let done = skip;
         for (const row of rows) {
+          if (budget.rows <= 0) {
+            // The round's row budget ran out: it stops here, mid-record if need be (one request of
+            // 8 million empty log records held a round, and every other tenant's landing, 80 s).
+            cut = { work, offset: rec.offset, rows: done };
+            break;
+          }
           if (baseWidth !== null) row.length = baseWidth;
           if (mapper !== null) mapper.apply(row);
           const p = work.builder.add(row, share);
+          budget.rows--;
+          done++;
           if (p !== undefined) await p;
         }
-        touched.add(work);
-        work.progress.set(key, Math.max(work.progress.get(key) ?? 0, file.number));
-        if (!work.firstRouted.has(key)) work.firstRouted.set(key, file.number);
+        if (done > skip) {
+          touched.add(work);
+          if (!work.firstRouted.has(key)) work.firstRouted.set(key, file.number);
+        }
+        if (cut !== undefined) break records;
+      }
+      if (cut === undefined) {
+        for (const work of touched) work.progress.set(key, Math.max(work.progress.get(key) ?? 0, file.number));
+        this.#checkedRecords.delete(file.path);
+      } else {
+        // Every table this segment gave rows to holds it up to the cut: the cut record's table its
+        // first rows, the others their records before it (theirs all are).
+        for (const work of touched) work.cut.set(key, { segment: file.number, offset: cut.offset, rows: work === cut.work ? cut.rows : 0 });
+        this.#checkedRecords.delete(file.path);
+        this.#checkedRecords.set(file.path, { size, totals: checked });
+        if (this.#checkedRecords.size > MAX_CHECKED_SEGMENTS) this.#checkedRecords.delete(this.#checkedRecords.keys().next().value!);
       }
       if (undecodable !== undefined) {
         corrupt = true;
@@ -403,7 +488,7 @@ export class Compactor {
         'WAL records of an index deleted after they were written: dropped, the index is not made again',
       );
     }
-    return { lane, file, hasHigher, touched, corrupt, size };
+    return { lane, file, hasHigher, touched, corrupt, size, cut: cut !== undefined };
   }
 
   async #table(walId: string, lane: LaneLocation, type: RecordType, tables: Map<string, TableWork>): Promise<TableWork> {
@@ -446,15 +531,17 @@ export class Compactor {
       // An index with mapped columns: written with them (src/indexes/mapping.ts).
       const mapped = loaded !== null && type === RecordType.LOGS ? mappedSchemaOf(loaded.metadata, schema) : null;
       if (mapped !== null) schema = mapped.schema;
+      const known = progressOf(loaded, walId);
       work = new TableWork(
         new TableBuilder({ namespace, table, schema, location, storage: this.#o.storage, zstd: this.#zstd, ...(this.#o.limits ? { limits: this.#o.limits } : {}) }),
         loaded,
-        progressOf(loaded, walId),
+        known,
         mapped?.mapper ?? null,
         behind !== null ? baseWidth : null,
         dropThroughMs,
         foreign,
         type === RecordType.LOGS ? TableSchema.LOGS : TableSchema.TRACES,
+        partialOf(loaded, walId, known),
       );
       tables.set(id, work);
     }
@@ -494,6 +581,7 @@ export class Compactor {
     }
     const summary: Record<string, string> = {};
     for (const [lane, n] of work.progress) summary[`${PROGRESS_PREFIX}${walId}.${lane}`] = String(n);
+    for (const [lane, p] of work.cut) summary[`${PARTIAL_PREFIX}${walId}.${lane}`] = `${p.segment}:${p.offset}:${p.rows}`;
     let result;
     let migrated = false;
     try {
@@ -508,7 +596,14 @@ export class Compactor {
         // Another compactor on this WAL committed some of these segments meanwhile: leave them to it.
         precheck: (current) => {
           const now = progressOf(current, walId);
-          for (const [lane, first] of work.firstRouted) if ((now.get(lane) ?? 0) >= first) return false;
+          const nowPartial = partialOf(current, walId, now);
+          for (const [lane, first] of work.firstRouted) {
+            if ((now.get(lane) ?? 0) >= first) return false;
+            // Another compactor went on inside the segment this round started in.
+            const p = nowPartial.get(lane);
+            const q = work.partial.get(lane);
+            if (p !== undefined && p.segment >= first && (q === undefined || p.segment !== q.segment || p.offset !== q.offset || p.rows !== q.rows)) return false;
+          }
           // Written with the columns of a table not yet migrated, and migrate added base columns
           // since the round loaded it: these rows would land without them for good. Leave the
           // segments in the WAL; the next round writes them with the new columns.
@@ -621,6 +716,27 @@ function progressOf(table: LoadedTable | null, walId: string): Map<string, numbe
     const lane = k.slice(prefix.length);
     const n = Number(v);
     if (Number.isFinite(n) && n > (out.get(lane) ?? 0)) out.set(lane, n);
+  }
+  return out;
+}
+
+/**
+ * Lane key → the segment the table holds in part, for WAL `walId`: the
+ * table's `siglake.walpart.` property where it names a segment above the
+ * lane's committed one (`known`; a part of a segment landed whole since is
+ * no longer one).
+ */
+function partialOf(table: LoadedTable | null, walId: string, known: Map<string, number>): Map<string, PartialAt> {
+  const out = new Map<string, PartialAt>();
+  if (table === null) return out;
+  const prefix = `${PARTIAL_PREFIX}${walId}.`;
+  for (const [k, v] of Object.entries(table.metadata.properties())) {
+    if (!k.startsWith(prefix)) continue;
+    const lane = k.slice(prefix.length);
+    const m = /^(\d+):(\d+):(\d+)$/.exec(v);
+    if (m === null) continue;
+    const p = { segment: Number(m[1]), offset: Number(m[2]), rows: Number(m[3]) };
+    if (p.segment > (known.get(lane) ?? 0)) out.set(lane, p);
   }
   return out;
 }

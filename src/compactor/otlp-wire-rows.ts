@@ -71,6 +71,8 @@ export class OtlpWireRows {
   #b: SliceBuffer = EMPTY;
   #dv = new DataView(EMPTY.buffer, EMPTY.byteOffset, 0);
   #pos = 0;
+  /** Records still to be skipped by the running `rows` generator. */
+  #skipRows = 0;
 
   /** Calls `emit` with one logs-table row per log record of the payload; returns the count. */
   logs(payload: Uint8Array, ingestMs: number, emit: (row: Row) => void): number {
@@ -99,9 +101,13 @@ export class OtlpWireRows {
    * Export{Logs,Trace}ServiceRequest → Resource{Logs,Spans} (field 1) →
    * Scope{Logs,Spans} (field 2) → LogRecord or Span (field 2): the two signals
    * nest the same way, and differ only in the record.
+   *
+   * `skip`: the first that many records are counted but not decoded into
+   * rows (a record landed in part by an earlier round goes on from there).
    */
-  *rows(payload: Uint8Array, ingestMs: number, spans: boolean): Generator<Row, number> {
+  *rows(payload: Uint8Array, ingestMs: number, spans: boolean, skip = 0): Generator<Row, number> {
     this.#load(payload);
+    this.#skipRows = skip;
     const ingestMicros = BigInt(ingestMs) * 1000n;
     let n = 0;
     const end = payload.length;
@@ -142,6 +148,12 @@ export class OtlpWireRows {
       if (tag === ((2 << 3) | LEN)) {
         const s = this.#range(end);
         const e = this.#rangeEnd;
+        if (this.#skipRows > 0) {
+          this.#skipRows--;
+          n++;
+          this.#pos = e;
+          continue;
+        }
         const row = spans ? this.#span(s, e, res, scope, ingestMicros) : this.#logRecord(s, e, res, scope, ingestMicros);
         yield row;
         n++;

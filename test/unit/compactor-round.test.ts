@@ -572,4 +572,52 @@ describe('compaction round', () => {
     expect(roundsInFirstTick).toBe(6);
     for (let i = 0; i < 6; i++) expect(await e.rows(`tenant_t${i}`, 'logs')).toHaveLength(20);
   });
+
+  // A round is bounded by rows as well as bytes (one request of millions of tiny records held a
+  // round, and every other tenant's landing, over a minute): it stops inside a segment, even inside
+  // a record, and the next round goes on from there.
+  it('a round stops at its row budget inside a segment or a record; the next goes on from there, every row once, across a restart', async () => {
+    const e = env();
+    // acme: segment 1 holds two records of 5 rows, segment 2 one of 4; zzz: one record of 3.
+    await writeLane(e.walDir, 'acme', LOGS_TABLE, [
+      { type: 'logs', request: logsRequest(bodies('a', 5)) },
+      { type: 'logs', request: logsRequest(bodies('b', 5)) },
+    ]);
+    await writeLane(e.walDir, 'acme', LOGS_TABLE, [{ type: 'logs', request: logsRequest(bodies('c', 4)) }]);
+    await writeLane(e.walDir, 'zzz', LOGS_TABLE, [{ type: 'logs', request: logsRequest(bodies('z', 3)) }]);
+    const first = await e.compactor({ maxRoundRows: 7 });
+    // Round 1: a-0…a-4 and b-0, b-1, then it stops inside record b; segment 1 stays.
+    expect(await first.runRound()).toMatchObject({ rows: 7, backlog: true, retired: 0 });
+    expect((await e.rows('tenant_acme', 'logs')).map((x) => x['body'])).toEqual([...bodies('a', 5), 'b-0', 'b-1']);
+    // Round 2 starts at the next lane: zzz lands before acme goes on (b-2…b-4, segment 1 retired,
+    // then c-0, and it stops inside segment 2).
+    expect(await first.runRound()).toMatchObject({ rows: 7, backlog: true, retired: 2 });
+    expect((await e.rows('tenant_zzz', 'logs')).map((x) => x['body'])).toEqual(bodies('z', 3));
+    expect((await e.rows('tenant_acme', 'logs')).map((x) => x['body']).sort()).toEqual([...bodies('a', 5), ...bodies('b', 5), 'c-0'].sort());
+    // A new compactor (nothing in memory) goes on from what the table records: c-1…c-3, its budget exactly.
+    const next = await e.compactor({ maxRoundRows: 3 });
+    expect(await next.runRound()).toMatchObject({ rows: 3, backlog: false, retired: 1 });
+    expect((await e.rows('tenant_acme', 'logs')).map((x) => x['body']).sort()).toEqual([...bodies('a', 5), ...bodies('b', 5), ...bodies('c', 4)].sort());
+    for (const t of ['acme', 'zzz']) expect(listLaneFiles(laneDir(e.walDir, t, LOGS_TABLE)).segments.filter((f) => fs.statSync(f.path).size > 0)).toEqual([]);
+    expect(await next.runRound()).toMatchObject({ segmentsRead: 0, commits: 0 });
+  });
+
+  it('a commit is abandoned when another compactor on the WAL went on inside the segment it started in', async () => {
+    const e = env();
+    await writeLane(e.walDir, 'acme', LOGS_TABLE, [{ type: 'logs', request: logsRequest(bodies('a', 10)) }]);
+    const other = await e.compactor({ maxRoundRows: 4 });
+    let raced = false;
+    const c = await e.compactor({
+      maxRoundRows: 4,
+      // Files written, before the swap: the other compactor lands the same first rows meanwhile.
+      beforeCommit: async () => {
+        if (raced) return;
+        raced = true;
+        expect(await other.runRound()).toMatchObject({ rows: 4, commits: 1 });
+      },
+    });
+    expect(await c.runRound()).toMatchObject({ rows: 4, commits: 0, failedTables: 1 });
+    for (let r = 0; r < 3; r++) await other.runRound();
+    expect((await e.rows('tenant_acme', 'logs')).map((x) => x['body']).sort()).toEqual(bodies('a', 10).sort());
+  });
 });
