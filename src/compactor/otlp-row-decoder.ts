@@ -14,6 +14,10 @@
 // - a log body: a string as it is, an int as its exact decimal, a finite
 //   double as its text, anything else as JSON (int64 beyond ±2^53, -0 and
 //   non-finite doubles as JSON strings inside arrays and key-value lists).
+// - a key-value list's JSON object (and a span event's or link's
+//   `attributes`) keeps the keys in the order sent: a JavaScript object puts
+//   keys that look like array indexes ("0", "12") first, so a value with a
+//   key that starts with a digit is written as text (orderedJson).
 // - empty strings are null where the schema says so (proto3 cannot tell them apart).
 
 import type protobuf from 'protobufjs';
@@ -191,24 +195,67 @@ function scopeParts(s: Msg): { name: string | null; version: string | null; attr
   };
 }
 
-function eventJson(e: Msg): Record<string, unknown> {
-  return {
-    time_unix_nano: String(u64(e['timeUnixNano'])),
-    name: e['name'] as string,
-    attributes: Object.fromEntries(mapOf(e['attributes'] as Msg[])),
-    dropped_attributes_count: (e['droppedAttributesCount'] as number) >>> 0,
-  };
+/** A span event as its JSON object, or its text where an attribute key starts with a digit (JsonList takes either). */
+function eventJson(e: Msg): Record<string, unknown> | string {
+  const time = String(u64(e['timeUnixNano']));
+  const name = e['name'] as string;
+  const attrs = mapOf(e['attributes'] as Msg[]);
+  const dropped = (e['droppedAttributesCount'] as number) >>> 0;
+  if (hasDigitKey(attrs)) return eventText(time, name, attrs, dropped);
+  return { time_unix_nano: time, name, attributes: Object.fromEntries(attrs), dropped_attributes_count: dropped };
 }
 
-function linkJson(l: Msg): Record<string, unknown> {
-  return {
-    trace_id: hex(l['traceId']),
-    span_id: hex(l['spanId']),
-    trace_state: nonEmpty(l['traceState']),
-    flags: (l['flags'] as number) >>> 0,
-    attributes: Object.fromEntries(mapOf(l['attributes'] as Msg[])),
-    dropped_attributes_count: (l['droppedAttributesCount'] as number) >>> 0,
-  };
+/** A span link as its JSON object, or its text where an attribute key starts with a digit (JsonList takes either). */
+function linkJson(l: Msg): Record<string, unknown> | string {
+  const traceId = hex(l['traceId']);
+  const spanId = hex(l['spanId']);
+  const traceState = nonEmpty(l['traceState']);
+  const flags = (l['flags'] as number) >>> 0;
+  const attrs = mapOf(l['attributes'] as Msg[]);
+  const dropped = (l['droppedAttributesCount'] as number) >>> 0;
+  if (hasDigitKey(attrs)) return linkText(traceId, spanId, traceState, flags, attrs, dropped);
+  return { trace_id: traceId, span_id: spanId, trace_state: traceState, flags, attributes: Object.fromEntries(attrs), dropped_attributes_count: dropped };
+}
+
+/**
+ * Whether `key` may be an array index ("0", "12"): a JavaScript object lists
+ * those first, in ascending order, whatever their place. (Any key that starts
+ * with a digit: rare, and the text writer is right for every key.)
+ */
+export function startsWithDigit(key: string): boolean {
+  const c = key.charCodeAt(0);
+  return c >= 48 && c <= 57;
+}
+
+/** Whether an attribute map has a key Object.fromEntries would move (startsWithDigit). */
+export function hasDigitKey(attrs: MapValue): boolean {
+  for (let i = 0; i < attrs.length; i++) if (startsWithDigit(attrs[i]![0])) return true;
+  return false;
+}
+
+/** A span event's JSON object as text, its attributes in the order sent. */
+export function eventText(time: string, name: string, attrs: MapValue, dropped: number): string {
+  return `{"time_unix_nano":"${time}","name":${JSON.stringify(name)},"attributes":${objectText(attrs, true)},"dropped_attributes_count":${dropped}}`;
+}
+
+/** A span link's JSON object as text, its attributes in the order sent. */
+export function linkText(traceId: string | null, spanId: string | null, traceState: string | null, flags: number, attrs: MapValue, dropped: number): string {
+  const id = (h: string | null) => (h === null ? 'null' : `"${h}"`);
+  return `{"trace_id":${id(traceId)},"span_id":${id(spanId)},"trace_state":${traceState === null ? 'null' : JSON.stringify(traceState)},"flags":${flags},"attributes":${objectText(attrs, true)},"dropped_attributes_count":${dropped}}`;
+}
+
+/**
+ * Entries (in the order sent, a repeated key in its first place: putEntry)
+ * as a JSON object's text: string values quoted (`quote`: an attribute map's
+ * text) or already JSON text (a key-value list's values); null as null.
+ */
+export function objectText(entries: MapValue, quote: boolean): string {
+  let out = '{';
+  for (let i = 0; i < entries.length; i++) {
+    const [k, v] = entries[i]!;
+    out += `${i === 0 ? '' : ','}${JSON.stringify(k)}:${v === null ? 'null' : quote ? JSON.stringify(v) : v}`;
+  }
+  return out + '}';
 }
 
 /** KeyValue list → map entries with text values; the last of a repeated key wins. */
@@ -274,7 +321,7 @@ function textOf(v: Msg): string | null {
       return Buffer.from(v['bytesValue'] as Uint8Array).toString('base64');
     case 'arrayValue':
     case 'kvlistValue':
-      return JSON.stringify(jsonOf(v));
+      return jsonText(v);
     default:
       return null;
   }
@@ -294,7 +341,7 @@ function bodyText(v: Msg): string {
     case 'doubleValue':
       return doubleBody(v['doubleValue'] as number);
     default:
-      return JSON.stringify(jsonOf(v));
+      return jsonText(v);
   }
 }
 
@@ -315,6 +362,38 @@ export function doubleBody(d: number): string {
 /** A double inside a JSON array or key-value list: a number, but -0 and non-finite ones as their text (JSON.stringify writes -0 as 0). */
 export function doubleJson(d: number): number | string {
   return Number.isFinite(d) && !(d === 0 && 1 / d < 0) ? d : doubleText(d);
+}
+
+/** Set by jsonOf when a key-value list has a key that starts with a digit: jsonText then writes the value with orderedJson. */
+let digitKeys = false;
+
+/**
+ * An AnyValue as JSON text: JSON.stringify of its JSON value (jsonOf), or,
+ * where a key-value list in it has a key that starts with a digit, the text
+ * orderedJson writes, which keeps every key where it was sent.
+ */
+function jsonText(v: Msg): string {
+  digitKeys = false;
+  const value = jsonOf(v);
+  return digitKeys ? orderedJson(v) : JSON.stringify(value);
+}
+
+/** jsonOf's value as JSON text written directly, every key-value list's keys in the order sent (a repeated key in its first place with its last value). */
+function orderedJson(v: Msg): string {
+  switch (v['value'] as string | undefined) {
+    case 'arrayValue':
+      return `[${(((v['arrayValue'] as Msg)['values'] as Msg[]) ?? []).map(orderedJson).join(',')}]`;
+    case 'kvlistValue': {
+      const out: MapValue = [];
+      for (const kv of ((v['kvlistValue'] as Msg)['values'] as Msg[]) ?? []) {
+        const inner = kv['value'] as Msg | null | undefined;
+        putEntry(out, kv['key'] as string, inner == null ? null : orderedJson(inner));
+      }
+      return objectText(out, false);
+    }
+    default:
+      return JSON.stringify(jsonOf(v));
+  }
 }
 
 /** An AnyValue as a JSON value: int64 beyond ±2^53 as a string, non-finite doubles and -0 as strings, bytes as base64. */
@@ -338,7 +417,9 @@ function jsonOf(v: Msg): unknown {
       const out: Record<string, unknown> = {};
       for (const kv of ((v['kvlistValue'] as Msg)['values'] as Msg[]) ?? []) {
         const inner = kv['value'] as Msg | null | undefined;
-        setJsonKey(out, kv['key'] as string, inner == null ? null : jsonOf(inner));
+        const key = kv['key'] as string;
+        if (startsWithDigit(key)) digitKeys = true;
+        setJsonKey(out, key, inner == null ? null : jsonOf(inner));
       }
       return out;
     }
@@ -395,8 +476,8 @@ function listJson(items: readonly Msg[], json: (m: Msg) => unknown): { json: str
  * characters, and the count of those that did not fit. A list of up to
  * WHOLE_LIST_ITEMS items is held as values and written in one go, as any
  * list was before the bound (the bound costs nothing there unless it is
- * passed); a longer one is written item by item, and once an item does not
- * fit it and every later one are dropped. Call json() before droppedPlus().
+ * passed); a longer one, or one given an item as its text, is written item
+ * by item, and once an item does not fit it and every later one are dropped. Call json() before droppedPlus().
  */
 export class JsonList {
   #items: unknown[] | null = [];
@@ -406,10 +487,11 @@ export class JsonList {
   /** Set once an item did not fit: every later one is dropped too (drop() it without decoding it). */
   full = false;
 
+  /** `item`: a value to write, or (a string) its JSON text already (an event or link whose attributes keep their order). */
   add(item: unknown): void {
     const items = this.#items;
     if (items !== null) {
-      if (items.length < WHOLE_LIST_ITEMS) {
+      if (items.length < WHOLE_LIST_ITEMS && typeof item !== 'string') {
         items.push(item);
         return;
       }
@@ -449,7 +531,7 @@ export class JsonList {
       this.#dropped++;
       return;
     }
-    const text = JSON.stringify(item);
+    const text = typeof item === 'string' ? item : JSON.stringify(item);
     const chars = this.#chars + (this.#parts.length === 0 ? 0 : 1) + text.length;
     if (chars > MAX_LIST_JSON_CHARS) {
       this.full = true;

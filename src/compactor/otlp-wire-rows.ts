@@ -24,7 +24,23 @@
 // wrong wire type for a known field) throws; the compactor reports the
 // segment as it does for any payload it cannot decode.
 
-import { INT32_MAX, INT64_MAX, JsonList, doubleBody, doubleJson, doubleText, putEntry, setJsonKey, type MapValue, type Row } from './otlp-row-decoder.js';
+import {
+  INT32_MAX,
+  INT64_MAX,
+  JsonList,
+  doubleBody,
+  doubleJson,
+  doubleText,
+  eventText,
+  hasDigitKey,
+  linkText,
+  objectText,
+  putEntry,
+  setJsonKey,
+  startsWithDigit,
+  type MapValue,
+  type Row,
+} from './otlp-row-decoder.js';
 
 const EMPTY_MAP: MapValue = Object.freeze([]) as unknown as MapValue;
 
@@ -239,7 +255,7 @@ export class OtlpWireRows {
               ? String(this.#memberInt64())
               : member === 4
                 ? doubleBody(this.#dv.getFloat64(this.#member[0]!, true))
-                : JSON.stringify(this.#json(member));
+                : this.#jsonText(member);
       }
     }
     return [
@@ -405,8 +421,8 @@ export class OtlpWireRows {
     ];
   }
 
-  /** A span event as its JSON object (otlp-row-decoder.ts eventJson). */
-  #event(start: number, end: number): Record<string, unknown> {
+  /** A span event as its JSON object, or its text where an attribute key starts with a digit (otlp-row-decoder.ts eventJson). */
+  #event(start: number, end: number): Record<string, unknown> | string {
     let time = 0n;
     let name = '';
     let attrs: MapValue = EMPTY_MAP;
@@ -431,11 +447,12 @@ export class OtlpWireRows {
           this.#skipField(tag, end, EVENT_FIELDS);
       }
     }
+    if (hasDigitKey(attrs)) return eventText(String(time), name, attrs, dropped);
     return { time_unix_nano: String(time), name, attributes: Object.fromEntries(attrs), dropped_attributes_count: dropped };
   }
 
-  /** A span link as its JSON object (otlp-row-decoder.ts linkJson). */
-  #link(start: number, end: number): Record<string, unknown> {
+  /** A span link as its JSON object, or its text where an attribute key starts with a digit (otlp-row-decoder.ts linkJson). */
+  #link(start: number, end: number): Record<string, unknown> | string {
     let traceId: string | null = null;
     let spanId: string | null = null;
     let traceState: string | null = null;
@@ -468,6 +485,7 @@ export class OtlpWireRows {
           this.#skipField(tag, end, LINK_FIELDS);
       }
     }
+    if (hasDigitKey(attrs)) return linkText(traceId, spanId, traceState === '' ? null : traceState, flags, attrs, dropped);
     return {
       trace_id: traceId,
       span_id: spanId,
@@ -605,6 +623,9 @@ export class OtlpWireRows {
   /** Where the member #anyValueMember found lies: one value range for a scalar, the merged ranges of a message. */
   #member: number[] = [];
 
+  /** Set by #json when a key-value list has a key that starts with a digit: #jsonText then writes the value with #orderedJson. */
+  #digitKeys = false;
+
   /**
    * The oneof member of the AnyValue whose occurrences are `ranges`: its field
    * number (1-7), or 0 when none is set. The last member on the wire wins; the
@@ -664,10 +685,53 @@ export class OtlpWireRows {
         return this.#b.base64Slice(this.#member[0]!, this.#member[1]!);
       case 5:
       case 6:
-        return JSON.stringify(this.#json(member));
+        return this.#jsonText(member);
       default:
         return null;
     }
+  }
+
+  /**
+   * The JSON text of the member #anyValueMember just found: JSON.stringify
+   * of its JSON value (#json), or, where a key-value list in it has a key
+   * that starts with a digit, the text #orderedJson writes, which keeps every
+   * key where it was sent (otlp-row-decoder.ts jsonText).
+   */
+  #jsonText(member: number): string {
+    const where = this.#member;
+    this.#digitKeys = false;
+    const value = this.#json(member);
+    if (!this.#digitKeys) return JSON.stringify(value);
+    this.#member = where;
+    return this.#orderedJson(member);
+  }
+
+  /** #json's value as JSON text written directly, every key-value list's keys in the order sent (otlp-row-decoder.ts orderedJson). */
+  #orderedJson(member: number): string {
+    const where = this.#member;
+    if (member !== 5 && member !== 6) return JSON.stringify(this.#json(member));
+    const out: MapValue = [];
+    const items: string[] = [];
+    for (let k = 0; k < where.length; k += 2) {
+      const e = where[k + 1]!;
+      this.#pos = where[k]!;
+      while (this.#pos < e) {
+        const tag = this.#tag(e);
+        if (tag !== ((1 << 3) | LEN)) this.#skipField(tag, e, LIST_FIELDS);
+        else if (member === 5) {
+          const vs = this.#range(e);
+          const ve = this.#rangeEnd;
+          items.push(this.#orderedJson(this.#anyValueMember([vs, ve])));
+          this.#pos = ve;
+        } else {
+          const { key, value } = this.#keyValue(e);
+          const after = this.#pos;
+          putEntry(out, key, value === null ? null : this.#orderedJson(this.#anyValueMember(value)));
+          this.#pos = after;
+        }
+      }
+    }
+    return member === 5 ? `[${items.join(',')}]` : objectText(out, false);
   }
 
   /**
@@ -719,6 +783,7 @@ export class OtlpWireRows {
             if (tag === ((1 << 3) | LEN)) {
               const { key, value } = this.#keyValue(e);
               const after = this.#pos;
+              if (startsWithDigit(key)) this.#digitKeys = true;
               setJsonKey(out, key, value === null ? null : this.#json(this.#anyValueMember(value)));
               this.#pos = after;
             } else this.#skipField(tag, e, LIST_FIELDS);

@@ -300,12 +300,16 @@ export class RedisBudget implements RateBudget {
    * `tenant` no longer spends this budget (a tenants reload removed it, or
    * moved it to another rate): its unspent lease goes back to Redis and its
    * debt is charged, at once, or once its lease request in flight has
-   * answered (and served the requests that waited for it). Its slot stays
-   * its own, empty, until evicted; a take for it (the tenant back) leases
-   * again. (Before, a removed tenant's lease stayed held in a budget the
+   * answered (and served the requests that waited for it). Its slot is then
+   * freed, the first a novel tenant gets; a take for it before that (the
+   * tenant back) cancels the release, and one after leases again in a slot of
+   * its own. (Before, a removed tenant's lease stayed held in a budget the
    * reload kept, until the ingester stopped: its shared bucket stayed
    * charged for it, and a tenant re-added hours later spent tokens leased
-   * then.)
+   * then. And its slot stayed its own until evicted, which a slot whose
+   * tenant was refused is not for up to a token's period: with every slot
+   * taken, a tenant the reload added got none and spent the overflow bucket
+   * that every such tenant shares, refused with them.)
    */
   release(tenant: string): void {
     if (this.#client === null || this.#closed) return;
@@ -316,14 +320,22 @@ export class RedisBudget implements RateBudget {
     this.#tryRelease(i);
   }
 
-  /** Returns budget `i`'s unspent lease (and charges its debt) if release() asked for it and no lease request of it is out. */
+  /**
+   * Returns budget `i`'s unspent lease (and charges its debt) if release()
+   * asked for it and no lease request of it is out, and frees its slot.
+   */
   #tryRelease(i: number): void {
     if (this.#releasing[i] === 0 || this.#inflight[i] !== 0 || (this.#waiters[i]?.length ?? 0) > 0) return;
     this.#releasing[i] = 0;
     const force = this.#debt[i] - this.#avail[i];
+    const key = this.#keys[i];
     this.#avail[i] = 0;
     this.#debt[i] = 0;
-    if (force !== 0 && !this.#closed) void this.#settle(i, this.#keys[i], force);
+    this.#deniedUntil[i] = 0;
+    this.#keys[i] = '';
+    const tenant = this.#tenants.tenantAt(i - FIRST_TENANT_SLOT);
+    if (tenant !== undefined) this.#tenants.remove(tenant);
+    if (force !== 0 && !this.#closed) void this.#settle(i, key, force);
   }
 
   /**

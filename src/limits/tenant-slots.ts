@@ -2,7 +2,8 @@
 // intrusive least-recently-used list on typed arrays: a lookup that hits moves
 // the slot to the front and allocates nothing. When every slot is taken, a novel
 // tenant may reuse one of the least recently used slots, but only one that its
-// owner reports idle; otherwise it gets no slot and the owner falls back.
+// owner reports idle; otherwise it gets no slot and the owner falls back. A
+// slot its owner removes (its tenant gone for good) is reused first.
 
 import { LimitsError } from './limits-error.js';
 
@@ -22,6 +23,8 @@ export class TenantSlots {
   #front = NONE;
   #back = NONE;
   #used = 0;
+  /** Slots remove() freed, reused before any other. */
+  readonly #free: number[] = [];
   #evicted: string | undefined = undefined;
 
   constructor(capacity: number) {
@@ -40,7 +43,7 @@ export class TenantSlots {
 
   /** Tenants holding a slot now. */
   get size(): number {
-    return this.#used;
+    return this.#used - this.#free.length;
   }
 
   /** The tenant whose slot the last successful assign() took over, if it evicted one. */
@@ -77,7 +80,9 @@ export class TenantSlots {
   assign(tenant: string, isIdle: (slot: number) => boolean): number {
     this.#evicted = undefined;
     let slot: number;
-    if (this.#used < this.#capacity) {
+    if (this.#free.length > 0) {
+      slot = this.#free.pop()!;
+    } else if (this.#used < this.#capacity) {
       slot = this.#used++;
     } else {
       slot = NONE;
@@ -96,6 +101,20 @@ export class TenantSlots {
     this.#names[slot] = tenant;
     this.#index.set(tenant, slot);
     this.#pushFront(slot);
+    return slot;
+  }
+
+  /**
+   * Forget `tenant` and free its slot for the next novel tenant (before any
+   * never used one). Returns the slot it held, or -1.
+   */
+  remove(tenant: string): number {
+    const slot = this.#index.get(tenant);
+    if (slot === undefined) return NONE;
+    this.#index.delete(tenant);
+    this.#names[slot] = undefined;
+    this.#unlink(slot);
+    this.#free.push(slot);
     return slot;
   }
 

@@ -246,10 +246,10 @@ export class DeclaredTenants {
       // A budget whose period changed is not carried either: with Redis, what it charged since the
       // last sync round is still pushed (it never was), and a reload back to its period takes it back.
       const b = rt.budget;
-      if (b !== null && (n === undefined || n.budget === null || n.budget.decl.period !== b.decl.period)) removed.rememberBudget(rt.id, b);
+      if (b !== null && (n === undefined || n.budget === null || n.budget.decl.period !== b.decl.period)) removed.rememberBudget(rt.id, b, nowMs);
       for (const [name, ib] of rt.indexBudgets) {
         const nb = n?.indexBudgets.get(name);
-        if (nb === undefined || nb.decl.period !== ib.decl.period) removed.rememberIndexBudget(rt.id, name, ib);
+        if (nb === undefined || nb.decl.period !== ib.decl.period) removed.rememberIndexBudget(rt.id, name, ib, nowMs);
       }
     }
     removed.sweep(nowMs, this.#clock.now());

@@ -15,7 +15,13 @@
 //     period starts from 0 anyway). A tenant re-added in the same period
 //     takes its counters back. With Redis, what it charged and had not pushed
 //     yet is pushed by the next sync round (DeclaredTenants yields it to
-//     BudgetSync while it has something to push).
+//     BudgetSync while it has something to push). A budget that counted
+//     nothing yet: for IN_FLIGHT_GRACE_MS, the longest a request admitted
+//     before the removal can still be stored and charged to it, then for its
+//     period if such a request charged it. (It was not remembered at all: a
+//     tenant's first requests, admitted before a reload removed it and stored
+//     after, were charged to nothing, so it got them free, and with Redis
+//     they were never pushed.)
 //
 // (Before, the reload dropped all of it: an operator who reverted a bad edit,
 // or a half-written file read by one reload and whole by the next, gave every
@@ -33,6 +39,13 @@ import type { Budget } from './budgets.js';
 /** Tenants remembered at most; past it, the one removed longest ago is forgotten. */
 export const MAX_REMEMBERED = 100_000;
 
+/**
+ * How long a budget that counted nothing is remembered: longer than a request
+ * admitted before the removal can take to be stored (its body within
+ * server.requestTimeoutSecs, at most 3600 s, then its write).
+ */
+export const IN_FLIGHT_GRACE_MS = 3_900_000;
+
 export interface RemovedTenant {
   /** Tokens the bucket held at `bucketAtMs` (NaN: no bucket remembered). */
   tokens: number;
@@ -44,9 +57,11 @@ export interface RemovedTenant {
   bucketUntilMs: number;
   budget: Budget | null;
   indexBudgets: Map<string, Budget> | null;
+  /** Monotonic ms of the last removal that remembered a budget: one that counted nothing is forgotten IN_FLIGHT_GRACE_MS later. */
+  budgetsAtMs: number;
 }
 
-/** A budget that counted nothing (looked at by requests, perhaps, but charged nothing) is a fresh one: nothing to remember. */
+/** A budget that counted nothing (looked at by requests, perhaps, but charged nothing) is a fresh one, once no request admitted before its removal can still charge it. */
 function counted(b: Budget): boolean {
   return b.usedRecords > 0 || b.usedBytes > 0 || b.inflight !== null;
 }
@@ -73,7 +88,7 @@ export class RemovedTenants {
     let e = this.#m.get(id);
     if (e === undefined) {
       if (this.#m.size >= MAX_REMEMBERED) this.#m.delete(this.#m.keys().next().value as string);
-      e = { tokens: NaN, bucketAtMs: 0, ratePerSec: 0, burst: 0, bucketUntilMs: 0, budget: null, indexBudgets: null };
+      e = { tokens: NaN, bucketAtMs: 0, ratePerSec: 0, burst: 0, bucketUntilMs: 0, budget: null, indexBudgets: null, budgetsAtMs: 0 };
       this.#m.set(id, e);
     }
     return e;
@@ -90,16 +105,18 @@ export class RemovedTenants {
     e.bucketUntilMs = nowMs + (table.burst / table.ratePerSec) * 1000;
   }
 
-  /** Remembers the tenant budget `id` left, unless it counted nothing. */
-  rememberBudget(id: string, b: Budget): void {
-    if (counted(b)) this.#entry(id).budget = b;
+  /** Remembers the tenant budget `id` left at `nowMs` (monotonic); one that counted nothing only for IN_FLIGHT_GRACE_MS. */
+  rememberBudget(id: string, b: Budget, nowMs: number): void {
+    const e = this.#entry(id);
+    e.budget = b;
+    e.budgetsAtMs = nowMs;
   }
 
-  /** Remembers the budget of `id`'s index `name`, unless it counted nothing. */
-  rememberIndexBudget(id: string, name: string, b: Budget): void {
-    if (!counted(b)) return;
+  /** Remembers the budget of `id`'s index `name` left at `nowMs` (monotonic); one that counted nothing only for IN_FLIGHT_GRACE_MS. */
+  rememberIndexBudget(id: string, name: string, b: Budget, nowMs: number): void {
     const e = this.#entry(id);
     (e.indexBudgets ??= new Map()).set(name, b);
+    e.budgetsAtMs = nowMs;
   }
 
   /**
@@ -147,15 +164,17 @@ export class RemovedTenants {
   /**
    * Forgets what no longer matters: buckets full again at `nowMs`
    * (monotonic), budgets whose period ended by `periodNowMs` (the budgets'
-   * clock). Returns how many tenants it forgot.
+   * clock), budgets that counted nothing IN_FLIGHT_GRACE_MS after their
+   * removal. Returns how many tenants it forgot.
    */
   sweep(nowMs: number, periodNowMs: number): number {
     let forgotten = 0;
     for (const [id, e] of this.#m) {
       if (!Number.isNaN(e.tokens) && nowMs >= e.bucketUntilMs) e.tokens = NaN;
-      if (e.budget !== null && e.budget.periodEndMs <= periodNowMs) e.budget = null;
+      const settled = nowMs >= e.budgetsAtMs + IN_FLIGHT_GRACE_MS;
+      if (e.budget !== null && (e.budget.periodEndMs <= periodNowMs || (settled && !counted(e.budget)))) e.budget = null;
       if (e.indexBudgets !== null) {
-        for (const [name, b] of e.indexBudgets) if (b.periodEndMs <= periodNowMs) e.indexBudgets.delete(name);
+        for (const [name, b] of e.indexBudgets) if (b.periodEndMs <= periodNowMs || (settled && !counted(b))) e.indexBudgets.delete(name);
       }
       if (this.#dropIfEmpty(id, e)) forgotten++;
     }

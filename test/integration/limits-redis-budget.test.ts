@@ -318,8 +318,11 @@ describe('RedisBudget with a shared redis-server', () => {
       // The lease landed: 1 token spent, the 9 unspent go back to Redis.
       await until(async () => (await charged()) <= 1, 10_000, 'the unspent 9 back in Redis', 50);
       expect(await charged()).toBeGreaterThan(0.5);
+      // Its slot is free again (it stayed the removed tenant's until evicted).
+      expect(b.tenantBuckets).toBe(0);
       // The tenant back: it leases again from what the bucket holds.
       expect(await b.takeTenant('a')).toBe(0);
+      expect(b.tenantBuckets).toBe(1);
       await until(async () => (await charged()) > 10, 10_000, 'the new lease of 10 charged', 50);
       expect(b.backendErrors).toBe(0);
     } finally {

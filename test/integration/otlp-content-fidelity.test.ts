@@ -15,7 +15,11 @@
 //   traces table failed every round and nothing more of it landed;
 // - a request of 3 million empty log records (6 MB) lands through the
 //   compactor inside the ingester: its rows were buffered whole, past the
-//   compactor's 512 MiB heap, so it died every round and no tenant landed.
+//   compactor's 512 MiB heap, so it died every round and no tenant landed;
+// - a key-value list's JSON (a body, an attribute value, nested in an array)
+//   and a span event's or link's attributes keep the keys in the order sent:
+//   keys that look like array indexes ("0", "10") came first, in ascending
+//   order, as a JavaScript object lists them.
 
 import fs from 'node:fs';
 import path from 'node:path';
@@ -187,6 +191,71 @@ describe('OTLP content, ingest → WAL → Iceberg → readers', () => {
       expect(await ing.stop()).toBe(0);
     }
   }, 360_000);
+
+  it('key-value lists and span event and link attributes keep the order sent in their JSON, keys that look like array indexes included, for icebird and the query server', async () => {
+    const str = (stringValue: string) => ({ stringValue });
+    const kvlist = (values: Record<string, unknown>[]) => ({ kvlistValue: { values } });
+    const body = kvlist([
+      { key: 'b', value: { intValue: '1' } },
+      { key: '1', value: str('one') },
+      {
+        key: 'a',
+        value: kvlist([
+          { key: '10', value: { boolValue: true } },
+          { key: '2' },
+          { key: 'x', value: { arrayValue: { values: [kvlist([{ key: '9', value: { doubleValue: 1.5 } }, { key: 'y', value: str('q') }])] } } },
+        ]),
+      },
+      { key: '0', value: { bytesValue: 'AQI=' } },
+      { key: 'b', value: str('last') }, // a repeated key: its first place, its last value
+      { key: '__proto__', value: { intValue: '3' } },
+    ]);
+    const attributes = [{ key: 'kv', value: kvlist([{ key: 'z', value: str('s') }, { key: '3', value: { intValue: '7' } }]) }];
+    await storeAndLand('/v1/logs', jsonBytes({ resourceLogs: [{ scopeLogs: [{ logRecords: [{ eventName: 'kv-order', body, attributes }] }] }] }), 'application/json');
+    const spans = {
+      resourceSpans: [
+        {
+          scopeSpans: [
+            {
+              spans: [
+                {
+                  traceId: '0102030405060708090a0b0c0d0e0f10',
+                  spanId: '0102030405060708',
+                  name: 'kv-order',
+                  events: [{ name: 'e', attributes: [{ key: 'b', value: str('x') }, { key: '1', value: str('y') }] }],
+                  links: [{ traceId: '1112131415161718191a1b1c1d1e1f20', spanId: '1112131415161718', attributes: [{ key: 'k', value: str('v') }, { key: '0', value: str('z') }] }],
+                },
+              ],
+            },
+          ],
+        },
+      ],
+    };
+    await storeAndLand('/v1/traces', jsonBytes(spans), 'application/json');
+
+    const wantBody = '{"b":"last","1":"one","a":{"10":true,"2":null,"x":[{"9":1.5,"y":"q"}]},"0":"AQI=","__proto__":3}';
+    const wantKv = '{"z":"s","3":7}';
+    const wantEvents = '[{"time_unix_nano":"0","name":"e","attributes":{"b":"x","1":"y"},"dropped_attributes_count":0}]';
+    const wantLinks =
+      '[{"trace_id":"1112131415161718191a1b1c1d1e1f20","span_id":"1112131415161718","trace_state":null,"flags":0,"attributes":{"k":"v","0":"z"},"dropped_attributes_count":0}]';
+    const log = (await icebirdRows((await lake.catalog.metadataLocation('main', 'logs'))!)).find((x) => x['event_name'] === 'kv-order')!;
+    expect([log['body'], log['body_type'], (log['attributes'] as Record<string, string>)['kv']]).toEqual([wantBody, 'kvlist', wantKv]);
+    const span = (await icebirdRows((await lake.catalog.metadataLocation('main', 'traces'))!)).find((x) => x['name'] === 'kv-order')!;
+    expect([span['events'], span['links']]).toEqual([wantEvents, wantLinks]);
+
+    await lake.catalog.close();
+    const q = await startQuery(dir, flags);
+    try {
+      const l = await postSql(q.url, "SELECT body, attributes['kv'] FROM logs WHERE event_name = 'kv-order'");
+      expect(l.status, l.text).toBe(200);
+      expect(l.body['rows']).toEqual([[wantBody, wantKv]]);
+      const t = await postSql(q.url, "SELECT events, links FROM traces WHERE name = 'kv-order'");
+      expect(t.status, t.text).toBe(200);
+      expect(t.body['rows']).toEqual([[wantEvents, wantLinks]]);
+    } finally {
+      await q.stop();
+    }
+  }, 120_000);
 
   it('edge content is stored as sent, and a lone surrogate escape or a base64 id is refused with SIGLAKE_BAD_BODY, nothing stored', async () => {
     const now = BigInt(Date.now()) * 1_000_000n;

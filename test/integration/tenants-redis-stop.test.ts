@@ -9,6 +9,12 @@
 //     group's other tenants stay) returns the removed tenant's unspent lease
 //     to its shared bucket then, with the ingester running. (It stayed held
 //     in the kept lease budget until the stop.)
+//   - the lease slots of tenants such a reload removed go to the tenants it
+//     (or a later one) added. (A released slot stayed mapped to its removed
+//     tenant until evicted, and a slot whose tenant was refused is not
+//     evictable: with the group's slots full, a new tenant of the group got
+//     none and spent the group's one overflow bucket, so the second new
+//     tenant was refused 429 at its first request.)
 
 import fs from 'node:fs';
 import path from 'node:path';
@@ -101,6 +107,42 @@ describe('a tenants reload that removes a tenant from a rate group it keeps, wit
     expect(a.child.exitCode).toBeNull();
     // The kept budget goes on serving the tenant that stayed.
     expect((await c.send('http', 'logs', 'b0', await as('beta'))).status).toBe(200);
+    expect(await a.metric('siglake_rate_budget_backend_errors_total')).toBe(0);
+  });
+});
+
+describe('tenants a reload removed from a rate group it keeps, with Redis', () => {
+  // 0.01/s, burst 1: after its first request a tenant's budget knows its bucket is empty (Redis said
+  // so for the next 100 s), which makes its lease slot not evictable for that long.
+  const group = (ids: string[]) =>
+    `tenants:\n${ids.map((id) => `  - id: ${id}\n    subjects: { claims: { org_id: ${id} } }\n    rateLimit: { requestsPerSec: 0.01, burst: 1 }\n`).join('')}`;
+  const ids = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}${i}`);
+  // 32 tenants: the group's budget has room for 64 (twice the group, at least 64).
+  const first = ids('a', 32);
+  const ctx = ingesterWithRedis('k-slots', 'siglake-redis-slots-', group(first));
+
+  it('give their lease slots to the tenants added: every new tenant has its own bucket, none refused at its first request', async () => {
+    const { key, admin, a, c, file } = ctx;
+    const as = async (org: string) => ({ authorization: `Bearer ${await mint(key, { org_id: org }, { sub: `${org}-1` })}` });
+    for (const id of first) {
+      const h = await as(id);
+      expect((await c.send('http', 'logs', `${id}-0`, h)).status).toBe(200);
+      // Its bucket is empty now, and its budget knows it.
+      expect((await c.send('http', 'logs', `${id}-1`, h)).status).toBe(429);
+    }
+    // The first 32 removed, 34 others added: the (0.01/s, 1) group's budget is kept (34 ≤ 64).
+    const second = ids('b', 34);
+    fs.writeFileSync(file + '.tmp', group(second));
+    fs.renameSync(file + '.tmp', file);
+    const n = a.logs.length;
+    a.child.kill('SIGHUP');
+    await until(() => a.logs.slice(n).some((l) => l.msg === 'tenants file reloaded' && l['tenants'] === 34), 10_000, 'the reload', 20);
+    // Each new tenant's first request is admitted from its own bucket: the removed tenants' 32 slots
+    // went to the new ones (they stayed mapped to the removed tenants, not evictable while refused,
+    // so b32 and b33 found no slot and shared the overflow bucket: b33 was refused).
+    for (const id of second) expect((await c.send('http', 'logs', `${id}-0`, await as(id))).status, id).toBe(200);
+    for (const id of second) expect(await admin.exists(`siglake:tenant-rate:t:${id}`), id).toBe(1);
+    expect(await admin.exists('siglake:tenant-rate:overflow')).toBe(0);
     expect(await a.metric('siglake_rate_budget_backend_errors_total')).toBe(0);
   });
 });

@@ -18,7 +18,9 @@
 //     burst, and its budget's counters (each remove + re-add was a whole
 //     fresh burst, and a whole fresh budget), and no second
 //     `tenant_first_admission` audit event (once per tenant per process: it
-//     got one at each re-add)
+//     got one at each re-add), and no second `lane_first_admission` for a
+//     lane it stored on before the removal (its lanes stay; one it opens
+//     after the re-add gets its first)
 
 import fs from 'node:fs';
 import path from 'node:path';
@@ -28,6 +30,8 @@ import { followIngester, runCli, startIngester, tempDir, CLI, type RunningIngest
 import { AUDIENCE, ISSUER, makeKeyPair, mint, writeJwksFile, type KeyPair } from '../helpers/jwt.js';
 import { Client } from '../helpers/tenancy-client.js';
 import { auditEvents } from '../helpers/audit-events.js';
+import { ManualUpload } from '../helpers/http.js';
+import { logsProto } from '../helpers/otlp-bodies.js';
 import { spawn } from 'node:child_process';
 
 const oidcArgs = (jwks: string): string[] => ['--oidc-issuer', ISSUER, '--oidc-audience', AUDIENCE, '--oidc-jwks-file', jwks];
@@ -188,6 +192,52 @@ describe('a tenant removed by a reload and re-added by the next', () => {
     expect((await c.send('http', 'logs', 'e0', await as('epsilon'))).status).toBe(200);
     await until(() => firsts('epsilon').length === 1, 10_000, "epsilon's first admission in the audit file");
     expect(firsts('delta')).toHaveLength(1);
+  });
+
+  it('is charged for its first request, admitted before the removal and stored after it: a budget that had counted nothing yet', async () => {
+    const theta = '  - id: theta\n    subjects: { claims: { org_id: theta } }\n    budget: { period: day, records: 5 }\n';
+    const remaining = () => ing.metric('siglake_tenant_budget_remaining{tenant="theta",unit="records"}');
+    await reloadWith(other, theta);
+    expect(await remaining()).toBe(5);
+    const body = logsProto(['th0']);
+    const up = new ManualUpload(ing.httpPort, '/v1/logs', body.length, { authorization: (await as('theta'))['authorization']! });
+    await up.connected;
+    up.socket.write(body.subarray(0, 1));
+    // Admitted (its bytes reserved, then its tenant resolved and its budget looked at, in one turn): in flight.
+    await until(async () => (await ing.metric('siglake_ingest_inflight_bytes')) === body.length, 10_000, "theta's request admitted");
+    await reloadWith(other);
+    up.socket.write(body.subarray(1));
+    expect((await up.response).status).toBe(200);
+    up.socket.destroy();
+    await reloadWith(other, theta);
+    // The stored record is charged to the budget theta takes back (it was charged to nothing: a budget
+    // that had counted nothing was not remembered at the removal, so the charge found none).
+    expect(await remaining()).toBe(4);
+  });
+
+  it('keeps its lanes: no second lane_first_admission for a lane that stored before the removal, one for a lane new after it', async () => {
+    const zeta = '  - id: zeta\n    subjects: { claims: { org_id: zeta } }\n';
+    const eta = '  - id: eta\n    subjects: { claims: { org_id: eta } }\n';
+    const lanes = (tenant: string, signal: string) =>
+      auditEvents(audit()).filter((e) => e['event'] === 'lane_first_admission' && e['tenant'] === tenant && e['signal'] === signal);
+    await reloadWith(other, zeta);
+    const h = await as('zeta');
+    expect((await c.send('http', 'logs', 'z0', h)).status).toBe(200);
+    await until(() => lanes('zeta', 'logs').length === 1, 10_000, "zeta's logs lane's first admission in the audit file");
+    expect(lanes('zeta', 'logs')[0]).toMatchObject({ subject: 'zeta-1', index: null });
+    await reloadWith(other);
+    await reloadWith(other, zeta, eta);
+    expect((await c.send('http', 'logs', 'z1', h)).status).toBe(200);
+    expect((await c.send('grpc', 'logs', 'z2', h)).code).toBe(0);
+    // A lane it never stored on before: its first admission, once.
+    expect((await c.send('http', 'traces', 'z3', h)).status).toBe(200);
+    expect((await c.send('grpc', 'traces', 'z4', h)).code).toBe(0);
+    // eta's first admission, audited after zeta's stored requests: once it is in the file, so would be a second one of zeta's.
+    expect((await c.send('http', 'logs', 'e0', await as('eta'))).status).toBe(200);
+    await until(() => lanes('eta', 'logs').length === 1, 10_000, "eta's logs lane's first admission in the audit file");
+    expect(lanes('zeta', 'logs')).toHaveLength(1);
+    expect(lanes('zeta', 'traces')).toHaveLength(1);
+    expect(lanes('zeta', 'traces')[0]).toMatchObject({ subject: 'zeta-1', index: null });
   });
 });
 

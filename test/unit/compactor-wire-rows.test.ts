@@ -175,6 +175,76 @@ describe('OtlpWireRows against the protobufjs decoder', () => {
     expect(expectSame('traces', traces)).toHaveLength(4);
   });
 
+  it('writes key-value lists and event and link attributes in the order sent, keys that start with a digit included, as the native path writes every value', () => {
+    const any = (v: Record<string, unknown>) => v;
+    const kvl = (values: Record<string, unknown>[]) => any({ kvlistValue: { values } });
+    // 20 keys: the repeated one is found through putEntry's key index.
+    const many = Array.from({ length: 20 }, (_, i) => ({ key: String(19 - i), value: any({ intValue: String(i) }) }));
+    many.push({ key: '7', value: any({ stringValue: 'last' }) });
+    const logs = root.encodeRequest('logs', {
+      resourceLogs: [
+        {
+          scopeLogs: [
+            {
+              logRecords: [
+                {
+                  body: kvl([
+                    { key: 'b', value: any({ doubleValue: -0 }) },
+                    { key: '1', value: any({ arrayValue: { values: [any({ doubleValue: Number.NaN }), any({ intValue: '9007199254740993' }), kvl([{ key: 'y', value: any({}) }, { key: '0' }])] } }) },
+                    { key: '__proto__', value: any({ bytesValue: Buffer.from([1, 2]) }) },
+                    { key: '1', value: any({ stringValue: 'q"\u0001' }) },
+                  ]),
+                  attributes: [
+                    { key: 'plain', value: kvl([{ key: 'z', value: any({ intValue: '1' }) }, { key: 'a', value: any({ boolValue: false }) }]) },
+                    { key: 'many', value: kvl(many) },
+                  ],
+                },
+              ],
+            },
+          ],
+        },
+      ],
+    });
+    const [row] = expectSame('logs', logs);
+    expect(row![6]).toBe('{"b":"-0","1":"q\\"\\u0001","__proto__":"AQI="}');
+    const attrs = new Map(row![20] as [string, string][]);
+    expect(attrs.get('plain')).toBe('{"z":1,"a":false}');
+    expect(Object.keys(JSON.parse(attrs.get('many')!) as object)).toHaveLength(20);
+    expect(attrs.get('many')!.startsWith('{"19":0,"18":1,')).toBe(true);
+    expect(attrs.get('many')).toContain('"7":"last","6":13,');
+    const logs2 = root.encodeRequest('logs', {
+      resourceLogs: [{ scopeLogs: [{ logRecords: [{ body: any({ arrayValue: { values: [kvl([{ key: 'x', value: any({ doubleValue: Number.NEGATIVE_INFINITY }) }, { key: '2', value: any({ intValue: '-9007199254740993' }) }])] } }) }] }] }],
+    });
+    expect(expectSame('logs', logs2)[0]![6]).toBe('[{"x":"-Infinity","2":"-9007199254740993"}]');
+    const traces = root.encodeRequest('traces', {
+      resourceSpans: [
+        {
+          scopeSpans: [
+            {
+              spans: [
+                {
+                  name: 's',
+                  events: [
+                    { timeUnixNano: '5', name: 'plain', attributes: [{ key: 'a', value: any({ stringValue: 'x' }) }] },
+                    { timeUnixNano: '6', name: 'digits', attributes: [{ key: 'b', value: any({ stringValue: 'x' }) }, { key: '1', value: any({ intValue: '2' }) }, { key: '0' }], droppedAttributesCount: 1 },
+                  ],
+                  links: [{ traceId: Buffer.alloc(16, 1), spanId: Buffer.alloc(8, 2), traceState: 'a=b', flags: 1, attributes: [{ key: 'k', value: any({ stringValue: 'v' }) }, { key: '0', value: any({ stringValue: 'z' }) }] }, {}],
+                },
+              ],
+            },
+          ],
+        },
+      ],
+    });
+    const [span] = expectSame('traces', traces);
+    expect(span![24]).toBe(
+      '[{"time_unix_nano":"5","name":"plain","attributes":{"a":"x"},"dropped_attributes_count":0},{"time_unix_nano":"6","name":"digits","attributes":{"b":"x","1":"2","0":null},"dropped_attributes_count":1}]',
+    );
+    expect(span![26]).toBe(
+      '[{"trace_id":"01010101010101010101010101010101","span_id":"0202020202020202","trace_state":"a=b","flags":1,"attributes":{"k":"v","0":"z"},"dropped_attributes_count":0},{"trace_id":null,"span_id":null,"trace_state":null,"flags":0,"attributes":{},"dropped_attributes_count":0}]',
+    );
+  });
+
   it('takes the last of a repeated singular field, repeated fields in wire order, and skips unknown fields of every wire type', () => {
     const unknown = [...vint(99, 5n), ...fixed64(98, 1n), ...str(97, 'x'), ...fixed32(96, 2)];
     const record = [

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { LimitsError } from '../../src/limits/limits-error.js';
 import { RateLimiter } from '../../src/limits/rate-limiter.js';
+import { TenantSlots } from '../../src/limits/tenant-slots.js';
 
 const T0 = 5_000_000_000;
 const SEC = 1_000_000;
@@ -205,5 +206,26 @@ describe('RateLimiter', () => {
     bad(() => new RateLimiter({ ratePerSec: 10, globalRatePerSec: 2_000_000, maxTenantBuckets: 1 }), 'globalRatePerSec');
     bad(() => new RateLimiter({ ratePerSec: 10, globalRatePerSec: 10, globalBurst: 0, maxTenantBuckets: 1 }), 'globalBurst');
     bad(() => new RateLimiter({ ratePerSec: 10, globalRatePerSec: 1, globalBurst: 1074, maxTenantBuckets: 1 }), 'globalBurst');
+  });
+});
+
+describe('TenantSlots', () => {
+  it('frees a removed tenant\'s slot: forgotten, not counted, and the next novel tenant gets it, even with every slot taken and none idle', () => {
+    const slots = new TenantSlots(3);
+    const never = () => false;
+    expect([slots.assign('a', never), slots.assign('b', never), slots.assign('c', never)]).toEqual([0, 1, 2]);
+    expect(slots.assign('d', never)).toBe(-1); // full, none idle
+    expect(slots.remove('b')).toBe(1);
+    expect(slots.remove('b')).toBe(-1);
+    expect(slots.size).toBe(2);
+    expect(slots.peek('b')).toBe(-1);
+    expect(slots.tenantAt(1)).toBeUndefined();
+    expect(slots.assign('d', never)).toBe(1);
+    expect(slots.lastEvicted).toBeUndefined();
+    expect(slots.size).toBe(3);
+    expect(slots.lookup('d')).toBe(1);
+    // The LRU order survives the removal: the least recently used idle slot is still the one evicted.
+    expect(slots.assign('e', (s) => s === 0)).toBe(0);
+    expect(slots.lastEvicted).toBe('a');
   });
 });

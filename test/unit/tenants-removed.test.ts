@@ -8,7 +8,9 @@
 //     gets it back
 //   - a request in flight to a removed tenant is charged to what it left
 //   - what is remembered goes once it no longer matters (a bucket full again
-//     after burst / rate, a budget at its period's end), and is bounded
+//     after burst / rate, a budget at its period's end, one that counted
+//     nothing once no request admitted before the removal can charge it), and
+//     is bounded
 
 import v8 from 'node:v8';
 import vm from 'node:vm';
@@ -16,7 +18,7 @@ import { describe, expect, it } from 'vitest';
 import { TokenBucketTable } from '../../src/limits/token-bucket-table.js';
 import { Budget } from '../../src/tenants/budgets.js';
 import { DeclaredTenants } from '../../src/tenants/declared-tenants.js';
-import { MAX_REMEMBERED, RemovedTenants } from '../../src/tenants/removed-tenants.js';
+import { IN_FLIGHT_GRACE_MS, MAX_REMEMBERED, RemovedTenants } from '../../src/tenants/removed-tenants.js';
 import { parseTenantsText } from '../../src/tenants/tenants-file.js';
 
 const at = (iso: string): number => Date.parse(iso);
@@ -52,13 +54,12 @@ describe('the remembered set', () => {
     const r = new RemovedTenants();
     const spent = new Budget({ period: 'day', records: 10, bytes: undefined }, t0);
     spent.charge(3, 30, t0);
-    r.rememberBudget('a', spent);
-    r.rememberBudget('b', new Budget({ period: 'day', records: 10, bytes: undefined }, t0)); // counted nothing
+    r.rememberBudget('a', spent, 0);
     const ib = new Budget({ period: 'month', records: 10, bytes: undefined }, t0);
     ib.charge(1, 1, t0);
-    r.rememberIndexBudget('a', 'pay', ib);
+    r.rememberIndexBudget('a', 'pay', ib, 0);
     expect(r.size).toBe(1);
-    r.sweep(0, at('2026-03-10T23:59:59Z'));
+    r.sweep(IN_FLIGHT_GRACE_MS, at('2026-03-10T23:59:59Z'));
     expect(r.get('a')?.budget).toBe(spent);
     // The day ended: the day's budget goes, the month's stays.
     r.sweep(0, at('2026-03-11T00:00:00Z'));
@@ -66,6 +67,27 @@ describe('the remembered set', () => {
     expect(r.get('a')?.indexBudgets?.get('pay')).toBe(ib);
     r.sweep(0, at('2026-04-01T00:00:00Z'));
     expect(r.size).toBe(0);
+  });
+
+  it('keeps a budget that counted nothing for as long as a request admitted before the removal may charge it, then for its period if one did', () => {
+    const t0 = at('2026-03-10T12:00:00Z');
+    const r = new RemovedTenants();
+    const idle = new Budget({ period: 'day', records: 10, bytes: undefined }, t0);
+    const late = new Budget({ period: 'day', records: 10, bytes: undefined }, t0);
+    const lateIndex = new Budget({ period: 'day', records: 10, bytes: undefined }, t0);
+    r.rememberBudget('idle', idle, 1000);
+    r.rememberBudget('late', late, 1000);
+    r.rememberIndexBudget('late', 'pay', lateIndex, 1000);
+    r.sweep(1000 + IN_FLIGHT_GRACE_MS - 1, t0);
+    expect(r.size).toBe(2);
+    // A request admitted before the removal is stored now: charged to what the tenant left.
+    r.get('late')!.budget!.charge(1, 10, t0);
+    r.get('late')!.indexBudgets!.get('pay')!.charge(1, 10, t0);
+    r.sweep(1000 + IN_FLIGHT_GRACE_MS, t0);
+    expect(r.get('idle')).toBeUndefined();
+    expect(r.get('late')?.budget).toBe(late);
+    expect(r.get('late')?.indexBudgets?.get('pay')).toBe(lateIndex);
+    expect(r.takeBudget('late', 'day')?.usedRecords).toBe(1);
   });
 
   it('is bounded: 10,000 removed tenants are forgotten past their windows, and at most MAX_REMEMBERED are held', () => {
@@ -84,7 +106,7 @@ describe('the remembered set', () => {
     for (let i = 0; i <= MAX_REMEMBERED; i++) {
       const b = new Budget({ period: 'day', records: 10, bytes: undefined }, t0);
       b.charge(1, 1, t0);
-      r.rememberBudget(`t${i}`, b);
+      r.rememberBudget(`t${i}`, b, 0);
     }
     expect(r.size).toBe(MAX_REMEMBERED);
     expect(r.get('t0')).toBeUndefined();
@@ -202,15 +224,17 @@ describe('a tenant that comes back after a reload removed it', () => {
     }
   });
 
-  it('remembers nothing for tenants whose buckets are full and whose budgets counted nothing', () => {
+  it('remembers nothing for tenants whose buckets are full, and budgets that counted nothing only while a request may still charge them', () => {
     let s = '';
-    for (let i = 0; i < 1000; i++) s += tenant(`t${i}`, `s${i}`, '    rateLimit: { requestsPerSec: 1, burst: 2 }\n    budget: { period: day, records: 10 }\n');
+    for (let i = 0; i < 1000; i++) s += tenant(`t${i}`, `s${i}`, '    rateLimit: { requestsPerSec: 1, burst: 2 }\n');
+    for (let i = 0; i < 1000; i++) s += tenant(`b${i}`, `u${i}`, '    rateLimit: { requestsPerSec: 1, burst: 2 }\n    budget: { period: day, records: 10 }\n');
     const dt = new DeclaredTenants(file(s), { perPrincipalPerSec: 0 });
     try {
       // Requests looked at their budgets (and were refused, say, by something else): nothing charged.
-      for (let i = 0; i < 1000; i++) expect(dt.checkBudgets(`t${i}`, undefined, undefined)).toBeUndefined();
+      for (let i = 0; i < 1000; i++) expect(dt.checkBudgets(`b${i}`, undefined, undefined)).toBeUndefined();
       dt.replace([]);
-      expect(dt.removedRemembered).toBe(0);
+      // The budgets, for IN_FLIGHT_GRACE_MS (RemovedTenants.sweep forgets them then: above); the full buckets not at all.
+      expect(dt.removedRemembered).toBe(1000);
     } finally {
       void dt.close();
     }
