@@ -794,6 +794,21 @@ describe('siglake retention', () => {
     expect(await bodies('tenant_thief2', 'logs')).toEqual(['t2-0']);
   });
 
+  it('regression (retention-deletes-outside-table): a pending delete list that is not a list of strings is cleared, not a failure every round', async () => {
+    await land([{ tenant: 'badlist', records: [['b-0', 0]] }]);
+    await editMeta('tenant_badlist', (doc, metaDir) => {
+      const list = path.join(metaDir, 'retention-not-a-list.json');
+      fs.writeFileSync(list, JSON.stringify({ files: ['x'] }));
+      doc['properties'] = { ...(doc['properties'] as object), 'siglake.retention.pending-delete': pathToFileURL(list).href };
+    });
+    // Before, every round failed the table (the list was iterated as an array): exit 1, its retention stopped for ever.
+    const r = runCli(['retention', '--once', ...flags]);
+    expect(r.status, r.stderr).toBe(0);
+    const after = JSON.parse(fs.readFileSync(fileURLToPath((await lake.catalog.metadataLocation('tenant_badlist', 'logs'))!), 'utf8'));
+    expect(after.properties['siglake.retention.pending-delete']).toBeUndefined();
+    expect(await bodies('tenant_badlist', 'logs')).toEqual(['b-0']);
+  });
+
   it('regression (retention-ignores-gc-enabled): a table with gc.enabled=false has its old days dropped, but no snapshot expired and no file deleted', async () => {
     await land([{ tenant: 'gcoff', records: [['gc-20', 20], ['gc-0', 0]] }]);
     await land([{ tenant: 'gcoff', records: [['gc-0b', 0]] }]);
