@@ -204,6 +204,25 @@ describe('siglake query: one tenant bound on every endpoint, for as long as the 
   }, 90_000);
 });
 
+describe('siglake query: a statement whose plan would outgrow the engine\'s bounds', () => {
+  it('regression (query-union-chain-unbounded): more than 1000 SELECT blocks is refused before anything runs; 1000 run', async () => {
+    const { q } = await start([]);
+    const chain = (branches: number) => JSON.stringify({ sql: 'SELECT 1 AS x' + ' UNION ALL SELECT 1'.repeat(branches - 1) });
+    // Before, the engine built the plan of such a chain in time and memory growing with the square of
+    // its branches, outside query.memoryLimitMib and deaf to the interrupt (30,000 branches: minutes
+    // past the 504, over 10 GiB); this one answered 200 after seconds and a GiB.
+    const big = await call(q, 'POST', '/api/v1/sql', { body: chain(5000) });
+    expect(big.status, big.text.slice(0, 300)).toBe(400);
+    expect(big.code).toBe('SIGLAKE_SQL_REFUSED');
+    expect(big.text).toMatch(/the statement has 5000 SELECT blocks .*at most 1000 are allowed/);
+    const explained = await call(q, 'POST', '/api/v1/sql', { body: JSON.stringify({ sql: 'EXPLAIN ' + (JSON.parse(chain(1001)) as { sql: string }).sql }) });
+    expect([explained.status, explained.code]).toEqual([400, 'SIGLAKE_SQL_REFUSED']);
+    const ok = await call(q, 'POST', '/api/v1/sql', { body: chain(1000) });
+    expect(ok.status, ok.text.slice(0, 300)).toBe(200);
+    expect((JSON.parse(ok.text) as { rowCount: number }).rowCount).toBe(1000);
+  }, 60_000);
+});
+
 describe('siglake query: an answer its caller does not read', () => {
   it('regression (query-unread-answers-unbounded): the slot is held until the answer is written, and a caller that takes none of it for query.timeoutSecs is cut; a caller that reads gets it whole', async () => {
     const { q } = await start(['--query-max-concurrent-per-tenant', '1', '--query-timeout-secs', '3']);
