@@ -438,8 +438,24 @@ export class Retention {
       const listLoc = props[PENDING];
       if (typeof listLoc !== 'string') return 0;
       let files: string[];
+      let isList = false;
+      // A list is read only from under the table's own location (see the header): a property naming
+      // anything else (another table's or tenant's file) is treated as a list that is gone, and that
+      // file is neither read as a list nor deleted.
+      const ownList = this.#ownFiles(ns, table, cur.metadata.location, [listLoc]).length === 1;
       try {
-        files = JSON.parse(Buffer.from(await this.#o.storage.get(listLoc)).toString('utf8')) as string[];
+        if (!ownList) throw Object.assign(new Error(`pending delete list outside the table's location: ${listLoc}`), { code: 'ENOENT' });
+        const text = Buffer.from(await this.#o.storage.get(listLoc)).toString('utf8');
+        let parsed: unknown;
+        try {
+          parsed = JSON.parse(text);
+        } catch {
+          parsed = undefined;
+        }
+        // Not a list of locations (damaged, or not Siglake's): nothing in it can be trusted to delete.
+        isList = Array.isArray(parsed);
+        files = Array.isArray(parsed) ? parsed.filter((x): x is string => typeof x === 'string') : [];
+        if (!isList) this.#o.log.warn({ table: `${ns}.${table}`, list: listLoc }, 'retention: the pending delete list is not a list of files; clearing it, deleting nothing it names');
       } catch (e) {
         if (!isNotFound(e)) throw e;
         // The list is gone: a concurrent round finished it (and cleared the property, or is about
@@ -464,7 +480,7 @@ export class Retention {
       this.#o.step?.('deleting');
       let data = 0;
       // A list written before deletes were bounded to the table's location, or by anyone else.
-      for (const f of this.#ownFiles(ns, table, cur.metadata.location, Array.isArray(files) ? files.filter((x) => typeof x === 'string') : [])) {
+      for (const f of this.#ownFiles(ns, table, cur.metadata.location, files)) {
         await this.#o.storage.delete(f);
         // Data files only (a partition-statistics file under metadata/ may be Parquet too).
         if (f.endsWith('.parquet') && !f.includes('/metadata/')) data++;
@@ -472,7 +488,8 @@ export class Retention {
       const { [PENDING]: _done, ...rest } = props;
       doc['properties'] = rest;
       if (await this.#commitDoc(ns, table, cur, doc)) {
-        await this.#o.storage.delete(listLoc);
+        // Not a list: whatever that file is (the table's own, named by someone else's commit), it stays.
+        if (isList) await this.#o.storage.delete(listLoc);
         return data;
       }
       cur = await this.#appender.load(ns, table);

@@ -807,6 +807,19 @@ describe('siglake retention', () => {
     const after = JSON.parse(fs.readFileSync(fileURLToPath((await lake.catalog.metadataLocation('tenant_badlist', 'logs'))!), 'utf8'));
     expect(after.properties['siglake.retention.pending-delete']).toBeUndefined();
     expect(await bodies('tenant_badlist', 'logs')).toEqual(['b-0']);
+    // Nor is a "list" outside the table's location read or deleted: here another tenant's current
+    // metadata file (JSON, not a list), which deleting after the commit would break that table.
+    await land([{ tenant: 'victim3', records: [['v3-0', 0]] }]);
+    const victimMeta = (await lake.catalog.metadataLocation('tenant_victim3', 'logs'))!;
+    await editMeta('tenant_badlist', (doc) => {
+      doc['properties'] = { ...(doc['properties'] as object), 'siglake.retention.pending-delete': victimMeta };
+    });
+    const r2 = runCli(['retention', '--once', ...flags]);
+    expect(r2.status, r2.stderr).toBe(0);
+    expect(fs.existsSync(fileURLToPath(victimMeta))).toBe(true);
+    expect(await bodies('tenant_victim3', 'logs')).toEqual(['v3-0']);
+    const after2 = JSON.parse(fs.readFileSync(fileURLToPath((await lake.catalog.metadataLocation('tenant_badlist', 'logs'))!), 'utf8'));
+    expect(after2.properties['siglake.retention.pending-delete']).toBeUndefined();
   });
 
   it('regression (retention-ignores-gc-enabled): a table with gc.enabled=false has its old days dropped, but no snapshot expired and no file deleted', async () => {
