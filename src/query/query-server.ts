@@ -437,19 +437,25 @@ export class QueryServer {
       // past it, for as long as the catalog took.)
       const limitMs = this.#s.queryTimeoutSecs * 1000;
       const lease = await withinDeadline(this.#pool!.acquire(tenant, this.#gate.indexesOf(tenant)), limitMs, this.#s.queryTimeoutSecs, slot, (l) => l.release());
+      let result;
       try {
-        const result = await runQuery(lease.engine, sql, {
+        result = await runQuery(lease.engine, sql, {
           maxRows: this.#s.queryMaxRows,
           maxBytes: this.#s.queryMaxResultMib * 1024 * 1024,
           timeoutMs: Math.max(1, limitMs - (performance.now() - started)),
           limitSecs: this.#s.queryTimeoutSecs,
           signal: cancel.signal,
         });
-        if (wantsNdjson(req.headers.accept)) sendNdjson(res, result);
-        else sendResult(res, result, Math.round(performance.now() - started));
       } finally {
         lease.release();
       }
+      // The slot is held until the answer is handed to the socket, and a caller that takes no byte
+      // of it for query.timeoutSecs is cut: a tenant has at most query.maxConcurrentPerTenant
+      // answers in the heap. (The slot went back once the answer was queued: a caller that never
+      // read its answers kept each of them, up to query.maxResultMib, for as long as it kept the
+      // connection open, as many as it liked.)
+      if (wantsNdjson(req.headers.accept)) await sendNdjson(res, result, limitMs);
+      else await sendResult(res, result, Math.round(performance.now() - started), limitMs);
     } finally {
       res.off('close', onClose);
       this.#stopping.signal.removeEventListener('abort', onStop);

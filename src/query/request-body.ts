@@ -1,6 +1,7 @@
 // The body of a query request: `{"sql": "…"}` (application/json) or the SQL
 // itself (text/plain), at most MAX_BODY_BYTES.
 
+import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { QueryError } from './query-error.js';
 
@@ -181,9 +182,21 @@ function tooLarge(maxBytes: number): QueryError {
   return new QueryError('SIGLAKE_BODY_TOO_LARGE', `request body over ${maxBytes} bytes`);
 }
 
-/** The SQL text of a body, by its content type. */
+/** A UTF-16 code unit of a surrogate pair with no partner (a JSON `\ud800` escape): no character at all. */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/**
+ * The SQL text of a body, by its content type. Text the engine would not read
+ * as sent is refused, never altered: bytes that are not UTF-8 and lone
+ * surrogates (each became U+FFFD inside the statement, a string literal
+ * included), and a NUL character (the engine's parser stops there: the rest,
+ * a WHERE clause say, was silently left out of the statement that ran).
+ */
 export function sqlOf(body: Buffer, contentType: string | undefined): string {
   const type = (contentType ?? 'application/json').split(';')[0]!.trim().toLowerCase();
+  if ((type === 'application/json' || type === 'text/plain') && !isUtf8(body)) {
+    throw new QueryError('SIGLAKE_BAD_BODY', 'the body is not valid UTF-8: send the SQL as UTF-8 text');
+  }
   let sql: unknown;
   if (type === 'application/json') {
     let doc: unknown;
@@ -199,8 +212,15 @@ export function sqlOf(body: Buffer, contentType: string | undefined): string {
   } else {
     throw new QueryError('SIGLAKE_UNSUPPORTED_MEDIA', `content type ${type} is not supported: use application/json or text/plain`);
   }
-  if ((sql as string).trim() === '') throw new QueryError('SIGLAKE_BAD_SQL', 'no SQL statement in the request');
-  return sql as string;
+  const text = sql as string;
+  if (text.includes('\0')) {
+    throw new QueryError('SIGLAKE_BAD_SQL', 'the SQL holds a NUL character (U+0000): the engine would read the statement only up to it; remove it');
+  }
+  if (LONE_SURROGATE.test(text)) {
+    throw new QueryError('SIGLAKE_BAD_SQL', 'the SQL holds a lone surrogate (a \\ud800-\\udfff escape without its pair), which is no character: send the character itself');
+  }
+  if (text.trim() === '') throw new QueryError('SIGLAKE_BAD_SQL', 'no SQL statement in the request');
+  return text;
 }
 
 /** The text without a leading UTF-8 byte order mark, which some clients write (RFC 8259 §8.1 lets a parser ignore it). */

@@ -112,8 +112,13 @@ export class TableFilesReader {
   }
 }
 
-/** `location` names something strictly below `parent`, through plain segments only. */
-function isUnder(location: string, parent: string): boolean {
+/**
+ * `location` names something strictly below `parent`, through plain segments
+ * only (no empty, `.` or `..` segment, no encoded `/` or `\\`). Also used by
+ * retention (src/retention/retention.ts), which deletes only what lies under
+ * a table's own location.
+ */
+export function isUnder(location: string, parent: string): boolean {
   if (!location.startsWith(parent + '/')) return false;
   for (const seg of location.slice(parent.length + 1).split('/')) {
     let plain: string;

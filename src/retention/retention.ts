@@ -14,6 +14,16 @@
 // a kept snapshot references is never in a list: the list is computed from
 // the very metadata the commit replaces, and a concurrent append only adds
 // files.
+//
+// What is deleted. Only files under the table's own location: a manifest, a
+// statistics entry or a pending list naming anything else (another table's
+// file, another tenant's: Iceberg lets a writer name any path, and another
+// engine's add_files or write.data.path does) is left where it is and
+// counted in the round's warning; the query server refuses such a table for
+// the same reason (src/query/table-files.ts). A table whose property
+// `gc.enabled` is `false` has no snapshot expired and no file deleted, as
+// Iceberg Java's expire_snapshots refuses it ("deleting files may corrupt
+// other tables"); its drops are committed as ever.
 
 import { randomInt, randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
@@ -28,11 +38,14 @@ import { TableMetadata, type SnapshotView } from '../iceberg/table-metadata.js';
 import { TableSchema } from '../iceberg/table-schema.js';
 import type { LabelledCounts } from '../indexes/labelled-counts.js';
 import { PROP_RETENTION_DAYS } from '../indexes/registry.js';
+import { isUnder } from '../query/table-files.js';
 
 type JsonObject = { [key: string]: JsonValue };
 
 const DAY_MS = 86_400_000;
 const PENDING = 'siglake.retention.pending-delete';
+/** Iceberg's table property that turns garbage collection (expiry, file deletion) off. */
+const GC_ENABLED = 'gc.enabled';
 const STATUS_DELETED = 2;
 /** A read of a table's files that found the table moved on since (see Retention.#stale). */
 const STALE = Symbol('stale');
@@ -100,7 +113,13 @@ export class Retention {
     if (kind !== 'logs' && kind !== 'traces') return null;
     const schema = kind === 'logs' ? TableSchema.LOGS : TableSchema.TRACES;
     const days = table === 'logs' ? this.#o.logsDays : table === 'traces' ? this.#o.tracesDays : Number(props[PROP_RETENTION_DAYS] ?? 0) || 0;
-    let filesDeleted = await this.#finishPending(ns, table, loaded);
+    // gc.enabled not true: the table's files may be another table's too (Spark's snapshot procedure
+    // sets it false): nothing is expired or deleted, as Iceberg Java refuses; the drop still commits.
+    // Read as Java reads it (Boolean.parseBoolean): absent is true, any value but "true" is false.
+    const gcProp = props[GC_ENABLED];
+    const gc = gcProp === undefined || String(gcProp).toLowerCase() === 'true';
+    if (!gc) this.#o.log.debug({ table: `${ns}.${table}` }, 'retention: gc.enabled is false; no snapshot expired, no file deleted');
+    let filesDeleted = gc ? await this.#finishPending(ns, table, loaded) : 0;
     let filesDropped = 0;
     if (days > 0) {
       const cutoffDay = Math.floor(this.#now() / DAY_MS) - days;
@@ -108,7 +127,7 @@ export class Retention {
       this.#o.step?.('dropped');
     }
     loaded = (await this.#appender.load(ns, table))!;
-    const { expired, refsRemoved } = await this.#expire(ns, table, loaded);
+    const { expired, refsRemoved } = gc ? await this.#expire(ns, table, loaded) : { expired: 0, refsRemoved: 0 };
     this.#o.step?.('expired');
     if (expired > 0) filesDeleted += await this.#finishPending(ns, table, (await this.#appender.load(ns, table))!);
     if (filesDeleted > 0) this.#o.counts?.inc('siglake_retention_files_deleted_total', { table }, filesDeleted);
@@ -369,8 +388,10 @@ export class Retention {
       // no snapshot that is not there.
       const keptIds = new Set(kept.map((s) => s.snapshotId));
       const stats = splitStatistics(doc, keptIds);
-      const toDelete = [...goneFiles, ...stats.gone].filter((f) => !keptFiles.has(f) && !stats.kept.has(f));
       const location = cur.metadata.location;
+      const unkept = [...goneFiles, ...stats.gone].filter((f) => !keptFiles.has(f) && !stats.kept.has(f));
+      // Only what lies under the table's own location is ever deleted (see the header).
+      const toDelete = this.#ownFiles(ns, table, location, unkept);
       const listLoc = `${location}/metadata/retention-${randomUUID()}.json`;
       await this.#o.storage.putNew(listLoc, Buffer.from(JSON.stringify(toDelete), 'utf8'));
       doc['snapshots'] = (doc['snapshots'] as JsonObject[]).filter((s) => !expireIds.has(BigInt(s['snapshot-id'] as number | bigint)));
@@ -384,6 +405,23 @@ export class Retention {
       return { expired: expire.length, refsRemoved: refsGone.length };
     }
     throw new Error(`${ns}.${table}: snapshot expiry still conflicting after 50 attempts`);
+  }
+
+  /**
+   * The files of `files` under the table's location `location`; the others
+   * (another table's or tenant's, or written as some other URI) are left
+   * alone and counted in one warning.
+   */
+  #ownFiles(ns: string, table: string, location: string, files: readonly string[]): string[] {
+    const base = fileUri(location.replace(/\/+$/, ''));
+    const own = files.filter((f) => isUnder(fileUri(f), base));
+    if (own.length < files.length) {
+      this.#o.log.warn(
+        { table: `${ns}.${table}`, files: files.length - own.length },
+        "retention: files outside the table's location are named by its metadata; left alone (Siglake deletes only under a table's own location)",
+      );
+    }
+    return own;
   }
 
   /** The refs a commit removed: their count at info (in the round's line), their names at debug. */
@@ -400,8 +438,24 @@ export class Retention {
       const listLoc = props[PENDING];
       if (typeof listLoc !== 'string') return 0;
       let files: string[];
+      let isList = false;
+      // A list is read only from under the table's own location (see the header): a property naming
+      // anything else (another table's or tenant's file) is treated as a list that is gone, and that
+      // file is neither read as a list nor deleted.
+      const ownList = this.#ownFiles(ns, table, cur.metadata.location, [listLoc]).length === 1;
       try {
-        files = JSON.parse(Buffer.from(await this.#o.storage.get(listLoc)).toString('utf8')) as string[];
+        if (!ownList) throw Object.assign(new Error(`pending delete list outside the table's location: ${listLoc}`), { code: 'ENOENT' });
+        const text = Buffer.from(await this.#o.storage.get(listLoc)).toString('utf8');
+        let parsed: unknown;
+        try {
+          parsed = JSON.parse(text);
+        } catch {
+          parsed = undefined;
+        }
+        // Not a list of locations (damaged, or not Siglake's): nothing in it can be trusted to delete.
+        isList = Array.isArray(parsed);
+        files = Array.isArray(parsed) ? parsed.filter((x): x is string => typeof x === 'string') : [];
+        if (!isList) this.#o.log.warn({ table: `${ns}.${table}`, list: listLoc }, 'retention: the pending delete list is not a list of files; clearing it, deleting nothing it names');
       } catch (e) {
         if (!isNotFound(e)) throw e;
         // The list is gone: a concurrent round finished it (and cleared the property, or is about
@@ -425,7 +479,8 @@ export class Retention {
       }
       this.#o.step?.('deleting');
       let data = 0;
-      for (const f of files) {
+      // A list written before deletes were bounded to the table's location, or by anyone else.
+      for (const f of this.#ownFiles(ns, table, cur.metadata.location, files)) {
         await this.#o.storage.delete(f);
         // Data files only (a partition-statistics file under metadata/ may be Parquet too).
         if (f.endsWith('.parquet') && !f.includes('/metadata/')) data++;
@@ -433,7 +488,8 @@ export class Retention {
       const { [PENDING]: _done, ...rest } = props;
       doc['properties'] = rest;
       if (await this.#commitDoc(ns, table, cur, doc)) {
-        await this.#o.storage.delete(listLoc);
+        // Not a list: whatever that file is (the table's own, named by someone else's commit), it stays.
+        if (isList) await this.#o.storage.delete(listLoc);
         return data;
       }
       cur = await this.#appender.load(ns, table);
@@ -700,6 +756,11 @@ function rewriteSchema(writer: unknown, schema: TableSchema): unknown {
   const have = new Set(w.fields.map((f) => f.name));
   const missing = own.fields.filter((f) => !have.has(f.name));
   return missing.length === 0 ? writer : { ...w, fields: [...w.fields, ...missing] };
+}
+
+/** `file:/x` (Iceberg Java's form of a local path) as `file:///x`, so that both forms compare equal; anything else as it is. */
+function fileUri(location: string): string {
+  return /^file:\/(?!\/)/.test(location) ? `file://${location.slice(5)}` : location;
 }
 
 function int32(d: number): Buffer {

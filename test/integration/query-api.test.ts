@@ -423,6 +423,33 @@ describe('siglake query: tenant-routed SQL over the landed tables', () => {
     expect(((await bom.json()) as { rows: unknown[][] }).rows).toEqual([[7]]);
   });
 
+  it('regression (query-sql-cut-at-nul): SQL the engine would not read as sent is refused, never run altered: a NUL, bytes not UTF-8, a lone surrogate', async () => {
+    const acme = tokens['acme']!;
+    const send = (body: Buffer | string, contentType: string) =>
+      fetch(`${q.url}/api/v1/sql`, { method: 'POST', headers: { authorization: `Bearer ${acme}`, 'content-type': contentType }, body });
+    const refused = async (r: Response, code: string, message: RegExp) => {
+      const text = await r.text();
+      expect(r.status, text).toBe(400);
+      const err = (JSON.parse(text) as { error: { code: string; message: string } }).error;
+      expect(err.code).toBe(code);
+      expect(err.message).toMatch(message);
+      expect(text).not.toContain('r1-acme');
+    };
+    // Before, the engine's parser stopped at the NUL: WHERE false was left out and every row came back (200).
+    await refused(await send(JSON.stringify({ sql: 'SELECT body FROM logs\u0000 WHERE false' }), 'application/json'), 'SIGLAKE_BAD_SQL', /NUL character/);
+    await refused(await send(Buffer.from('SELECT body FROM logs\0 WHERE false'), 'text/plain'), 'SIGLAKE_BAD_SQL', /NUL character/);
+    // Before, each invalid byte became U+FFFD inside the literal, and the query answered with it (200).
+    await refused(await send(Buffer.from([...Buffer.from("SELECT '"), 0xff, 0xfe, ...Buffer.from("' AS x")]), 'text/plain'), 'SIGLAKE_BAD_BODY', /not valid UTF-8/);
+    await refused(await send(Buffer.from([...Buffer.from('{"sql":"SELECT \''), 0xc3, 0x28, ...Buffer.from('\' AS x"}')]), 'application/json'), 'SIGLAKE_BAD_BODY', /not valid UTF-8/);
+    await refused(await send('{"sql":"SELECT \'\\ud800\' AS x"}', 'application/json'), 'SIGLAKE_BAD_SQL', /lone surrogate/);
+    await refused(await send('{"sql":"SELECT \'\\udc00x\' AS x"}', 'application/json'), 'SIGLAKE_BAD_SQL', /lone surrogate/);
+    // A pair written as two escapes is one character, and U+0001 is no NUL: both run as sent.
+    const ok = await send('{"sql":"SELECT \'\\ud83d\\ude00\' AS x, \'\\u0001\' AS y, count(*) AS n FROM logs WHERE false"}', 'application/json');
+    const okText = await ok.text();
+    expect(ok.status, okText).toBe(200);
+    expect((JSON.parse(okText) as { rows: unknown[][] }).rows).toEqual([['\u{1f600}', '\u0001', '0']]);
+  });
+
   it('SIGTERM lets a running query answer, then exits 0', async () => {
     const pending = postSql(q.url, 'SELECT sum(range % 7) FROM range(100000000000000)', { token: tokens['default'] });
     const deadline = Date.now() + 20_000;

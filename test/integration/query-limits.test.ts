@@ -204,6 +204,73 @@ describe('siglake query: one tenant bound on every endpoint, for as long as the 
   }, 90_000);
 });
 
+describe('siglake query: a statement whose plan would outgrow the engine\'s bounds', () => {
+  it('regression (query-union-chain-unbounded): more than 1000 SELECT blocks is refused before anything runs; 1000 run', async () => {
+    const { q } = await start([]);
+    const chain = (branches: number) => JSON.stringify({ sql: 'SELECT 1 AS x' + ' UNION ALL SELECT 1'.repeat(branches - 1) });
+    // Before, the engine built the plan of such a chain in time and memory growing with the square of
+    // its branches, outside query.memoryLimitMib and deaf to the interrupt (30,000 branches: minutes
+    // past the 504, over 10 GiB); this one answered 200 after seconds and a GiB.
+    const big = await call(q, 'POST', '/api/v1/sql', { body: chain(5000) });
+    expect(big.status, big.text.slice(0, 300)).toBe(400);
+    expect(big.code).toBe('SIGLAKE_SQL_REFUSED');
+    expect(big.text).toMatch(/the statement has 5000 SELECT blocks .*at most 1000 are allowed/);
+    const explained = await call(q, 'POST', '/api/v1/sql', { body: JSON.stringify({ sql: 'EXPLAIN ' + (JSON.parse(chain(1001)) as { sql: string }).sql }) });
+    expect([explained.status, explained.code]).toEqual([400, 'SIGLAKE_SQL_REFUSED']);
+    const ok = await call(q, 'POST', '/api/v1/sql', { body: chain(1000) });
+    expect(ok.status, ok.text.slice(0, 300)).toBe(200);
+    expect((JSON.parse(ok.text) as { rowCount: number }).rowCount).toBe(1000);
+  }, 60_000);
+});
+
+describe('siglake query: an answer its caller does not read', () => {
+  it('regression (query-unread-answers-unbounded): the slot is held until the answer is written, and a caller that takes none of it for query.timeoutSecs is cut; a caller that reads gets it whole', async () => {
+    const { q } = await start(['--query-max-concurrent-per-tenant', '1', '--query-timeout-secs', '3']);
+    const big = JSON.stringify({ sql: "SELECT repeat('x', 50000) AS s FROM range(1000)" }); // a 50 MB answer
+    // A caller that takes the first bytes of its answer, then reads nothing more (its window full).
+    const s = net.connect(q.port, '127.0.0.1');
+    sockets.push(s);
+    let got = 0;
+    let closed = false;
+    let hold = true;
+    s.on('data', (b: Buffer) => {
+      got += b.length;
+      if (hold) s.pause();
+    });
+    s.on('close', () => (closed = true));
+    s.on('error', () => undefined);
+    s.write(`POST /api/v1/sql HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(big)}\r\n\r\n${big}`);
+    await until(() => got > 0, 30_000, 'the first bytes of the answer');
+    // Its answer is not written yet: the tenant's one slot is still taken. (Before, the whole answer
+    // was queued for the socket at once and the slot given back: any number of unread answers, each
+    // up to query.maxResultMib, stayed in the heap for as long as their connections stayed open.)
+    const second = await call(q, 'POST', '/api/v1/sql', { body: JSON.stringify({ sql: 'SELECT 1 AS one' }) });
+    expect(second.status, second.text).toBe(429);
+    expect(second.code).toBe('SIGLAKE_QUERY_CONCURRENCY');
+    expect(await running$(q)).toBe(1);
+    // No byte taken for query.timeoutSecs: the server cuts the connection, counted as the caller's
+    // (499), and the slot comes back (before: the answer stayed queued for as long as the caller liked).
+    const answered = async () => (await q.metrics()).get('siglake_query_requests_total{endpoint="sql",status="499"}') === 1;
+    await until(answered, 30_000, 'the server to cut the connection whose answer was not read (499)');
+    expect(await running$(q)).toBe(0);
+    expect((await q.metrics()).get('siglake_query_requests_total{endpoint="sql",status="500"}')).toBe(0);
+    // What the caller reads now ends short of the answer: the rest was never sent.
+    hold = false;
+    s.resume();
+    await until(() => closed, 30_000, 'the cut connection to end at the caller');
+    expect(got).toBeLessThan(50_000_000);
+    // A caller that reads gets the whole answer, in JSON and in NDJSON.
+    const whole = await fetch(`${q.url}/api/v1/sql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: big });
+    const body = (await whole.json()) as { rowCount: number; truncated: boolean; rows: string[][] };
+    expect(whole.status).toBe(200);
+    expect([body.rowCount, body.truncated, body.rows[999]![0]!.length]).toEqual([1000, false, 50000]);
+    const nd = await fetch(`${q.url}/api/v1/sql`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/x-ndjson' }, body: big });
+    expect(nd.status).toBe(200);
+    expect((await nd.text()).trim().split('\n')).toHaveLength(1000);
+    expect((await call(q, 'POST', '/api/v1/sql', { body: JSON.stringify({ sql: 'SELECT 1 AS one' }) })).status).toBe(200);
+  }, 90_000);
+});
+
 describe('siglake query: the index API\'s time bound, and a query\'s slot while its body arrives', () => {
   it('regression (query-index-api-unbounded): an index call whose reads do not end is answered 504 at query.timeoutSecs and keeps its slot until they end', async () => {
     // The index API took a slot but had no time bound: a warehouse (or catalog) that did not

@@ -732,6 +732,123 @@ describe('siglake retention', () => {
     });
   }
 
+  /** Edits the current metadata file of `<ns>.logs` in place (as another engine's commit would have written it). */
+  const editMeta = async (ns: string, change: (doc: Record<string, unknown>, metaDir: string) => void) => {
+    const file = fileURLToPath((await lake.catalog.metadataLocation(ns, 'logs'))!);
+    const doc = LosslessJson.parse(fs.readFileSync(file, 'utf8')) as Record<string, unknown>;
+    change(doc, path.dirname(file));
+    fs.writeFileSync(file, LosslessJson.stringify(doc as never));
+  };
+  /** Victim's one data file (URI and path), and its rows as icebird reads them. */
+  const victimFile = async (ns: string) => {
+    const uri = (await icebirdDataFiles((await lake.catalog.metadataLocation(ns, 'logs'))!))[0]!.path;
+    return { uri, file: fileURLToPath(uri) };
+  };
+
+  it("regression (retention-deletes-outside-table): a statistics entry of thief's expired snapshot naming victim's data file deletes nothing of victim's", async () => {
+    await land([{ tenant: 'victim1', records: [['v1-0', 0]] }]);
+    for (const n of ['t1-1', 't1-2']) await land([{ tenant: 'thief1', records: [[n, 0]] }]);
+    const v = await victimFile('tenant_victim1');
+    // Iceberg lets a writer name any path: here a Puffin entry of thief1's older snapshot names
+    // victim1's data file (another engine's commit with thief1's credentials).
+    await editMeta('tenant_thief1', (doc) => {
+      const old = (doc['snapshots'] as { 'snapshot-id': unknown }[]).find((x) => String(x['snapshot-id']) !== String(doc['current-snapshot-id']))!;
+      doc['statistics'] = [{ 'snapshot-id': old['snapshot-id'], 'statistics-path': v.uri, 'file-size-in-bytes': 4, 'file-footer-size-in-bytes': 0, 'blob-metadata': [] }];
+    });
+    const r = runCli(['retention', '--once', ...flags, '--retention-snapshot-max-age-hours', '0']);
+    expect(r.status, r.stderr).toBe(0);
+    // Before, the expiry listed and deleted victim1's only data file: its table was left naming a file gone.
+    expect(fs.existsSync(v.file)).toBe(true);
+    expect(await bodies('tenant_victim1', 'logs')).toEqual(['v1-0']);
+    expect(r.stderr).toMatch(/tenant_thief1\.logs.*files outside the table's location are named by its metadata; left alone/);
+    // thief1's own expiry went on: its older snapshot and its entry are gone, its rows stay.
+    const line = r.stdout.trim().split('\n').map((l) => JSON.parse(l)).find((l) => l.namespace === 'tenant_thief1');
+    expect(line).toMatchObject({ snapshotsExpired: 1 });
+    const after = JSON.parse(fs.readFileSync(fileURLToPath((await lake.catalog.metadataLocation('tenant_thief1', 'logs'))!), 'utf8'));
+    expect(after.snapshots).toHaveLength(1);
+    expect(after.statistics).toEqual([]);
+    expect(await bodies('tenant_thief1', 'logs')).toEqual(['t1-1', 't1-2']);
+  });
+
+  it("regression (retention-deletes-outside-table): a pending delete list of thief's naming victim's data file deletes only thief's own files", async () => {
+    await land([{ tenant: 'victim2', records: [['v2-0', 0]] }]);
+    await land([{ tenant: 'thief2', records: [['t2-0', 0]] }]);
+    const v = await victimFile('tenant_victim2');
+    // A stray file of thief2's own, listed beside victim2's: the list is honoured for what is thief2's.
+    const ownStray = path.join(warehouse, 'tenant_thief2', 'logs', 'data', 'stray.parquet');
+    fs.writeFileSync(ownStray, 'PAR1');
+    await editMeta('tenant_thief2', (doc, metaDir) => {
+      const list = path.join(metaDir, 'retention-planted.json');
+      fs.writeFileSync(list, JSON.stringify([v.uri, pathToFileURL(ownStray).href]));
+      doc['properties'] = { ...(doc['properties'] as object), 'siglake.retention.pending-delete': pathToFileURL(list).href };
+    });
+    const r = runCli(['retention', '--once', ...flags]);
+    expect(r.status, r.stderr).toBe(0);
+    // Before, the list's every path was deleted: victim2's only data file with it.
+    expect(fs.existsSync(v.file)).toBe(true);
+    expect(await bodies('tenant_victim2', 'logs')).toEqual(['v2-0']);
+    expect(fs.existsSync(ownStray)).toBe(false);
+    expect(r.stderr).toMatch(/tenant_thief2\.logs.*files outside the table's location/);
+    const after = JSON.parse(fs.readFileSync(fileURLToPath((await lake.catalog.metadataLocation('tenant_thief2', 'logs'))!), 'utf8'));
+    expect(after.properties['siglake.retention.pending-delete']).toBeUndefined();
+    expect(await bodies('tenant_thief2', 'logs')).toEqual(['t2-0']);
+  });
+
+  it('regression (retention-deletes-outside-table): a pending delete list that is not a list of strings is cleared, not a failure every round', async () => {
+    await land([{ tenant: 'badlist', records: [['b-0', 0]] }]);
+    await editMeta('tenant_badlist', (doc, metaDir) => {
+      const list = path.join(metaDir, 'retention-not-a-list.json');
+      fs.writeFileSync(list, JSON.stringify({ files: ['x'] }));
+      doc['properties'] = { ...(doc['properties'] as object), 'siglake.retention.pending-delete': pathToFileURL(list).href };
+    });
+    // Before, every round failed the table (the list was iterated as an array): exit 1, its retention stopped for ever.
+    const r = runCli(['retention', '--once', ...flags]);
+    expect(r.status, r.stderr).toBe(0);
+    const after = JSON.parse(fs.readFileSync(fileURLToPath((await lake.catalog.metadataLocation('tenant_badlist', 'logs'))!), 'utf8'));
+    expect(after.properties['siglake.retention.pending-delete']).toBeUndefined();
+    expect(await bodies('tenant_badlist', 'logs')).toEqual(['b-0']);
+    // Nor is a "list" outside the table's location read or deleted: here another tenant's current
+    // metadata file (JSON, not a list), which deleting after the commit would break that table.
+    await land([{ tenant: 'victim3', records: [['v3-0', 0]] }]);
+    const victimMeta = (await lake.catalog.metadataLocation('tenant_victim3', 'logs'))!;
+    await editMeta('tenant_badlist', (doc) => {
+      doc['properties'] = { ...(doc['properties'] as object), 'siglake.retention.pending-delete': victimMeta };
+    });
+    const r2 = runCli(['retention', '--once', ...flags]);
+    expect(r2.status, r2.stderr).toBe(0);
+    expect(fs.existsSync(fileURLToPath(victimMeta))).toBe(true);
+    expect(await bodies('tenant_victim3', 'logs')).toEqual(['v3-0']);
+    const after2 = JSON.parse(fs.readFileSync(fileURLToPath((await lake.catalog.metadataLocation('tenant_badlist', 'logs'))!), 'utf8'));
+    expect(after2.properties['siglake.retention.pending-delete']).toBeUndefined();
+  });
+
+  it('regression (retention-ignores-gc-enabled): a table with gc.enabled=false has its old days dropped, but no snapshot expired and no file deleted', async () => {
+    await land([{ tenant: 'gcoff', records: [['gc-20', 20], ['gc-0', 0]] }]);
+    await land([{ tenant: 'gcoff', records: [['gc-0b', 0]] }]);
+    // As Spark's snapshot procedure leaves a table whose files are another table's too.
+    await editMeta('tenant_gcoff', (doc) => {
+      doc['properties'] = { ...(doc['properties'] as object), 'gc.enabled': 'false' };
+    });
+    const filesBefore = filesUnder(path.join(warehouse, 'tenant_gcoff')).sort();
+    const r = runCli(['retention', '--once', ...retentionFlags]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout.trim().split('\n').map((l) => JSON.parse(l)).find((l) => l.namespace === 'tenant_gcoff')).toMatchObject({ filesDropped: 1, snapshotsExpired: 0, filesDeleted: 0 });
+    expect(await bodies('tenant_gcoff', 'logs')).toEqual(['gc-0', 'gc-0b']);
+    const meta = JSON.parse(fs.readFileSync(fileURLToPath((await lake.catalog.metadataLocation('tenant_gcoff', 'logs'))!), 'utf8'));
+    // Before, the two replaced snapshots were expired and gc-20's file deleted, as with gc on.
+    expect(meta.snapshots).toHaveLength(3);
+    expect(meta.properties['siglake.retention.pending-delete']).toBeUndefined();
+    const filesAfter = filesUnder(path.join(warehouse, 'tenant_gcoff'));
+    for (const f of filesBefore) expect(filesAfter).toContain(f);
+    // Turned back on, the next round expires and deletes as usual.
+    await editMeta('tenant_gcoff', (doc) => {
+      doc['properties'] = { ...(doc['properties'] as object), 'gc.enabled': 'true' };
+    });
+    const on = runCli(['retention', '--once', ...retentionFlags]);
+    expect(on.status, on.stderr).toBe(0);
+    expect(on.stdout.trim().split('\n').map((l) => JSON.parse(l)).find((l) => l.namespace === 'tenant_gcoff')).toMatchObject({ snapshotsExpired: 2, filesDeleted: 1 });
+  });
+
   it('regression (retention-failures-uncounted): a table whose retention fails inside the compactor loop is counted per table', async () => {
     // Before stop 50 the loop's failures were only logged: a table failing every hour raised no metric to alert on.
     for (const round of ['f1', 'f2']) await land([{ tenant: 'failing', records: [[`${round}-0`, 0]] }]);

@@ -15,7 +15,7 @@ let url: string;
 let result: QueryResult;
 
 beforeAll(async () => {
-  server = http.createServer((_req, res) => sendResult(res, result, 7));
+  server = http.createServer((_req, res) => void sendResult(res, result, 7, 10_000));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
 });
