@@ -4,7 +4,10 @@
 // round landed it whole (8 million empty records: about 80 s) while every
 // other tenant's landing waited behind it. A round now stops once it has
 // landed its rows, inside the segment and the record if need be, records in
-// the table how far it got, and the next round starts at the next lane.
+// the table how far it got, and the next round starts at the next lane. A span
+// weighs 1 + its events + its links against the budget, so a request of
+// span-heavy spans is cut between spans. The budget is a setting,
+// compactor.maxRoundRows (--compactor-max-round-rows).
 //
 // The WAL is written by a real ingester (compactor off), then landed by
 // `siglake compact --once`: both segments are sealed before the first round,
@@ -19,6 +22,7 @@ import { duckParquet, duckQuery, icebirdDataFiles, icebirdRows } from '../helper
 import { post } from '../helpers/http.js';
 import { listFiles, runCli, startIngester } from '../helpers/ingester.js';
 import { useLocalLake } from '../helpers/local-lake.js';
+import { until } from '../helpers/wait.js';
 import { jsonBytes, logsJson } from '../helpers/otlp-bodies.js';
 import { DEFAULT_MAX_ROUND_ROWS } from '../../src/compactor/compactor.js';
 
@@ -188,4 +192,48 @@ describe('a compaction round is bounded by rows as well as bytes', () => {
     expect(again.status, again.stderr).toBe(0);
     await expectFloodLandedOnce('flood2', 'other2');
   }, 300_000);
+});
+
+describe('compactor.maxRoundRows (--compactor-max-round-rows) reaches the compactor', () => {
+  const lake = useLocalLake('siglake-round-rows-flag-');
+  const { dir, flags } = lake;
+  const walDir = path.join(dir, 'wal');
+  const addedPerSnapshot = async (tenant: string) =>
+    snapshotsOf((await lake.catalog.metadataLocation(`tenant_${tenant}`, 'logs'))!).map((s) => Number(s.summary['added-records']));
+
+  it('siglake compact: a request of 10 records lands 3 rows a round', async () => {
+    const ing = await startIngester({ dataDir: dir, args: ['--trust-tenant-header', '--compactor=false', ...flags] });
+    try {
+      const r = await post(ing.url, '/v1/logs', jsonBytes(logsJson(Array.from({ length: 10 }, (_, i) => `r${i}`))), { contentType: 'application/json', headers: { 'x-scope-orgid': 'byflag' } });
+      expect(r.status).toBe(200);
+    } finally {
+      expect(await ing.stop()).toBe(0);
+    }
+    const c = runCli(['compact', '--once', '--ingester-stopped', '--wal-dir', walDir, '--compactor-max-round-rows', '3', ...flags]);
+    expect(c.status, c.stderr).toBe(0);
+    expect(await addedPerSnapshot('byflag')).toEqual([3, 3, 3, 1]);
+  });
+
+  it('siglake ingest: its compactor (a child process by default) lands 3 rows a round', async () => {
+    const ing = await startIngester({
+      dataDir: dir,
+      args: ['--trust-tenant-header', '--wal-segment-max-age-secs', '1', '--compact-interval-secs', '1', '--compactor-max-round-rows', '3', ...flags],
+    });
+    try {
+      const r = await post(ing.url, '/v1/logs', jsonBytes(logsJson(Array.from({ length: 10 }, (_, i) => `i${i}`))), { contentType: 'application/json', headers: { 'x-scope-orgid': 'inflag' } });
+      expect(r.status).toBe(200);
+      await until(async () => (await addedPerSnapshot('inflag').catch(() => [])).reduce((a, b) => a + b, 0) === 10, 60_000, 'the 10 records landed', 200);
+    } finally {
+      expect(await ing.stop()).toBe(0);
+    }
+    expect(await addedPerSnapshot('inflag')).toEqual([3, 3, 3, 1]);
+  }, 90_000);
+
+  it('a value below 1 is refused with exit code 2 and one line', () => {
+    for (const v of ['0', '-5', '1.5', 'many']) {
+      const c = runCli(['compact', '--once', '--ingester-stopped', '--wal-dir', walDir, '--compactor-max-round-rows', v, ...flags]);
+      expect(c.status, `${v}: ${c.stderr}`).toBe(2);
+      expect(c.stderr).toMatch(/^siglake: invalid compactor\.maxRoundRows \(flag --compactor-max-round-rows\): .*\n$/);
+    }
+  });
 });
