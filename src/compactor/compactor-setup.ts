@@ -21,6 +21,7 @@ export interface CompactorSettings extends WarehouseSettings {
   readonly warehousePath: string;
   readonly compactIntervalSecs: number;
   readonly compactMaxRoundBytes: number;
+  readonly compactMaxRoundRows: number;
   readonly logLevel: string;
   /** Retention inside the compactor loop (src/retention); absent: 0 = forever, 24 h snapshots. */
   readonly retentionLogsDays?: number;
@@ -79,6 +80,7 @@ export class CompactorSetup {
       storage,
       sealRule: new SealRule(mode, boundary),
       maxRoundWalBytes: s.compactMaxRoundBytes,
+      maxRoundRows: s.compactMaxRoundRows,
       log,
       ...(extra.stats !== undefined ? { stats: extra.stats } : {}),
       ...(extra.afterCommit !== undefined ? { afterCommit: extra.afterCommit } : {}),

@@ -60,7 +60,7 @@ export interface CompactorOptions {
   readonly limits?: Partial<TableBuilderLimits>;
   /** WAL bytes one round reads at most (whole segments; at least one). Default 64 MiB (DEFAULT_MAX_ROUND_WAL_BYTES). */
   readonly maxRoundWalBytes?: number;
-  /** Rows one round lands at most; a round that reaches it stops inside its segment, even inside one record (DEFAULT_MAX_ROUND_ROWS). */
+  /** Rows one round lands at most, a span counting 1 + its events + its links; a round that reaches it stops inside its segment, even inside one record (DEFAULT_MAX_ROUND_ROWS). */
   readonly maxRoundRows?: number;
   readonly now?: () => number;
   /** Called after each table commit, before any segment is retired (crash tests hook here). */
@@ -151,7 +151,9 @@ const DEFAULT_MAX_ROUND_WAL_BYTES = 64 * 1024 * 1024;
  * log record costs about 6 µs, a 350-byte one 40 µs), so a byte budget alone
  * let one request of millions of tiny records (a few MiB) hold a round, and
  * every other tenant's landing, for over a minute. 64 MiB of ordinary records
- * is about 190,000 rows: such rounds stay bounded by bytes.
+ * is about 190,000 rows: such rounds stay bounded by bytes. A span counts
+ * 1 + its events + its links (OtlpWireRows.spanWeight): the round cuts between
+ * spans as it cuts between log records, but one span is never split.
  */
 export const DEFAULT_MAX_ROUND_ROWS = 262_144;
 const PROGRESS_PREFIX = 'siglake.wal.';
@@ -394,12 +396,28 @@ export class Compactor {
         // of rows, past the compactor's heap, and it died of it every round (no tenant landed).
         // A record checked by the round that stopped inside this segment is not decoded again.
         const batch: Row[] = [];
+        // A span is charged 1 + its events + its links against the row budget (spanWeight): 128 spans
+        // of 60,000 empty events each are one 15 MB request, and held one round 11 s as 128 rows.
+        const spans = rec.type !== RecordType.LOGS;
+        /** The weights of a traces record's buffered rows, by row index (logs rows weigh 1). */
+        const weights: number[] = [];
         let total = checked.get(rec.offset);
         if (total === undefined) {
           let n = 0;
-          const failed = this.#decode(rec, (row: Row) => {
-            if (++n <= RECORD_BUFFER_ROWS) batch.push(row);
-          });
+          const decoder = this.#decoder;
+          const failed = this.#decode(
+            rec,
+            spans
+              ? (row: Row) => {
+                  if (++n <= RECORD_BUFFER_ROWS) {
+                    batch.push(row);
+                    weights.push(decoder.spanWeight);
+                  }
+                }
+              : (row: Row) => {
+                  if (++n <= RECORD_BUFFER_ROWS) batch.push(row);
+                },
+          );
           if (failed !== undefined) {
             // A record whose checksum holds but whose payload does not decode (ingest validated it: a
             // bug between the two): it cannot land; the rest of the segment does, and the segment is
@@ -415,8 +433,8 @@ export class Compactor {
         const mapper = work.mapper;
         const baseWidth = work.baseWidth;
         // A decoder of its own: the generator waits across the awaits below.
-        const rows =
-          total === batch.length ? (skip > 0 ? batch.slice(skip) : batch) : new OtlpWireRows().rows(rec.payload, rec.timeMs, rec.type !== RecordType.LOGS, skip);
+        const streamer = total === batch.length ? null : new OtlpWireRows();
+        const rows = streamer === null ? (skip > 0 ? batch.slice(skip) : batch) : streamer.rows(rec.payload, rec.timeMs, spans, skip);
         let done = skip;
         for (const row of rows) {
           if (budget.rows <= 0) {
@@ -428,7 +446,8 @@ export class Compactor {
           if (baseWidth !== null) row.length = baseWidth;
           if (mapper !== null) mapper.apply(row);
           const p = work.builder.add(row, share);
-          budget.rows--;
+          // (`done` is the row's index in the record; a streamed span's weight is its decoder's last.)
+          budget.rows -= spans ? (streamer === null ? weights[done]! : streamer.spanWeight) : 1;
           done++;
           if (p !== undefined) await p;
         }

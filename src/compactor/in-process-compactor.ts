@@ -101,6 +101,7 @@ export class InProcessCompactor {
       warehouseS3ForcePathStyle: opts.settings.warehouseS3ForcePathStyle,
       compactIntervalSecs: opts.settings.compactIntervalSecs,
       compactMaxRoundBytes: opts.settings.compactMaxRoundBytes,
+      compactMaxRoundRows: opts.settings.compactMaxRoundRows,
       logLevel: opts.settings.logLevel,
       // Retention runs inside the compactor loop (src/retention).
       retentionLogsDays: opts.settings.retentionLogsDays,

@@ -89,6 +89,12 @@ export class OtlpWireRows {
   #pos = 0;
   /** Records still to be skipped by the running `rows` generator. */
   #skipRows = 0;
+  /**
+   * The work of the last span decoded, in rows: 1 + its events + its links (every one sent,
+   * kept or dropped). A compaction round charges a span this against its row budget: one
+   * span of 60,000 events costs about what 60,000 log records do. (Log records: always 1.)
+   */
+  spanWeight = 1;
 
   /** Calls `emit` with one logs-table row per log record of the payload; returns the count. */
   logs(payload: Uint8Array, ingestMs: number, emit: (row: Row) => void): number {
@@ -305,6 +311,7 @@ export class OtlpWireRows {
     let links: JsonList | null = null;
     let droppedLinks = 0;
     let status: number[] | null = null;
+    let items = 0; // events and links: spanWeight
     this.#pos = start;
     while (this.#pos < end) {
       const tag = this.#tag(end);
@@ -345,6 +352,7 @@ export class OtlpWireRows {
         case (11 << 3) | LEN: {
           const s = this.#range(end);
           const e = this.#rangeEnd;
+          items++;
           if (events?.full === true) events.drop();
           else (events ??= new JsonList()).add(this.#event(s, e));
           this.#pos = e;
@@ -356,6 +364,7 @@ export class OtlpWireRows {
         case (13 << 3) | LEN: {
           const s = this.#range(end);
           const e = this.#rangeEnd;
+          items++;
           if (links?.full === true) links.drop();
           else (links ??= new JsonList()).add(this.#link(s, e));
           this.#pos = e;
@@ -387,6 +396,7 @@ export class OtlpWireRows {
       }
       this.#pos = end;
     }
+    this.spanWeight = 1 + items;
     return [
       startNs !== 0n ? startNs / 1000n : ingestMicros,
       startNs === 0n ? null : startNs,

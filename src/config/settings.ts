@@ -388,6 +388,14 @@ export const SETTINGS = {
     doc: "WAL bytes one compaction round reads at most (the rest is the next round's). Bounds the compactor's memory, which counts toward the memory breaker: about 4x this at peak.",
     parse: integer({ min: 1024 * 1024, max: 16 * 1024 * 1024 * 1024 }),
   }),
+  compactMaxRoundRows: def<number>({
+    key: 'compactor.maxRoundRows',
+    flag: '--compactor-max-round-rows',
+    category: 'iceberg',
+    default: 262_144,
+    doc: "Rows one compaction round lands at most, a span counting 1 + its events + its links (the rest is the next round's, which starts at the next lane). A round's time is mostly per row, so this bounds how long one tenant's request of many tiny records or span events holds every other tenant's landing. A round that reaches it stops inside the segment, and inside the request if need be.",
+    parse: integer({ min: 1, max: 1024 * 1024 * 1024 }),
+  }),
   compactMaxFailingSecs: def<number>({
     key: 'compactor.maxFailingSecs',
     flag: '--compact-max-failing-secs',

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { Compactor, type CompactorOptions } from '../../src/compactor/compactor.js';
+import { Compactor, RECORD_BUFFER_ROWS, type CompactorOptions } from '../../src/compactor/compactor.js';
 import { CompactorLoop } from '../../src/compactor/compactor-loop.js';
 import { SealRule } from '../../src/compactor/seal-rule.js';
 import { FileStorage } from '../../src/iceberg/file-storage.js';
@@ -600,6 +600,25 @@ describe('compaction round', () => {
     expect((await e.rows('tenant_acme', 'logs')).map((x) => x['body']).sort()).toEqual([...bodies('a', 5), ...bodies('b', 5), ...bodies('c', 4)].sort());
     for (const t of ['acme', 'zzz']) expect(listLaneFiles(laneDir(e.walDir, t, LOGS_TABLE)).segments.filter((f) => fs.statSync(f.path).size > 0)).toEqual([]);
     expect(await next.runRound()).toMatchObject({ segmentsRead: 0, commits: 0 });
+  });
+
+  it('a span weighs 1 + its events + its links against the row budget, in a record of more spans than are buffered too', async () => {
+    const e = env();
+    // Past RECORD_BUFFER_ROWS spans: the record is streamed, and the streaming decoder weighs each span.
+    const n = RECORD_BUFFER_ROWS + 3_616;
+    await writeLane(e.walDir, 'acme', TRACES_TABLE, [{ type: 'traces', request: tracesRequest(bodies('s', n)) }]);
+    // Each span has one event: it weighs 2, so a budget of 16,000 lands 8,000 spans (it counted 16,000).
+    const c = await e.compactor({ maxRoundRows: 16_000 });
+    const rounds = [];
+    for (let r = await c.runRound(); ; r = await c.runRound()) {
+      rounds.push(r);
+      if (!r.backlog) break;
+    }
+    expect(rounds.map((r) => r.rows)).toEqual([8_000, 8_000, n - 16_000]);
+    const names = (await e.rows('tenant_acme', 'traces')).map((x) => x['name']);
+    expect(names).toHaveLength(n);
+    expect(new Set(names).size).toBe(n);
+    expect(listLaneFiles(laneDir(e.walDir, 'acme', TRACES_TABLE)).segments.filter((f) => fs.statSync(f.path).size > 0)).toEqual([]);
   });
 
   it('a commit is abandoned when another compactor on the WAL went on inside the segment it started in', async () => {
