@@ -390,7 +390,7 @@ export const SETTINGS = {
   }),
   compactMaxRoundRows: def<number>({
     key: 'compactor.maxRoundRows',
-    flag: '--compactor-max-round-rows',
+    flag: '--compact-max-round-rows',
     category: 'iceberg',
     default: 262_144,
     doc: "Rows one compaction round lands at most, a span counting 1 + its events + its links (the rest is the next round's, which starts at the next lane). A round's time is mostly per row, so this bounds how long one tenant's request of many tiny records or span events holds every other tenant's landing. A round that reaches it stops inside the segment, and inside the request if need be.",

@@ -7,7 +7,7 @@
 // the table how far it got, and the next round starts at the next lane. A span
 // weighs 1 + its events + its links against the budget, so a request of
 // span-heavy spans is cut between spans. The budget is a setting,
-// compactor.maxRoundRows (--compactor-max-round-rows).
+// compactor.maxRoundRows (--compact-max-round-rows).
 //
 // The WAL is written by a real ingester (compactor off), then landed by
 // `siglake compact --once`: both segments are sealed before the first round,
@@ -194,7 +194,7 @@ describe('a compaction round is bounded by rows as well as bytes', () => {
   }, 300_000);
 });
 
-describe('compactor.maxRoundRows (--compactor-max-round-rows) reaches the compactor', () => {
+describe('compactor.maxRoundRows (--compact-max-round-rows) reaches the compactor', () => {
   const lake = useLocalLake('siglake-round-rows-flag-');
   const { dir, flags } = lake;
   const walDir = path.join(dir, 'wal');
@@ -209,7 +209,7 @@ describe('compactor.maxRoundRows (--compactor-max-round-rows) reaches the compac
     } finally {
       expect(await ing.stop()).toBe(0);
     }
-    const c = runCli(['compact', '--once', '--ingester-stopped', '--wal-dir', walDir, '--compactor-max-round-rows', '3', ...flags]);
+    const c = runCli(['compact', '--once', '--ingester-stopped', '--wal-dir', walDir, '--compact-max-round-rows', '3', ...flags]);
     expect(c.status, c.stderr).toBe(0);
     expect(await addedPerSnapshot('byflag')).toEqual([3, 3, 3, 1]);
   });
@@ -217,7 +217,7 @@ describe('compactor.maxRoundRows (--compactor-max-round-rows) reaches the compac
   it('siglake ingest: its compactor (a child process by default) lands 3 rows a round', async () => {
     const ing = await startIngester({
       dataDir: dir,
-      args: ['--trust-tenant-header', '--wal-segment-max-age-secs', '1', '--compact-interval-secs', '1', '--compactor-max-round-rows', '3', ...flags],
+      args: ['--trust-tenant-header', '--wal-segment-max-age-secs', '1', '--compact-interval-secs', '1', '--compact-max-round-rows', '3', ...flags],
     });
     try {
       const r = await post(ing.url, '/v1/logs', jsonBytes(logsJson(Array.from({ length: 10 }, (_, i) => `i${i}`))), { contentType: 'application/json', headers: { 'x-scope-orgid': 'inflag' } });
@@ -231,9 +231,9 @@ describe('compactor.maxRoundRows (--compactor-max-round-rows) reaches the compac
 
   it('a value below 1 is refused with exit code 2 and one line', () => {
     for (const v of ['0', '-5', '1.5', 'many']) {
-      const c = runCli(['compact', '--once', '--ingester-stopped', '--wal-dir', walDir, '--compactor-max-round-rows', v, ...flags]);
+      const c = runCli(['compact', '--once', '--ingester-stopped', '--wal-dir', walDir, '--compact-max-round-rows', v, ...flags]);
       expect(c.status, `${v}: ${c.stderr}`).toBe(2);
-      expect(c.stderr).toMatch(/^siglake: invalid compactor\.maxRoundRows \(flag --compactor-max-round-rows\): .*\n$/);
+      expect(c.stderr).toMatch(/^siglake: invalid compactor\.maxRoundRows \(flag --compact-max-round-rows\): .*\n$/);
     }
   });
 });
