@@ -102,10 +102,11 @@ export function checkpointTriggerBytes(lanes: number): number {
 
 /**
  * A journal file that holds this much goes on in a new one (or a spare) at
- * the next round, checkpoint or not: replay reads a file whole (Node reads
- * at most 2 GiB at once, and a worker's start holds the file in memory), so
- * a checkpoint period of up to CHECKPOINT_MAX_BYTES, or one that ran long,
- * spans several files of about this size instead of one large one.
+ * the next round, checkpoint or not: a checkpoint period of up to
+ * CHECKPOINT_MAX_BYTES, or one that ran long, spans several files of about
+ * this size instead of one large one, which a checkpoint retires (or keeps
+ * as a spare) a file at a time. (Replay reads a file a piece at a time,
+ * journal-file.ts, so its length no longer bounds replay's memory.)
  */
 export const JOURNAL_FILE_BYTES = 256 * 1024 * 1024;
 
