@@ -2,9 +2,9 @@
 
 import fs from 'node:fs';
 import path from 'node:path';
-import { expect } from 'vitest';
-import { post } from './http.js';
-import { startIngester, tempDir } from './ingester.js';
+import { afterAll, expect } from 'vitest';
+import { post, type HttpReply } from './http.js';
+import { startIngester, tempDir, type RunningIngester } from './ingester.js';
 import { logsProto } from './otlp-bodies.js';
 
 /**
@@ -39,3 +39,22 @@ export async function acmeWal(
   expect(size).toBeGreaterThan(32);
   return { dataDir, wal, seg, size };
 }
+
+/**
+ * The directories and running ingesters a WAL test file makes, cleaned up
+ * after all its tests (each ingester killed -9; the directories kept with
+ * KEEP=1). Call once at the top of the file.
+ */
+export function walTestLeftovers(): { dirs: string[]; live: Set<RunningIngester> } {
+  const dirs: string[] = [];
+  const live = new Set<RunningIngester>();
+  afterAll(async () => {
+    for (const ing of live) await ing.kill9();
+    for (const d of dirs) if (!process.env['KEEP']) fs.rmSync(d, { recursive: true, force: true });
+  });
+  return { dirs, live };
+}
+
+/** One log record `text` for `tenant` (the tenant header, trusted), over OTLP/HTTP protobuf. */
+export const sendLog = (url: string, tenant: string, text: string): Promise<HttpReply> =>
+  post(url, '/v1/logs', logsProto([text]), { headers: { 'x-scope-orgid': tenant } });

@@ -10,23 +10,15 @@
 
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { decodeJournal, JOURNAL_ROOT } from '../../src/wal/journal-format.js';
-import { post, type HttpReply } from '../helpers/http.js';
-import { dumpLines, runCli, startIngester, tempDir, type RunningIngester } from '../helpers/ingester.js';
-import { logsProto } from '../helpers/otlp-bodies.js';
+import { dumpLines, runCli, startIngester, tempDir } from '../helpers/ingester.js';
+import { sendLog, walTestLeftovers } from '../helpers/written-wal.js';
 
 const ARGS = ['--trust-tenant-header', '--compactor=false', '--wal-fsync', 'batch', '--wal-direct-round-kib', '0'];
 /** No checkpoint retires the journal while the test runs: the kill leaves every round's entry in it. */
 const ENV = { SIGLAKE_TEST_CHECKPOINT_MS: '600000' };
-const dirs: string[] = [];
-const live = new Set<RunningIngester>();
-afterAll(async () => {
-  for (const ing of live) await ing.kill9();
-  for (const d of dirs) if (!process.env['KEEP']) fs.rmSync(d, { recursive: true, force: true });
-});
-
-const send = (url: string, tenant: string, text: string): Promise<HttpReply> => post(url, '/v1/logs', logsProto([text]), { headers: { 'x-scope-orgid': tenant } });
+const { dirs, live } = walTestLeftovers();
 
 /** acme's texts in `wal dump`. */
 function acmeTexts(wal: string): string[] {
@@ -70,7 +62,7 @@ describe('a commit journal file damaged in its middle entry', () => {
         // The first life's kept file is still there, bytes intact, and still fails verify.
         expect(fs.readFileSync(path.join(wal, JOURNAL_ROOT, kept[0]!.name)).equals(kept[0]!.bytes)).toBe(true);
       }
-      for (let i = 0; i < 5; i++) expect((await send(ing.url, 'acme', `acme-${life}-${i}`)).status).toBe(200);
+      for (let i = 0; i < 5; i++) expect((await sendLog(ing.url, 'acme', `acme-${life}-${i}`)).status).toBe(200);
       await ing.kill9();
       live.delete(ing);
       const { jnl, bytes, at } = damageMiddleEntry(wal, 5);
@@ -78,7 +70,7 @@ describe('a commit journal file damaged in its middle entry', () => {
       const again = await startIngester({ dataDir, args: ARGS, env: ENV });
       live.add(again);
       // Serving: a request of another tenant is taken.
-      expect((await send(again.url, 'bob', `bob-${life}`)).status).toBe(200);
+      expect((await sendLog(again.url, 'bob', `bob-${life}`)).status).toBe(200);
       // Its bytes are still on disk, whole, in a file beside the shard directories (the old code deleted it).
       const aside = fs.readdirSync(path.join(wal, JOURNAL_ROOT)).filter((f) => !f.startsWith('shard-0-of-1') || f.includes('.damaged-'));
       expect(aside.filter((f) => fs.readFileSync(path.join(wal, JOURNAL_ROOT, f)).equals(bytes)), `the damaged journal's bytes are gone; .journal holds ${aside.join(', ')}`).toHaveLength(1);

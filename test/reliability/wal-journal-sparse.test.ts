@@ -19,12 +19,10 @@
 
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { post, type HttpReply } from '../helpers/http.js';
+import { describe, expect, it } from 'vitest';
 import { dumpLines, runCli, startIngester, type RunningIngester } from '../helpers/ingester.js';
 import { maxRssEnv, peakRssBytes } from '../helpers/max-rss.js';
-import { logsProto } from '../helpers/otlp-bodies.js';
-import { acmeWal } from '../helpers/written-wal.js';
+import { acmeWal, sendLog, walTestLeftovers } from '../helpers/written-wal.js';
 import { decodeJournal, JOURNAL_ROOT } from '../../src/wal/journal-format.js';
 import { parseSegmentName } from '../../src/wal/format.js';
 
@@ -35,14 +33,7 @@ const ARGS = ['--trust-tenant-header', '--compactor=false'];
 /** No checkpoint retires the journal while the test runs: the kill leaves every round's entry in it. */
 const ENV = { SIGLAKE_TEST_CHECKPOINT_MS: '600000' };
 const SHARD = `${JOURNAL_ROOT}/shard-0-of-1`;
-const dirs: string[] = [];
-const live = new Set<RunningIngester>();
-afterAll(async () => {
-  for (const ing of live) await ing.kill9();
-  for (const d of dirs) if (!process.env['KEEP']) fs.rmSync(d, { recursive: true, force: true });
-});
-
-const send = (url: string, tenant: string, text: string): Promise<HttpReply> => post(url, '/v1/logs', logsProto([text]), { headers: { 'x-scope-orgid': tenant } });
+const { dirs, live } = walTestLeftovers();
 
 /** `siglake wal <cmd> wal`, with its peak RSS. */
 function cli(cmd: 'verify' | 'dump', wal: string): { status: number | null; stdout: string; stderr: string; peak: number } {
@@ -98,7 +89,7 @@ async function startReplayAndStop(dataDir: string): Promise<{ peak: number; ing:
   const ing = await startIngester({ dataDir, args: ARGS, env: { ...ENV, ...maxRssEnv(rss) }, timeoutMs: 60_000 });
   live.add(ing);
   expect(ing.logs.find((l) => l.msg === 'WAL recovery done')).toMatchObject({ journalFiles: 1, journalEntries: 3, journalRewrittenRecords: 3 });
-  expect((await send(ing.url, 'acme', 'acme-after')).status).toBe(200);
+  expect((await sendLog(ing.url, 'acme', 'acme-after')).status).toBe(200);
   expect(await ing.stop()).toBe(0);
   live.delete(ing);
   return { peak: peakRssBytes(rss), ing };
@@ -173,7 +164,7 @@ describe('a commit journal file under a name start-up does not read', () => {
       [40, huge, 3, 3],
     ]);
     for (const l of warned) expect(JSON.stringify(l)).not.toContain('acme');
-    expect((await send(ing.url, 'acme', 'acme-after')).status).toBe(200);
+    expect((await sendLog(ing.url, 'acme', 'acme-after')).status).toBe(200);
     expect(await ing.stop()).toBe(0);
     live.delete(ing);
     expect(fs.existsSync(zero) && fs.existsSync(huge)).toBe(true);

@@ -14,12 +14,10 @@
 
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { post, type HttpReply } from '../helpers/http.js';
-import { dumpLines, runCli, startIngester, type RunningIngester } from '../helpers/ingester.js';
+import { describe, expect, it } from 'vitest';
+import { dumpLines, runCli, startIngester } from '../helpers/ingester.js';
 import { maxRssEnv, peakRssBytes } from '../helpers/max-rss.js';
-import { logsProto } from '../helpers/otlp-bodies.js';
-import { acmeWal } from '../helpers/written-wal.js';
+import { acmeWal, sendLog, walTestLeftovers } from '../helpers/written-wal.js';
 import { MAX_RECORD_PAYLOAD, MAX_SEGMENT_FILE_BYTES, RECORD_HEADER_SIZE } from '../../src/wal/format.js';
 
 const GIB = 2 ** 30;
@@ -27,14 +25,7 @@ const MIB = 2 ** 20;
 /** Far below what either bad header declares (the smaller is 768 MiB), well above what a CLI or an ingester holds. */
 const RSS_CEILING = 400 * MIB;
 const ARGS = ['--trust-tenant-header', '--compactor=false'];
-const dirs: string[] = [];
-const live = new Set<RunningIngester>();
-afterAll(async () => {
-  for (const ing of live) await ing.kill9();
-  for (const d of dirs) if (!process.env['KEEP']) fs.rmSync(d, { recursive: true, force: true });
-});
-
-const send = (url: string, tenant: string, text: string): Promise<HttpReply> => post(url, '/v1/logs', logsProto([text]), { headers: { 'x-scope-orgid': tenant } });
+const { dirs, live } = walTestLeftovers();
 
 /** A record header (type logs, one record) declaring `length` payload bytes, with a CRC that matches nothing. */
 function badHeader(length: number): Buffer {
@@ -112,7 +103,7 @@ describe('a record header declaring a huge payload in a long sparse segment', ()
     const cut = ing.logs.find((l) => l.msg.startsWith('WAL tail repaired'));
     expect(cut).toMatchObject({ segment: seg, offset, truncatedBytes: GIB - offset });
     expect(fs.statSync(seg).size).toBe(offset);
-    expect((await send(ing.url, 'acme', 'acme-after')).status).toBe(200);
+    expect((await sendLog(ing.url, 'acme', 'acme-after')).status).toBe(200);
     expect(await ing.stop()).toBe(0);
     live.delete(ing);
     expect(peakRssBytes(rss)).toBeLessThan(RSS_CEILING);

@@ -12,23 +12,14 @@
 
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { post, type HttpReply } from '../helpers/http.js';
-import { dumpLines, runCli, startIngester, type RunningIngester } from '../helpers/ingester.js';
-import { logsProto } from '../helpers/otlp-bodies.js';
-import { acmeWal } from '../helpers/written-wal.js';
+import { describe, expect, it } from 'vitest';
+import { dumpLines, runCli, startIngester } from '../helpers/ingester.js';
+import { acmeWal, sendLog, walTestLeftovers } from '../helpers/written-wal.js';
 import { MAX_SEGMENT_FILE_BYTES } from '../../src/wal/format.js';
 
 const TIB = 2 ** 40;
 const ARGS = ['--trust-tenant-header', '--compactor=false'];
-const dirs: string[] = [];
-const live = new Set<RunningIngester>();
-afterAll(async () => {
-  for (const ing of live) await ing.kill9();
-  for (const d of dirs) if (!process.env['KEEP']) fs.rmSync(d, { recursive: true, force: true });
-});
-
-const send = (url: string, tenant: string, text: string): Promise<HttpReply> => post(url, '/v1/logs', logsProto([text]), { headers: { 'x-scope-orgid': tenant } });
+const { dirs, live } = walTestLeftovers();
 
 /** acme's texts in `wal dump` of the root, and its exit code. */
 function dumped(wal: string): { status: number | null; texts: string[] } {
@@ -59,7 +50,7 @@ describe('a segment with a 1 TiB sparse tail', () => {
     expect(fs.statSync(seg).size).toBe(size);
     const cut = ing.logs.find((l) => l.msg.startsWith('WAL tail repaired'));
     expect(cut).toMatchObject({ level: 40, segment: seg, offset: size, truncatedBytes: TIB - size });
-    expect((await send(ing.url, 'acme', 'acme-after')).status).toBe(200);
+    expect((await sendLog(ing.url, 'acme', 'acme-after')).status).toBe(200);
     expect(await ing.stop()).toBe(0);
     live.delete(ing);
     const v = runCli(['wal', 'verify', wal], { timeoutMs: 30_000 });
@@ -85,7 +76,7 @@ describe('a segment with a 1 TiB sparse tail', () => {
     const kept = ing.logs.find((l) => l.msg.startsWith('WAL segment damaged: not repaired'));
     expect(kept).toMatchObject({ level: 50 });
     expect(String(kept!['damage'])).toContain(seg);
-    expect((await send(ing.url, 'acme', 'acme-after')).status).toBe(200);
+    expect((await sendLog(ing.url, 'acme', 'acme-after')).status).toBe(200);
     expect(await ing.stop()).toBe(0);
     live.delete(ing);
     expect(dumped(wal)).toEqual({ status: 1, texts: ['acme-0', 'acme-1', 'acme-2', 'acme-3', 'acme-4', 'acme-after'] });
