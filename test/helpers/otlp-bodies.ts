@@ -126,7 +126,8 @@ export function pseudoRandomBytes(n: number, seed = 0x9e3779b9): Uint8Array {
   return out;
 }
 
-function varint(n: number): number[] {
+/** `n` (a non-negative safe integer) as a protobuf varint. */
+export function varint(n: number): number[] {
   const out: number[] = [];
   while (n > 0x7f) {
     out.push((n & 0x7f) | 0x80);
@@ -134,6 +135,11 @@ function varint(n: number): number[] {
   }
   out.push(n);
   return out;
+}
+
+/** A length-delimited protobuf field: tag byte, length, contents. */
+export function pbField(tag: number, contents: Uint8Array): Buffer {
+  return Buffer.concat([Buffer.from([tag, ...varint(contents.length)]), contents]);
 }
 
 function varintLen(n: number): number {

@@ -23,23 +23,20 @@ import { post } from '../helpers/http.js';
 import { listFiles, runCli, startIngester } from '../helpers/ingester.js';
 import { useLocalLake } from '../helpers/local-lake.js';
 import { until } from '../helpers/wait.js';
-import { jsonBytes, logsJson } from '../helpers/otlp-bodies.js';
+import { jsonBytes, logsJson, pbField, varint } from '../helpers/otlp-bodies.js';
 import { DEFAULT_MAX_ROUND_ROWS } from '../../src/compactor/compactor.js';
+
+/** The rows and backlog flag of each "compaction round" line in a compactor's log. */
+function roundsOf(stdout: string): { rows: number; backlog: boolean }[] {
+  return stdout
+    .split('\n')
+    .filter((l) => l.includes('"compaction round"'))
+    .map((l) => JSON.parse(l) as { rows: number; backlog: boolean });
+}
 
 /** Over two rounds' budget: the flood needs three rounds. */
 const RECORDS = 2 * DEFAULT_MAX_ROUND_ROWS + 75_000;
 
-function varint(n: number): number[] {
-  const out: number[] = [];
-  for (; n > 127; n = Math.floor(n / 128)) out.push((n & 127) | 128);
-  out.push(n);
-  return out;
-}
-
-/** A length-delimited protobuf field: tag byte, length, contents. */
-function field(tag: number, contents: Uint8Array): Buffer {
-  return Buffer.concat([Buffer.from([tag, ...varint(contents.length)]), contents]);
-}
 
 /** ExportLogsServiceRequest of `n` log records in one scope, record i with only an int body i (about 8 bytes each). */
 function tinyRecords(n: number): Buffer {
@@ -49,7 +46,7 @@ function tinyRecords(n: number): Buffer {
     const record = Buffer.from([0x2a, anyValue.length, ...anyValue]); // LogRecord.body
     parts.push(Buffer.from([0x12, record.length]), record); // ScopeLogs.log_records
   }
-  return field(0x0a, field(0x12, Buffer.concat(parts))); // request.resource_logs → ResourceLogs.scope_logs
+  return pbField(0x0a, pbField(0x12, Buffer.concat(parts))); // request.resource_logs → ResourceLogs.scope_logs
 }
 
 /** Spans of the span-heavy request, and empty events in each: a span weighs 1 + its events against the round's budget. */
@@ -67,10 +64,10 @@ function eventfulSpans(): Buffer {
     const traceId = Buffer.alloc(16, 0x11);
     const spanId = Buffer.alloc(8);
     spanId.writeUInt32BE(i + 1, 4);
-    const span = Buffer.concat([field(0x0a, traceId), field(0x12, spanId), field(0x2a, Buffer.from(`s${i}`)), events]);
-    parts.push(field(0x12, span)); // ScopeSpans.spans
+    const span = Buffer.concat([pbField(0x0a, traceId), pbField(0x12, spanId), pbField(0x2a, Buffer.from(`s${i}`)), events]);
+    parts.push(pbField(0x12, span)); // ScopeSpans.spans
   }
-  return field(0x0a, field(0x12, Buffer.concat(parts))); // request.resource_spans → ResourceSpans.scope_spans
+  return pbField(0x0a, pbField(0x12, Buffer.concat(parts))); // request.resource_spans → ResourceSpans.scope_spans
 }
 
 interface Snapshot {
@@ -120,10 +117,7 @@ describe('a compaction round is bounded by rows as well as bytes', () => {
     const c = runCli(['compact', '--once', '--ingester-stopped', '--wal-dir', walDir, ...flags], { timeoutMs: 240_000 });
     expect(c.status, c.stderr).toBe(0);
 
-    const rounds = c.stdout
-      .split('\n')
-      .filter((l) => l.includes('"compaction round"'))
-      .map((l) => JSON.parse(l) as { rows: number; backlog: boolean });
+    const rounds = roundsOf(c.stdout);
     // No round landed more than its budget of rows; the flood took three.
     expect(rounds.map((r) => r.rows)).toEqual([DEFAULT_MAX_ROUND_ROWS, DEFAULT_MAX_ROUND_ROWS, RECORDS + 1 - 2 * DEFAULT_MAX_ROUND_ROWS]);
     expect(rounds.map((r) => r.backlog)).toEqual([true, true, false]);
@@ -153,10 +147,7 @@ describe('a compaction round is bounded by rows as well as bytes', () => {
     }
     const c = runCli(['compact', '--once', '--ingester-stopped', '--wal-dir', walDir, ...flags], { timeoutMs: 240_000 });
     expect(c.status, c.stderr).toBe(0);
-    const rounds = c.stdout
-      .split('\n')
-      .filter((l) => l.includes('"compaction round"'))
-      .map((l) => JSON.parse(l) as { rows: number; backlog: boolean });
+    const rounds = roundsOf(c.stdout);
     // Round 1: the first 32 spans; round 2: the other tenant's record (the lane after), then 32 more; round 3: the rest.
     expect(rounds.map((r) => r.rows)).toEqual([SPANS_PER_ROUND, SPANS_PER_ROUND + 1, SPANS - 2 * SPANS_PER_ROUND]);
     expect(rounds.map((r) => r.backlog)).toEqual([true, true, false]);

@@ -28,7 +28,7 @@ import { icebirdDataFiles, icebirdRows } from '../helpers/iceberg.js';
 import { post } from '../helpers/http.js';
 import { runCli, startIngester } from '../helpers/ingester.js';
 import { useLocalLake } from '../helpers/local-lake.js';
-import { jsonBytes, logsJson } from '../helpers/otlp-bodies.js';
+import { jsonBytes, logsJson, pbField } from '../helpers/otlp-bodies.js';
 import { postSql, startQuery } from '../helpers/query.js';
 import { errorInfoOf, httpStatusOf } from '../helpers/rpc-status.js';
 import { untilValue } from '../helpers/wait.js';
@@ -37,27 +37,16 @@ const KEYS = 300_000;
 const EVENTS = 4_000_000;
 const RECORDS = 3_000_000;
 
-function varint(n: number): number[] {
-  const out: number[] = [];
-  for (; n > 127; n = Math.floor(n / 128)) out.push((n & 127) | 128);
-  out.push(n);
-  return out;
-}
-
-/** A length-delimited protobuf field: tag byte, length, contents. */
-function field(tag: number, contents: Uint8Array): Buffer {
-  return Buffer.concat([Buffer.from([tag, ...varint(contents.length)]), contents]);
-}
 
 /** ExportTraceServiceRequest of one span (trace and span id, name) per entry, each with `events` empty events (Span.events, field 11). */
 function spansWithEvents(spans: { name: string; events: number }[]): Buffer {
   const encoded = spans.map(({ name, events }) => {
     const empty = Buffer.alloc(events * 2);
     for (let i = 0; i < empty.length; i += 2) empty[i] = (11 << 3) | 2;
-    const fields = [field(0x0a, Buffer.alloc(16, 1)), field(0x12, Buffer.alloc(8, 2)), field(0x2a, Buffer.from(name)), empty];
-    return field(0x12, Buffer.concat(fields)); // ScopeSpans.spans
+    const fields = [pbField(0x0a, Buffer.alloc(16, 1)), pbField(0x12, Buffer.alloc(8, 2)), pbField(0x2a, Buffer.from(name)), empty];
+    return pbField(0x12, Buffer.concat(fields)); // ScopeSpans.spans
   });
-  return field(0x0a, field(0x12, Buffer.concat(encoded))); // request.resource_spans → ResourceSpans.scope_spans
+  return pbField(0x0a, pbField(0x12, Buffer.concat(encoded))); // request.resource_spans → ResourceSpans.scope_spans
 }
 
 describe('OTLP content, ingest → WAL → Iceberg → readers', () => {
@@ -167,7 +156,7 @@ describe('OTLP content, ingest → WAL → Iceberg → readers', () => {
       args: ['--trust-tenant-header', '--compact-interval-secs', '1', '--wal-segment-max-age-secs', '1', ...flags],
     });
     try {
-      const flood = await post(ing.url, '/v1/logs', field(0x0a, field(0x12, records)), { headers: { 'x-scope-orgid': 'flood' } });
+      const flood = await post(ing.url, '/v1/logs', pbField(0x0a, pbField(0x12, records)), { headers: { 'x-scope-orgid': 'flood' } });
       expect(flood.status).toBe(200);
       const other = await post(ing.url, '/v1/logs', jsonBytes(logsJson(['beside-the-flood'])), { contentType: 'application/json', headers: { 'x-scope-orgid': 'other' } });
       expect(other.status).toBe(200);
