@@ -14,6 +14,7 @@ export const GrpcCode = {
   UNAVAILABLE: 14,
   UNAUTHENTICATED: 16,
   DEADLINE_EXCEEDED: 4,
+  UNIMPLEMENTED: 12,
 } as const;
 
 /** Where a code's runbook entry lives (docs/runbooks.md, one heading per code). */
@@ -87,6 +88,9 @@ export const CODE_TABLE = {
   SIGLAKE_BUDGET_EXHAUSTED: { http: 429, grpc: GrpcCode.RESOURCE_EXHAUSTED, retryAfterSecs: 0, log: 'debug' },
   // The tenant has no index of that name: create it first (docs/indexes.md).
   SIGLAKE_UNKNOWN_INDEX: { http: 400, grpc: GrpcCode.INVALID_ARGUMENT, retryAfterSecs: 0, log: 'debug' },
+  // An OTLP signal Siglake does not store (metrics, profiles): 404 / UNIMPLEMENTED, the answers an
+  // exporter treats as final (no retry), before any admission check (src/ingest/unsupported-signals.ts).
+  SIGLAKE_SIGNAL_UNSUPPORTED: { http: 404, grpc: GrpcCode.UNIMPLEMENTED, retryAfterSecs: 0, log: 'debug' },
 } as const satisfies Record<string, CodeRow>;
 
 export type ErrorCode = keyof typeof CODE_TABLE;

@@ -5,6 +5,7 @@ import type { Logger } from '../log.js';
 import type { IngestMetrics } from '../metrics/ingest-metrics.js';
 import type { Admission } from './admission.js';
 import type { Dispatcher } from '../shard/dispatcher.js';
+import type { UnsupportedSignalCounter } from './unsupported-signals.js';
 
 export interface AcceptorOptions {
   host: string;
@@ -19,4 +20,6 @@ export interface AcceptorOptions {
   isDraining(): boolean;
   /** Bytes of bodies being received or queued, bounded (--ingest-max-inflight-mib). */
   inflight: InflightBytes;
+  /** Counts requests for a signal Siglake does not store (metrics, profiles), refused before admission. */
+  unsupported: UnsupportedSignalCounter;
 }

@@ -22,14 +22,17 @@ import { installGrpcDeadStreamGuard } from './grpc-dead-stream-guard.js';
 import {
   installGrpcContentTypeRefusal,
   installGrpcTransportRefusals,
+  installGrpcUnimplementedRefusal,
   notGrpcContentType,
   ON_CONTENT_TYPE_REFUSED,
+  ON_SIGNAL_UNSUPPORTED,
   transportRefusal,
 } from './grpc-transport-refusals.js';
 import { installGrpcMessageFrames, MESSAGE_SINK, type MessageSink } from './grpc-message-frames.js';
 import { Answers } from './answers.js';
 import { StreamPool, type StreamSlot } from './grpc-stream-pool.js';
 import { asRefusal, DRAINING, grpcStatusDetails, logRefusal } from './responses.js';
+import type { UnsupportedSignal } from './unsupported-signals.js';
 
 export interface GrpcAcceptorOptions extends AcceptorOptions {
   /** HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS of every connection. */
@@ -186,6 +189,7 @@ export class GrpcAcceptor {
     installGrpcTransportRefusals();
     // Before the dead-stream guard, which wraps it (a stream already gone is not answered).
     installGrpcContentTypeRefusal();
+    installGrpcUnimplementedRefusal();
     installGrpcDeadStreamGuard();
     installGrpcMessageFrames();
     this.#server = new grpc.Server({
@@ -205,6 +209,12 @@ export class GrpcAcceptor {
       if (endpoint < 0) return;
       logRefusal(opts.log, notGrpcContentType, endpoint);
       opts.metrics.request(endpoint, notGrpcContentType.httpStatus);
+    };
+    // A call to the metrics or profiles Export, answered UNIMPLEMENTED SIGLAKE_SIGNAL_UNSUPPORTED before
+    // any interceptor (grpc-transport-refusals.ts): counted apart from the ingest requests.
+    (this.#server as unknown as { [ON_SIGNAL_UNSUPPORTED]?: (s: UnsupportedSignal) => void })[ON_SIGNAL_UNSUPPORTED] = (signal) => {
+      opts.unsupported.count(signal, 'grpc');
+      opts.log.debug({ code: signal.grpc.code, status: signal.grpc.httpStatus, signal: signal.name, transport: 'grpc' }, signal.grpc.message);
     };
     this.#server.addService(LOGS_SERVICE, {
       Export: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => this.#ingest(call, cb, 0),

@@ -22,6 +22,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import { IngestError } from '../errors.js';
 import { grpcStatusDetails } from './responses.js';
+import { unsupportedGrpcMethod, type UnsupportedSignal } from './unsupported-signals.js';
 
 const DETAILS = 'grpc-status-details-bin';
 const patched = Symbol.for('siglake.grpcTransportRefusals');
@@ -145,4 +146,45 @@ export function installGrpcContentTypeRefusal(): void {
     return false;
   };
   proto[contentTypePatched] = true;
+}
+
+interface UnimplementedStatus {
+  code?: number;
+  details?: string;
+  metadata?: grpc.Metadata;
+}
+type RespondWithError = (this: unknown, err: UnimplementedStatus, stream: ServerHttp2Stream, channelz?: unknown) => void;
+/** Set on a grpc.Server: told of each call to a signal Siglake does not store, to count it. */
+export const ON_SIGNAL_UNSUPPORTED = Symbol.for('siglake.grpcSignalUnsupported');
+const unimplementedPatched = Symbol.for('siglake.grpcUnimplementedRefusal');
+const NO_METHOD = 'The server does not implement the method ';
+
+/**
+ * grpc-js answers a call to a method no service has with UNIMPLEMENTED from
+ * the session's 'stream' event, before any interceptor: no ErrorInfo. A call
+ * to the metrics or profiles Export (a signal Siglake does not store) keeps
+ * UNIMPLEMENTED, the code an exporter treats as final, and gets the
+ * google.rpc.Status of SIGLAKE_SIGNAL_UNSUPPORTED with a message naming the
+ * services this port serves; the server's ON_SIGNAL_UNSUPPORTED hook counts
+ * it. Any other unknown method is left as grpc-js answers it. Installed once
+ * per process.
+ */
+export function installGrpcUnimplementedRefusal(): void {
+  const proto = grpc.Server.prototype as unknown as { _respondWithError?: RespondWithError; [unimplementedPatched]?: true };
+  const respond = proto._respondWithError;
+  if (proto[unimplementedPatched] === true || typeof respond !== 'function') return;
+  proto._respondWithError = function (this: unknown, err, stream, channelz): void {
+    const path = err.code === grpc.status.UNIMPLEMENTED && err.metadata === undefined && err.details?.startsWith(NO_METHOD) ? err.details.slice(NO_METHOD.length) : undefined;
+    const signal = unsupportedGrpcMethod(path);
+    if (signal === undefined) {
+      respond.call(this, err, stream, channelz);
+      return;
+    }
+    const metadata = new grpc.Metadata();
+    metadata.set(DETAILS, grpcStatusDetails(signal.grpc));
+    // grpc-message is percent-encoded by the caller of respond (grpc-js sends details as given).
+    respond.call(this, { code: signal.grpc.grpcCode, details: encodeURI(signal.grpc.message), metadata }, stream, channelz);
+    (this as { [ON_SIGNAL_UNSUPPORTED]?: (s: UnsupportedSignal) => void })[ON_SIGNAL_UNSUPPORTED]?.(signal);
+  };
+  proto[unimplementedPatched] = true;
 }

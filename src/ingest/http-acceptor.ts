@@ -18,6 +18,7 @@ import type { PendingRequest } from '../shard/dispatcher.js';
 import { Answers } from './answers.js';
 import { CONTENT_TYPES, DRAINING, EMPTY_RESPONSE, Encoding, logRefusal, refusalBody, statusLine, type EncodingCode } from './responses.js';
 import type { Uws } from './uws-loader.js';
+import { UNSUPPORTED_SIGNALS, type UnsupportedSignal } from './unsupported-signals.js';
 
 export interface HttpAcceptorOptions extends AcceptorOptions {
   uws: Uws;
@@ -224,6 +225,8 @@ export class HttpAcceptor {
       );
     });
     opts.extraRoutes?.(app);
+    // Metrics and profiles: 404 with the refusal body of a signal Siglake does not store, before admission.
+    for (const signal of UNSUPPORTED_SIGNALS) app.any(signal.httpPath, (res, req) => this.#unsupportedSignal(res, req, signal));
     app.any('/v1/logs', (res) => this.#plain(res, '405 Method Not Allowed', 'use POST\n'));
     app.any('/v1/traces', (res) => this.#plain(res, '405 Method Not Allowed', 'use POST\n'));
     app.any('/*', (res) => this.#plain(res, '404 Not Found', 'not found\n'));
@@ -265,6 +268,51 @@ export class HttpAcceptor {
 
   #plain(res: HttpResponse, status: string, body: string): void {
     res.cork(() => res.writeStatus(status).writeHeader('Content-Type', 'text/plain').end(body));
+  }
+
+  /**
+   * A request for a signal Siglake does not store (unsupported-signals.ts):
+   * 404 with a google.rpc.Status (ErrorInfo SIGLAKE_SIGNAL_UNSUPPORTED) in the
+   * request's encoding, before any admission check. Its body is read and
+   * dropped first, within the bounds of a lingering refusal, so that an
+   * exporter still writing a large batch sees the 404 (final) rather than a
+   * reset (which it retries); past them the answer goes out with a close.
+   */
+  #unsupportedSignal(res: HttpResponse, req: HttpRequest, signal: UnsupportedSignal): void {
+    const enc = encodingOf(req.getHeader('content-type'));
+    const encoding = (enc < 0 ? Encoding.TEXT : enc) as EncodingCode;
+    const length = req.getHeader('content-length');
+    const hasBody = req.getHeader('transfer-encoding') !== '' || (length !== '' && length !== '0');
+    const err = signal.http;
+    this.#o.unsupported.count(signal, 'http');
+    this.#o.log.debug({ code: err.code, status: err.httpStatus, signal: signal.name, transport: 'http' }, err.message);
+    let ended = false;
+    let timer: NodeJS.Timeout | undefined;
+    const answer = (close: boolean): void => {
+      if (ended) return;
+      ended = true;
+      if (timer !== undefined) clearTimeout(timer);
+      res.cork(() => {
+        res.writeStatus(statusLine(err.httpStatus)).writeHeader('Content-Type', CONTENT_TYPES[encoding]).end(refusalBody(err, encoding), close);
+      });
+    };
+    res.onAborted(() => {
+      ended = true;
+      if (timer !== undefined) clearTimeout(timer);
+    });
+    if (!hasBody) {
+      answer(false);
+      return;
+    }
+    let left = LINGER_BYTES;
+    timer = setTimeout(() => answer(true), LINGER_MS);
+    timer.unref();
+    res.onData((chunk, isLast) => {
+      if (ended) return;
+      left -= chunk.byteLength;
+      if (isLast) answer(false);
+      else if (left < 0) answer(true);
+    });
   }
 
   #metrics(res: HttpResponse): void {

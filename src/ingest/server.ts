@@ -33,6 +33,7 @@ import { SHARD_TASK_URL, type WorkerSettings } from '../shard/protocol.js';
 import { GrpcAcceptor } from './grpc-acceptor.js';
 import { HttpAcceptor } from './http-acceptor.js';
 import { MetricsListener } from './metrics-listener.js';
+import { UnsupportedSignalCounter } from './unsupported-signals.js';
 import { loadUws } from './uws-loader.js';
 import { useOtlpWalk } from '../otlp/wire-validator.js';
 import { ConfigError } from '../errors.js';
@@ -274,6 +275,7 @@ export class Ingester {
       metrics,
       log,
       isDraining: () => this.#draining,
+      unsupported: new UnsupportedSignalCounter(registry),
     };
     this.#http = new HttpAcceptor({
       ...common,

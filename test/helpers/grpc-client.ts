@@ -36,11 +36,16 @@ export class RawGrpcClient {
     headers: Record<string, string> = {},
     deadlineMs = 15_000,
   ): Promise<GrpcReply> {
+    return this.call(signal === 'logs' ? LOGS_EXPORT : TRACES_EXPORT, body, headers, deadlineMs);
+  }
+
+  /** One unary call of `method` (any path: one the server has or not). */
+  call(method: string, body: Uint8Array, headers: Record<string, string> = {}, deadlineMs = 15_000): Promise<GrpcReply> {
     const md = new grpc.Metadata();
     for (const [k, v] of Object.entries(headers)) md.set(k, v);
     return new Promise((resolve) => {
       this.client.makeUnaryRequest<Buffer, Buffer>(
-        signal === 'logs' ? LOGS_EXPORT : TRACES_EXPORT,
+        method,
         identity,
         identity,
         Buffer.from(body),

@@ -13,7 +13,7 @@ import { Encoding, errorForCompletion, grpcStatusDetails, refusalBody } from '..
 import { REPO } from '../helpers/ingester.js';
 import { ERROR_INFO_URL, RETRY_INFO_URL, decodeStatusJson, decodeStatusProto, errorInfoOf } from '../helpers/rpc-status.js';
 
-const GRPC = { INVALID_ARGUMENT: 3, DEADLINE_EXCEEDED: 4, PERMISSION_DENIED: 7, RESOURCE_EXHAUSTED: 8, INTERNAL: 13, UNAVAILABLE: 14, UNAUTHENTICATED: 16 };
+const GRPC = { INVALID_ARGUMENT: 3, DEADLINE_EXCEEDED: 4, PERMISSION_DENIED: 7, RESOURCE_EXHAUSTED: 8, UNIMPLEMENTED: 12, INTERNAL: 13, UNAVAILABLE: 14, UNAUTHENTICATED: 16 };
 
 describe('refusal codes', () => {
   it('every code reaches the client as ErrorInfo{reason, domain: siglake} in protobuf, JSON and grpc-status-details-bin', () => {
@@ -76,6 +76,8 @@ describe('refusal codes', () => {
     expect(row('SIGLAKE_LANE_CAP')).toEqual([503, GRPC.UNAVAILABLE, 0]);
     expect(row('SIGLAKE_WAL_DISK')).toEqual([503, GRPC.UNAVAILABLE, 5]);
     expect(row('SIGLAKE_REQUEST_TIMEOUT')).toEqual([408, GRPC.DEADLINE_EXCEEDED, 0]);
+    // A signal Siglake does not store: the answers an exporter treats as final for an unknown path or method.
+    expect(row('SIGLAKE_SIGNAL_UNSUPPORTED')).toEqual([404, GRPC.UNIMPLEMENTED, 0]);
     // Everything the ingester cannot blame on the client or the environment is a 500 / INTERNAL.
     for (const code of ['SIGLAKE_WAL_WRITE', 'SIGLAKE_UNKNOWN_LANE', 'SIGLAKE_DECODER_CRASH', 'SIGLAKE_WORKER_DIED', 'SIGLAKE_ADMISSION_FAILED'] as const) {
       expect(row(code)).toEqual([500, GRPC.INTERNAL, 0]);
