@@ -67,6 +67,11 @@ type HeaderRecord = IngestHeaders & {
   badTransferEncoding: boolean;
 };
 
+/** Whether the request is a HEAD (answered without a body). uWS gives the method lower-cased. */
+function isHead(req: HttpRequest): boolean {
+  return req.getMethod() === 'head';
+}
+
 /** Parses the content type into the response encoding; -1 when unusable. */
 function encodingOf(contentType: string): number {
   const semi = contentType.indexOf(';');
@@ -211,25 +216,31 @@ export class HttpAcceptor {
     this.#app = app;
     app.post('/v1/logs', (res, req) => this.#ingest(res, req, ENDPOINT_LOGS));
     app.post('/v1/traces', (res, req) => this.#ingest(res, req, ENDPOINT_TRACES));
-    if (opts.serveMetrics !== false) app.get('/metrics', (res) => this.#metrics(res));
-    app.get('/healthz', (res) => {
-      res.cork(() => res.writeHeader('Content-Type', 'text/plain').end('ok\n'));
-    });
-    app.get('/readyz', (res) => {
+    // HEAD is answered wherever GET is, with GET's status and no body (RFC 9110 §9.3.2): a body
+    // after a HEAD answer is read by the client as the next response.
+    if (opts.serveMetrics !== false) {
+      app.get('/metrics', (res) => this.#metrics(res, false));
+      app.head('/metrics', (res) => this.#metrics(res, true));
+    }
+    const healthz = (res: HttpResponse, req: HttpRequest) => this.#plain(res, req, '200 OK', 'ok\n');
+    app.get('/healthz', healthz);
+    app.head('/healthz', healthz);
+    const readyz = (res: HttpResponse, req: HttpRequest) => {
       const started = opts.isReady();
       const reason = started ? opts.notReadyReason?.() : undefined;
       const ready = started && !opts.isDraining() && reason === undefined;
       const body = ready ? 'ready\n' : opts.isDraining() ? 'draining\n' : reason !== undefined ? `not ready: ${reason}\n` : 'starting\n';
-      res.cork(() =>
-        res.writeStatus(ready ? '200 OK' : '503 Service Unavailable').writeHeader('Content-Type', 'text/plain').end(body),
-      );
-    });
+      this.#plain(res, req, ready ? '200 OK' : '503 Service Unavailable', body);
+    };
+    app.get('/readyz', readyz);
+    app.head('/readyz', readyz);
     opts.extraRoutes?.(app);
     // Metrics and profiles: 404 with the refusal body of a signal Siglake does not store, before admission.
     for (const signal of UNSUPPORTED_SIGNALS) app.any(signal.httpPath, (res, req) => this.#unsupportedSignal(res, req, signal));
-    app.any('/v1/logs', (res) => this.#plain(res, '405 Method Not Allowed', 'use POST\n'));
-    app.any('/v1/traces', (res) => this.#plain(res, '405 Method Not Allowed', 'use POST\n'));
-    app.any('/*', (res) => this.#plain(res, '404 Not Found', 'not found\n'));
+    // A 405 names the allowed method (RFC 9110 §15.5.6).
+    app.any('/v1/logs', (res, req) => this.#plain(res, req, '405 Method Not Allowed', 'use POST\n', 'POST'));
+    app.any('/v1/traces', (res, req) => this.#plain(res, req, '405 Method Not Allowed', 'use POST\n', 'POST'));
+    app.any('/*', (res, req) => this.#plain(res, req, '404 Not Found', 'not found\n'));
     this.#timer = setInterval(() => this.#expireUploads(), 1000);
     this.#timer.unref();
   }
@@ -266,8 +277,19 @@ export class HttpAcceptor {
     clearInterval(this.#timer);
   }
 
-  #plain(res: HttpResponse, status: string, body: string): void {
-    res.cork(() => res.writeStatus(status).writeHeader('Content-Type', 'text/plain').end(body));
+  /**
+   * A text answer; to HEAD, its status and headers (the body's Content-Length written by hand)
+   * without the body. uWS 20's endWithoutBody(length) does not end the response, and a handler
+   * returning so aborts the process.
+   */
+  #plain(res: HttpResponse, req: HttpRequest, status: string, body: string, allow?: string): void {
+    const head = isHead(req);
+    res.cork(() => {
+      res.writeStatus(status).writeHeader('Content-Type', 'text/plain');
+      if (allow !== undefined) res.writeHeader('Allow', allow);
+      if (head) res.writeHeader('Content-Length', String(Buffer.byteLength(body))).endWithoutBody();
+      else res.end(body);
+    });
   }
 
   /**
@@ -284,6 +306,7 @@ export class HttpAcceptor {
     const length = req.getHeader('content-length');
     const hasBody = req.getHeader('transfer-encoding') !== '' || (length !== '' && length !== '0');
     const err = signal.http;
+    const head = isHead(req);
     this.#o.unsupported.count(signal, 'http');
     this.#o.log.debug({ code: err.code, status: err.httpStatus, signal: signal.name, transport: 'http' }, err.message);
     let ended = false;
@@ -292,8 +315,11 @@ export class HttpAcceptor {
       if (ended) return;
       ended = true;
       if (timer !== undefined) clearTimeout(timer);
+      const body = refusalBody(err, encoding);
       res.cork(() => {
-        res.writeStatus(statusLine(err.httpStatus)).writeHeader('Content-Type', CONTENT_TYPES[encoding]).end(refusalBody(err, encoding), close);
+        res.writeStatus(statusLine(err.httpStatus)).writeHeader('Content-Type', CONTENT_TYPES[encoding]);
+        if (head) res.writeHeader('Content-Length', String(body.length)).endWithoutBody();
+        else res.end(body, close);
       });
     };
     res.onAborted(() => {
@@ -315,7 +341,7 @@ export class HttpAcceptor {
     });
   }
 
-  #metrics(res: HttpResponse): void {
+  #metrics(res: HttpResponse, head: boolean): void {
     let aborted = false;
     res.onAborted(() => {
       aborted = true;
@@ -323,7 +349,11 @@ export class HttpAcceptor {
     this.#o.metrics.registry.metrics().then(
       (text) => {
         if (aborted) return;
-        res.cork(() => res.writeHeader('Content-Type', this.#o.metrics.registry.contentType).end(text));
+        res.cork(() => {
+          res.writeHeader('Content-Type', this.#o.metrics.registry.contentType);
+          if (head) res.writeHeader('Content-Length', String(Buffer.byteLength(text))).endWithoutBody();
+          else res.end(text);
+        });
       },
       (err: unknown) => {
         this.#o.log.error({ err: (err as Error).message }, 'metrics collection failed');
