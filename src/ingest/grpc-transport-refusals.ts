@@ -49,7 +49,23 @@ const notInflating = new IngestError('SIGLAKE_BAD_BODY', 'the compressed message
 const secondMessage = new IngestError('SIGLAKE_BAD_BODY', 'bad body: a second message on a unary call');
 const badTimeout = new IngestError('SIGLAKE_BAD_HEADER', 'bad header: grpc-timeout is not 1 to 8 digits and a unit (H, M, S, m, u, n)');
 /** The refusal of a stream without an application/grpc content type (contract §6: 415 / INVALID_ARGUMENT). */
-export const notGrpcContentType = new IngestError('SIGLAKE_UNSUPPORTED_MEDIA', 'unsupported content type: use application/grpc');
+export const notGrpcContentType = new IngestError(
+  'SIGLAKE_UNSUPPORTED_MEDIA',
+  'unsupported content type: use application/grpc (or application/grpc+proto): OTLP/gRPC messages are protobuf',
+);
+
+/**
+ * Whether a stream's content type is gRPC with protobuf messages: `application/grpc` or
+ * `application/grpc+proto`, either followed by parameters (`;…`). grpc-js takes anything that
+ * starts with `application/grpc`: `application/grpc+json` (a JSON message, read as protobuf:
+ * a 400 or, for bytes that happen to parse, stored), `application/grpc-web` (another framing)
+ * and `application/grpcfoo` (no gRPC content type at all, RFC: a subtype follows `+`).
+ */
+export function isGrpcProtoContentType(type: string): boolean {
+  const semi = type.indexOf(';');
+  const base = (semi === -1 ? type : type.slice(0, semi)).trim().toLowerCase();
+  return base === 'application/grpc' || base === 'application/grpc+proto';
+}
 
 interface StatusLike {
   code: number;
@@ -115,8 +131,9 @@ export const ON_CONTENT_TYPE_REFUSED = Symbol.for('siglake.grpcContentTypeRefuse
 const contentTypePatched = Symbol.for('siglake.grpcContentTypeRefusal');
 
 /**
- * grpc-js answers a stream whose content type is not application/grpc… with a
- * bare HTTP 415 from the session's 'stream' event: no grpc-status, no
+ * grpc-js answers a stream whose content type does not start with application/grpc with a
+ * bare HTTP 415, and takes any that does (isGrpcProtoContentType: +json, -web…) as protobuf. Every
+ * content type but application/grpc and application/grpc+proto gets a bare HTTP 415 from the session's 'stream' event: no grpc-status, no
  * ErrorInfo, counted nowhere. This answers it with the HTTP status kept at
  * 415 (a client that is not gRPC, or reads only :status, never sees a
  * success) and, in the same trailers-only header block, grpc-status
@@ -130,7 +147,8 @@ export function installGrpcContentTypeRefusal(): void {
   if (proto[contentTypePatched] === true || typeof verify !== 'function') return;
   proto._verifyContentType = function (this: unknown, stream, headers): boolean {
     const type = headers['content-type'];
-    if (typeof type === 'string' && type.startsWith('application/grpc')) return verify.call(this, stream, headers);
+    // grpc-js's own check (startsWith, case-sensitive) still runs on what passes ours.
+    if (typeof type === 'string' && isGrpcProtoContentType(type) && type.startsWith('application/grpc')) return verify.call(this, stream, headers);
     const e = notGrpcContentType;
     stream.respond(
       {

@@ -220,6 +220,23 @@ describe('refusals grpc-js sends itself carry the contract code and ErrorInfo, a
     expect(requests(after, 200)).toBe(requests(before, 200));
   });
 
+  it('regression (grpc-content-subtype-read-as-protobuf): application/grpc+json, grpc-web and grpcfoo → 415 SIGLAKE_UNSUPPORTED_MEDIA, nothing stored; +proto and parameters accepted', async () => {
+    for (const type of ['application/grpc+json', 'application/grpc-web', 'application/grpc-web+proto', 'application/grpcfoo']) {
+      const before = await ing.metrics();
+      const wal = walBytes(ing.walDir);
+      const r = await h2Call(ing.grpcAddress, body, { headers: { 'content-type': type } }).answered;
+      expect([type, r.http, r.code, r.errorCode]).toEqual([type, 415, 3, 'SIGLAKE_UNSUPPORTED_MEDIA']);
+      const after = await ing.metrics();
+      expect(requests(after, 415) - requests(before, 415)).toBe(1);
+      expect(requests(after, 200)).toBe(requests(before, 200));
+      expect(walBytes(ing.walDir)).toBe(wal);
+    }
+    for (const type of ['application/grpc', 'application/grpc+proto', 'application/grpc; charset=utf-8', 'application/grpc+proto;x=1']) {
+      const r = await h2Call(ing.grpcAddress, body, { headers: { 'content-type': type } }).answered;
+      expect([type, r.code]).toEqual([type, 0]);
+    }
+  });
+
   it('regression (grpc-uncounted-refusals): a grpc-timeout that does not parse → INVALID_ARGUMENT SIGLAKE_BAD_HEADER (not INTERNAL), counted 400, nothing stored', async () => {
     const before = await ing.metrics();
     const wal = walBytes(ing.walDir);
