@@ -23,7 +23,6 @@ import {
   installGrpcContentTypeRefusal,
   installGrpcTransportRefusals,
   installGrpcUnimplementedRefusal,
-  notGrpcContentType,
   ON_CONTENT_TYPE_REFUSED,
   ON_SIGNAL_UNSUPPORTED,
   transportRefusal,
@@ -202,13 +201,14 @@ export class GrpcAcceptor {
       // The admission interceptor first: it sees the call before anything reads its message.
       interceptors: [(method, call) => this.#admitOnMetadata(method, call)],
     });
-    // A stream without an application/grpc content type, answered before any call exists: counted
-    // as the 415 it is when it named one of our methods (an unknown path is counted nowhere).
-    (this.#server as unknown as { [ON_CONTENT_TYPE_REFUSED]?: (path: string | undefined) => void })[ON_CONTENT_TYPE_REFUSED] = (path) => {
+    // A stream without an application/grpc content type (415) or whose :method is not POST (400), answered
+    // before any call exists: counted as what it is when it named one of our methods (an unknown path is
+    // counted nowhere).
+    (this.#server as unknown as { [ON_CONTENT_TYPE_REFUSED]?: (path: string | undefined, e: IngestError) => void })[ON_CONTENT_TYPE_REFUSED] = (path, e) => {
       const endpoint = path === LOGS_SERVICE.Export.path ? 0 : path === TRACE_SERVICE.Export.path ? 1 : -1;
       if (endpoint < 0) return;
-      logRefusal(opts.log, notGrpcContentType, endpoint);
-      opts.metrics.request(endpoint, notGrpcContentType.httpStatus);
+      logRefusal(opts.log, e, endpoint);
+      opts.metrics.request(endpoint, e.httpStatus);
     };
     // A call to the metrics or profiles Export, answered UNIMPLEMENTED SIGLAKE_SIGNAL_UNSUPPORTED before
     // any interceptor (grpc-transport-refusals.ts): counted apart from the ingest requests.

@@ -55,6 +55,12 @@ export const notGrpcContentType = new IngestError(
 );
 
 /**
+ * The refusal of a stream whose :method is not POST, which gRPC requires (grpc-js serves any): the
+ * HTTP status stays 405, as grpc-go answers it, with grpc-status INVALID_ARGUMENT (counted 400).
+ */
+export const notPost = new IngestError('SIGLAKE_BAD_HEADER', 'bad header: a gRPC call\'s :method must be POST');
+
+/**
  * Whether a stream's content type is gRPC with protobuf messages: `application/grpc` or
  * `application/grpc+proto`, either followed by parameters (`;…`). grpc-js takes anything that
  * starts with `application/grpc`: `application/grpc+json` (a JSON message, read as protobuf:
@@ -126,14 +132,15 @@ export function installGrpcTransportRefusals(): void {
 }
 
 type VerifyContentType = (this: unknown, stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => boolean;
-/** Set on a grpc.Server: told of each stream refused for its content type (its :path), to count it. */
+/** Set on a grpc.Server: told of each stream refused for its content type or :method (its :path and the refusal), to count it. */
 export const ON_CONTENT_TYPE_REFUSED = Symbol.for('siglake.grpcContentTypeRefused');
 const contentTypePatched = Symbol.for('siglake.grpcContentTypeRefusal');
 
 /**
  * grpc-js answers a stream whose content type does not start with application/grpc with a
  * bare HTTP 415, and takes any that does (isGrpcProtoContentType: +json, -web…) as protobuf. Every
- * content type but application/grpc and application/grpc+proto gets a bare HTTP 415 from the session's 'stream' event: no grpc-status, no
+ * content type but application/grpc and application/grpc+proto (and a :method other than POST,
+ * HTTP 405 with SIGLAKE_BAD_HEADER, which grpc-js serves as if it were one) gets a bare HTTP 415 from the session's 'stream' event: no grpc-status, no
  * ErrorInfo, counted nowhere. This answers it with the HTTP status kept at
  * 415 (a client that is not gRPC, or reads only :status, never sees a
  * success) and, in the same trailers-only header block, grpc-status
@@ -147,12 +154,18 @@ export function installGrpcContentTypeRefusal(): void {
   if (proto[contentTypePatched] === true || typeof verify !== 'function') return;
   proto._verifyContentType = function (this: unknown, stream, headers): boolean {
     const type = headers['content-type'];
+    const method = headers[':method'];
     // grpc-js's own check (startsWith, case-sensitive) still runs on what passes ours.
-    if (typeof type === 'string' && isGrpcProtoContentType(type) && type.startsWith('application/grpc')) return verify.call(this, stream, headers);
-    const e = notGrpcContentType;
+    const e =
+      method !== 'POST'
+        ? notPost
+        : typeof type === 'string' && isGrpcProtoContentType(type) && type.startsWith('application/grpc')
+          ? undefined
+          : notGrpcContentType;
+    if (e === undefined) return verify.call(this, stream, headers);
     stream.respond(
       {
-        ':status': 415,
+        ':status': e === notPost ? 405 : 415,
         'content-type': 'application/grpc',
         'grpc-status': String(e.grpcCode),
         'grpc-message': encodeURI(e.message),
@@ -160,7 +173,7 @@ export function installGrpcContentTypeRefusal(): void {
       },
       { endStream: true },
     );
-    (this as { [ON_CONTENT_TYPE_REFUSED]?: (path: string | undefined) => void })[ON_CONTENT_TYPE_REFUSED]?.(headers[':path']);
+    (this as { [ON_CONTENT_TYPE_REFUSED]?: (path: string | undefined, e: IngestError) => void })[ON_CONTENT_TYPE_REFUSED]?.(headers[':path'], e);
     return false;
   };
   proto[contentTypePatched] = true;

@@ -237,6 +237,19 @@ describe('refusals grpc-js sends itself carry the contract code and ErrorInfo, a
     }
   });
 
+  it('regression (grpc-non-post-method-served): a call whose :method is not POST → HTTP 405, INVALID_ARGUMENT SIGLAKE_BAD_HEADER, counted 400, nothing stored', async () => {
+    for (const method of ['PUT', 'PATCH', 'DELETE']) {
+      const before = await ing.metrics();
+      const wal = walBytes(ing.walDir);
+      const r = await h2Call(ing.grpcAddress, body, { headers: { ':method': method } }).answered;
+      expect([method, r.http, r.code, r.errorCode]).toEqual([method, 405, 3, 'SIGLAKE_BAD_HEADER']);
+      const after = await ing.metrics();
+      expect(requests(after, 400) - requests(before, 400)).toBe(1);
+      expect(requests(after, 200)).toBe(requests(before, 200));
+      expect(walBytes(ing.walDir)).toBe(wal);
+    }
+  });
+
   it('regression (grpc-uncounted-refusals): a grpc-timeout that does not parse → INVALID_ARGUMENT SIGLAKE_BAD_HEADER (not INTERNAL), counted 400, nothing stored', async () => {
     const before = await ing.metrics();
     const wal = walBytes(ing.walDir);
