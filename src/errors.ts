@@ -91,6 +91,8 @@ export const CODE_TABLE = {
   // An OTLP signal Siglake does not store (metrics, profiles): 404 / UNIMPLEMENTED, the answers an
   // exporter treats as final (no retry), before any admission check (src/ingest/unsupported-signals.ts).
   SIGLAKE_SIGNAL_UNSUPPORTED: { http: 404, grpc: GrpcCode.UNIMPLEMENTED, retryAfterSecs: 0, log: 'debug' },
+  // A path (HTTP, with an OTLP content type) or gRPC method the port does not serve at all.
+  SIGLAKE_UNKNOWN_PATH: { http: 404, grpc: GrpcCode.UNIMPLEMENTED, retryAfterSecs: 0, log: 'debug' },
 } as const satisfies Record<string, CodeRow>;
 
 export type ErrorCode = keyof typeof CODE_TABLE;

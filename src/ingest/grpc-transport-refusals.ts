@@ -22,7 +22,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import { IngestError } from '../errors.js';
 import { grpcStatusDetails } from './responses.js';
-import { unsupportedGrpcMethod, type UnsupportedSignal } from './unsupported-signals.js';
+import { unknownGrpcMethod, unsupportedGrpcMethod, type UnsupportedSignal } from './unsupported-signals.js';
 
 const DETAILS = 'grpc-status-details-bin';
 const patched = Symbol.for('siglake.grpcTransportRefusals');
@@ -197,8 +197,9 @@ const NO_METHOD = 'The server does not implement the method ';
  * UNIMPLEMENTED, the code an exporter treats as final, and gets the
  * google.rpc.Status of SIGLAKE_SIGNAL_UNSUPPORTED with a message naming the
  * services this port serves; the server's ON_SIGNAL_UNSUPPORTED hook counts
- * it. Any other unknown method is left as grpc-js answers it. Installed once
- * per process.
+ * it. Any other unknown method keeps UNIMPLEMENTED too, with the
+ * google.rpc.Status of SIGLAKE_UNKNOWN_PATH naming the services (uncounted:
+ * no endpoint to count it under). Installed once per process.
  */
 export function installGrpcUnimplementedRefusal(): void {
   const proto = grpc.Server.prototype as unknown as { _respondWithError?: RespondWithError; [unimplementedPatched]?: true };
@@ -206,16 +207,17 @@ export function installGrpcUnimplementedRefusal(): void {
   if (proto[unimplementedPatched] === true || typeof respond !== 'function') return;
   proto._respondWithError = function (this: unknown, err, stream, channelz): void {
     const path = err.code === grpc.status.UNIMPLEMENTED && err.metadata === undefined && err.details?.startsWith(NO_METHOD) ? err.details.slice(NO_METHOD.length) : undefined;
-    const signal = unsupportedGrpcMethod(path);
-    if (signal === undefined) {
+    if (path === undefined) {
       respond.call(this, err, stream, channelz);
       return;
     }
+    const signal = unsupportedGrpcMethod(path);
+    const e = signal?.grpc ?? unknownGrpcMethod(path);
     const metadata = new grpc.Metadata();
-    metadata.set(DETAILS, grpcStatusDetails(signal.grpc));
+    metadata.set(DETAILS, grpcStatusDetails(e));
     // grpc-message is percent-encoded by the caller of respond (grpc-js sends details as given).
-    respond.call(this, { code: signal.grpc.grpcCode, details: encodeURI(signal.grpc.message), metadata }, stream, channelz);
-    (this as { [ON_SIGNAL_UNSUPPORTED]?: (s: UnsupportedSignal) => void })[ON_SIGNAL_UNSUPPORTED]?.(signal);
+    respond.call(this, { code: e.grpcCode, details: encodeURI(e.message), metadata }, stream, channelz);
+    if (signal !== undefined) (this as { [ON_SIGNAL_UNSUPPORTED]?: (s: UnsupportedSignal) => void })[ON_SIGNAL_UNSUPPORTED]?.(signal);
   };
   proto[unimplementedPatched] = true;
 }

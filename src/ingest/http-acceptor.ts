@@ -18,7 +18,7 @@ import type { PendingRequest } from '../shard/dispatcher.js';
 import { Answers } from './answers.js';
 import { CONTENT_TYPES, DRAINING, EMPTY_RESPONSE, Encoding, logRefusal, refusalBody, statusLine, type EncodingCode } from './responses.js';
 import type { Uws } from './uws-loader.js';
-import { UNSUPPORTED_SIGNALS, type UnsupportedSignal } from './unsupported-signals.js';
+import { UNKNOWN_HTTP_PATH, UNSUPPORTED_SIGNALS, type UnsupportedSignal } from './unsupported-signals.js';
 
 export interface HttpAcceptorOptions extends AcceptorOptions {
   uws: Uws;
@@ -240,7 +240,7 @@ export class HttpAcceptor {
     // A 405 names the allowed method (RFC 9110 §15.5.6).
     app.any('/v1/logs', (res, req) => this.#plain(res, req, '405 Method Not Allowed', 'use POST\n', 'POST'));
     app.any('/v1/traces', (res, req) => this.#plain(res, req, '405 Method Not Allowed', 'use POST\n', 'POST'));
-    app.any('/*', (res, req) => this.#plain(res, req, '404 Not Found', 'not found\n'));
+    app.any('/*', (res, req) => this.#unknownPath(res, req));
     this.#timer = setInterval(() => this.#expireUploads(), 1000);
     this.#timer.unref();
   }
@@ -295,20 +295,38 @@ export class HttpAcceptor {
   /**
    * A request for a signal Siglake does not store (unsupported-signals.ts):
    * 404 with a google.rpc.Status (ErrorInfo SIGLAKE_SIGNAL_UNSUPPORTED) in the
-   * request's encoding, before any admission check. Its body is read and
-   * dropped first, within the bounds of a lingering refusal, so that an
-   * exporter still writing a large batch sees the 404 (final) rather than a
-   * reset (which it retries); past them the answer goes out with a close.
+   * request's encoding, before any admission check.
    */
   #unsupportedSignal(res: HttpResponse, req: HttpRequest, signal: UnsupportedSignal): void {
+    const err = signal.http;
+    this.#o.unsupported.count(signal, 'http');
+    this.#o.log.debug({ code: err.code, status: err.httpStatus, signal: signal.name, transport: 'http' }, err.message);
+    this.#notServed(res, req, err, encodingOf(req.getHeader('content-type')));
+  }
+
+  /**
+   * A path this port does not serve: with an OTLP content type, 404 with the
+   * google.rpc.Status of SIGLAKE_UNKNOWN_PATH naming the OTLP paths (an
+   * exporter given a wrong URL reads why); otherwise the plain `not found`.
+   */
+  #unknownPath(res: HttpResponse, req: HttpRequest): void {
     const enc = encodingOf(req.getHeader('content-type'));
+    if (enc < 0) this.#plain(res, req, '404 Not Found', 'not found\n');
+    else this.#notServed(res, req, UNKNOWN_HTTP_PATH, enc);
+  }
+
+  /**
+   * Answers `err` in the request's encoding (`enc` from encodingOf; text when
+   * unusable). Its body is read and dropped first, within the bounds of a
+   * lingering refusal, so that an exporter still writing a large batch sees
+   * the answer (final) rather than a reset (which it retries); past them the
+   * answer goes out with a close.
+   */
+  #notServed(res: HttpResponse, req: HttpRequest, err: IngestError, enc: number): void {
     const encoding = (enc < 0 ? Encoding.TEXT : enc) as EncodingCode;
     const length = req.getHeader('content-length');
     const hasBody = req.getHeader('transfer-encoding') !== '' || (length !== '' && length !== '0');
-    const err = signal.http;
     const head = isHead(req);
-    this.#o.unsupported.count(signal, 'http');
-    this.#o.log.debug({ code: err.code, status: err.httpStatus, signal: signal.name, transport: 'http' }, err.message);
     let ended = false;
     let timer: NodeJS.Timeout | undefined;
     const answer = (close: boolean): void => {

@@ -56,6 +56,15 @@ export const UNSUPPORTED_SIGNALS: readonly UnsupportedSignal[] = [
 const TRANSPORTS = ['http', 'grpc'] as const;
 export type Transport = (typeof TRANSPORTS)[number];
 
+/** The answer to a path the OTLP/HTTP port does not serve, for a request with an OTLP content type. */
+export const UNKNOWN_HTTP_PATH = new IngestError('SIGLAKE_UNKNOWN_PATH', `no such path: ${SERVES_HTTP}`);
+
+/** The answer to a gRPC method no service of the port has; the path echoed as printable ASCII, at most 128 characters. */
+export function unknownGrpcMethod(path: string): IngestError {
+  const shown = path.slice(0, 128).replace(/[^\x20-\x7e]/g, '?');
+  return new IngestError('SIGLAKE_UNKNOWN_PATH', `no such method ${shown}: ${SERVES_GRPC}`);
+}
+
 /** The unsupported signal a gRPC method path names, if any. */
 export function unsupportedGrpcMethod(path: string | undefined): UnsupportedSignal | undefined {
   return UNSUPPORTED_SIGNALS.find((s) => s.grpcMethod === path);

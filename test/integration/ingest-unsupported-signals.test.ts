@@ -82,10 +82,29 @@ describe('OTLP signals Siglake does not store: metrics and profiles', () => {
     const profiles = await grpcClient.call(PROFILES_EXPORT, new Uint8Array([0x0a, 0x00]));
     expect(profiles.code).toBe(grpc.status.UNIMPLEMENTED);
     expect(errorInfoOf(grpcStatusOf(profiles.metadata)).reason).toBe('SIGLAKE_SIGNAL_UNSUPPORTED');
-    // Any other unknown method is still grpc-js's own UNIMPLEMENTED.
-    const other = await grpcClient.call('/nope.v1.Nope/Export', METRICS_BODY);
-    expect(other.code).toBe(grpc.status.UNIMPLEMENTED);
-    expect(other.details).toContain('/nope.v1.Nope/Export');
+    expect(listFiles(ing.walDir)).toEqual(walBefore);
+  });
+
+  it('regression (unknown-path-without-errorinfo): any other method or OTLP path → UNIMPLEMENTED / 404 with SIGLAKE_UNKNOWN_PATH naming what the port serves', async () => {
+    for (const method of ['/nope.v1.Nope/Export', '/opentelemetry.proto.collector.logs.v1.LogsService/Exports']) {
+      const r = await grpcClient.call(method, METRICS_BODY);
+      expect(r.code).toBe(grpc.status.UNIMPLEMENTED);
+      expect(r.details).toBe(
+        `no such method ${method}: this port serves opentelemetry.proto.collector.logs.v1.LogsService/Export and opentelemetry.proto.collector.trace.v1.TraceService/Export (OTLP/gRPC)`,
+      );
+      expect(errorInfoOf(grpcStatusOf(r.metadata)).reason).toBe('SIGLAKE_UNKNOWN_PATH');
+    }
+    // An exporter given a wrong URL (a typo, a path prefix the port does not have) reads why, in its encoding.
+    for (const [path, type] of [['/v1/log', 'application/x-protobuf'], ['/otlp/v1/logs', 'application/json']] as const) {
+      const r = await post(ing.url, path, METRICS_BODY, { contentType: type });
+      expect([path, r.status, r.contentType]).toEqual([path, 404, type]);
+      const st = httpStatusOf(r.contentType, r.body)!;
+      expect(errorInfoOf(st).reason).toBe('SIGLAKE_UNKNOWN_PATH');
+      expect(st.message).toBe('no such path: this port serves POST /v1/logs and POST /v1/traces (OTLP/HTTP)');
+    }
+    // Anything else keeps the plain answer.
+    const plain = await fetch(`${ing.url}/favicon.ico`);
+    expect([plain.status, await plain.text()]).toEqual([404, 'not found\n']);
     expect(listFiles(ing.walDir)).toEqual(walBefore);
   });
 

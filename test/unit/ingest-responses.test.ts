@@ -78,6 +78,7 @@ describe('refusal codes', () => {
     expect(row('SIGLAKE_REQUEST_TIMEOUT')).toEqual([408, GRPC.DEADLINE_EXCEEDED, 0]);
     // A signal Siglake does not store: the answers an exporter treats as final for an unknown path or method.
     expect(row('SIGLAKE_SIGNAL_UNSUPPORTED')).toEqual([404, GRPC.UNIMPLEMENTED, 0]);
+    expect(row('SIGLAKE_UNKNOWN_PATH')).toEqual([404, GRPC.UNIMPLEMENTED, 0]);
     // Everything the ingester cannot blame on the client or the environment is a 500 / INTERNAL.
     for (const code of ['SIGLAKE_WAL_WRITE', 'SIGLAKE_UNKNOWN_LANE', 'SIGLAKE_DECODER_CRASH', 'SIGLAKE_WORKER_DIED', 'SIGLAKE_ADMISSION_FAILED'] as const) {
       expect(row(code)).toEqual([500, GRPC.INTERNAL, 0]);
