@@ -221,6 +221,40 @@ describe('siglake query: a statement whose plan would outgrow the engine\'s boun
     expect(ok.status, ok.text.slice(0, 300)).toBe(200);
     expect((JSON.parse(ok.text) as { rowCount: number }).rowCount).toBe(1000);
   }, 60_000);
+
+  it('regression (query-boolean-chain-outlives-timeout): more than 1000 AND/OR operators is refused before the engine parses it; another tenant is answered meanwhile; 1000 run', async () => {
+    const { q, token } = await startWithTenants(['--query-timeout-secs', '5']);
+    const [acme, globex] = [await token('acme'), await token('globex')];
+    const chain = (op: 'OR' | 'AND', terms: number) =>
+      JSON.stringify({ sql: `SELECT count(*) AS n FROM (VALUES ('x')) t(body) WHERE ${Array.from({ length: terms }, (_, i) => `body ${op === 'OR' ? '=' : '<>'} 'a${i}'`).join(` ${op} `)}` });
+    // Before, the engine's parser (deaf to the interrupt) and planner took time growing with the
+    // square of the chain: 20,000 terms (350 KB) were answered 504 well after query.timeoutSecs,
+    // the engine still working on them; 100,000 AND terms held a core for over a minute.
+    const big = call(q, 'POST', '/api/v1/sql', { token: acme, body: chain('OR', 20_000) });
+    const other = call(q, 'POST', '/api/v1/sql', { token: globex, body: JSON.stringify({ sql: 'SELECT 42 AS x' }) });
+    const [refused, served] = await Promise.all([big, other]);
+    expect(refused.status, refused.text.slice(0, 300)).toBe(400);
+    expect(refused.code).toBe('SIGLAKE_SQL_REFUSED');
+    expect(refused.text).toMatch(/the statement has 19999 AND\/OR operators; at most 1000 are allowed/);
+    expect(served.status, served.text).toBe(200);
+    expect((JSON.parse(served.text) as { rows: unknown[][] }).rows).toEqual([[42]]);
+    const and = await call(q, 'POST', '/api/v1/sql', { token: acme, body: chain('AND', 1002) });
+    expect([and.status, and.code]).toEqual([400, 'SIGLAKE_SQL_REFUSED']);
+    const explained = await call(q, 'POST', '/api/v1/sql', { token: acme, body: JSON.stringify({ sql: 'EXPLAIN ' + (JSON.parse(chain('OR', 1002)) as { sql: string }).sql }) });
+    expect([explained.status, explained.code]).toEqual([400, 'SIGLAKE_SQL_REFUSED']);
+    // At the limit it runs; the refused tenant's slots were all given back.
+    for (const op of ['OR', 'AND'] as const) {
+      const ok = await call(q, 'POST', '/api/v1/sql', { token: acme, body: chain(op, 1001) });
+      expect(ok.status, ok.text.slice(0, 300)).toBe(200);
+      expect((JSON.parse(ok.text) as { rows: unknown[][] }).rows).toEqual([[op === 'OR' ? '0' : '1']]);
+    }
+    // Words in literals, quoted names and comments are counted too (the count is made on the text, before any parse).
+    const words = await call(q, 'POST', '/api/v1/sql', { token: acme, body: JSON.stringify({ sql: `SELECT '${'this or that '.repeat(1001)}' AS x` }) });
+    expect([words.status, words.code]).toEqual([400, 'SIGLAKE_SQL_REFUSED']);
+    const names = await call(q, 'POST', '/api/v1/sql', { token: acme, body: JSON.stringify({ sql: `SELECT 'color, order, andante, or_else, "or1", sand' AS x` }) });
+    expect(names.status, names.text).toBe(200);
+    expect(await running$(q)).toBe(0);
+  }, 90_000);
 });
 
 describe('siglake query: an answer its caller does not read', () => {
