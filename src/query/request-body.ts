@@ -194,6 +194,7 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
  */
 export function sqlOf(body: Buffer, contentType: string | undefined): string {
   const type = (contentType ?? 'application/json').split(';')[0]!.trim().toLowerCase();
+  if (type === 'application/json' || type === 'text/plain') checkCharset(contentType ?? '');
   if ((type === 'application/json' || type === 'text/plain') && !isUtf8(body)) {
     throw new QueryError('SIGLAKE_BAD_BODY', 'the body is not valid UTF-8: send the SQL as UTF-8 text');
   }
@@ -222,6 +223,34 @@ export function sqlOf(body: Buffer, contentType: string | undefined): string {
   if (text.trim() === '') throw new QueryError('SIGLAKE_BAD_SQL', 'no SQL statement in the request');
   return text;
 }
+
+/** Charsets read (as UTF-8: US-ASCII is a subset of it); names compared without case (RFC 9110 §8.3.2). */
+const READ_CHARSETS: ReadonlySet<string> = new Set(['utf-8', 'utf8', 'us-ascii']);
+
+/**
+ * A `charset` parameter of the content type (RFC 9110 §8.3.1: `;
+ * name=token` or `name="quoted string"`, names without case) must name a
+ * charset the body is read in, else 415 naming it: the body is read as
+ * UTF-8 only. (It was never looked at: a UTF-16 body was read as UTF-8 and
+ * refused for what that made of it, bytes not UTF-8 or NUL characters.)
+ * Other parameters are ignored.
+ */
+function checkCharset(contentType: string): void {
+  const at = contentType.indexOf(';');
+  if (at < 0) return;
+  PARAMETER.lastIndex = at;
+  for (let m = PARAMETER.exec(contentType); m !== null; m = PARAMETER.exec(contentType)) {
+    if (m[1]!.toLowerCase() !== 'charset') continue;
+    const charset = (m[2] !== undefined ? m[2].replace(/\\(.)/g, '$1') : m[3]!).toLowerCase();
+    if (!READ_CHARSETS.has(charset)) {
+      const shown = JSON.stringify(charset.slice(0, 40));
+      throw new QueryError('SIGLAKE_UNSUPPORTED_MEDIA', `charset ${shown} is not supported: send the body as UTF-8 (charset=utf-8, or no charset)`);
+    }
+  }
+}
+
+/** One `; name=value` parameter: its name, then its value quoted (group 2, escapes still in) or not (group 3, up to the next `;`). */
+const PARAMETER = /;\s*([^=;\s]*)\s*=?\s*(?:"((?:[^"\\]|\\.)*)"?|([^;]*?))\s*(?=;|$)/gy;
 
 /** The text without a leading UTF-8 byte order mark, which some clients write (RFC 8259 §8.1 lets a parser ignore it). */
 function withoutBom(text: string): string {

@@ -450,6 +450,38 @@ describe('siglake query: tenant-routed SQL over the landed tables', () => {
     expect((JSON.parse(okText) as { rows: unknown[][] }).rows).toEqual([['\u{1f600}', '\u0001', '0']]);
   });
 
+  it('regression (query-charset-ignored): the charset of a text/plain or JSON body is read: UTF-8 and US-ASCII are, any other is refused 415 naming it', async () => {
+    const acme = tokens['acme']!;
+    const send = (body: Buffer | string, contentType: string) =>
+      fetch(`${q.url}/api/v1/sql`, { method: 'POST', headers: { authorization: `Bearer ${acme}`, 'content-type': contentType }, body });
+    const sql = "SELECT 'é' AS x, count(*) AS n FROM logs WHERE false";
+    // Before, a UTF-16 body was read as UTF-8 and refused for its NUL characters (400 SIGLAKE_BAD_SQL), not for its charset.
+    for (const [contentType, charset] of [
+      ['text/plain; charset=utf-16', 'utf-16'],
+      ['text/plain;charset="UTF-16LE"', 'utf-16le'],
+      ['application/json; charset=iso-8859-1', 'iso-8859-1'],
+      ['text/plain; format=flowed; Charset=latin1', 'latin1'],
+      ['text/plain; charset=', ''],
+    ] as const) {
+      const body = contentType.startsWith('application/json') ? Buffer.from(JSON.stringify({ sql }), 'latin1') : Buffer.from(sql, 'utf16le');
+      const r = await send(body, contentType);
+      const text = await r.text();
+      expect(r.status, `${contentType}: ${text}`).toBe(415);
+      const err = (JSON.parse(text) as { error: { code: string; message: string } }).error;
+      expect(err.code).toBe('SIGLAKE_UNSUPPORTED_MEDIA');
+      expect(err.message).toContain(`charset "${charset}" is not supported`);
+    }
+    // UTF-8 (any case, quoted or not, beside other parameters) and US-ASCII are read as UTF-8 text.
+    for (const contentType of ['text/plain; charset=utf-8', 'text/plain;charset="UTF-8"', 'TEXT/PLAIN ; format=fixed ; CHARSET=Utf-8', 'application/json; charset=utf-8', 'text/plain; charset=US-ASCII']) {
+      const ascii = contentType.endsWith('US-ASCII');
+      const text = ascii ? 'SELECT 1 AS x' : sql;
+      const r = await send(contentType.startsWith('application/json') ? JSON.stringify({ sql: text }) : Buffer.from(text, 'utf8'), contentType);
+      const answer = await r.text();
+      expect(r.status, `${contentType}: ${answer}`).toBe(200);
+      expect((JSON.parse(answer) as { rows: unknown[][] }).rows).toEqual(ascii ? [[1]] : [['é', '0']]);
+    }
+  });
+
   it('SIGTERM lets a running query answer, then exits 0', async () => {
     const pending = postSql(q.url, 'SELECT sum(range % 7) FROM range(100000000000000)', { token: tokens['default'] });
     const deadline = Date.now() + 20_000;
