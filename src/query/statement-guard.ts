@@ -236,9 +236,23 @@ export interface SerializedSql {
 /** Steps 1 to 3: the request's parse tree, from the engine's parser (returned once checked). */
 async function checkParseTree(conn: DuckDBConnection, sql: string): Promise<SerializedSql> {
   let tree: SerializedSql;
+  let text: unknown;
+  let bytes: unknown;
   try {
-    const reader = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS tree', [sql]);
-    tree = JSON.parse(String(reader.getRows()[0]![0])) as SerializedSql;
+    const reader = await conn.runAndReadAll(SERIALIZE, [sql]);
+    [text, bytes] = reader.getRows()[0]!;
+  } catch (e) {
+    throw engineError(e);
+  }
+  if (text === null) {
+    const mib = (Number(bytes) / (1024 * 1024)).toFixed(1);
+    throw new QueryError(
+      'SIGLAKE_SQL_REFUSED',
+      `the statement's parse tree is ${mib} MiB; at most ${MAX_TREE_BYTES / (1024 * 1024)} MiB is allowed (about 50,000 values in IN (…) lists and select items): split the query`,
+    );
+  }
+  try {
+    tree = JSON.parse(String(text)) as SerializedSql;
   } catch (e) {
     throw engineError(e);
   }
@@ -261,6 +275,19 @@ async function checkParseTree(conn: DuckDBConnection, sql: string): Promise<Seri
   }
   return tree;
 }
+
+/**
+ * The most bytes of a statement's serialised parse tree handed to the
+ * JavaScript side. The tree takes about 160 bytes a value of an `IN (…)`
+ * list or a select item, so the 1 MiB body held up to 78 MB of it: its
+ * JSON.parse took 1.6 to 3.2 s on the one event loop every tenant shares
+ * (and its walks more), and 180 MB of heap, outside query.memoryLimitMib.
+ * 8 MiB: about 50,000 such values, parsed in about 0.2 s. The engine
+ * measures the tree and hands over nothing past the bound.
+ */
+const MAX_TREE_BYTES = 8 * 1024 * 1024;
+/** The parse tree of $1 when it is within MAX_TREE_BYTES (else null), and its size; serialised once (MATERIALIZED). */
+const SERIALIZE = `WITH s AS MATERIALIZED (SELECT json_serialize_sql($1::VARCHAR) AS t) SELECT CASE WHEN strlen(t) <= ${MAX_TREE_BYTES} THEN t END AS tree, strlen(t) AS bytes FROM s`;
 
 /**
  * SELECT blocks a statement may have. The engine's max_expression_depth
