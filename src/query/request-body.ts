@@ -182,6 +182,33 @@ function tooLarge(maxBytes: number): QueryError {
   return new QueryError('SIGLAKE_BODY_TOO_LARGE', `request body over ${maxBytes} bytes`);
 }
 
+/** The content types a query body may have. */
+const SQL_TYPES: ReadonlySet<string> = new Set(['application/json', 'text/plain']);
+
+/**
+ * What the request's head says of its body, checked before the body is
+ * asked for (a refusal then invites no `Expect: 100-continue` body): a
+ * content type of SQL_TYPES (none: JSON) with a charset read as UTF-8, and
+ * no content coding but `identity` (RFC 9110 §8.4: 415 for a coding the
+ * server does not take; the body was read as it came, so a gzip body was
+ * refused as bytes not UTF-8, never for its encoding).
+ */
+export function checkBodyHead(contentType: string | undefined, contentEncoding: string | undefined): void {
+  const type = (contentType ?? 'application/json').split(';')[0]!.trim().toLowerCase();
+  if (!SQL_TYPES.has(type)) throw unsupportedType(type);
+  checkCharset(contentType ?? '');
+  for (const coding of (contentEncoding ?? '').split(',')) {
+    const c = coding.trim().toLowerCase();
+    if (c !== '' && c !== 'identity') {
+      throw new QueryError('SIGLAKE_UNSUPPORTED_MEDIA', `content encoding ${JSON.stringify(c.slice(0, 40))} is not supported: send the body uncompressed (no Content-Encoding)`);
+    }
+  }
+}
+
+function unsupportedType(type: string): QueryError {
+  return new QueryError('SIGLAKE_UNSUPPORTED_MEDIA', `content type ${type} is not supported: use application/json or text/plain`);
+}
+
 /** A UTF-16 code unit of a surrogate pair with no partner (a JSON `\ud800` escape): no character at all. */
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
@@ -211,7 +238,7 @@ export function sqlOf(body: Buffer, contentType: string | undefined): string {
   } else if (type === 'text/plain') {
     sql = withoutBom(body.toString('utf8'));
   } else {
-    throw new QueryError('SIGLAKE_UNSUPPORTED_MEDIA', `content type ${type} is not supported: use application/json or text/plain`);
+    throw unsupportedType(type);
   }
   const text = sql as string;
   if (text.includes('\0')) {

@@ -7,6 +7,7 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
 import { SCHEMA_VERSION } from '../../src/iceberg/table-schema.js';
@@ -480,6 +481,30 @@ describe('siglake query: tenant-routed SQL over the landed tables', () => {
       expect(r.status, `${contentType}: ${answer}`).toBe(200);
       expect((JSON.parse(answer) as { rows: unknown[][] }).rows).toEqual(ascii ? [[1]] : [['é', '0']]);
     }
+  });
+
+  it('regression (query-content-encoding-ignored): a compressed body is refused 415 naming its coding; identity is read', async () => {
+    const acme = tokens['acme']!;
+    const send = (body: Buffer | string, encoding: string) =>
+      fetch(`${q.url}/api/v1/sql`, { method: 'POST', headers: { authorization: `Bearer ${acme}`, 'content-type': 'application/json', 'content-encoding': encoding }, body });
+    const json = JSON.stringify({ sql: 'SELECT 7 AS x' });
+    // Before, the body was read as it came: gzip bytes were refused 400 as "not valid UTF-8", never for their coding.
+    for (const [encoding, body] of [
+      ['gzip', gzipSync(json)],
+      ['identity, GZIP', gzipSync(json)],
+      ['br', Buffer.from(json)],
+    ] as const) {
+      const r = await send(body, encoding);
+      const text = await r.text();
+      expect(r.status, `${encoding}: ${text}`).toBe(415);
+      const err = (JSON.parse(text) as { error: { code: string; message: string } }).error;
+      expect(err.code).toBe('SIGLAKE_UNSUPPORTED_MEDIA');
+      expect(err.message).toContain(`content encoding "${encoding.split(', ').pop()!.toLowerCase()}" is not supported`);
+    }
+    const ok = await send(json, 'Identity');
+    const okText = await ok.text();
+    expect(ok.status, okText).toBe(200);
+    expect((JSON.parse(okText) as { rows: unknown[][] }).rows).toEqual([[7]]);
   });
 
   it('SIGTERM lets a running query answer, then exits 0', async () => {
