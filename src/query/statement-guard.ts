@@ -153,6 +153,7 @@ export async function prepareReadOnly(engine: TenantEngine, conn: EngineConnecti
   let found = checked.get(sql);
   if (found === undefined) {
     checkBooleanOperators(sql);
+    checkGroupByItems(sql);
     const tree = await checkParseTree(conn.conn, inner ?? sql);
     found = {
       // An EXPLAIN's inner statement starts after the keyword: its places are shifted by the keyword's length.
@@ -336,6 +337,36 @@ function checkBooleanOperators(sql: string): void {
 }
 
 const BOOLEAN_OPERATOR = /(?<![A-Za-z_$\u0080-\uffff])(?:or|and)(?![A-Za-z0-9_$\u0080-\uffff])/gi;
+
+/**
+ * Commas a statement may have from its first GROUP on. The engine's parser
+ * compares each expression of a GROUP BY list with the ones before it (to
+ * drop repeats) in time growing with the square of the list, deaf to the
+ * interrupt: 5,000 distinct items (34 KB) took 1.7 s to parse and 2 s to
+ * plan, 15,000 (230 KB) 17 s to parse and 16 s to plan, and the 1 MiB body
+ * holds about 150,000. 1,000 take about 0.1 s. Every item of every GROUP BY
+ * list but each list's first follows a comma after the first word GROUP of
+ * the text (literals and comments included, as for AND/OR), so the count
+ * is never below the items; commas before it (select items, IN lists) are
+ * not counted.
+ */
+const MAX_GROUP_COMMAS = 1000;
+
+function checkGroupByItems(sql: string): void {
+  GROUP_WORD.lastIndex = 0;
+  const group = GROUP_WORD.exec(sql);
+  if (group === null) return;
+  let n = 0;
+  for (let i = sql.indexOf(',', group.index); i >= 0; i = sql.indexOf(',', i + 1)) n++;
+  if (n > MAX_GROUP_COMMAS) {
+    throw new QueryError(
+      'SIGLAKE_SQL_REFUSED',
+      `the statement has ${n} commas after its first GROUP; at most ${MAX_GROUP_COMMAS} are allowed there (a GROUP BY list costs the engine's parser time growing with the square of its items): group by fewer expressions, or put long lists before the GROUP BY`,
+    );
+  }
+}
+
+const GROUP_WORD = /(?<![A-Za-z_$\u0080-\uffff])group(?![A-Za-z0-9_$\u0080-\uffff])/gi;
 
 /** How many SELECT blocks (SELECT_NODE) a serialised parse tree holds. */
 function selectBlocks(node: unknown): number {
