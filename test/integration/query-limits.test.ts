@@ -296,6 +296,21 @@ describe('siglake query: a statement whose plan would outgrow the engine\'s boun
     expect((JSON.parse(ok.text) as { rows: unknown[][] }).rows).toEqual([['1']]);
   }, 60_000);
 
+  it('regression (query-grouping-sets-outlive-timeout): more than 256 grouping sets is refused before anything runs; CUBE of 8 runs', async () => {
+    const { q } = await start(['--query-timeout-secs', '5']);
+    const cube = (n: number) =>
+      JSON.stringify({ sql: `SELECT count(*) AS n FROM (VALUES ('x')) t(body) GROUP BY CUBE(${Array.from({ length: n }, (_, i) => `body || '${i}'`).join(', ')})` });
+    // Before, each set was aggregated apart and the interrupt heeded late: CUBE of 14 (16,384 sets,
+    // 200 bytes of SQL) ran 83 s without heeding it; this one answered 200.
+    const big = await call(q, 'POST', '/api/v1/sql', { body: cube(9) });
+    expect(big.status, big.text.slice(0, 300)).toBe(400);
+    expect(big.code).toBe('SIGLAKE_SQL_REFUSED');
+    expect(big.text).toMatch(/the statement has 512 grouping sets .*at most 256 are allowed/);
+    const ok = await call(q, 'POST', '/api/v1/sql', { body: cube(8) });
+    expect(ok.status, ok.text.slice(0, 300)).toBe(200);
+    expect((JSON.parse(ok.text) as { rowCount: number }).rowCount).toBe(256);
+  }, 60_000);
+
   it('regression (query-parse-tree-in-heap): a statement whose parse tree is past 8 MiB is refused without handing it to the shared heap; 40,000 IN values run', async () => {
     const { q } = await start([]);
     const inList = (values: number) => JSON.stringify({ sql: `SELECT count(*) AS n FROM (VALUES (1)) t(v) WHERE v IN (${Array(values).fill('1').join(',')})` });
