@@ -11,6 +11,13 @@
 //      some built-in ones change the engine's state from inside a SELECT
 //      (enable_logging, checkpoint, …), run a SQL string that step 2 never
 //      saw (query, json_execute_serialized_sql) or take raw pointers (arrow_scan).
+//   Bounds on the statement's size, each a 400 before anything is
+//   prepared (the engine's cost for these grows far faster than the text,
+//   and its parser and planner heed the interrupt late or not at all):
+//   before step 1, on the text, at most MAX_BOOLEAN_OPERATORS words AND/OR
+//   and MAX_GROUP_COMMAS commas after the first GROUP; from step 1, a tree
+//   of at most MAX_TREE_BYTES, MAX_SELECT_BLOCKS SELECT blocks, MAX_JOINS
+//   joins and MAX_GROUPING_SETS grouping sets.
 //   4. The statement is prepared (bound inside the locked tenant context,
 //      which refuses any file outside the tenant's tables) and its type must
 //      be SELECT.
