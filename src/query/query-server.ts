@@ -37,7 +37,7 @@ import { openLocalFiles } from './local-files.js';
 import { asQueryError, QueryError } from './query-error.js';
 import { QueryMetrics, type QueryEndpoint } from './query-metrics.js';
 import { runQuery, timeoutError } from './query-runner.js';
-import { callerGone, drainBounded, expectsContinue, readBody, sqlOf } from './request-body.js';
+import { callerGone, checkBodyHead, drainBounded, expectsContinue, readBody, sqlOf } from './request-body.js';
 import { ShardForwarder } from './shard-forwarder.js';
 import { TableFilesReader } from './table-files.js';
 import { TenantGate } from './tenant-gate.js';
@@ -397,6 +397,8 @@ export class QueryServer {
   async #sql(req: IncomingMessage, res: ServerResponse, viaShard: boolean): Promise<void> {
     if (viaShard) this.#checkShardToken(req);
     const tenant = await this.#tenantOf(req);
+    // The body's content type, charset and coding, from the head: a 415 invites no body and takes no slot.
+    checkBodyHead(req.headers['content-type'], req.headers['content-encoding']);
     // One of the tenant's slots before the body is read, for a query run here and for one passed
     // on to a shard alike: a 429 to `Expect: 100-continue` invites no body, and a tenant's bodies
     // being received count against its limit. (Taken after the body, a tenant could have any

@@ -182,6 +182,33 @@ function tooLarge(maxBytes: number): QueryError {
   return new QueryError('SIGLAKE_BODY_TOO_LARGE', `request body over ${maxBytes} bytes`);
 }
 
+/** The content types a query body may have. */
+const SQL_TYPES: ReadonlySet<string> = new Set(['application/json', 'text/plain']);
+
+/**
+ * What the request's head says of its body, checked before the body is
+ * asked for (a refusal then invites no `Expect: 100-continue` body): a
+ * content type of SQL_TYPES (none: JSON) with a charset read as UTF-8, and
+ * no content coding but `identity` (RFC 9110 §8.4: 415 for a coding the
+ * server does not take; the body was read as it came, so a gzip body was
+ * refused as bytes not UTF-8, never for its encoding).
+ */
+export function checkBodyHead(contentType: string | undefined, contentEncoding: string | undefined): void {
+  const type = (contentType ?? 'application/json').split(';')[0]!.trim().toLowerCase();
+  if (!SQL_TYPES.has(type)) throw unsupportedType(type);
+  checkCharset(contentType ?? '');
+  for (const coding of (contentEncoding ?? '').split(',')) {
+    const c = coding.trim().toLowerCase();
+    if (c !== '' && c !== 'identity') {
+      throw new QueryError('SIGLAKE_UNSUPPORTED_MEDIA', `content encoding ${JSON.stringify(c.slice(0, 40))} is not supported: send the body uncompressed (no Content-Encoding)`);
+    }
+  }
+}
+
+function unsupportedType(type: string): QueryError {
+  return new QueryError('SIGLAKE_UNSUPPORTED_MEDIA', `content type ${type} is not supported: use application/json or text/plain`);
+}
+
 /** A UTF-16 code unit of a surrogate pair with no partner (a JSON `\ud800` escape): no character at all. */
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
@@ -194,6 +221,7 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
  */
 export function sqlOf(body: Buffer, contentType: string | undefined): string {
   const type = (contentType ?? 'application/json').split(';')[0]!.trim().toLowerCase();
+  if (type === 'application/json' || type === 'text/plain') checkCharset(contentType ?? '');
   if ((type === 'application/json' || type === 'text/plain') && !isUtf8(body)) {
     throw new QueryError('SIGLAKE_BAD_BODY', 'the body is not valid UTF-8: send the SQL as UTF-8 text');
   }
@@ -210,7 +238,7 @@ export function sqlOf(body: Buffer, contentType: string | undefined): string {
   } else if (type === 'text/plain') {
     sql = withoutBom(body.toString('utf8'));
   } else {
-    throw new QueryError('SIGLAKE_UNSUPPORTED_MEDIA', `content type ${type} is not supported: use application/json or text/plain`);
+    throw unsupportedType(type);
   }
   const text = sql as string;
   if (text.includes('\0')) {
@@ -222,6 +250,34 @@ export function sqlOf(body: Buffer, contentType: string | undefined): string {
   if (text.trim() === '') throw new QueryError('SIGLAKE_BAD_SQL', 'no SQL statement in the request');
   return text;
 }
+
+/** Charsets read (as UTF-8: US-ASCII is a subset of it); names compared without case (RFC 9110 §8.3.2). */
+const READ_CHARSETS: ReadonlySet<string> = new Set(['utf-8', 'utf8', 'us-ascii']);
+
+/**
+ * A `charset` parameter of the content type (RFC 9110 §8.3.1: `;
+ * name=token` or `name="quoted string"`, names without case) must name a
+ * charset the body is read in, else 415 naming it: the body is read as
+ * UTF-8 only. (It was never looked at: a UTF-16 body was read as UTF-8 and
+ * refused for what that made of it, bytes not UTF-8 or NUL characters.)
+ * Other parameters are ignored.
+ */
+function checkCharset(contentType: string): void {
+  const at = contentType.indexOf(';');
+  if (at < 0) return;
+  PARAMETER.lastIndex = at;
+  for (let m = PARAMETER.exec(contentType); m !== null; m = PARAMETER.exec(contentType)) {
+    if (m[1]!.toLowerCase() !== 'charset') continue;
+    const charset = (m[2] !== undefined ? m[2].replace(/\\(.)/g, '$1') : m[3]!).toLowerCase();
+    if (!READ_CHARSETS.has(charset)) {
+      const shown = JSON.stringify(charset.slice(0, 40));
+      throw new QueryError('SIGLAKE_UNSUPPORTED_MEDIA', `charset ${shown} is not supported: send the body as UTF-8 (charset=utf-8, or no charset)`);
+    }
+  }
+}
+
+/** One `; name=value` parameter: its name, then its value quoted (group 2, escapes still in) or not (group 3, up to the next `;`). */
+const PARAMETER = /;\s*([^=;\s]*)\s*=?\s*(?:"((?:[^"\\]|\\.)*)"?|([^;]*?))\s*(?=;|$)/gy;
 
 /** The text without a leading UTF-8 byte order mark, which some clients write (RFC 8259 §8.1 lets a parser ignore it). */
 function withoutBom(text: string): string {

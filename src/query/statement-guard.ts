@@ -11,6 +11,13 @@
 //      some built-in ones change the engine's state from inside a SELECT
 //      (enable_logging, checkpoint, …), run a SQL string that step 2 never
 //      saw (query, json_execute_serialized_sql) or take raw pointers (arrow_scan).
+//   Bounds on the statement's size, each a 400 before anything is
+//   prepared (the engine's cost for these grows far faster than the text,
+//   and its parser and planner heed the interrupt late or not at all):
+//   before step 1, on the text, at most MAX_BOOLEAN_OPERATORS words AND/OR
+//   and MAX_GROUP_COMMAS commas after the first GROUP; from step 1, a tree
+//   of at most MAX_TREE_BYTES, MAX_SELECT_BLOCKS SELECT blocks, MAX_JOINS
+//   joins and MAX_GROUPING_SETS grouping sets.
 //   4. The statement is prepared (bound inside the locked tenant context,
 //      which refuses any file outside the tenant's tables) and its type must
 //      be SELECT.
@@ -152,6 +159,8 @@ export async function prepareReadOnly(engine: TenantEngine, conn: EngineConnecti
   const checked = engine.checked;
   let found = checked.get(sql);
   if (found === undefined) {
+    checkBooleanOperators(sql);
+    checkGroupByItems(sql);
     const tree = await checkParseTree(conn.conn, inner ?? sql);
     found = {
       // An EXPLAIN's inner statement starts after the keyword: its places are shifted by the keyword's length.
@@ -235,9 +244,23 @@ export interface SerializedSql {
 /** Steps 1 to 3: the request's parse tree, from the engine's parser (returned once checked). */
 async function checkParseTree(conn: DuckDBConnection, sql: string): Promise<SerializedSql> {
   let tree: SerializedSql;
+  let text: unknown;
+  let bytes: unknown;
   try {
-    const reader = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS tree', [sql]);
-    tree = JSON.parse(String(reader.getRows()[0]![0])) as SerializedSql;
+    const reader = await conn.runAndReadAll(SERIALIZE, [sql]);
+    [text, bytes] = reader.getRows()[0]!;
+  } catch (e) {
+    throw engineError(e);
+  }
+  if (text === null) {
+    const mib = (Number(bytes) / (1024 * 1024)).toFixed(1);
+    throw new QueryError(
+      'SIGLAKE_SQL_REFUSED',
+      `the statement's parse tree is ${mib} MiB; at most ${MAX_TREE_BYTES / (1024 * 1024)} MiB is allowed (about 50,000 values in IN (…) lists and select items): split the query`,
+    );
+  }
+  try {
+    tree = JSON.parse(String(text)) as SerializedSql;
   } catch (e) {
     throw engineError(e);
   }
@@ -251,15 +274,37 @@ async function checkParseTree(conn: DuckDBConnection, sql: string): Promise<Seri
   for (const name of tableFunctions(tree)) {
     if (!READ_ONLY_TABLE_FUNCTIONS.has(name)) throw new QueryError('SIGLAKE_SQL_REFUSED', `table function ${name} is not allowed in a query`);
   }
-  const blocks = selectBlocks(tree.statements);
+  const { blocks, joins, groupingSets } = treeCounts(tree.statements);
   if (blocks > MAX_SELECT_BLOCKS) {
     throw new QueryError(
       'SIGLAKE_SQL_REFUSED',
       `the statement has ${blocks} SELECT blocks (UNION branches, subqueries, CTEs); at most ${MAX_SELECT_BLOCKS} are allowed: split the query`,
     );
   }
+  if (groupingSets > MAX_GROUPING_SETS) {
+    throw new QueryError(
+      'SIGLAKE_SQL_REFUSED',
+      `the statement has ${groupingSets} grouping sets (CUBE of n expressions makes 2^n, ROLLUP n + 1); at most ${MAX_GROUPING_SETS} are allowed: group by fewer sets`,
+    );
+  }
+  if (joins > MAX_JOINS) {
+    throw new QueryError('SIGLAKE_SQL_REFUSED', `the statement has ${joins} joins (JOIN, or a comma between FROM items); at most ${MAX_JOINS} are allowed: split the query`);
+  }
   return tree;
 }
+
+/**
+ * The most bytes of a statement's serialised parse tree handed to the
+ * JavaScript side. The tree takes about 160 bytes a value of an `IN (…)`
+ * list or a select item, so the 1 MiB body held up to 78 MB of it: its
+ * JSON.parse took 1.6 to 3.2 s on the one event loop every tenant shares
+ * (and its walks more), and 180 MB of heap, outside query.memoryLimitMib.
+ * 8 MiB: about 50,000 such values, parsed in about 0.2 s. The engine
+ * measures the tree and hands over nothing past the bound.
+ */
+const MAX_TREE_BYTES = 8 * 1024 * 1024;
+/** The parse tree of $1 when it is within MAX_TREE_BYTES (else null), and its size; serialised once (MATERIALIZED). */
+const SERIALIZE = `WITH s AS MATERIALIZED (SELECT json_serialize_sql($1::VARCHAR) AS t) SELECT CASE WHEN strlen(t) <= ${MAX_TREE_BYTES} THEN t END AS tree, strlen(t) AS bytes FROM s`;
 
 /**
  * SELECT blocks a statement may have. The engine's max_expression_depth
@@ -272,9 +317,99 @@ async function checkParseTree(conn: DuckDBConnection, sql: string): Promise<Seri
  */
 const MAX_SELECT_BLOCKS = 1000;
 
-/** How many SELECT blocks (SELECT_NODE) a serialised parse tree holds. */
-function selectBlocks(node: unknown): number {
+/**
+ * AND/OR operators a statement may have. The engine's parser and planner
+ * flatten a chain of them into one conjunction (so max_expression_depth does
+ * not see it) in time growing with the square of its terms, the parse deaf
+ * to the interrupt: 20,000 `OR` terms (350 KB) took about 2.7 s to parse and
+ * over 30 s to plan, 100,000 `AND` terms over a minute to parse alone, each
+ * a core held and the tenant's slot with it past query.timeoutSecs. 1,000
+ * take about 0.25 s in all. `IN (…)` lists cost the engine linear time and
+ * are not bounded here (the body's 1 MiB bounds them).
+ */
+const MAX_BOOLEAN_OPERATORS = 1000;
+
+/**
+ * The words AND and OR (any case) in the text: counted before the engine
+ * parses anything, so a chain past MAX_BOOLEAN_OPERATORS costs the engine
+ * nothing. On the whole text, literals, quoted names and comments included:
+ * a count of the tokens alone would need a lexer that reads every literal
+ * exactly as the engine's does (escape strings, dollar quoting, nested
+ * comments), and one that read a quote differently could hide a chain from
+ * the count. A word is a run of letters, digits, `_` and `$` (and any
+ * character past ASCII); one after a digit is counted (the engine reads
+ * `1OR` as `1 OR`), so the count is never below the engine's.
+ */
+function checkBooleanOperators(sql: string): void {
+  BOOLEAN_OPERATOR.lastIndex = 0;
   let n = 0;
+  while (BOOLEAN_OPERATOR.exec(sql) !== null) n++;
+  if (n > MAX_BOOLEAN_OPERATORS) {
+    throw new QueryError(
+      'SIGLAKE_SQL_REFUSED',
+      `the statement has ${n} AND/OR operators; at most ${MAX_BOOLEAN_OPERATORS} are allowed (the words AND and OR are counted anywhere in the text, literals and comments included): use IN (…) for a list of values, or split the query`,
+    );
+  }
+}
+
+const BOOLEAN_OPERATOR = /(?<![A-Za-z_$\u0080-\uffff])(?:or|and)(?![A-Za-z0-9_$\u0080-\uffff])/gi;
+
+/**
+ * Commas a statement may have from its first GROUP on. The engine's parser
+ * compares each expression of a GROUP BY list with the ones before it (to
+ * drop repeats) in time growing with the square of the list, deaf to the
+ * interrupt: 5,000 distinct items (34 KB) took 1.7 s to parse and 2 s to
+ * plan, 15,000 (230 KB) 17 s to parse and 16 s to plan, and the 1 MiB body
+ * holds about 150,000. 1,000 take about 0.1 s. Every item of every GROUP BY
+ * list but each list's first follows a comma after the first word GROUP of
+ * the text (literals and comments included, as for AND/OR), so the count
+ * is never below the items; commas before it (select items, IN lists) are
+ * not counted.
+ */
+const MAX_GROUP_COMMAS = 1000;
+
+function checkGroupByItems(sql: string): void {
+  GROUP_WORD.lastIndex = 0;
+  const group = GROUP_WORD.exec(sql);
+  if (group === null) return;
+  let n = 0;
+  for (let i = sql.indexOf(',', group.index); i >= 0; i = sql.indexOf(',', i + 1)) n++;
+  if (n > MAX_GROUP_COMMAS) {
+    throw new QueryError(
+      'SIGLAKE_SQL_REFUSED',
+      `the statement has ${n} commas after its first GROUP; at most ${MAX_GROUP_COMMAS} are allowed there (a GROUP BY list costs the engine's parser time growing with the square of its items): group by fewer expressions, or put long lists before the GROUP BY`,
+    );
+  }
+}
+
+const GROUP_WORD = /(?<![A-Za-z_$\u0080-\uffff])group(?![A-Za-z0-9_$\u0080-\uffff])/gi;
+
+/**
+ * Joins a statement may have, in all its blocks together (the engine merges
+ * the joins of subqueries into one join tree). The engine's join order
+ * optimizer takes time growing far faster than the joins, and heeds the
+ * interrupt late or not at all: 48 joins of one table to the next took
+ * 1 s to plan, 200 were interrupted 30 s after the interrupt, 64 joined to
+ * one table were not interrupted within a minute. 32: at most about 0.2 s,
+ * a table joined to each of 31 others included.
+ */
+const MAX_JOINS = 32;
+
+/**
+ * Grouping sets a statement may have, in all its blocks together (Trino
+ * bounds them too, at 2048). The engine aggregates each set apart and heeds
+ * the interrupt late: `CUBE` of 10 expressions (1,024 sets) stopped 3.7 s
+ * after the interrupt, of 14 (16,384 sets, 200 bytes of SQL) ran 83 s
+ * without heeding it. 256 sets (`CUBE` of 8) of one table of 1,000 rows:
+ * under a second in all.
+ */
+const MAX_GROUPING_SETS = 256;
+
+/** How many SELECT blocks (SELECT_NODE), joins (a JOIN table reference, `,` between FROM items included) and grouping sets a serialised parse tree holds. */
+function treeCounts(node: unknown): { blocks: number; joins: number; groupingSets: number } {
+  let blocks = 0;
+  let joins = 0;
+  let groupingSets = 0;
   const stack: unknown[] = [node];
   while (stack.length > 0) {
     const v = stack.pop();
@@ -282,11 +417,15 @@ function selectBlocks(node: unknown): number {
       for (const x of v) stack.push(x);
     } else if (v !== null && typeof v === 'object') {
       const o = v as Record<string, unknown>;
-      if (o['type'] === 'SELECT_NODE') n++;
+      if (o['type'] === 'SELECT_NODE') {
+        blocks++;
+        // The parser spells CUBE, ROLLUP and GROUPING SETS out into the list of sets.
+        if (Array.isArray(o['group_sets'])) groupingSets += o['group_sets'].length;
+      } else if (o['type'] === 'JOIN') joins++;
       for (const x of Object.values(o)) stack.push(x);
     }
   }
-  return n;
+  return { blocks, joins, groupingSets };
 }
 
 /** A bare table name as the scanner reads it at `at`: an identifier or a double-quoted one. */

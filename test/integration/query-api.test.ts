@@ -7,6 +7,7 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SqlCatalog } from '../../src/iceberg/sql-catalog.js';
 import { SCHEMA_VERSION } from '../../src/iceberg/table-schema.js';
@@ -448,6 +449,62 @@ describe('siglake query: tenant-routed SQL over the landed tables', () => {
     const okText = await ok.text();
     expect(ok.status, okText).toBe(200);
     expect((JSON.parse(okText) as { rows: unknown[][] }).rows).toEqual([['\u{1f600}', '\u0001', '0']]);
+  });
+
+  it('regression (query-charset-ignored): the charset of a text/plain or JSON body is read: UTF-8 and US-ASCII are, any other is refused 415 naming it', async () => {
+    const acme = tokens['acme']!;
+    const send = (body: Buffer | string, contentType: string) =>
+      fetch(`${q.url}/api/v1/sql`, { method: 'POST', headers: { authorization: `Bearer ${acme}`, 'content-type': contentType }, body });
+    const sql = "SELECT 'é' AS x, count(*) AS n FROM logs WHERE false";
+    // Before, a UTF-16 body was read as UTF-8 and refused for its NUL characters (400 SIGLAKE_BAD_SQL), not for its charset.
+    for (const [contentType, charset] of [
+      ['text/plain; charset=utf-16', 'utf-16'],
+      ['text/plain;charset="UTF-16LE"', 'utf-16le'],
+      ['application/json; charset=iso-8859-1', 'iso-8859-1'],
+      ['text/plain; format=flowed; Charset=latin1', 'latin1'],
+      ['text/plain; charset=', ''],
+    ] as const) {
+      const body = contentType.startsWith('application/json') ? Buffer.from(JSON.stringify({ sql }), 'latin1') : Buffer.from(sql, 'utf16le');
+      const r = await send(body, contentType);
+      const text = await r.text();
+      expect(r.status, `${contentType}: ${text}`).toBe(415);
+      const err = (JSON.parse(text) as { error: { code: string; message: string } }).error;
+      expect(err.code).toBe('SIGLAKE_UNSUPPORTED_MEDIA');
+      expect(err.message).toContain(`charset "${charset}" is not supported`);
+    }
+    // UTF-8 (any case, quoted or not, beside other parameters) and US-ASCII are read as UTF-8 text.
+    for (const contentType of ['text/plain; charset=utf-8', 'text/plain;charset="UTF-8"', 'TEXT/PLAIN ; format=fixed ; CHARSET=Utf-8', 'application/json; charset=utf-8', 'text/plain; charset=US-ASCII']) {
+      const ascii = contentType.endsWith('US-ASCII');
+      const text = ascii ? 'SELECT 1 AS x' : sql;
+      const r = await send(contentType.startsWith('application/json') ? JSON.stringify({ sql: text }) : Buffer.from(text, 'utf8'), contentType);
+      const answer = await r.text();
+      expect(r.status, `${contentType}: ${answer}`).toBe(200);
+      expect((JSON.parse(answer) as { rows: unknown[][] }).rows).toEqual(ascii ? [[1]] : [['é', '0']]);
+    }
+  });
+
+  it('regression (query-content-encoding-ignored): a compressed body is refused 415 naming its coding; identity is read', async () => {
+    const acme = tokens['acme']!;
+    const send = (body: Buffer | string, encoding: string) =>
+      fetch(`${q.url}/api/v1/sql`, { method: 'POST', headers: { authorization: `Bearer ${acme}`, 'content-type': 'application/json', 'content-encoding': encoding }, body });
+    const json = JSON.stringify({ sql: 'SELECT 7 AS x' });
+    // Before, the body was read as it came: gzip bytes were refused 400 as "not valid UTF-8", never for their coding.
+    for (const [encoding, body] of [
+      ['gzip', gzipSync(json)],
+      ['identity, GZIP', gzipSync(json)],
+      ['br', Buffer.from(json)],
+    ] as const) {
+      const r = await send(body, encoding);
+      const text = await r.text();
+      expect(r.status, `${encoding}: ${text}`).toBe(415);
+      const err = (JSON.parse(text) as { error: { code: string; message: string } }).error;
+      expect(err.code).toBe('SIGLAKE_UNSUPPORTED_MEDIA');
+      expect(err.message).toContain(`content encoding "${encoding.split(', ').pop()!.toLowerCase()}" is not supported`);
+    }
+    const ok = await send(json, 'Identity');
+    const okText = await ok.text();
+    expect(ok.status, okText).toBe(200);
+    expect((JSON.parse(okText) as { rows: unknown[][] }).rows).toEqual([[7]]);
   });
 
   it('SIGTERM lets a running query answer, then exits 0', async () => {

@@ -221,6 +221,112 @@ describe('siglake query: a statement whose plan would outgrow the engine\'s boun
     expect(ok.status, ok.text.slice(0, 300)).toBe(200);
     expect((JSON.parse(ok.text) as { rowCount: number }).rowCount).toBe(1000);
   }, 60_000);
+
+  it('regression (query-boolean-chain-outlives-timeout): more than 1000 AND/OR operators is refused before the engine parses it; another tenant is answered meanwhile; 1000 run', async () => {
+    const { q, token } = await startWithTenants(['--query-timeout-secs', '5']);
+    const [acme, globex] = [await token('acme'), await token('globex')];
+    const chain = (op: 'OR' | 'AND', terms: number) =>
+      JSON.stringify({ sql: `SELECT count(*) AS n FROM (VALUES ('x')) t(body) WHERE ${Array.from({ length: terms }, (_, i) => `body ${op === 'OR' ? '=' : '<>'} 'a${i}'`).join(` ${op} `)}` });
+    // Before, the engine's parser (deaf to the interrupt) and planner took time growing with the
+    // square of the chain: 20,000 terms (350 KB) were answered 504 well after query.timeoutSecs,
+    // the engine still working on them; 100,000 AND terms held a core for over a minute.
+    const big = call(q, 'POST', '/api/v1/sql', { token: acme, body: chain('OR', 20_000) });
+    const other = call(q, 'POST', '/api/v1/sql', { token: globex, body: JSON.stringify({ sql: 'SELECT 42 AS x' }) });
+    const [refused, served] = await Promise.all([big, other]);
+    expect(refused.status, refused.text.slice(0, 300)).toBe(400);
+    expect(refused.code).toBe('SIGLAKE_SQL_REFUSED');
+    expect(refused.text).toMatch(/the statement has 19999 AND\/OR operators; at most 1000 are allowed/);
+    expect(served.status, served.text).toBe(200);
+    expect((JSON.parse(served.text) as { rows: unknown[][] }).rows).toEqual([[42]]);
+    const and = await call(q, 'POST', '/api/v1/sql', { token: acme, body: chain('AND', 1002) });
+    expect([and.status, and.code]).toEqual([400, 'SIGLAKE_SQL_REFUSED']);
+    const explained = await call(q, 'POST', '/api/v1/sql', { token: acme, body: JSON.stringify({ sql: 'EXPLAIN ' + (JSON.parse(chain('OR', 1002)) as { sql: string }).sql }) });
+    expect([explained.status, explained.code]).toEqual([400, 'SIGLAKE_SQL_REFUSED']);
+    // At the limit it runs; the refused tenant's slots were all given back.
+    for (const op of ['OR', 'AND'] as const) {
+      const ok = await call(q, 'POST', '/api/v1/sql', { token: acme, body: chain(op, 1001) });
+      expect(ok.status, ok.text.slice(0, 300)).toBe(200);
+      expect((JSON.parse(ok.text) as { rows: unknown[][] }).rows).toEqual([[op === 'OR' ? '0' : '1']]);
+    }
+    // Words in literals, quoted names and comments are counted too (the count is made on the text, before any parse).
+    const words = await call(q, 'POST', '/api/v1/sql', { token: acme, body: JSON.stringify({ sql: `SELECT '${'this or that '.repeat(1001)}' AS x` }) });
+    expect([words.status, words.code]).toEqual([400, 'SIGLAKE_SQL_REFUSED']);
+    const names = await call(q, 'POST', '/api/v1/sql', { token: acme, body: JSON.stringify({ sql: `SELECT 'color, order, andante, or_else, "or1", sand' AS x` }) });
+    expect(names.status, names.text).toBe(200);
+    expect(await running$(q)).toBe(0);
+  }, 90_000);
+
+  it('regression (query-group-by-list-outlives-timeout): more than 1000 commas after GROUP is refused before the engine parses it; 1001 items run, and long lists before GROUP BY', async () => {
+    const { q } = await start(['--query-timeout-secs', '5']);
+    const grouped = (items: number, before = '') =>
+      JSON.stringify({ sql: `SELECT count(*) AS n FROM (VALUES ('x')) t(body)${before} GROUP BY ${Array.from({ length: items }, (_, i) => `body || '${i}'`).join(', ')}` });
+    // Before, the engine's parser (deaf to the interrupt) and planner took time growing with the square
+    // of a GROUP BY list's distinct items: 6,000 took seconds of parse and plan; 150,000 fit the body.
+    const big = await call(q, 'POST', '/api/v1/sql', { body: grouped(6000) });
+    expect(big.status, big.text.slice(0, 300)).toBe(400);
+    expect(big.code).toBe('SIGLAKE_SQL_REFUSED');
+    expect(big.text).toMatch(/the statement has 5999 commas after its first GROUP; at most 1000 are allowed there/);
+    const ok = await call(q, 'POST', '/api/v1/sql', { body: grouped(1001) });
+    expect(ok.status, ok.text.slice(0, 300)).toBe(200);
+    expect((JSON.parse(ok.text) as { rows: unknown[][] }).rows).toEqual([['1']]);
+    const inList = ` WHERE body IN (${Array.from({ length: 5000 }, (_, i) => `'x${i}'`).join(', ')}, 'x')`;
+    const before = await call(q, 'POST', '/api/v1/sql', { body: grouped(2, inList) });
+    expect(before.status, before.text.slice(0, 300)).toBe(200);
+    expect((JSON.parse(before.text) as { rows: unknown[][] }).rows).toEqual([['1']]);
+  }, 60_000);
+
+  it('regression (query-join-order-outlives-timeout): more than 32 joins is refused before the engine plans them; 32 run', async () => {
+    const { q } = await start(['--query-timeout-secs', '5']);
+    // Each table joined to the first: the engine's join order optimizer planned 40 of them in
+    // about 0.3 s, 64 for over a minute without heeding the interrupt.
+    const star = (joins: number) =>
+      JSON.stringify({
+        sql: `SELECT count(*) AS n FROM (VALUES ('x')) a0(body) ${Array.from({ length: joins }, (_, i) => `JOIN (VALUES ('x')) a${i + 1}(body) ON a0.body = a${i + 1}.body`).join(' ')}`,
+      });
+    const big = await call(q, 'POST', '/api/v1/sql', { body: star(40) });
+    expect(big.status, big.text.slice(0, 300)).toBe(400);
+    expect(big.code).toBe('SIGLAKE_SQL_REFUSED');
+    expect(big.text).toMatch(/the statement has 40 joins .*at most 32 are allowed/);
+    const commas = await call(q, 'POST', '/api/v1/sql', {
+      body: JSON.stringify({ sql: `SELECT count(*) AS n FROM ${Array.from({ length: 34 }, (_, i) => `(VALUES (1)) t${i}(v)`).join(', ')}` }),
+    });
+    expect([commas.status, commas.code]).toEqual([400, 'SIGLAKE_SQL_REFUSED']);
+    const ok = await call(q, 'POST', '/api/v1/sql', { body: star(32) });
+    expect(ok.status, ok.text.slice(0, 300)).toBe(200);
+    expect((JSON.parse(ok.text) as { rows: unknown[][] }).rows).toEqual([['1']]);
+  }, 60_000);
+
+  it('regression (query-grouping-sets-outlive-timeout): more than 256 grouping sets is refused before anything runs; CUBE of 8 runs', async () => {
+    const { q } = await start(['--query-timeout-secs', '5']);
+    const cube = (n: number) =>
+      JSON.stringify({ sql: `SELECT count(*) AS n FROM (VALUES ('x')) t(body) GROUP BY CUBE(${Array.from({ length: n }, (_, i) => `body || '${i}'`).join(', ')})` });
+    // Before, each set was aggregated apart and the interrupt heeded late: CUBE of 14 (16,384 sets,
+    // 200 bytes of SQL) ran 83 s without heeding it; this one answered 200.
+    const big = await call(q, 'POST', '/api/v1/sql', { body: cube(9) });
+    expect(big.status, big.text.slice(0, 300)).toBe(400);
+    expect(big.code).toBe('SIGLAKE_SQL_REFUSED');
+    expect(big.text).toMatch(/the statement has 512 grouping sets .*at most 256 are allowed/);
+    const ok = await call(q, 'POST', '/api/v1/sql', { body: cube(8) });
+    expect(ok.status, ok.text.slice(0, 300)).toBe(200);
+    expect((JSON.parse(ok.text) as { rowCount: number }).rowCount).toBe(256);
+  }, 60_000);
+
+  it('regression (query-parse-tree-in-heap): a statement whose parse tree is past 8 MiB is refused without handing it to the shared heap; 40,000 IN values run', async () => {
+    const { q } = await start([]);
+    const inList = (values: number) => JSON.stringify({ sql: `SELECT count(*) AS n FROM (VALUES (1)) t(v) WHERE v IN (${Array(values).fill('1').join(',')})` });
+    // Before, the engine's parse tree of the whole body (about 160 bytes a value: up to 78 MB for
+    // 1 MiB of SQL) was parsed as JSON on the event loop every tenant shares, seconds and hundreds
+    // of MB of heap; this one (200 KB of SQL, a 16 MB tree) was answered 200.
+    const big = await call(q, 'POST', '/api/v1/sql', { body: inList(100_000) });
+    expect(big.status, big.text.slice(0, 300)).toBe(400);
+    expect(big.code).toBe('SIGLAKE_SQL_REFUSED');
+    expect(big.text).toMatch(/the statement's parse tree is 1\d\.\d MiB; at most 8 MiB is allowed/);
+    const explained = await call(q, 'POST', '/api/v1/sql', { body: JSON.stringify({ sql: 'EXPLAIN ' + (JSON.parse(inList(100_000)) as { sql: string }).sql }) });
+    expect([explained.status, explained.code]).toEqual([400, 'SIGLAKE_SQL_REFUSED']);
+    const ok = await call(q, 'POST', '/api/v1/sql', { body: inList(40_000) });
+    expect(ok.status, ok.text.slice(0, 300)).toBe(200);
+    expect((JSON.parse(ok.text) as { rows: unknown[][] }).rows).toEqual([['1']]);
+  }, 60_000);
 });
 
 describe('siglake query: an answer its caller does not read', () => {
