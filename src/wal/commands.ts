@@ -474,8 +474,13 @@ function resolveTargets(dir: string, say: (line: string) => void): Target[] | nu
       say(`${dir}: reached through a symbolic link below the WAL root ${root}, which nothing that lands the WAL follows: not read`);
       return null;
     }
+    const rootLanes = listLaneDirs(root);
+    // A lane of the root: its tenant and table are the root's to say. Read from the path alone, a
+    // tenant's lane in a root holding no other lane was printed as the default tenant's.
+    const lane = rootLanes.find((l) => l.dir === below);
+    if (lane !== undefined) return [{ dir, tenant: lane.tenant, table: lane.table }];
     if (own.segments.length + own.tmp.length === 0) {
-      const under = listLaneDirs(root).filter((l) => l.dir === below || l.dir.startsWith(below + sep));
+      const under = rootLanes.filter((l) => l.dir === below || l.dir.startsWith(below + sep));
       if (under.length > 0) return under.map((l) => ({ dir: l.dir, tenant: l.tenant, table: l.table }));
     }
   }
