@@ -41,7 +41,7 @@ export async function walVerify(dir: string, out: (line: string) => void): Promi
   let torn = 0;
   let problems = 0;
   const journals = scanJournals(dir);
-  const held = journals.held;
+  const held = heldFor(dir, journals);
   for (const t of targets) {
     const files = listLaneFiles(t.dir);
     const naming = namingProblems(files);
@@ -119,7 +119,7 @@ interface JournalScan {
   report(out: (line: string) => void, damage?: (line: string) => void): number;
 }
 
-function scanJournals(dir: string): JournalScan {
+function scanJournals(dir: string, heldOnly = false): JournalScan {
   const held: JournalHeld = new Map();
   let shards: string[];
   try {
@@ -142,7 +142,7 @@ function scanJournals(dir: string): JournalScan {
   const nonDirs = nonDirShards(dir);
   // Damaged journal files start-up replayed up to the damage and kept aside (never replayed
   // again): the entries after the damage may be acknowledged records nothing else holds.
-  const kept = listKeptJournals(dir).map((name) => ({ name, count: countJournal(join(dir, JOURNAL_ROOT, name), Number(KEPT_JOURNAL_RE.exec(name)![2])) }));
+  const kept = (heldOnly ? [] : listKeptJournals(dir)).map((name) => ({ name, count: countJournal(join(dir, JOURNAL_ROOT, name), Number(KEPT_JOURNAL_RE.exec(name)![2])) }));
   const perShard = shards.map((shard) => {
     const shardDir = join(dir, JOURNAL_ROOT, shard);
     let numbers: number[];
@@ -154,20 +154,20 @@ function scanJournals(dir: string): JournalScan {
     // Only `shard-<k>-of-<W>` directories hold bytes replay writes back: replay reads no other, so
     // entries elsewhere (a copy an operator left, say) write nothing back and must not hide damage.
     const replayed = isJournalDirName(shard);
-    const files = numbers.map((n) => ({
+    const files = (heldOnly && !replayed ? [] : numbers).map((n) => ({
       n,
       count: countJournal(join(shardDir, formatJournalName(n)), n, (e) => {
         if (!replayed) return;
         const laneDir = lanes.get(e.tag);
         if (laneDir === undefined) return;
-        const seg = join(laneDir, formatSegmentName(e.segment));
+        const seg = resolve(laneDir, formatSegmentName(e.segment));
         let ranges = held.get(seg);
         if (ranges === undefined) held.set(seg, (ranges = []));
         ranges.push([e.offset, e.offset + e.body.length]);
       }),
     }));
     // What start-up neither replays nor deletes.
-    const unread = listUnreadJournalNames(shardDir).map((entry) => ({ entry, held: unreadJournal(join(shardDir, entry)) }));
+    const unread = (heldOnly ? [] : listUnreadJournalNames(shardDir)).map((entry) => ({ entry, held: unreadJournal(join(shardDir, entry)) }));
     return { shard, listError: null as string | null, files, unread };
   });
   return {
@@ -232,9 +232,23 @@ function scanJournals(dir: string): JournalScan {
   };
 }
 
+/**
+ * The bytes the journals replay writes back hold, by segment: for a root its
+ * own scan's; for a tenant's or a lane's directory inside a root, the root's
+ * (its journal files read for that alone, their lines left to a verify of
+ * the root). Until stop 55 a lane given alone was judged without them: a
+ * torn segment whose bytes the journal holds, which verify of the root
+ * passed, failed verify of the lane (exit 1).
+ */
+function heldFor(dir: string, journals: JournalScan): JournalHeld {
+  if (isWalRoot(dir)) return journals.held;
+  const root = enclosingWalRoot(dir);
+  return root === null ? journals.held : scanJournals(root, true).held;
+}
+
 /** Whether a stop at `offset` in `seg` falls in bytes a journal entry holds (replay rewrites them). */
 function isHeld(held: JournalHeld, seg: string, offset: number): boolean {
-  for (const [start, end] of held.get(seg) ?? []) if (start <= offset && offset < end) return true;
+  for (const [start, end] of held.get(resolve(seg)) ?? []) if (start <= offset && offset < end) return true;
   return false;
 }
 
@@ -320,7 +334,7 @@ export async function walDump(dir: string, out: (line: string) => void, describe
   let damaged = false;
   let printed = 0;
   const journals = scanJournals(dir);
-  const held = journals.held;
+  const held = heldFor(dir, journals);
   let landed = 0;
   for (const t of targets) {
     const files = listLaneFiles(t.dir);
