@@ -7,7 +7,7 @@
 import { existsSync, readdirSync, realpathSync, statSync, type Dirent } from 'node:fs';
 import { join, relative, resolve, sep } from 'node:path';
 import { KEPT_JOURNAL_RE, listJournalDirs, listJournalFiles, listKeptJournals, listUnreadJournalNames, unreadJournal } from './journal.js';
-import { formatJournalName, isJournalDirName, JOURNAL_ROOT, type JournalStop } from './journal-format.js';
+import { formatJournalName, isJournalDirName, JOURNAL_ROOT, type JournalEntry, type JournalStop } from './journal-format.js';
 import { readJournalFile } from './journal-file.js';
 import { enclosingWalRoot, INGESTER_LOCK, isWalRoot, linksInWal, listLaneDirs, locateLaneDir, subdirs, tableLabel, WAL_ROOT_MARKER, type WalTable } from './layout.js';
 import { formatSegmentName, recordTypeName, type RecordType } from './format.js';
@@ -40,7 +40,8 @@ export async function walVerify(dir: string, out: (line: string) => void): Promi
   let records = 0;
   let torn = 0;
   let problems = 0;
-  const held = journalHeld(dir);
+  const journals = scanJournals(dir);
+  const held = heldFor(dir, journals);
   for (const t of targets) {
     const files = listLaneFiles(t.dir);
     const naming = namingProblems(files);
@@ -84,7 +85,7 @@ export async function walVerify(dir: string, out: (line: string) => void): Promi
     problems++;
     out(`DAMAGED: ${p}`);
   }
-  problems += verifyJournals(dir, out);
+  problems += journals.report(out);
   // Lanes reached through a symbolic link are read by nothing that lands the WAL.
   for (const link of targets.length === 0 || targets[0]!.dir !== dir ? linksInWal(dir) : []) {
     problems++;
@@ -98,157 +99,177 @@ export async function walVerify(dir: string, out: (line: string) => void): Promi
 /** Segment path → the byte ranges [start, end) that live journal entries hold for it. */
 type JournalHeld = Map<string, [number, number][]>;
 
+/** What one read of a journal file found: its entries and records and where they stop, or why it could not be read. */
+type JournalCount = { entries: number; records: number; stop: JournalStop } | { error: string };
+
 /**
- * What the commit journals under a WAL root hold, by segment (empty when `dir`
- * has none). Only `shard-<k>-of-<W>` directories: replay reads no other, so
- * entries elsewhere (a copy an operator left, say) write nothing back and
- * must not hide damage.
+ * The commit journals under a WAL root (nothing when `dir` has none), each
+ * file read once: what its entries hold, by segment (JournalHeld), and what
+ * verify and dump say of it (report).
+ *
+ * Until stop 55 verify and dump read every journal file twice, once for the
+ * bytes its entries hold and once to count and judge it: twice the reading
+ * of a long file, and a file changed between the two reads (a checkpoint of
+ * a live ingester retiring it, say) was judged on other bytes than those
+ * that excused a segment's torn tail.
  */
-function journalHeld(dir: string): JournalHeld {
+interface JournalScan {
+  readonly held: JournalHeld;
+  /** Prints what verify says of the journals (`damage` gets the problems' lines); returns the problems. */
+  report(out: (line: string) => void, damage?: (line: string) => void): number;
+}
+
+function scanJournals(dir: string, heldOnly = false): JournalScan {
   const held: JournalHeld = new Map();
-  let shards: string[];
-  try {
-    shards = listJournalDirs(dir);
-  } catch {
-    return held; // reported by verifyJournals
-  }
-  // Replay writes an entry back only into the lane its tag names exactly: a tag that is none
-  // (`bob/../acme/logs`, a lane that is gone) excuses nothing, though join() would make it a path.
-  const lanes = new Map<string, string>();
-  if (shards.length > 0) for (const l of listLaneDirs(dir)) lanes.set(relative(dir, l.dir).split(sep).join('/'), l.dir);
-  for (const shard of shards) {
-    if (!isJournalDirName(shard)) continue;
-    const shardDir = join(dir, JOURNAL_ROOT, shard);
-    let numbers: number[];
-    try {
-      numbers = listJournalFiles(shardDir);
-    } catch {
-      continue; // reported by verifyJournals
-    }
-    for (const n of numbers) {
-      try {
-        readJournalFile(join(shardDir, formatJournalName(n)), n, (e) => {
-          const laneDir = lanes.get(e.tag);
-          if (laneDir === undefined) return;
-          const seg = join(laneDir, formatSegmentName(e.segment));
-          let ranges = held.get(seg);
-          if (ranges === undefined) held.set(seg, (ranges = []));
-          ranges.push([e.offset, e.offset + e.body.length]);
-        });
-      } catch {
-        continue; // reported by verifyJournals
-      }
-    }
-  }
-  return held;
-}
-
-/** Whether a stop at `offset` in `seg` falls in bytes a journal entry holds (replay rewrites them). */
-function isHeld(held: JournalHeld, seg: string, offset: number): boolean {
-  for (const [start, end] of held.get(seg) ?? []) if (start <= offset && offset < end) return true;
-  return false;
-}
-
-/**
- * The `batch` mode's commit journals under a WAL root (docs/wal-format.md
- * "Commit journal"): one line per file. A torn tail is what a crash leaves
- * (start-up replays the entries before it); a corrupt entry is damage.
- * Returns the problems found.
- */
-function verifyJournals(dir: string, out: (line: string) => void, damage: (line: string) => void = out): number {
-  let problems = 0;
   let shards: string[];
   try {
     shards = listJournalDirs(dir);
   } catch (err) {
     // `.journal` that is not a directory: start-up refuses it.
-    damage(`  DAMAGED: ${(err as Error).message}`);
-    return 1;
+    const message = (err as Error).message;
+    return {
+      held,
+      report: (out, damage = out) => {
+        damage(`  DAMAGED: ${message}`);
+        return 1;
+      },
+    };
   }
-  for (const name of nonDirShards(dir)) {
-    problems++;
-    damage(`  DAMAGED: ${JOURNAL_ROOT}/${name} is not a directory: an ingester whose shard it is refuses to start`);
-  }
+  // Replay writes an entry back only into the lane its tag names exactly: a tag that is none
+  // (`bob/../acme/logs`, a lane that is gone) excuses nothing, though join() would make it a path.
+  const lanes = new Map<string, string>();
+  if (shards.length > 0) for (const l of listLaneDirs(dir)) lanes.set(relative(dir, l.dir).split(sep).join('/'), l.dir);
+  const nonDirs = nonDirShards(dir);
   // Damaged journal files start-up replayed up to the damage and kept aside (never replayed
   // again): the entries after the damage may be acknowledged records nothing else holds.
-  for (const name of listKeptJournals(dir)) {
-    problems++;
-    let what: string;
-    try {
-      const j = countJournal(join(dir, JOURNAL_ROOT, name), Number(KEPT_JOURNAL_RE.exec(name)![2]));
-      what = `${j.entries} entries, ${j.records} records before the damage at offset ${j.stop.offset} (${j.stop.kind === 'end' ? 'none' : j.stop.why})`;
-    } catch (err) {
-      what = (err as Error).message;
-    }
-    damage(
-      `  DAMAGED: journal ${JOURNAL_ROOT}/${name}: a damaged commit journal file start-up kept aside: ${what}; the entries before the damage were replayed, those after it were not (docs/runbooks.md "A commit journal file kept aside as damaged"; remove the file once dealt with)`,
-    );
-  }
-  for (const shard of shards) {
+  const kept = (heldOnly ? [] : listKeptJournals(dir)).map((name) => ({ name, count: countJournal(join(dir, JOURNAL_ROOT, name), Number(KEPT_JOURNAL_RE.exec(name)![2])) }));
+  const perShard = shards.map((shard) => {
     const shardDir = join(dir, JOURNAL_ROOT, shard);
     let numbers: number[];
     try {
       numbers = listJournalFiles(shardDir);
     } catch (err) {
-      problems++;
-      damage(`  DAMAGED: journal directory ${JOURNAL_ROOT}/${shard}: ${(err as Error).message}`);
-      continue;
+      return { shard, listError: (err as Error).message, files: [], unread: [] };
     }
-    for (const n of numbers) {
-      const name = `${JOURNAL_ROOT}/${shard}/${formatJournalName(n)}`;
-      let j: { entries: number; records: number; stop: JournalStop };
-      try {
-        // Not through a link, never blocking on a FIFO (readFileSync waited for ever on one); a piece
-        // at a time (a file made long and sparse was read whole, one past 2 GiB refused).
-        j = countJournal(join(shardDir, formatJournalName(n)), n);
-      } catch (err) {
+    // Only `shard-<k>-of-<W>` directories hold bytes replay writes back: replay reads no other, so
+    // entries elsewhere (a copy an operator left, say) write nothing back and must not hide damage.
+    const replayed = isJournalDirName(shard);
+    const files = (heldOnly && !replayed ? [] : numbers).map((n) => ({
+      n,
+      count: countJournal(join(shardDir, formatJournalName(n)), n, (e) => {
+        if (!replayed) return;
+        const laneDir = lanes.get(e.tag);
+        if (laneDir === undefined) return;
+        const seg = resolve(laneDir, formatSegmentName(e.segment));
+        let ranges = held.get(seg);
+        if (ranges === undefined) held.set(seg, (ranges = []));
+        ranges.push([e.offset, e.offset + e.body.length]);
+      }),
+    }));
+    // What start-up neither replays nor deletes.
+    const unread = (heldOnly ? [] : listUnreadJournalNames(shardDir)).map((entry) => ({ entry, held: unreadJournal(join(shardDir, entry)) }));
+    return { shard, listError: null as string | null, files, unread };
+  });
+  return {
+    held,
+    report: (out, damage = out) => {
+      let problems = 0;
+      for (const name of nonDirs) {
         problems++;
-        damage(`  DAMAGED: journal ${name}: ${(err as Error).message}`);
-        continue;
+        damage(`  DAMAGED: ${JOURNAL_ROOT}/${name} is not a directory: an ingester whose shard it is refuses to start`);
       }
-      const records = j.records;
-      const stop = j.stop;
-      const end =
-        stop.kind === 'end'
-          ? 'ends cleanly'
-          : stop.kind === 'torn'
-            ? `ends torn at offset ${stop.offset} (${stop.why}); start-up replays the entries before it`
-            : `corrupt at offset ${stop.offset}: ${stop.why}`;
-      if (stop.kind === 'corrupt') {
+      for (const { name, count: j } of kept) {
         problems++;
-        damage(`  DAMAGED: journal ${name}: ${j.entries} entries, ${records} records, ${end}`);
-      } else {
-        out(`journal ${name}: ${j.entries} entries, ${records} records, ${end}`);
+        const what = 'error' in j ? j.error : `${j.entries} entries, ${j.records} records before the damage at offset ${j.stop.offset} (${j.stop.kind === 'end' ? 'none' : j.stop.why})`;
+        damage(
+          `  DAMAGED: journal ${JOURNAL_ROOT}/${name}: a damaged commit journal file start-up kept aside: ${what}; the entries before the damage were replayed, those after it were not (docs/runbooks.md "A commit journal file kept aside as damaged"; remove the file once dealt with)`,
+        );
       }
-    }
-    // What start-up neither replays nor deletes, said as a lane's unknown entries are; a journal
-    // file's name that spells a number other than the writer does is damage, as a segment's is.
-    for (const entry of listUnreadJournalNames(shardDir)) {
-      const name = `${JOURNAL_ROOT}/${shard}/${entry}`;
-      const held = unreadJournal(join(shardDir, entry));
-      const holds = held === null ? '' : `: a commit journal file holding ${held.entries} entries, ${held.records} records, which start-up neither replays nor deletes`;
-      const m = /^(\d+)\.jnl$/.exec(entry);
-      const n = m === null ? 0 : Number(m[1]);
-      if (Number.isSafeInteger(n) && n >= 1) {
-        problems++;
-        damage(`  DAMAGED: non-canonical journal file name ${name} (the writer spells it ${formatJournalName(n)})${holds}`);
-      } else {
-        out(`  unexpected entry ${name} (ignored)${holds}`);
+      for (const { shard, listError, files, unread } of perShard) {
+        if (listError !== null) {
+          problems++;
+          damage(`  DAMAGED: journal directory ${JOURNAL_ROOT}/${shard}: ${listError}`);
+          continue;
+        }
+        for (const { n, count: j } of files) {
+          const name = `${JOURNAL_ROOT}/${shard}/${formatJournalName(n)}`;
+          if ('error' in j) {
+            problems++;
+            damage(`  DAMAGED: journal ${name}: ${j.error}`);
+            continue;
+          }
+          const stop = j.stop;
+          const end =
+            stop.kind === 'end'
+              ? 'ends cleanly'
+              : stop.kind === 'torn'
+                ? `ends torn at offset ${stop.offset} (${stop.why}); start-up replays the entries before it`
+                : `corrupt at offset ${stop.offset}: ${stop.why}`;
+          if (stop.kind === 'corrupt') {
+            problems++;
+            damage(`  DAMAGED: journal ${name}: ${j.entries} entries, ${j.records} records, ${end}`);
+          } else {
+            out(`journal ${name}: ${j.entries} entries, ${j.records} records, ${end}`);
+          }
+        }
+        // Said as a lane's unknown entries are; a journal file's name that spells a number
+        // other than the writer does is damage, as a segment's is.
+        for (const { entry, held: h } of unread) {
+          const name = `${JOURNAL_ROOT}/${shard}/${entry}`;
+          const holds = h === null ? '' : `: a commit journal file holding ${h.entries} entries, ${h.records} records, which start-up neither replays nor deletes`;
+          const m = /^(\d+)\.jnl$/.exec(entry);
+          const n = m === null ? 0 : Number(m[1]);
+          if (Number.isSafeInteger(n) && n >= 1) {
+            problems++;
+            damage(`  DAMAGED: non-canonical journal file name ${name} (the writer spells it ${formatJournalName(n)})${holds}`);
+          } else {
+            out(`  unexpected entry ${name} (ignored)${holds}`);
+          }
+        }
       }
-    }
-  }
-  return problems;
+      return problems;
+    },
+  };
 }
 
-/** A journal file's entries and records, read a piece at a time, and where they stop. */
-function countJournal(path: string, expected: number): { entries: number; records: number; stop: JournalStop } {
+/**
+ * The bytes the journals replay writes back hold, by segment: for a root its
+ * own scan's; for a tenant's or a lane's directory inside a root, the root's
+ * (its journal files read for that alone, their lines left to a verify of
+ * the root). Until stop 55 a lane given alone was judged without them: a
+ * torn segment whose bytes the journal holds, which verify of the root
+ * passed, failed verify of the lane (exit 1).
+ */
+function heldFor(dir: string, journals: JournalScan): JournalHeld {
+  if (isWalRoot(dir)) return journals.held;
+  const root = enclosingWalRoot(dir);
+  return root === null ? journals.held : scanJournals(root, true).held;
+}
+
+/** Whether a stop at `offset` in `seg` falls in bytes a journal entry holds (replay rewrites them). */
+function isHeld(held: JournalHeld, seg: string, offset: number): boolean {
+  for (const [start, end] of held.get(resolve(seg)) ?? []) if (start <= offset && offset < end) return true;
+  return false;
+}
+
+/**
+ * A journal file's entries and records, read once, a piece at a time (not
+ * through a link, never blocking on a FIFO), and where they stop; `each`
+ * sees every whole entry. A file that cannot be read gives why.
+ */
+function countJournal(path: string, expected: number, each?: (e: JournalEntry) => void): JournalCount {
   let entries = 0;
   let records = 0;
-  const r = readJournalFile(path, expected, (e) => {
-    entries++;
-    records += e.records;
-  });
-  return { entries, records, stop: r.stop! };
+  try {
+    const r = readJournalFile(path, expected, (e) => {
+      entries++;
+      records += e.records;
+      each?.(e);
+    });
+    return { entries, records, stop: r.stop! };
+  } catch (err) {
+    return { error: (err as Error).message };
+  }
 }
 
 /**
@@ -312,7 +333,8 @@ export async function walDump(dir: string, out: (line: string) => void, describe
   if (targets === null) return EXIT_UNREADABLE;
   let damaged = false;
   let printed = 0;
-  const held = journalHeld(dir);
+  const journals = scanJournals(dir);
+  const held = heldFor(dir, journals);
   let landed = 0;
   for (const t of targets) {
     const files = listLaneFiles(t.dir);
@@ -362,7 +384,7 @@ export async function walDump(dir: string, out: (line: string) => void, describe
     note(`DAMAGED: ${p}`);
   }
   // Its exit code follows verify's, which counts a damaged commit journal too.
-  if (verifyJournals(dir, () => {}, (line) => note(line.trim())) > 0) damaged = true;
+  if (journals.report(() => {}, (line) => note(line.trim())) > 0) damaged = true;
   if (printed === 0 && landed > 0) note(`no records: ${landed} segment${landed === 1 ? '' : 's'} landed in Iceberg and retired by the compactor`);
   return damaged ? EXIT_DAMAGED : EXIT_OK;
 }
@@ -466,8 +488,13 @@ function resolveTargets(dir: string, say: (line: string) => void): Target[] | nu
       say(`${dir}: reached through a symbolic link below the WAL root ${root}, which nothing that lands the WAL follows: not read`);
       return null;
     }
+    const rootLanes = listLaneDirs(root);
+    // A lane of the root: its tenant and table are the root's to say. Read from the path alone, a
+    // tenant's lane in a root holding no other lane was printed as the default tenant's.
+    const lane = rootLanes.find((l) => l.dir === below);
+    if (lane !== undefined) return [{ dir, tenant: lane.tenant, table: lane.table }];
     if (own.segments.length + own.tmp.length === 0) {
-      const under = listLaneDirs(root).filter((l) => l.dir === below || l.dir.startsWith(below + sep));
+      const under = rootLanes.filter((l) => l.dir === below || l.dir.startsWith(below + sep));
       if (under.length > 0) return under.map((l) => ({ dir: l.dir, tenant: l.tenant, table: l.table }));
     }
   }

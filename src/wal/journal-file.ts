@@ -18,6 +18,8 @@ import { openRegularFile, readAt } from './regular-file.js';
 
 /** The bytes read at once, and the longest view handed out of one read. */
 const WINDOW = 4 * 1024 * 1024;
+/** What head() reads at once outside the window: the record headers of a run of short records, in one read. */
+const HEAD_READ = 64 * 1024;
 
 export class JournalFile implements JournalSource {
   readonly size: number;
@@ -27,6 +29,10 @@ export class JournalFile implements JournalSource {
   #win: Buffer = Buffer.alloc(0);
   #winAt = 0;
   #scratch: Buffer | null = null;
+  /** What head() read last outside the window (reused: its views are good until the next call). */
+  #head: Buffer | null = null;
+  #headAt = 0;
+  #headLen = 0;
 
   /** Opens `path` (a regular file only: not through a link, never blocking on a FIFO). */
   constructor(path: string, window = WINDOW) {
@@ -42,6 +48,23 @@ export class JournalFile implements JournalSource {
     this.#win = this.#read(pos, Math.max(len, Math.min(this.window, this.size - pos)));
     this.#winAt = pos;
     return this.#win.subarray(0, len);
+  }
+
+  head(pos: number, len: number): Uint8Array {
+    if (pos >= this.#winAt && pos + len <= this.#winAt + this.#win.length) return this.#win.subarray(pos - this.#winAt, pos - this.#winAt + len);
+    if (!(pos >= this.#headAt && pos + len <= this.#headAt + this.#headLen)) {
+      // A record header outside the window: a small read, so that a walk over records longer than the
+      // window reads their headers, never their payloads (the body is read once its CRC checked).
+      const buf = (this.#head ??= Buffer.allocUnsafe(Math.min(HEAD_READ, this.window)));
+      const n = Math.max(len, Math.min(buf.length, this.size - pos));
+      const into = n <= buf.length ? buf : Buffer.allocUnsafe(n);
+      const got = readAt(this.#fd, into, n, pos);
+      if (got < n) into.fill(0, got, n);
+      if (into !== buf) return into.subarray(0, len);
+      this.#headAt = pos;
+      this.#headLen = n;
+    }
+    return this.#head!.subarray(pos - this.#headAt, pos - this.#headAt + len);
   }
 
   zeros(from: number, to: number): boolean {
@@ -60,11 +83,20 @@ export class JournalFile implements JournalSource {
     closeSync(this.#fd);
   }
 
-  /** `len` bytes at `pos` in a buffer of their own; past the end of a file that got shorter since it was opened, zeros. */
+  /**
+   * `len` bytes at `pos` in a buffer of their own; past the end of a file that got shorter since it
+   * was opened, zeros. What the window holds of them is copied, not read again: the window read
+   * at a long entry's header holds the first 4 MiB of its body.
+   */
   #read(pos: number, len: number): Buffer {
     const buf = Buffer.allocUnsafe(len);
-    const got = readAt(this.#fd, buf, len, pos);
-    if (got < len) buf.fill(0, got);
+    const winEnd = this.#winAt + this.#win.length;
+    const have = pos >= this.#winAt && pos < winEnd ? Math.min(len, winEnd - pos) : 0;
+    if (have > 0) this.#win.copy(buf, 0, pos - this.#winAt, pos - this.#winAt + have);
+    if (have < len) {
+      const got = readAt(this.#fd, buf.subarray(have), len - have, pos + have);
+      if (got < len - have) buf.fill(0, have + got);
+    }
     return buf;
   }
 }

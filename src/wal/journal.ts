@@ -774,14 +774,31 @@ export function hasShardJournal(walDir: string): boolean {
   return listJournalDirs(walDir).some(isJournalDirName);
 }
 
-/** The shard journal directories under `<walDir>/.journal`, by name. */
+/**
+ * The shard journal directories under `<walDir>/.journal`, by name. Throws
+ * WalFileTypeError when `.journal`, or an entry named as a shard's directory,
+ * is a symbolic link: nothing reads or writes the journal through one. Until
+ * stop 55 a `.journal` linked to another directory (another WAL's journal,
+ * say) passed verify and was replayed, its files deleted, and written by the
+ * new life; a linked shard directory was replayed by its worker.
+ */
 export function listJournalDirs(walDir: string): string[] {
+  const root = join(walDir, JOURNAL_ROOT);
   try {
-    return readdirSync(join(walDir, JOURNAL_ROOT), { withFileTypes: true })
+    if (lstatSync(root).isSymbolicLink()) {
+      throw new WalFileTypeError(root, "a symbolic link: the commit journal is never read or written through one (it might be another WAL's); move it aside");
+    }
+    const entries = readdirSync(root, { withFileTypes: true });
+    const link = entries.find((e) => e.isSymbolicLink() && isJournalDirName(e.name));
+    if (link !== undefined) {
+      throw new WalFileTypeError(join(root, link.name), "a symbolic link: a shard's commit journal is never read or written through one; move it aside");
+    }
+    return entries
       .filter((e) => e.isDirectory())
       .map((e) => e.name)
       .sort();
   } catch (err) {
+    if (err instanceof WalFileTypeError) throw err;
     if (errnoCode(err) === 'ENOENT') return [];
     // A scandir error with no word of what the path is for stopped the start; `wal verify` threw.
     if (errnoCode(err) === 'ENOTDIR') throw new WalFileTypeError(join(walDir, JOURNAL_ROOT), 'not a directory: the commit journal lives there; move it aside');
