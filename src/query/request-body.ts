@@ -221,7 +221,13 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
  */
 export function sqlOf(body: Buffer, contentType: string | undefined): string {
   const type = (contentType ?? 'application/json').split(';')[0]!.trim().toLowerCase();
-  if (type === 'application/json' || type === 'text/plain') checkCharset(contentType ?? '');
+  const asciiOnly = (type === 'application/json' || type === 'text/plain') && checkCharset(contentType ?? '');
+  if (typeof asciiOnly === 'string' && !isAscii(body)) {
+    throw new QueryError(
+      'SIGLAKE_UNSUPPORTED_MEDIA',
+      `charset ${JSON.stringify(asciiOnly)} is not supported for a body with bytes past ASCII (it is read as UTF-8, where such a byte means another character): send the body as UTF-8 (charset=utf-8, or no charset)`,
+    );
+  }
   if ((type === 'application/json' || type === 'text/plain') && !isUtf8(body)) {
     throw new QueryError('SIGLAKE_BAD_BODY', 'the body is not valid UTF-8: send the SQL as UTF-8 text');
   }
@@ -255,25 +261,46 @@ export function sqlOf(body: Buffer, contentType: string | undefined): string {
 const READ_CHARSETS: ReadonlySet<string> = new Set(['utf-8', 'utf8', 'us-ascii']);
 
 /**
+ * Charsets whose ASCII characters are UTF-8's bytes: a body in one of them
+ * holding only ASCII bytes is the same text read as UTF-8, so it is read;
+ * one with a byte past ASCII is refused 415 (never guessed). Apache
+ * HttpClient's StringEntity labels a body `text/plain; charset=ISO-8859-1`
+ * by default: such SQL ran before stop 55, which refused every charset but
+ * UTF-8 and US-ASCII on the head.
+ */
+const ASCII_READ_CHARSETS: ReadonlySet<string> = new Set(['iso-8859-1', 'iso8859-1', 'iso_8859-1', 'latin1', 'latin-1', 'l1', 'windows-1252', 'cp1252']);
+
+/** Whether every byte is ASCII (below 0x80). */
+function isAscii(body: Buffer): boolean {
+  for (let i = 0; i < body.length; i++) if (body[i]! >= 0x80) return false;
+  return true;
+}
+
+/**
  * A `charset` parameter of the content type (RFC 9110 §8.3.1: `;
  * name=token` or `name="quoted string"`, names without case) must name a
  * charset the body is read in, else 415 naming it: the body is read as
  * UTF-8 only. (It was never looked at: a UTF-16 body was read as UTF-8 and
  * refused for what that made of it, bytes not UTF-8 or NUL characters.)
- * Other parameters are ignored.
+ * A charset of ASCII_READ_CHARSETS passes here; the name it returns (else
+ * false) tells sqlOf to refuse its body if a byte is past ASCII. Other
+ * parameters are ignored.
  */
-function checkCharset(contentType: string): void {
+function checkCharset(contentType: string): string | false {
   const at = contentType.indexOf(';');
-  if (at < 0) return;
+  if (at < 0) return false;
+  let asciiOnly: string | false = false;
   PARAMETER.lastIndex = at;
   for (let m = PARAMETER.exec(contentType); m !== null; m = PARAMETER.exec(contentType)) {
     if (m[1]!.toLowerCase() !== 'charset') continue;
     const charset = (m[2] !== undefined ? m[2].replace(/\\(.)/g, '$1') : m[3]!).toLowerCase();
-    if (!READ_CHARSETS.has(charset)) {
+    if (ASCII_READ_CHARSETS.has(charset)) asciiOnly = charset;
+    else if (!READ_CHARSETS.has(charset)) {
       const shown = JSON.stringify(charset.slice(0, 40));
       throw new QueryError('SIGLAKE_UNSUPPORTED_MEDIA', `charset ${shown} is not supported: send the body as UTF-8 (charset=utf-8, or no charset)`);
     }
   }
+  return asciiOnly;
 }
 
 /** One `; name=value` parameter: its name, then its value quoted (group 2, escapes still in) or not (group 3, up to the next `;`). */

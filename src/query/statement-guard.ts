@@ -15,7 +15,7 @@
 //   prepared (the engine's cost for these grows far faster than the text,
 //   and its parser and planner heed the interrupt late or not at all):
 //   before step 1, on the text, at most MAX_BOOLEAN_OPERATORS words AND/OR
-//   and MAX_GROUP_COMMAS commas after the first GROUP; from step 1, a tree
+//   and MAX_GROUP_COMMAS commas in GROUP BY lists; from step 1, a tree
 //   of at most MAX_TREE_BYTES, MAX_SELECT_BLOCKS SELECT blocks, MAX_JOINS
 //   joins and MAX_GROUPING_SETS grouping sets.
 //   4. The statement is prepared (bound inside the locked tenant context,
@@ -355,34 +355,99 @@ function checkBooleanOperators(sql: string): void {
 const BOOLEAN_OPERATOR = /(?<![A-Za-z_$\u0080-\uffff])(?:or|and)(?![A-Za-z0-9_$\u0080-\uffff])/gi;
 
 /**
- * Commas a statement may have from its first GROUP on. The engine's parser
+ * Commas a statement's GROUP BY lists may hold. The engine's parser
  * compares each expression of a GROUP BY list with the ones before it (to
  * drop repeats) in time growing with the square of the list, deaf to the
  * interrupt: 5,000 distinct items (34 KB) took 1.7 s to parse and 2 s to
  * plan, 15,000 (230 KB) 17 s to parse and 16 s to plan, and the 1 MiB body
- * holds about 150,000. 1,000 take about 0.1 s. Every item of every GROUP BY
- * list but each list's first follows a comma after the first word GROUP of
- * the text (literals and comments included, as for AND/OR), so the count
- * is never below the items; commas before it (select items, IN lists) are
- * not counted.
+ * holds about 150,000. 1,000 take about 0.1 s. Counted on the text before
+ * the engine parses anything (groupByCommas): every item of a list but its
+ * first follows a comma counted, so the count is never below the items.
  */
 const MAX_GROUP_COMMAS = 1000;
 
 function checkGroupByItems(sql: string): void {
-  GROUP_WORD.lastIndex = 0;
-  const group = GROUP_WORD.exec(sql);
-  if (group === null) return;
-  let n = 0;
-  for (let i = sql.indexOf(',', group.index); i >= 0; i = sql.indexOf(',', i + 1)) n++;
+  const n = groupByCommas(sql);
   if (n > MAX_GROUP_COMMAS) {
     throw new QueryError(
       'SIGLAKE_SQL_REFUSED',
-      `the statement has ${n} commas after its first GROUP; at most ${MAX_GROUP_COMMAS} are allowed there (a GROUP BY list costs the engine's parser time growing with the square of its items): group by fewer expressions, or put long lists before the GROUP BY`,
+      `the statement has ${n} commas in its GROUP BY lists (from a list holding a quote or a comment, every comma to the end of the text); at most ${MAX_GROUP_COMMAS} are allowed (a GROUP BY list costs the engine's parser time growing with the square of its items): group by fewer expressions`,
     );
   }
 }
 
-const GROUP_WORD = /(?<![A-Za-z_$\u0080-\uffff])group(?![A-Za-z0-9_$\u0080-\uffff])/gi;
+/**
+ * The commas of the text's GROUP BY lists, each counted once, without a
+ * lexer. A list starts at the word GROUP followed by the word BY (or by
+ * `-` or `/`, which may open a comment between them), and ends where the
+ * engine surely ends it: at a `)` closing a parenthesis opened before it,
+ * or at one of LIST_END at its own depth of parentheses (all reserved
+ * words, so none is an expression's name there; one after a `.` is a
+ * column's, and does not end it). A comma inside a list, at any depth, is
+ * counted. A quote (`'`, `"`, `$`) or a comment mark (`--`, `/*`, `* /`)
+ * inside a list could hide a `)` or a word from this reading, so from the
+ * first one every comma to the end of the text is counted (the bound's
+ * first form, stop 55: every comma after the first GROUP). In stop 55
+ * that was the only form: the commas after a list had ended (an outer
+ * `IN (…)` list after a grouped CTE, a HAVING `IN (…)` list, anything after
+ * the word group in a literal) were counted, and such queries refused.
+ */
+export function groupByCommas(sql: string): number {
+  const open: number[] = []; // the parenthesis depth of each list still open, innermost last
+  let depth = 0;
+  let n = 0;
+  for (let i = 0; i < sql.length; i++) {
+    const c = sql.charCodeAt(i);
+    if (c === 0x2c /* , */) {
+      if (open.length > 0) n++;
+    } else if (c === 0x28 /* ( */) {
+      depth++;
+    } else if (c === 0x29 /* ) */) {
+      depth--;
+      while (open.length > 0 && open[open.length - 1]! > depth) open.pop();
+    } else if (open.length > 0 && (c === 0x27 || c === 0x22 || c === 0x24 || (c === 0x2d && sql.charCodeAt(i + 1) === 0x2d) || (c === 0x2f && sql.charCodeAt(i + 1) === 0x2a) || (c === 0x2a && sql.charCodeAt(i + 1) === 0x2f))) {
+      // ' " $ -- /* */: the rest of the text is counted as it was read before stop 56.
+      for (let j = sql.indexOf(',', i); j >= 0; j = sql.indexOf(',', j + 1)) n++;
+      return n;
+    } else if (isWordStart(c) && (i === 0 || !isWordStart(sql.charCodeAt(i - 1)))) {
+      let e = i + 1;
+      while (e < sql.length && isWordChar(sql.charCodeAt(e))) e++;
+      const word = sql.slice(i, e).toLowerCase();
+      if (word === 'group' && opensList(sql, e)) open.push(depth);
+      else if (open.length > 0 && open[open.length - 1] === depth && LIST_END.has(word) && !afterDot(sql, i)) open.pop();
+      i = e - 1;
+    }
+  }
+  return n;
+}
+
+/** Reserved words (duckdb_keywords()) that end a GROUP BY list found at its own depth. */
+const LIST_END: ReadonlySet<string> = new Set(['having', 'window', 'qualify', 'order', 'limit', 'offset', 'fetch', 'union', 'except', 'intersect', 'from', 'where', 'select']);
+
+/** A word's first character: a letter, `_`, or any character past ASCII. A word starts after any other (after a digit too: the engine reads `1GROUP BY` as `1 GROUP BY`); a digit or `$` inside a word continues it. */
+function isWordStart(c: number): boolean {
+  return (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a) || c === 0x5f || c >= 0x80;
+}
+
+function isWordChar(c: number): boolean {
+  return isWordStart(c) || (c >= 0x30 && c <= 0x39) || c === 0x24;
+}
+
+/** Whether the word GROUP ending at `at` opens a list: BY follows (after white space), or `-` or `/`, which may start a comment before it. */
+function opensList(sql: string, at: number): boolean {
+  let i = at;
+  while (i < sql.length && /\s/.test(sql[i]!)) i++;
+  const c = sql.charCodeAt(i);
+  if (c === 0x2d || c === 0x2f) return true;
+  return (c === 0x62 || c === 0x42) && (sql.charCodeAt(i + 1) | 0x20) === 0x79 && !isWordChar(sql.charCodeAt(i + 2));
+}
+
+/** Whether the word at `at` follows a `.` (white space between): a column or field name then, whatever the word. */
+function afterDot(sql: string, at: number): boolean {
+  let i = at - 1;
+  while (i >= 0 && /\s/.test(sql[i]!)) i--;
+  return i >= 0 && sql.charCodeAt(i) === 0x2e;
+}
 
 /**
  * Joins a statement may have, in all its blocks together (the engine merges

@@ -256,7 +256,7 @@ describe('siglake query: a statement whose plan would outgrow the engine\'s boun
     expect(await running$(q)).toBe(0);
   }, 90_000);
 
-  it('regression (query-group-by-list-outlives-timeout): more than 1000 commas after GROUP is refused before the engine parses it; 1001 items run, and long lists before GROUP BY', async () => {
+  it('regression (query-group-by-list-outlives-timeout): more than 1000 commas in GROUP BY lists is refused before the engine parses it; 1001 items run, and long lists before GROUP BY', async () => {
     const { q } = await start(['--query-timeout-secs', '5']);
     const grouped = (items: number, before = '') =>
       JSON.stringify({ sql: `SELECT count(*) AS n FROM (VALUES ('x')) t(body)${before} GROUP BY ${Array.from({ length: items }, (_, i) => `body || '${i}'`).join(', ')}` });
@@ -265,7 +265,7 @@ describe('siglake query: a statement whose plan would outgrow the engine\'s boun
     const big = await call(q, 'POST', '/api/v1/sql', { body: grouped(6000) });
     expect(big.status, big.text.slice(0, 300)).toBe(400);
     expect(big.code).toBe('SIGLAKE_SQL_REFUSED');
-    expect(big.text).toMatch(/the statement has 5999 commas after its first GROUP; at most 1000 are allowed there/);
+    expect(big.text).toMatch(/the statement has 5999 commas in its GROUP BY lists.*at most 1000 are allowed/);
     const ok = await call(q, 'POST', '/api/v1/sql', { body: grouped(1001) });
     expect(ok.status, ok.text.slice(0, 300)).toBe(200);
     expect((JSON.parse(ok.text) as { rows: unknown[][] }).rows).toEqual([['1']]);
@@ -273,6 +273,33 @@ describe('siglake query: a statement whose plan would outgrow the engine\'s boun
     const before = await call(q, 'POST', '/api/v1/sql', { body: grouped(2, inList) });
     expect(before.status, before.text.slice(0, 300)).toBe(200);
     expect((JSON.parse(before.text) as { rows: unknown[][] }).rows).toEqual([['1']]);
+  }, 60_000);
+
+  it('regression (query-group-commas-past-the-list): commas after a GROUP BY list ends (an outer IN list after a grouped CTE, a HAVING IN list, a word group in a literal) are not counted; a list the count cannot read safely still is', async () => {
+    const { q } = await start(['--query-timeout-secs', '5']);
+    const values = Array.from({ length: 2000 }, (_, i) => `'s${i}'`).join(', ');
+    const sql = (text: string) => call(q, 'POST', '/api/v1/sql', { body: JSON.stringify({ sql: text }) });
+    const rows = (r: { text: string }) => (JSON.parse(r.text) as { rows: unknown[][] }).rows;
+    // Before, every comma from the first word GROUP to the end of the text was counted: these were
+    // refused 400 "commas after its first GROUP", though no GROUP BY list has more than one item.
+    const cte = await sql(`WITH agg AS (SELECT body, count(*) AS n FROM (VALUES ('s1')) t(body) GROUP BY body) SELECT count(*) AS c FROM agg WHERE body IN (${values})`);
+    expect(cte.status, cte.text.slice(0, 300)).toBe(200);
+    expect(rows(cte)).toEqual([['1']]);
+    const having = await sql(`SELECT body FROM (VALUES ('s1')) t(body) GROUP BY body HAVING body IN (${values}) ORDER BY body`);
+    expect(having.status, having.text.slice(0, 300)).toBe(200);
+    expect(rows(having)).toEqual([['s1']]);
+    const word = await sql(`SELECT count(*) AS c FROM (VALUES ('resource-group')) t(body) WHERE body = 'resource-group' OR body IN (${values})`);
+    expect(word.status, word.text.slice(0, 300)).toBe(200);
+    expect(rows(word)).toEqual([['1']]);
+    // Still refused: items after a keyword the engine reads as a column name (t . limit), and a
+    // list holding a literal (read to the end of the text, as before).
+    const items = (n: number) => Array.from({ length: n }, (_, i) => `t.body || ${i}`).join(', ');
+    const dotted = await sql(`SELECT count(*) FROM (SELECT 'x' AS body, 1 AS "limit") t GROUP BY t . limit, ${items(1500)}`);
+    expect([dotted.status, dotted.code], dotted.text.slice(0, 300)).toEqual([400, 'SIGLAKE_SQL_REFUSED']);
+    expect(dotted.text).toMatch(/the statement has 1500 commas in its GROUP BY lists.*at most 1000 are allowed/);
+    const quoted = await sql(`SELECT count(*) FROM (SELECT 'x' AS body) t GROUP BY body || ')', ${items(1500)}`);
+    expect([quoted.status, quoted.code], quoted.text.slice(0, 300)).toEqual([400, 'SIGLAKE_SQL_REFUSED']);
+    expect(await running$(q)).toBe(0);
   }, 60_000);
 
   it('regression (query-join-order-outlives-timeout): more than 32 joins is refused before the engine plans them; 32 run', async () => {

@@ -10,14 +10,14 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { runCli } from '../helpers/ingester.js';
+import { runCli, startIngester, tempDir } from '../helpers/ingester.js';
 import { acmeWal, walTestLeftovers } from '../helpers/written-wal.js';
 import { JOURNAL_ROOT } from '../../src/wal/journal-format.js';
 
 const ARGS = ['--trust-tenant-header', '--compactor=false'];
 /** No checkpoint retires the journal while the test runs: the kill leaves every round's entry in it. */
 const ENV = { SIGLAKE_TEST_CHECKPOINT_MS: '600000' };
-const { dirs } = walTestLeftovers();
+const { dirs, live } = walTestLeftovers();
 
 /** Every file below `dir`, with its bytes. */
 function snapshot(dir: string): Record<string, string> {
@@ -62,4 +62,34 @@ describe('a symbolic link where the commit journal lives', () => {
       expect(snapshot(elsewhere)).toEqual(before);
     });
   }
+
+  it('a WAL root reached through a link (the root itself, or a directory above it) is no link inside the root: verify and dump pass, the start replays it', { timeout: 120_000 }, async () => {
+    const { dataDir, wal } = await acmeWal('kill9', 3, 'siglake-jnl-root-link-', ENV);
+    dirs.push(dataDir);
+    const links = tempDir('siglake-jnl-root-link-to-');
+    dirs.push(links);
+    // `--wal-dir /data/wal` where /data is a link, and where the wal directory itself is one.
+    fs.symlinkSync(dataDir, path.join(links, 'data'));
+    const viaParent = path.join(links, 'data', 'wal');
+    const ownDir = path.join(links, 'own');
+    fs.mkdirSync(ownDir);
+    fs.symlinkSync(wal, path.join(ownDir, 'wal'));
+    const viaRoot = path.join(ownDir, 'wal');
+    for (const root of [viaParent, viaRoot]) {
+      const v = runCli(['wal', 'verify', root]);
+      expect(v.status, v.stdout + v.stderr).toBe(0);
+      expect(v.stdout).not.toContain('symbolic link');
+      const d = runCli(['wal', 'dump', root]);
+      expect(d.status, d.stderr).toBe(0);
+      expect(d.stdout).toContain('acme');
+    }
+    for (const dir of [path.join(links, 'data'), ownDir]) {
+      const ing = await startIngester({ dataDir: dir, args: ARGS, env: ENV });
+      live.add(ing);
+      expect(ing.stderr).not.toContain('symbolic link');
+      expect(await ing.stop()).toBe(0);
+      live.delete(ing);
+    }
+    expect(fs.lstatSync(viaRoot).isSymbolicLink()).toBe(true);
+  });
 });

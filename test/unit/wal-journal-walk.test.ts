@@ -26,18 +26,18 @@ afterEach(() => {
 });
 
 /** A journal file the real writer made: rounds of one lane, each of several records from 1 byte to 200 KiB. */
-function writtenJournal(): string {
+function writtenJournal(rounds = [[1, 200_000, 3], [70_000, 70_000, 70_000, 9], [5, 6, 7, 8, 100_000]], segmentBytes = 1 << 22): string {
   const dir = join(wal, JOURNAL_ROOT, journalDirName(0, 1));
   const journal = new ShardJournal({ dir });
   const lane = laneDir(wal, 'acme', LOGS_TABLE);
   const w = new LaneWriter({
     dir: lane,
-    segmentBytes: 1 << 22,
+    segmentBytes,
     fdCache: new FdCache(8),
     journaled: true,
     onWritten: (segment, offset, iov, n, bytes, records) => journal.stage(laneTag(wal, lane), segment, offset, iov, 0, n, bytes, records),
   });
-  for (const sizes of [[1, 200_000, 3], [70_000, 70_000, 70_000, 9], [5, 6, 7, 8, 100_000]]) {
+  for (const sizes of rounds) {
     sizes.forEach((size, i) => w.stage(RecordType.LOGS, 1, 1_700_000_000_000, Buffer.alloc(size, 0x41 + i)));
     w.flush();
     journal.write();
@@ -89,5 +89,17 @@ describe('a version-4 journal file read through windows smaller than its entries
       if (what !== 'as written') expect(expected.entries.length, what).toBe(1);
       for (const w of [33, 100, 4096, 65_536, 1 << 20]) expect(plain(readThrough(path, w)), `${what}, window ${w}`).toEqual(plain(expected));
     }
+  });
+
+  it('reads what decodeJournal reads for entries of empty records, entries that start a segment (its header in the body) and a run over several segments', () => {
+    // Segments of 150,000 bytes: the 200,000-byte record goes alone into one, the rest roll over.
+    const path = writtenJournal([[0, 0, 0], [0, 200_000, 0], [70_000, 0, 70_000, 0], [0], [5, 0, 7, 8, 100_000, 0]], 150_000);
+    const whole = decodeJournal(readFileSync(path), 1);
+    expect(whole.stop.kind).toBe('end');
+    const starts = whole.entries.filter((e) => e.offset === 0);
+    expect(starts.length).toBeGreaterThan(2);
+    expect(whole.entries.some((e) => e.body.length === 24)).toBe(true);
+    // Windows from one record header (24 bytes) up: every entry longer than one is walked.
+    for (const w of [24, 25, 33, 44, 56, 57, 100, 4096, 65_536, 1 << 20]) expect(plain(readThrough(path, w)), `window ${w}`).toEqual(plain(whole));
   });
 });
