@@ -62,6 +62,8 @@ export interface CompactorOptions {
   readonly maxRoundWalBytes?: number;
   /** Rows one round lands at most, a span counting 1 + its events + its links; a round that reaches it stops inside its segment, even inside one record (DEFAULT_MAX_ROUND_ROWS). */
   readonly maxRoundRows?: number;
+  /** Characters one value of a row holds at most (otlp-wire-rows.ts MAX_VALUE_CHARS, the default); past it, cut and counted. */
+  readonly maxValueChars?: number;
   readonly now?: () => number;
   /** Called after each table commit, before any segment is retired (crash tests hook here). */
   readonly afterCommit?: (namespace: string, table: string) => void | Promise<void>;
@@ -168,7 +170,7 @@ export const RECORD_BUFFER_ROWS = 16_384;
 export class Compactor {
   readonly #o: CompactorOptions;
   readonly #identity: WalIdentity;
-  readonly #decoder = new OtlpWireRows();
+  readonly #decoder: OtlpWireRows;
   readonly #zstd: Compressor;
   readonly #appender: TableAppender;
   readonly #stats: CompactorStats;
@@ -198,6 +200,7 @@ export class Compactor {
 
   private constructor(o: CompactorOptions, zstd: Compressor) {
     this.#o = o;
+    this.#decoder = new OtlpWireRows(o.maxValueChars);
     this.#identity = new WalIdentity(o.walDir);
     this.#zstd = zstd;
     this.#stats = o.stats ?? CompactorStats.create();
@@ -405,6 +408,7 @@ export class Compactor {
         if (total === undefined) {
           let n = 0;
           const decoder = this.#decoder;
+          const cutBefore = decoder.truncated;
           const failed = this.#decode(
             rec,
             spans
@@ -427,13 +431,15 @@ export class Compactor {
           }
           total = n;
           checked.set(rec.offset, n);
+          // Values cut to maxValueChars (otlp-wire-rows.ts MAX_VALUE_CHARS), counted once per record decoded for landing.
+          this.labelled.inc('siglake_compactor_truncated_values_total', { table: work.builder.table }, decoder.truncated - cutBefore);
         }
         if (total <= skip) continue;
         const share = rec.payload.length / total;
         const mapper = work.mapper;
         const baseWidth = work.baseWidth;
         // A decoder of its own: the generator waits across the awaits below.
-        const streamer = total === batch.length ? null : new OtlpWireRows();
+        const streamer = total === batch.length ? null : new OtlpWireRows(this.#o.maxValueChars);
         const rows = streamer === null ? (skip > 0 ? batch.slice(skip) : batch) : streamer.rows(rec.payload, rec.timeMs, spans, skip);
         let done = skip;
         for (const row of rows) {
