@@ -96,11 +96,15 @@ describe('a value past --compact-max-value-chars', () => {
 
   it('an impossible bound is refused at start with exit 2 and one line', async () => {
     const { runCli } = await import('../helpers/ingester.js');
-    for (const v of ['1023', String(128 * 1024 * 1024 + 1)]) {
-      const r = runCli(['compact', '--once', '--ingester-stopped', '--wal-dir', `${dir}/none`, '--compact-max-value-chars', v, ...flags]);
+    for (const [v, why] of [
+      ['1023', 'must be at least 1024, got 1023'],
+      [String(128 * 1024 * 1024 + 1), 'got 134217729'],
+    ]) {
+      const r = runCli(['compact', '--once', '--ingester-stopped', '--wal-dir', `${dir}/none`, '--compact-max-value-chars', v!, ...flags]);
       expect(r.status).toBe(2);
       expect(r.stderr.trim().split('\n')).toHaveLength(1);
-      expect(r.stderr).toContain('--compact-max-value-chars');
+      expect(r.stderr).toContain('invalid compactor.maxValueChars (flag --compact-max-value-chars)');
+      expect(r.stderr).toContain(why);
     }
   });
 });
