@@ -164,8 +164,8 @@ const PARTIAL_PREFIX = 'siglake.walpart.';
 /** Segments stopped inside whose records' row counts are kept (a partly landed segment is rarely more than one per lane). */
 const MAX_CHECKED_SEGMENTS = 256;
 
-/** Map entries (attributes) that cost a round's row budget one row. */
-const MAP_ENTRIES_PER_ROW = 8;
+/** Map entries (attributes) that cost a round's row budget one row more: a usual record (under 64 attributes with its resource's and scope's) is still charged 1. */
+const MAP_ENTRIES_PER_ROW = 64;
 
 /** The most rows of one WAL record buffered before they are written; a record with more is streamed (see the round's loop). */
 export const RECORD_BUFFER_ROWS = 16_384;
@@ -456,7 +456,7 @@ export class Compactor {
           if (mapper !== null) mapper.apply(row);
           const p = work.builder.add(row, share);
           // (`done` is the row's index in the record; a streamed span's weight is its decoder's last.)
-          // Map entries are charged too, 8 to a row (MAP_ENTRIES_PER_ROW): one 1 MB request of 2,000
+          // Map entries are charged too, 64 to a row (MAP_ENTRIES_PER_ROW): one 1 MB request of 2,000
           // log records under a resource of 100,000 attributes is 200 million of them, and held one round
           // (and every other tenant's landing) for minutes as 2,000 rows.
           budget.rows -= (spans ? (streamer === null ? weights[done]! : streamer.spanWeight) : 1) + Math.floor(work.builder.mapEntries(row) / MAP_ENTRIES_PER_ROW);

@@ -393,7 +393,7 @@ export const SETTINGS = {
     flag: '--compact-max-round-rows',
     category: 'iceberg',
     default: 262_144,
-    doc: "Rows one compaction round lands at most, a span counting 1 + its events + its links, and any row 1 more for every 8 map entries (resource, scope and record attributes) it carries (the rest is the next round's, which starts at the next lane). A round's time is mostly per row, so this bounds how long one tenant's request of many tiny records or span events holds every other tenant's landing. A round that reaches it stops inside the segment, and inside the request if need be.",
+    doc: "Rows one compaction round lands at most, a span counting 1 + its events + its links, and any row 1 more for every 64 map entries (resource, scope and record attributes) it carries (the rest is the next round's, which starts at the next lane). A round's time is mostly per row, so this bounds how long one tenant's request of many tiny records or span events holds every other tenant's landing. A round that reaches it stops inside the segment, and inside the request if need be.",
     parse: integer({ min: 1, max: 1024 * 1024 * 1024 }),
   }),
   compactMaxValueChars: def<number>({

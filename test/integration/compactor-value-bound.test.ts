@@ -127,16 +127,16 @@ describe('a value past --compact-max-value-chars', () => {
     } finally {
       expect(await ing.stop()).toBe(0);
     }
-    const c = runCli(['compact', '--once', '--ingester-stopped', '--wal-dir', path.join(dir, 'wal'), ...flags]);
+    const c = runCli(['compact', '--once', '--ingester-stopped', '--wal-dir', path.join(dir, 'wal'), '--compact-max-round-rows', '20000', ...flags]);
     expect(c.status, c.stderr).toBe(0);
-    // A round's row budget is charged 1 + entries / 8 a row (251 here): 502,000 in rounds of 262,144.
+    // A round's row budget is charged 1 + entries / 64 a row (32 here): 64,000 in rounds of 20,000.
     // (Charged 1 a row, 200 million entries held one round, and every other tenant, for minutes.)
     const rounds = c.stdout
       .split('\n')
       .filter((l) => l.includes('"msg":"compaction round"'))
       .map((l) => (JSON.parse(l) as { rows: number }).rows)
       .filter((n) => n > 0);
-    expect(rounds).toEqual([1045, 955]);
+    expect(rounds).toEqual([625, 625, 625, 125]);
     const files = await icebirdDataFiles((await lake.catalog.metadataLocation('tenant_wide', 'logs'))!);
     expect(files.map((f) => f.records).reduce((a, b) => a + b, 0)).toBe(2000);
     const groups = files.map((f) => {
@@ -144,6 +144,6 @@ describe('a value past --compact-max-value-chars', () => {
       return parquetMetadata(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length)).row_groups.map((g) => Number(g.num_rows));
     });
     // 1,048,576 entries of 2,000 a row: a group every 525 rows.
-    expect(groups.sort((a, b) => b[1]! - a[1]!)).toEqual([[525, 520], [525, 430]]);
+    expect(groups.flat().sort((a, b) => b - a)).toEqual([525, 525, 525, 125, 100, 100, 100]);
   }, 120_000);
 });
