@@ -22,6 +22,8 @@ export interface CompactorSettings extends WarehouseSettings {
   readonly compactIntervalSecs: number;
   readonly compactMaxRoundBytes: number;
   readonly compactMaxRoundRows: number;
+  /** compactor.maxValueChars (absent: MAX_VALUE_CHARS). */
+  readonly compactMaxValueChars?: number;
   readonly logLevel: string;
   /** Retention inside the compactor loop (src/retention); absent: 0 = forever, 24 h snapshots. */
   readonly retentionLogsDays?: number;
@@ -81,6 +83,7 @@ export class CompactorSetup {
       sealRule: new SealRule(mode, boundary),
       maxRoundWalBytes: s.compactMaxRoundBytes,
       maxRoundRows: s.compactMaxRoundRows,
+      ...(s.compactMaxValueChars !== undefined ? { maxValueChars: s.compactMaxValueChars } : {}),
       log,
       ...(extra.stats !== undefined ? { stats: extra.stats } : {}),
       ...(extra.afterCommit !== undefined ? { afterCommit: extra.afterCommit } : {}),

@@ -62,6 +62,8 @@ export interface CompactorOptions {
   readonly maxRoundWalBytes?: number;
   /** Rows one round lands at most, a span counting 1 + its events + its links; a round that reaches it stops inside its segment, even inside one record (DEFAULT_MAX_ROUND_ROWS). */
   readonly maxRoundRows?: number;
+  /** Characters one value of a row holds at most (otlp-wire-rows.ts MAX_VALUE_CHARS, the default); past it, cut and counted. */
+  readonly maxValueChars?: number;
   readonly now?: () => number;
   /** Called after each table commit, before any segment is retired (crash tests hook here). */
   readonly afterCommit?: (namespace: string, table: string) => void | Promise<void>;
@@ -162,13 +164,16 @@ const PARTIAL_PREFIX = 'siglake.walpart.';
 /** Segments stopped inside whose records' row counts are kept (a partly landed segment is rarely more than one per lane). */
 const MAX_CHECKED_SEGMENTS = 256;
 
+/** Map entries (attributes) that cost a round's row budget one row more: a usual record (under 64 attributes with its resource's and scope's) is still charged 1. */
+const MAP_ENTRIES_PER_ROW = 64;
+
 /** The most rows of one WAL record buffered before they are written; a record with more is streamed (see the round's loop). */
 export const RECORD_BUFFER_ROWS = 16_384;
 
 export class Compactor {
   readonly #o: CompactorOptions;
   readonly #identity: WalIdentity;
-  readonly #decoder = new OtlpWireRows();
+  readonly #decoder: OtlpWireRows;
   readonly #zstd: Compressor;
   readonly #appender: TableAppender;
   readonly #stats: CompactorStats;
@@ -198,6 +203,7 @@ export class Compactor {
 
   private constructor(o: CompactorOptions, zstd: Compressor) {
     this.#o = o;
+    this.#decoder = new OtlpWireRows(o.maxValueChars);
     this.#identity = new WalIdentity(o.walDir);
     this.#zstd = zstd;
     this.#stats = o.stats ?? CompactorStats.create();
@@ -405,6 +411,7 @@ export class Compactor {
         if (total === undefined) {
           let n = 0;
           const decoder = this.#decoder;
+          const cutBefore = decoder.truncated;
           const failed = this.#decode(
             rec,
             spans
@@ -427,13 +434,15 @@ export class Compactor {
           }
           total = n;
           checked.set(rec.offset, n);
+          // Values cut to maxValueChars (otlp-wire-rows.ts MAX_VALUE_CHARS), counted once per record decoded for landing.
+          this.labelled.inc('siglake_compactor_truncated_values_total', { table: work.builder.table }, decoder.truncated - cutBefore);
         }
         if (total <= skip) continue;
         const share = rec.payload.length / total;
         const mapper = work.mapper;
         const baseWidth = work.baseWidth;
         // A decoder of its own: the generator waits across the awaits below.
-        const streamer = total === batch.length ? null : new OtlpWireRows();
+        const streamer = total === batch.length ? null : new OtlpWireRows(this.#o.maxValueChars);
         const rows = streamer === null ? (skip > 0 ? batch.slice(skip) : batch) : streamer.rows(rec.payload, rec.timeMs, spans, skip);
         let done = skip;
         for (const row of rows) {
@@ -447,7 +456,10 @@ export class Compactor {
           if (mapper !== null) mapper.apply(row);
           const p = work.builder.add(row, share);
           // (`done` is the row's index in the record; a streamed span's weight is its decoder's last.)
-          budget.rows -= spans ? (streamer === null ? weights[done]! : streamer.spanWeight) : 1;
+          // Map entries are charged too, 64 to a row (MAP_ENTRIES_PER_ROW): one 1 MB request of 2,000
+          // log records under a resource of 100,000 attributes is 200 million of them, and held one round
+          // (and every other tenant's landing) for minutes as 2,000 rows.
+          budget.rows -= (spans ? (streamer === null ? weights[done]! : streamer.spanWeight) : 1) + Math.floor(work.builder.mapEntries(row) / MAP_ENTRIES_PER_ROW);
           done++;
           if (p !== undefined) await p;
         }

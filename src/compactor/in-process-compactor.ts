@@ -102,6 +102,7 @@ export class InProcessCompactor {
       compactIntervalSecs: opts.settings.compactIntervalSecs,
       compactMaxRoundBytes: opts.settings.compactMaxRoundBytes,
       compactMaxRoundRows: opts.settings.compactMaxRoundRows,
+      compactMaxValueChars: opts.settings.compactMaxValueChars,
       logLevel: opts.settings.logLevel,
       // Retention runs inside the compactor loop (src/retention).
       retentionLogsDays: opts.settings.retentionLogsDays,

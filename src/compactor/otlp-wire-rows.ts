@@ -83,7 +83,32 @@ interface ScopeParts {
   schemaUrl: string | null;
 }
 
+/**
+ * The most characters of one value's text in a row: a string (a body, an
+ * attribute key or value, a span name, ...) is decoded from at most this many
+ * of its UTF-8 bytes, bytes are base64 of at most three quarters of it, and an
+ * array or key-value list's JSON stops at it. A value that does not fit is cut
+ * there and counted (siglake_compactor_truncated_values_total). Without it, a
+ * request past --max-request-bytes' default (it goes to 512 MiB) could hold a
+ * value the compactor cannot hold: a key-value list body of 100 MB of control
+ * characters is 600 million characters of JSON, past V8's longest string,
+ * and its lane failed every round (in the ingester, the compactor died of
+ * it every round, and no tenant landed). 128 Mi characters is more than any
+ * value of a 16 MiB request makes (6 characters a byte at most), so nothing
+ * at the default cap is cut.
+ */
+export const MAX_VALUE_CHARS = 128 * 1024 * 1024;
+/** Characters of a string escaped by one JSON.stringify call when a long value's JSON is written in pieces. */
+const JSON_PIECE = 1 << 20;
+
 export class OtlpWireRows {
+  /** Values cut to #maxChars since this decoder was made (the caller reads the difference). */
+  truncated = 0;
+  readonly #maxChars: number;
+  constructor(maxValueChars = MAX_VALUE_CHARS) {
+    this.#maxChars = maxValueChars;
+  }
+
   #b: SliceBuffer = EMPTY;
   #dv = new DataView(EMPTY.buffer, EMPTY.byteOffset, 0);
   #pos = 0;
@@ -612,7 +637,7 @@ export class OtlpWireRows {
       else this.#skipField(tag, e, KEY_VALUE_FIELDS);
     }
     this.#pos = e;
-    return { key: ks < 0 ? '' : this.#b.utf8Slice(ks, ke), value };
+    return { key: ks < 0 ? '' : this.#utf8(ks, ke), value };
   }
 
   /**
@@ -676,7 +701,34 @@ export class OtlpWireRows {
   }
 
   #memberString(): string {
-    return this.#b.utf8Slice(this.#member[0]!, this.#member[1]!);
+    return this.#utf8(this.#member[0]!, this.#member[1]!);
+  }
+
+  /** The UTF-8 bytes s..e as a string of at most #maxChars characters: past it, cut at the last whole character that fits. */
+  #utf8(s: number, e: number): string {
+    const most = Math.min(this.#maxChars, this.#leafBudget);
+    if (this.#leafBudget !== Infinity) this.#leafBudget = Math.max(0, this.#leafBudget - (e - s));
+    if (e - s <= most) return this.#b.utf8Slice(s, e);
+    let cut = s + most;
+    while (cut > s && (this.#b[cut]! & 0xc0) === 0x80) cut--;
+    this.truncated++;
+    return this.#b.utf8Slice(s, cut);
+  }
+
+  /**
+   * UTF-8 bytes the strings of a long list value (#jsonText) may still take;
+   * Infinity otherwise. It bounds the value held while its JSON is written,
+   * so a list of several strings near the cap is not held whole.
+   */
+  #leafBudget = Infinity;
+
+  /** Bytes s..e as base64 of at most #maxChars characters (whole 3-byte groups). */
+  #base64(s: number, e: number): string {
+    const most = Math.floor(Math.min(this.#maxChars, this.#leafBudget) / 4) * 3;
+    if (this.#leafBudget !== Infinity) this.#leafBudget = Math.max(0, this.#leafBudget - Math.ceil((e - s) / 3) * 4);
+    if (e - s <= most) return this.#b.base64Slice(s, e);
+    this.truncated++;
+    return this.#b.base64Slice(s, s + most);
   }
 
   /** An AnyValue as map text: scalars as text, bytes as base64, arrays and key-value lists as JSON. */
@@ -692,7 +744,7 @@ export class OtlpWireRows {
       case 4:
         return doubleText(this.#dv.getFloat64(this.#member[0]!, true));
       case 7:
-        return this.#b.base64Slice(this.#member[0]!, this.#member[1]!);
+        return this.#base64(this.#member[0]!, this.#member[1]!);
       case 5:
       case 6:
         return this.#jsonText(member);
@@ -710,6 +762,28 @@ export class OtlpWireRows {
   #jsonText(member: number): string {
     const where = this.#member;
     this.#digitKeys = false;
+    // JSON writes at most 6 characters per wire byte (a string's `\u0001`; an
+    // empty list item or key is 2 bytes and at most 8 characters): a value
+    // whose bytes cannot make more than #maxChars is written whole, as ever.
+    let wire = 0;
+    for (let k = 0; k < where.length; k += 2) wire += where[k + 1]! - where[k]!;
+    if (wire * 6 + 16 > this.#maxChars) {
+      const before = this.truncated;
+      this.#leafBudget = this.#maxChars;
+      let value: unknown;
+      try {
+        value = this.#json(member);
+      } finally {
+        this.#leafBudget = Infinity;
+      }
+      const { text, cut } = boundedJson(value, this.#maxChars);
+      const whole = !cut && this.truncated === before;
+      this.truncated = before + (whole ? 0 : 1);
+      if (!whole || !this.#digitKeys) return text;
+      // It fits whole: the same text as a short value's, keys where they were sent.
+      this.#member = where;
+      return this.#orderedJson(member);
+    }
     const value = this.#json(member);
     if (!this.#digitKeys) return JSON.stringify(value);
     this.#member = where;
@@ -763,7 +837,7 @@ export class OtlpWireRows {
       case 4:
         return doubleJson(this.#dv.getFloat64(where[0]!, true));
       case 7:
-        return this.#b.base64Slice(where[0]!, where[1]!);
+        return this.#base64(where[0]!, where[1]!);
       case 5: {
         // ArrayValue: repeated AnyValue values = 1 (each element its own AnyValue).
         const out: unknown[] = [];
@@ -907,7 +981,7 @@ export class OtlpWireRows {
     const s = this.#range(end);
     const e = this.#rangeEnd;
     this.#pos = e;
-    return this.#b.utf8Slice(s, e);
+    return this.#utf8(s, e);
   }
 
   /** Bytes as lower-case hex; null when empty (trace and span ids). */
@@ -981,3 +1055,57 @@ const RESOURCE_FIELDS = wires({ 1: LEN, 2: VARINT, 3: LEN });
 const SCOPE_FIELDS = wires({ 1: LEN, 2: LEN, 3: LEN, 4: VARINT });
 const KEY_VALUE_FIELDS = wires({ 1: LEN, 2: LEN });
 const LIST_FIELDS = wires({ 1: LEN });
+
+/**
+ * JSON.stringify(value) cut to its first `max` characters (and no lone high
+ * surrogate at the cut), written in pieces so that no piece, nor the whole,
+ * passes V8's longest string: a value past `max` ends mid-text, not valid JSON.
+ */
+export function boundedJson(value: unknown, max: number): { text: string; cut: boolean } {
+  const parts: string[] = [];
+  let left = max;
+  const put = (t: string): boolean => {
+    if (t.length <= left) {
+      parts.push(t);
+      left -= t.length;
+      return true;
+    }
+    let head = t.slice(0, left);
+    const last = head.charCodeAt(head.length - 1);
+    if (last >= 0xd800 && last <= 0xdbff) head = head.slice(0, -1);
+    parts.push(head);
+    left = 0;
+    return false;
+  };
+  const str = (t: string): boolean => {
+    if (!put('"')) return false;
+    for (let i = 0; i < t.length; ) {
+      let j = Math.min(t.length, i + JSON_PIECE);
+      const c = t.charCodeAt(j - 1);
+      if (j < t.length && c >= 0xd800 && c <= 0xdbff) j++; // a pair stays whole
+      if (!put(JSON.stringify(t.slice(i, j)).slice(1, -1))) return false;
+      i = j;
+    }
+    return put('"');
+  };
+  const walk = (v: unknown): boolean => {
+    if (typeof v === 'string') return str(v);
+    if (Array.isArray(v)) {
+      if (!put('[')) return false;
+      for (let i = 0; i < v.length; i++) if ((i > 0 && !put(',')) || !walk(v[i])) return false;
+      return put(']');
+    }
+    if (v !== null && typeof v === 'object') {
+      if (!put('{')) return false;
+      let first = true;
+      for (const [k, x] of Object.entries(v)) {
+        if ((!first && !put(',')) || !str(k) || !put(':') || !walk(x)) return false;
+        first = false;
+      }
+      return put('}');
+    }
+    return put(JSON.stringify(v));
+  };
+  const whole = walk(value);
+  return { text: parts.join(''), cut: !whole };
+}

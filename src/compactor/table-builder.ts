@@ -19,8 +19,16 @@ export interface TableBuilderLimits {
   readonly targetFileBytes: number;
   /** Write a row group once a day's buffer holds this many rows (default 16,384)… */
   readonly rowGroupRows: number;
-  /** …or this many bytes of WAL payload (default 2 MiB). */
+  /** …or this many bytes of WAL payload (default 2 MiB)… */
   readonly rowGroupWalBytes: number;
+  /**
+   * …or this many map entries (resource, scope and record attributes; default
+   * 1 Mi). A row's maps are written once per row: a 1 MB request of 2,000 log
+   * records under one resource of 100,000 attributes is 200 million entries,
+   * and in one row group (2,000 rows, 2 MiB of WAL share not reached) passed
+   * V8's longest array: its table failed every round.
+   */
+  readonly rowGroupMapEntries: number;
 }
 
 // Buffered rows are JS objects, several times their WAL size, and every
@@ -31,12 +39,14 @@ export const DEFAULT_LIMITS: TableBuilderLimits = Object.freeze({
   targetFileBytes: 128 * 1024 * 1024,
   rowGroupRows: 16_384,
   rowGroupWalBytes: 2 * 1024 * 1024,
+  rowGroupMapEntries: 1024 * 1024,
 });
 
 class DayBuffer {
   columns: unknown[][];
   rows = 0;
   walBytes = 0;
+  mapEntries = 0;
   writer: ParquetDataWriter | null = null;
 
   constructor(
@@ -58,6 +68,8 @@ export class TableBuilder {
   readonly #days = new Map<number, DayBuffer>();
   readonly #done: DataFileInfo[] = [];
   #rows = 0;
+  /** Indexes of the map columns. */
+  readonly #maps: number[];
 
   constructor(opts: {
     namespace: string;
@@ -76,6 +88,14 @@ export class TableBuilder {
     this.#storage = opts.storage;
     this.#zstd = opts.zstd;
     this.#limits = { ...DEFAULT_LIMITS, ...opts.limits };
+    this.#maps = opts.schema.columns.flatMap((c, i) => (c.type === 'map' ? [i] : []));
+  }
+
+  /** Map entries of a row (resource, scope and record attributes together). */
+  mapEntries(row: Row): number {
+    let n = 0;
+    for (const i of this.#maps) n += (row[i] as unknown[] | null)?.length ?? 0;
+    return n;
   }
 
   /** Rows added so far. */
@@ -101,8 +121,10 @@ export class TableBuilder {
     for (let i = 0; i < cols.length; i++) cols[i]!.push(row[i]);
     buf.rows++;
     buf.walBytes += walBytes;
+    buf.mapEntries += this.mapEntries(row);
     this.#rows++;
-    if (buf.rows >= this.#limits.rowGroupRows || buf.walBytes >= this.#limits.rowGroupWalBytes) return this.#flush(buf);
+    if (buf.rows >= this.#limits.rowGroupRows || buf.walBytes >= this.#limits.rowGroupWalBytes || buf.mapEntries >= this.#limits.rowGroupMapEntries)
+      return this.#flush(buf);
     return undefined;
   }
 
@@ -145,6 +167,7 @@ export class TableBuilder {
     buf.columns = Array.from({ length: columns.length }, () => []);
     buf.rows = 0;
     buf.walBytes = 0;
+    buf.mapEntries = 0;
     await buf.writer.writeRowGroup(columns, rows);
     if (buf.writer.bytesWritten >= this.#limits.targetFileBytes) {
       this.#done.push(await buf.writer.finish());

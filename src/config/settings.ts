@@ -393,8 +393,16 @@ export const SETTINGS = {
     flag: '--compact-max-round-rows',
     category: 'iceberg',
     default: 262_144,
-    doc: "Rows one compaction round lands at most, a span counting 1 + its events + its links (the rest is the next round's, which starts at the next lane). A round's time is mostly per row, so this bounds how long one tenant's request of many tiny records or span events holds every other tenant's landing. A round that reaches it stops inside the segment, and inside the request if need be.",
+    doc: "Rows one compaction round lands at most, a span counting 1 + its events + its links, and any row 1 more for every 64 map entries (resource, scope and record attributes) it carries (the rest is the next round's, which starts at the next lane). A round's time is mostly per row, so this bounds how long one tenant's request of many tiny records or span events holds every other tenant's landing. A round that reaches it stops inside the segment, and inside the request if need be.",
     parse: integer({ min: 1, max: 1024 * 1024 * 1024 }),
+  }),
+  compactMaxValueChars: def<number>({
+    key: 'compactor.maxValueChars',
+    flag: '--compact-max-value-chars',
+    category: 'iceberg',
+    default: 128 * 1024 * 1024,
+    doc: "Characters one value of a landed row holds at most: a string (a body, a span name, an attribute key or value) is cut at this many of its UTF-8 bytes, bytes at the base64 of three quarters of it, an array or key-value list's JSON at this many characters; each cut value is counted in siglake_compactor_truncated_values_total{table}. The default cuts nothing a request under 16 MiB holds; it keeps a value that --max-request-bytes raised toward 512 MiB lets in from making the compactor fail (or die) on it every round (docs/iceberg.md).",
+    parse: integer({ min: 1024, max: 128 * 1024 * 1024 }),
   }),
   compactMaxFailingSecs: def<number>({
     key: 'compactor.maxFailingSecs',

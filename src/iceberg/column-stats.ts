@@ -156,13 +156,28 @@ export function compareCodePoints(a: string, b: string): number {
   return a.length - b.length;
 }
 
+/**
+ * The first `n` code points of `s`, and one more when there is one: enough to
+ * tell whether it is longer. (Array.from of the whole value passed V8's
+ * longest array for a value of about 134 million characters, and the table
+ * holding it failed every round.)
+ */
+function headCodePoints(s: string, n: number): string[] {
+  const out: string[] = [];
+  for (const cp of s) {
+    out.push(cp);
+    if (out.length > n) break;
+  }
+  return out;
+}
+
 function truncateLower(s: string): string {
-  const cps = Array.from(s);
+  const cps = headCodePoints(s, TRUNCATE);
   return cps.length <= TRUNCATE ? s : cps.slice(0, TRUNCATE).join('');
 }
 
 function truncateUpper(s: string): string | null {
-  const cps = Array.from(s);
+  const cps = headCodePoints(s, TRUNCATE);
   if (cps.length <= TRUNCATE) return s;
   const head = cps.slice(0, TRUNCATE);
   for (let i = head.length - 1; i >= 0; i--) {

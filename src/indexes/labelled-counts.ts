@@ -9,6 +9,10 @@ import { scrapedGauge } from '../metrics/scraped.js';
 
 export const LABELLED_COUNTERS = {
   siglake_compactor_mapping_errors_total: { help: 'Mapped-column values that did not convert to the column type (written as null), per table.', labels: ['table'] },
+  siglake_compactor_truncated_values_total: {
+    help: 'Values of landed rows cut to --compact-max-value-chars (a string, bytes, or an array or key-value list as JSON), per table (docs/iceberg.md).',
+    labels: ['table'],
+  },
   siglake_compactor_schema_behind_total: {
     help: 'Table commits written with a table schema older than this release (run siglake migrate), per namespace and table.',
     labels: ['namespace', 'table'],

@@ -7,7 +7,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { OtlpRowDecoder, type Row } from '../../src/compactor/otlp-row-decoder.js';
-import { OtlpWireError, OtlpWireRows } from '../../src/compactor/otlp-wire-rows.js';
+import { boundedJson, OtlpWireError, OtlpWireRows } from '../../src/compactor/otlp-wire-rows.js';
 import { FixtureGenerator } from '../../src/otlp/fixtures.js';
 import { ProtoRoot } from '../../src/otlp/proto-root.js';
 import { Prng } from '../../src/prng.js';
@@ -87,6 +87,30 @@ describe('OtlpWireRows against the protobufjs decoder', () => {
       records += expectSame(signal, f.protobuf).length;
     }
     expect(records).toBeGreaterThan(1000);
+  });
+
+  it.each(['logs', 'traces'] as const)('with a low --compact-max-value-chars, gives the same %s rows wherever no value passes it (a long list value is written in pieces)', (signal) => {
+    const prng = new Prng(20261208);
+    const gen = new FixtureGenerator(7, root);
+    const bounded = new OtlpWireRows(1024);
+    let same = 0;
+    for (let i = 0; i < 200; i++) {
+      const f = gen.request(signal, { targetBytes: prng.pick([1024, 4096]), resources: 1, allValueKinds: true, logBodyBytes: prng.pick([0, 40, 160]) });
+      const before = bounded.truncated;
+      const rows = rowsOf(bounded, signal, f.protobuf);
+      if (bounded.truncated !== before) continue;
+      expect(rows).toEqual(rowsOf(wire, signal, f.protobuf));
+      same++;
+    }
+    expect(same).toBeGreaterThan(100);
+  });
+
+  it('cuts a value past the bound at it, and writes a long list value as JSON.stringify does', () => {
+    const values: unknown[] = [{ b: '1', 0: 'zero', __proto__x: [1, 'two', null, true, { '': '\u0001\ud83d\ude00' }] }, ['😀'.repeat(3000)], 'x', 1.5];
+    for (const v of values) expect(boundedJson(v, 1 << 20)).toEqual({ text: JSON.stringify(v), cut: false });
+    // A cut never leaves the first half of a surrogate pair at its end.
+    expect(boundedJson(['😀'.repeat(10)], 4)).toEqual({ text: '["😀', cut: true });
+    expect(boundedJson({ k: '\u0001'.repeat(10) }, 12)).toEqual({ text: '{"k":"\\u0001', cut: true });
   });
 
   it('gives the same rows at the edges of the mapping rules (encodeRequest)', () => {

@@ -20,6 +20,17 @@ describe('column bounds in Iceberg single-value form', () => {
     expect(Array.from(Buffer.from(encodeBound('string', emoji, 'lower')!).toString())).toHaveLength(16);
   });
 
+  it('bounds a string of 150 million characters from its first 16 code points (Array.from of it threw, and its table never landed)', () => {
+    // Before: Array.from of the whole value passed V8's longest array, so a
+    // 150 MB body failed `writing data files` every round (docs/iceberg.md).
+    const long = 'b'.repeat(150_000_000);
+    expect(Buffer.from(encodeBound('string', long, 'lower')!).toString()).toBe('b'.repeat(16));
+    expect(Buffer.from(encodeBound('string', long, 'upper')!).toString()).toBe('b'.repeat(15) + 'c');
+    const astral = '😀'.repeat(16) + 'x'.repeat(150_000_000);
+    expect(Buffer.from(encodeBound('string', astral, 'lower')!).toString()).toBe('😀'.repeat(16));
+    expect(Buffer.from(encodeBound('string', astral, 'upper')!).toString()).toBe('😀'.repeat(15) + '😁');
+  });
+
   it('orders strings by code point like their UTF-8 bytes', () => {
     const pairs: [string, string][] = [
       ['a', 'b'],
